@@ -1,0 +1,3 @@
+from rlver.cli import main
+
+main()

@@ -1,0 +1,74 @@
+"""The ``rlver`` command.
+
+Each command group lives in its own module and imports heavy libraries (torch, transformers) inside the
+command functions, so ``rlver --help`` stays fast. Errors derived from :class:`rlver.errors.RlverError`
+are printed as plain messages with their exit code; anything else is a bug and shows a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from rlver import __version__
+from rlver.cli import audit, chat, config_cmd, data, eval_cmd, probe, profiles, train_cmd
+from rlver.errors import RlverError
+
+app = typer.Typer(
+    name="rlver",
+    help="Reinforcement learning with verifiable emotion rewards: train and benchmark chat models "
+    "against simulated users.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+app.add_typer(data.app, name="data")
+app.add_typer(profiles.app, name="profiles")
+app.add_typer(config_cmd.app, name="config")
+for module in (audit, chat, eval_cmd, probe, train_cmd):
+    module.register(app)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"rlver {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
+    ),
+) -> None:
+    """rlver: RL with verifiable emotion rewards."""
+
+
+def main() -> None:
+    """Console-script entry point: run the app, turning RlverError into a clean message."""
+    try:
+        app(standalone_mode=False)
+    except RlverError as exc:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

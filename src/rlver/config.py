@@ -1,0 +1,117 @@
+"""Configuration: pydantic models loaded from YAML, with ``dotted.key=value`` overrides.
+
+Unknown keys and wrong types are errors that name the key (``ConfigError``). Secrets never live in a
+config: configs name the *environment variable* that holds a key (``api_key_env``), and
+:func:`redacted` masks anything that looks like a secret before a config is printed or written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from rlver.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+_SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password|authorization)$", re.IGNORECASE)
+
+
+def _parse_scalar(text: str) -> Any:
+    """Parse an override value the way YAML would (``1`` → int, ``true`` → bool, ``[a,b]`` → list)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides to a nested dict (in place) and return it."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. train.lr=1e-6")
+        key, _, value = item.partition("=")
+        parts = key.strip().split(".")
+        node = data
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {key!r}: {part!r} is not a section")
+            node = child
+        node[parts[-1]] = _parse_scalar(value)
+    return data
+
+
+def _format_validation_error(exc: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(root)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key")
+        else:
+            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def load_config(
+    model: type[M],
+    path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    *,
+    base: dict[str, Any] | None = None,
+) -> M:
+    """Build ``model`` from ``base`` updated by the YAML file at ``path`` and by ``overrides``."""
+    data: dict[str, Any] = dict(base or {})
+    source = "config"
+    if path is not None:
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping at the top level")
+        data = _deep_update(data, loaded)
+    apply_overrides(data, overrides)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, source)) from None
+
+
+def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_update(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def redacted(obj: Any) -> Any:
+    """A copy of a nested dict/list with secret-looking values replaced by ``"***"``.
+
+    Keys named like ``api_key``/``token`` are masked; ``api_key_env`` (the *name* of a variable) is
+    kept because it is not a secret.
+    """
+    if isinstance(obj, BaseModel):
+        obj = obj.model_dump(mode="json")
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            if isinstance(k, str) and _SECRET_KEY.search(k) and not k.endswith("_env") and v:
+                out[k] = "***"
+            else:
+                out[k] = redacted(v)
+        return out
+    if isinstance(obj, list):
+        return [redacted(v) for v in obj]
+    return obj

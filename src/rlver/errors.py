@@ -1,0 +1,103 @@
+"""Error types shared by every layer.
+
+Errors are for humans: each one says where (file, line, field) and what was expected, so that a user
+can fix the input without reading a traceback. The CLI prints ``str(error)`` and exits with
+``error.exit_code``; it only shows a traceback for errors that are *not* ``RlverError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class RlverError(Exception):
+    """Base of every error the CLI reports without a traceback."""
+
+    exit_code: int = 1
+
+
+@dataclass
+class Problem:
+    """One problem in one place of an input file: rendered as ``file:line: field: problem``."""
+
+    path: str
+    line: int | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.path if self.line is None else f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+class InputError(RlverError):
+    """An input file (profiles, transcripts, config) is malformed. Carries every problem found."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem] | Problem, summary: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, Problem) else list(problems)
+        self.summary = summary
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        head = [self.summary] if self.summary else []
+        return "\n".join(head + [str(p) for p in self.problems])
+
+
+class ConfigError(RlverError):
+    """A configuration key is unknown or has the wrong type."""
+
+    exit_code = 2
+
+
+class DownloadError(RlverError):
+    """A download failed (offline, HTTP error, checksum mismatch)."""
+
+
+class LLMError(RlverError):
+    """A call to a language model failed for good (after the bounded retries)."""
+
+    kind: str = "llm_error"
+
+
+class LLMTimeoutError(LLMError):
+    kind = "timeout"
+
+
+class LLMRateLimitError(LLMError):
+    kind = "rate_limit"
+
+
+class LLMServerError(LLMError):
+    kind = "server_error"
+
+
+class LLMConnectionError(LLMError):
+    kind = "connection"
+
+
+class LLMResponseError(LLMError):
+    """The server answered, but not with a usable chat completion (garbage, empty, truncated)."""
+
+    kind = "bad_response"
+
+
+class SimulatorError(RlverError):
+    """The simulated user could not produce a valid turn (e.g. unparseable appraisal twice)."""
+
+    kind: str = "simulator_error"
+
+
+class AppraisalParseError(SimulatorError):
+    kind = "appraisal_parse"
+
+
+def error_kind(exc: BaseException) -> str:
+    """A short, stable name for an error, used to count failures by kind in run summaries."""
+    kind = getattr(exc, "kind", None)
+    if isinstance(kind, str):
+        return kind
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    return type(exc).__name__

@@ -1,0 +1,80 @@
+"""One async chat interface for every model in the system: the policy under test and the simulator.
+
+Keeping a single interface means the rollout runner, the simulator and the evaluator never care whether
+a model is a remote OpenAI-compatible endpoint, a local transformers model, or a cached replay.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlver.records import Message
+
+
+class SamplingParams(BaseModel):
+    """Sampling settings. Recorded in every run manifest so results can be reproduced."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(default=1.0, ge=0.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(default=512, ge=1)
+    seed: int | None = None
+    stop: list[str] | None = None
+    # Extra fields passed through to the server untouched (e.g. {"top_k": 20} for vLLM).
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class Completion(BaseModel):
+    """The result of one chat call."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    finish_reason: str | None = None  # "stop", "length", ...
+    cached: bool = False
+    # Token ids of the completion when the backend knows them (local models): lets the trainer
+    # skip re-tokenisation. Not serialised into transcripts.
+    token_ids: list[int] | None = Field(default=None, exclude=True)
+
+
+MessagesLike = Sequence[Message]
+
+
+class ChatModel(abc.ABC):
+    """An async chat model.
+
+    Subclasses implement :meth:`complete`. :meth:`complete_many` issues a batch; the default runs the
+    calls concurrently, local backends override it with one batched forward pass.
+    """
+
+    #: A short name recorded in manifests (model id, never a key).
+    name: str = "model"
+
+    @abc.abstractmethod
+    async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:
+        """Return the assistant's next message for ``messages``."""
+
+    async def complete_many(
+        self, batch: Sequence[MessagesLike], sampling: SamplingParams
+    ) -> list[Completion | BaseException]:
+        """Complete every conversation of ``batch``; a failure is returned in place, not raised.
+
+        Returning exceptions in place is what lets one failed dialogue be marked failed while the
+        others go on.
+        """
+        results = await asyncio.gather(*(self.complete(m, sampling) for m in batch), return_exceptions=True)
+        return list(results)
+
+    def describe(self) -> dict[str, Any]:
+        """Settings worth recording in a manifest. Must never include secrets."""
+        return {"name": self.name, "backend": type(self).__name__}
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release network clients, if any."""

@@ -1,0 +1,100 @@
+"""Records that cross module boundaries: messages, appraisals, user turns, episodes.
+
+These are the contract between the simulator, the environment, the rollout runner, the trainer and the
+evaluator, and they are what a transcript line contains. Every emotion number in an :class:`Episode` is
+traceable to the :class:`Appraisal` that produced it (see ``rlver audit``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["system", "user", "assistant"]
+Tier = Literal["S", "A", "B", "C", "F"]
+EpisodeStatus = Literal["finished", "failed"]
+
+
+class Message(BaseModel):
+    """One chat message. Assistant messages keep their *raw* text, think block included."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str
+
+
+class Appraisal(BaseModel):
+    """One simulator judgement of one agent reply.
+
+    The four text fields are the simulator's named reasoning steps. ``raw_change`` is the integer
+    the simulator stated; ``change`` is what was applied after clamping to the per-turn bound, and
+    ``emotion_after`` = clamp(``emotion_before`` + ``change``, 0, 100).
+    ``features`` holds the offline simulator's per-feature contributions (empty for LLM simulators).
+    """
+
+    understanding: str = ""
+    goal_fit: str = ""
+    inner_reaction: str = ""
+    feeling: str = ""
+    raw_change: int
+    change: int
+    emotion_before: int
+    emotion_after: int
+    tier: Tier
+    features: dict[str, float] = Field(default_factory=dict)
+
+
+class UserTurn(BaseModel):
+    """What the simulated user did after one agent reply (or its opening line)."""
+
+    text: str
+    appraisal: Appraisal | None = None  # None for the opening line
+    ends_dialogue: bool = False
+    end_reason: str | None = None  # "satisfied", "left", "emotion_high", "emotion_low", ...
+    latency_s: float = 0.0
+    tokens: int = 0
+
+
+class TurnTiming(BaseModel):
+    """Seconds spent on one round: the policy's generation and the simulator's work."""
+
+    policy_s: float = 0.0
+    simulator_s: float = 0.0
+
+
+class Episode(BaseModel):
+    """One dialogue: a line of a transcript."""
+
+    profile_id: str
+    sample_index: int = 0  # index within a GRPO group (n dialogues per profile)
+    episode_id: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    user_turns: list[UserTurn] = Field(default_factory=list)
+    start_emotion: int = 40
+    final_emotion: int = 40
+    emotions: list[int] = Field(default_factory=list)  # emotion after each appraisal, in order
+    reward: float | None = None
+    status: EpisodeStatus = "finished"
+    end_reason: str | None = None  # why the dialogue ended ("turn_limit", "emotion_high", ...)
+    error: str | None = None
+    error_kind: str | None = None
+    format_errors: int = 0  # assistant replies without a well-formed think block (think mode)
+    policy_tokens: int = 0
+    simulator_tokens: int = 0
+    timings: list[TurnTiming] = Field(default_factory=list)
+    wall_s: float = 0.0
+    meta: dict[str, Any] = Field(default_factory=dict)  # e.g. behaviour mode, difficulty, topic
+
+    @property
+    def assistant_turns(self) -> int:
+        return sum(1 for m in self.messages if m.role == "assistant")
+
+    @property
+    def succeeded(self) -> bool:
+        return self.final_emotion >= 100
+
+    @property
+    def failed_low(self) -> bool:
+        return self.final_emotion < 10

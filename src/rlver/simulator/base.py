@@ -1,0 +1,55 @@
+"""The simulated-user interface shared by the LLM-backed and the offline simulator.
+
+A :class:`UserSimulator` is a factory (it holds models and settings); :meth:`UserSimulator.start`
+returns a :class:`SimulatedUser` that holds one dialogue's state. Keeping per-dialogue state in its own
+object is what lets the rollout runner advance hundreds of dialogues concurrently with one simulator.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from rlver.profiles.schema import Profile
+from rlver.records import Message, UserTurn
+from rlver.simulator.emotion import EmotionRules, EmotionState
+
+
+class SimulatedUser(abc.ABC):
+    """One user in one dialogue."""
+
+    def __init__(self, profile: Profile, emotion: EmotionState) -> None:
+        self.profile = profile
+        self.emotion = emotion
+        #: The dialogue as the user saw it: ``user`` = the simulated user, ``assistant`` = the agent's
+        #: *visible* replies (think blocks already stripped).
+        self.history: list[Message] = []
+
+    @abc.abstractmethod
+    async def open(self) -> UserTurn:
+        """The user's opening message (the profile's ``opening`` when set, else written now)."""
+
+    @abc.abstractmethod
+    async def respond(self, agent_reply: str) -> UserTurn:
+        """Appraise ``agent_reply`` (visible text only), update the emotion, and answer.
+
+        Raises :class:`rlver.errors.SimulatorError` (or an ``LLMError``) when no valid turn can be
+        produced; the caller marks the dialogue failed.
+        """
+
+
+class UserSimulator(abc.ABC):
+    """Makes :class:`SimulatedUser` objects; one per run, shared by all dialogues."""
+
+    name: str = "simulator"
+
+    def __init__(self, rules: EmotionRules | None = None) -> None:
+        self.rules = rules or EmotionRules()
+
+    @abc.abstractmethod
+    def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SimulatedUser:
+        """A fresh user for one dialogue."""
+
+    def describe(self) -> dict[str, Any]:
+        """Settings recorded in run manifests (models, sampling, prompt version). No secrets."""
+        return {"name": self.name, "max_change": self.rules.max_change}
