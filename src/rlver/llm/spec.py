@@ -1,0 +1,37 @@
+"""How a run names a model: a ``ModelSpec`` in a config or built from CLI flags.
+
+Specs never hold a key, only the *name* of the environment variable that holds it, so a spec can be
+written into a manifest as is.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlver.llm.base import SamplingParams
+
+
+class ModelSpec(BaseModel):
+    """A model to talk to.
+
+    ``kind="openai"``: any OpenAI-compatible endpoint (OpenAI, DeepSeek, vLLM, SGLang, Ollama, ...).
+    ``kind="local"``: a transformers model folder or hub id loaded in this process.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["openai", "local"] = "openai"
+    model: str = Field(min_length=1, description="model id on the server, or a local path / hub id")
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_attempts: int = Field(default=5, ge=1, le=50)
+    concurrency: int = Field(default=32, ge=1)
+    cache: str | None = None  # sqlite file for the response cache (replay); None = no cache
+    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    # local only
+    device: str | None = None  # "cpu", "cuda", "cuda:1"; None = cuda if available
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    max_batch_size: int = Field(default=16, ge=1)
