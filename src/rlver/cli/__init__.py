@@ -53,7 +53,7 @@ def main() -> None:
     except RlverError as exc:
         from rich.console import Console
 
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

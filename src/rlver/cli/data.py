@@ -1,7 +1,38 @@
-"""`rlver data` commands."""
+"""`rlver data` commands: fetch the published profile files and show where they are."""
 
 from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="data commands.")
+app = typer.Typer(no_args_is_help=True, help="Download and locate the published profile data.")
+
+
+@app.command("download")
+def download_cmd(
+    name: str = typer.Argument(
+        ..., help="Which file: sage-test (100 benchmark profiles) or rlver-train (500)."
+    ),
+    dest: str | None = typer.Option(
+        None, "--dest", help="Folder to store it in (default: $RLVER_DATA_DIR or ~/.cache/rlver/data)."
+    ),
+    base_url: str | None = typer.Option(
+        None, "--base-url", help="Raw-file root to fetch from instead of Tencent/digitalhuman on GitHub."
+    ),
+    force: bool = typer.Option(False, "--force", help="Download even if a verified copy exists."),
+) -> None:
+    """Download a published profile file, check its sha256 and store it under its published name."""
+    from rlver.profiles.download import download
+
+    path = download(name, dest, base_url=base_url, force=force)
+    typer.echo(f"{name}: verified and stored at {path}")
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Show the published files, their checksums and where a local copy was found."""
+    from rlver.profiles.download import DATA_FILES, find_data_file
+
+    for spec in DATA_FILES.values():
+        found = find_data_file(spec.name)
+        where = str(found) if found else f"not found (run `rlver data download {spec.name}`)"
+        typer.echo(f"{spec.name:<12} {spec.rows:>4} rows  {spec.filename:<28} {where}")

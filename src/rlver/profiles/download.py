@@ -1,0 +1,185 @@
+"""Fetch the published profile files from Tencent's public ``digitalhuman`` repository.
+
+The files are not shipped with rlver (they are someone else's data); ``rlver data download`` fetches them
+from the repository's raw URLs, checks each against a pinned sha256 and writes it atomically under its
+published name. A file that fails the check is never kept. Several source paths are tried in order
+because the upstream repository has moved its RLVER folder once (``RLVER/data`` → ``RLVER/code/data``);
+the checksum guarantees that whichever answers is the right file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlver.errors import DownloadError
+from rlver.io import atomic_write_bytes
+
+#: Raw-file root of https://github.com/Tencent/digitalhuman (branch ``main``).
+DEFAULT_BASE_URL = "https://raw.githubusercontent.com/Tencent/digitalhuman/main"
+BASE_URL_ENV = "RLVER_DATA_BASE_URL"
+DATA_DIR_ENV = "RLVER_DATA_DIR"
+_MAX_BYTES = 64 * 1024 * 1024  # the published files are 0.6 and 3 MB; refuse anything absurd
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One published file: the name rlver stores it under, its checksum, and where upstream keeps it."""
+
+    name: str
+    filename: str
+    sha256: str
+    rows: int
+    paths: tuple[str, ...]  # repository paths, tried in order
+    description: str
+
+
+DATA_FILES: dict[str, DataFile] = {
+    "sage-test": DataFile(
+        name="sage-test",
+        filename="sage_test_profiles.jsonl",
+        sha256="99a2ed2ce2da3702a12c4abb4ccac85703bd1ad2a984012bf81b292458c3ee8b",
+        rows=100,
+        paths=(
+            "SAGE/profile/simulator_profile_withfirsttalk.jsonl",
+            "RLVER/data/test_profile.jsonl",
+            "RLVER/code/data/test_profile.jsonl",
+        ),
+        description="the Sentient Benchmark's 100 test profiles with opening lines",
+    ),
+    "rlver-train": DataFile(
+        name="rlver-train",
+        filename="rlver_train_profiles.jsonl",
+        sha256="82e09e73a89bf6e167fe8e56823aaa5e62b0bd55c1d08ef9618011aeb7fa53a3",
+        rows=500,
+        paths=(
+            "RLVER/code/data/train_profile.jsonl",
+            "RLVER/data/train_profile.jsonl",
+        ),
+        description="the 500 published RL training profiles",
+    ),
+}
+
+
+def default_data_dir() -> Path:
+    """``$RLVER_DATA_DIR`` if set, else ``$XDG_CACHE_HOME/rlver/data`` (``~/.cache/rlver/data``)."""
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rlver" / "data"
+
+
+def candidate_dirs() -> list[Path]:
+    """Where the published files are looked for, in order: the data dir, the cache, ``../shared/data``."""
+    dirs: list[Path] = []
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        dirs.append(Path(env).expanduser())
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    dirs.append(Path(cache) / "rlver" / "data")
+    shared = os.environ.get("RLVER_SHARED_DATA")
+    if shared:
+        dirs.append(Path(shared))
+    dirs.append(Path.cwd().parent / "shared" / "data")
+    repo_root = Path(__file__).resolve().parents[3]  # src/rlver/profiles/download.py → repo root
+    dirs.append(repo_root.parent / "shared" / "data")
+    unique: list[Path] = []
+    for d in dirs:
+        if d not in unique:
+            unique.append(d)
+    return unique
+
+
+def find_data_file(name: str) -> Path | None:
+    """The first existing copy of a published file (by data-set name), or ``None``."""
+    spec = DATA_FILES[name]
+    for d in candidate_dirs():
+        candidate = d / spec.filename
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def sha256_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _fetch(url: str, timeout_s: float) -> bytes | None:
+    """The body at ``url``; ``None`` on 404 (try the next path); raises DownloadError otherwise."""
+    import httpx
+
+    try:
+        with (
+            httpx.Client(timeout=timeout_s, follow_redirects=True) as client,
+            client.stream("GET", url) as resp,
+        ):
+            if resp.status_code == 404:
+                return None
+            if resp.status_code != 200:
+                raise DownloadError(f"{url}: HTTP {resp.status_code}")
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in resp.iter_bytes():
+                size += len(chunk)
+                if size > _MAX_BYTES:
+                    raise DownloadError(f"{url}: larger than {_MAX_BYTES // 2**20} MiB; refusing")
+                chunks.append(chunk)
+            return b"".join(chunks)
+    except httpx.HTTPError as exc:
+        raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def download(
+    name: str | DataFile,
+    dest: str | Path | None = None,
+    *,
+    base_url: str | None = None,
+    timeout_s: float = 60.0,
+    force: bool = False,
+) -> Path:
+    """Download one published file (``sage-test`` or ``rlver-train``), verify it, store it; return its path.
+
+    An existing file with the right checksum is kept (no network). ``base_url`` (or
+    ``$RLVER_DATA_BASE_URL``) replaces the GitHub raw root, e.g. for a mirror or a test server.
+    ``name`` may also be a :class:`DataFile` describing some other checksummed file.
+    """
+    if isinstance(name, DataFile):
+        spec = name
+    elif name in DATA_FILES:
+        spec = DATA_FILES[name]
+    else:
+        known = ", ".join(DATA_FILES)
+        raise DownloadError(f"unknown data set {name!r}; choose one of: {known}")
+    folder = Path(dest).expanduser() if dest is not None else default_data_dir()
+    target = folder / spec.filename
+    if not force and target.is_file() and sha256_of(target.read_bytes()) == spec.sha256:
+        return target
+    root = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+    tried: list[str] = []
+    for repo_path in spec.paths:
+        url = f"{root}/{repo_path}"
+        tried.append(url)
+        try:
+            body = _fetch(url, timeout_s)
+        except ConnectionError as exc:
+            raise DownloadError(
+                f"could not reach {url} ({exc}); copy the file manually to {target} (sha256 {spec.sha256})"
+            ) from None
+        if body is None:
+            continue
+        digest = sha256_of(body)
+        if digest != spec.sha256:
+            raise DownloadError(
+                f"{url}: checksum mismatch (expected sha256 {spec.sha256}, got {digest}); "
+                f"the file was not kept"
+            )
+        atomic_write_bytes(target, body)
+        return target
+    raise DownloadError(
+        "not found at any known location (HTTP 404): "
+        + ", ".join(tried)
+        + f"; copy the file manually to {target}"
+    )
