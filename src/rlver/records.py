@@ -55,6 +55,8 @@ class UserTurn(BaseModel):
     end_reason: str | None = None  # "satisfied", "left", "emotion_high", "emotion_low", ...
     latency_s: float = 0.0
     tokens: int = 0
+    # Fields carried verbatim from an imported transcript (e.g. the published user ``thinking``).
+    extra: dict[str, Any] = Field(default_factory=dict)
 
 
 class TurnTiming(BaseModel):

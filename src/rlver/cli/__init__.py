@@ -49,7 +49,9 @@ def _root(
 def main() -> None:
     """Console-script entry point: run the app, turning RlverError into a clean message."""
     try:
-        app(standalone_mode=False)
+        # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
+        rc = app(standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
     except RlverError as exc:
         from rich.console import Console
 

@@ -1,9 +1,62 @@
-"""`rlver audit` commands (registered on the root app by :func:`register`)."""
+"""`rlver audit` (registered on the root app by :func:`register`).
+
+Re-derives every emotion value of one or more transcripts — ours or published result files — and lists
+each inconsistency with its dialogue and turn. Exit code 0: all consistent; 1: inconsistencies found;
+2: a file could not be read.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from rlver.errors import RlverError
+
+
+class AuditFailed(RlverError):
+    """At least one transcript has inconsistent emotion numbers (exit code 1)."""
+
+    exit_code = 1
+
+
+def audit_command(
+    transcripts: list[Path] = typer.Argument(..., help="Transcript files (ours or published results)."),
+    start: int | None = typer.Option(
+        None, "--start", help="Expected start emotion (default: from the manifest; 40 for published files)."
+    ),
+    max_change: int | None = typer.Option(
+        None, "--max-change", help="Per-turn change bound (default: from the manifest, else 10)."
+    ),
+    max_turns: int | None = typer.Option(
+        None, "--max-turns", help="Assistant-turn limit (default: from the manifest, else 10)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Check that every emotion number follows from the start value and the recorded changes."""
+    from rlver.rollout.audit import audit_file, report_to_json
+
+    overrides = {"start_emotion": start, "max_change": max_change, "max_assistant_turns": max_turns}
+    reports = [audit_file(p, overrides=overrides) for p in transcripts]
+    total = sum(len(r.findings) for r in reports)
+    if as_json:
+        typer.echo(report_to_json(reports))
+    else:
+        for r in reports:
+            for finding in r.findings:
+                typer.echo(str(finding))
+            status = (
+                "OK" if r.ok else f"{len(r.findings)} inconsistenc{'y' if len(r.findings) == 1 else 'ies'}"
+            )
+            typer.echo(
+                f"{r.path} ({r.format}): {r.dialogues} dialogues, {r.appraisals} appraisals checked: {status}"
+            )
+    if total:
+        raise AuditFailed(
+            f"{total} inconsistenc{'y' if total == 1 else 'ies'} found in {len(transcripts)} file(s)"
+        )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("audit")(audit_command)

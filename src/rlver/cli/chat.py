@@ -1,9 +1,282 @@
-"""`rlver chat` commands (registered on the root app by :func:`register`)."""
+"""`rlver chat` (registered on the root app by :func:`register`).
+
+Two ways to get a feel for the environment by hand:
+
+* default: **you are the assistant**. A simulated user (the offline simulator unless told otherwise,
+  so it works with no set-up) opens the dialogue; after each of your replies you see their answer,
+  their emotion and its tier, and why it moved.
+* ``--play-user``: **you are the user**, talking to a model (``--model-base-url/--model`` for any
+  OpenAI-compatible endpoint, or ``--local PATH`` for a transformers model folder).
+
+Type ``/quit`` (or end input) to stop. ``--save PATH`` writes the dialogue as a transcript.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import typer
+
+from rlver.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from rlver.llm.base import ChatModel
+    from rlver.profiles.schema import Profile
+    from rlver.simulator.base import UserSimulator
+
+QUIT_WORDS = ("/quit", "/exit", "/q")
+
+
+def _read_line(prompt: str) -> str | None:
+    """One line from stdin (None at end of input); works with pipes as well as terminals."""
+    typer.echo(prompt, nl=False)
+    line = sys.stdin.readline()
+    if not line:
+        typer.echo("")
+        return None
+    line = line.rstrip("\r\n")
+    if not sys.stdin.isatty():  # piped input: show it, so the printed dialogue reads naturally
+        typer.echo(line)
+    return line
+
+
+async def _ask(prompt: str) -> str | None:
+    """The next non-empty line, or None when the person quits or input ends."""
+    while True:
+        line = await asyncio.to_thread(_read_line, prompt)
+        if line is None or line.strip().lower() in QUIT_WORDS:
+            return None
+        if line.strip():
+            return line.strip()
+
+
+def _pick_profile(profile_id: str | None, profile_file: Path | None, language: str) -> Profile:
+    from rlver.profiles.loaders import load_profiles
+    from rlver.profiles.sets import find_profile, load_profile_set
+
+    if profile_file is not None:
+        profiles = load_profiles(profile_file)
+        if not profiles:
+            raise InputError(Problem(str(profile_file), None, None, "no profiles in this file"))
+        if profile_id is None:
+            return profiles[0]
+        for p in profiles:
+            if p.id == profile_id:
+                return p
+        raise InputError(Problem(str(profile_file), None, "id", f"no profile with id {profile_id!r}"))
+    if profile_id is not None:
+        return find_profile(profile_id)
+    return load_profile_set(f"{language}-test")[0]
+
+
+def _build_simulator(
+    kind: str, base_url: str | None, model: str | None, difficulty: str | None, seed: int
+) -> UserSimulator:
+    from pydantic import ValidationError
+
+    from rlver.simulator.factory import SimulatorSpec, build_simulator
+
+    if kind == "llm" and not model:
+        raise InputError(
+            Problem("--sim-model", None, None, "the llm simulator needs --sim-model (and --sim-base-url)")
+        )
+    raw: dict[str, object] = {"kind": kind, "difficulty": difficulty, "seed": seed}
+    if kind == "llm":
+        raw["model"] = {"model": model, "base_url": base_url}
+    try:
+        spec = SimulatorSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = [
+            Problem("rlver chat", None, ".".join(str(x) for x in e["loc"]) or None, e["msg"])
+            for e in exc.errors()
+        ]
+        raise InputError(problems) from None
+    return build_simulator(spec)
+
+
+def _build_policy(
+    base_url: str | None, model: str | None, local: Path | None, api_key_env: str | None
+) -> ChatModel:
+    from rlver.llm.factory import build_chat_model
+    from rlver.llm.spec import ModelSpec
+
+    if local is not None:
+        return build_chat_model(ModelSpec(kind="local", model=str(local)))
+    if model:
+        return build_chat_model(
+            ModelSpec(kind="openai", model=model, base_url=base_url, api_key_env=api_key_env)
+        )
+    raise InputError(
+        Problem(
+            "--play-user",
+            None,
+            None,
+            "name the model to talk to: --model-base-url URL --model NAME, or --local PATH",
+        )
+    )
+
+
+async def _play_assistant(
+    profile: Profile,
+    simulator: UserSimulator,
+    *,
+    think: bool,
+    start: int | None,
+    max_turns: int,
+    seed: int,
+    save: Path | None,
+) -> None:
+    from rlver.env.dialogue import DialogueEnv, EnvConfig
+    from rlver.simulator.emotion import tier_of
+
+    config = EnvConfig.evaluation(max_assistant_turns=max_turns, think=think, appraise_final_reply=True)
+    if start is not None:
+        config = config.model_copy(update={"start_emotion": start})
+    env = DialogueEnv(simulator, config)
+    first_line = (
+        profile.persona.strip().splitlines()[0].lstrip("-* ") if profile.persona.strip() else profile.id
+    )
+    typer.echo(f"Profile {profile.id} ({profile.language}): {first_line}")
+    if profile.topic:
+        typer.echo(f"Topic: {profile.topic}")
+    typer.echo(f"You are the assistant. Up to {max_turns} replies; /quit to stop.\n")
+    opening = await env.reset(profile, seed=seed)
+    typer.echo(f"User: {opening}")
+    typer.echo(f"  [emotion {env.emotion} · tier {tier_of(env.emotion)}]")
+    while not env.done:
+        reply = await _ask("You: ")
+        if reply is None:
+            typer.echo("(you ended the dialogue)")
+            break
+        result = await env.step(reply)
+        appraisal = result.info.get("appraisal")
+        if result.user_message is not None:
+            typer.echo(f"User: {result.user_message}")
+        if appraisal is not None:
+            typer.echo(
+                f"  [emotion {appraisal.emotion_after} ({appraisal.change:+d}) · tier {appraisal.tier}]"
+                + (f" {appraisal.feeling}" if appraisal.feeling else "")
+            )
+    ep = env.episode
+    reason = ep.end_reason or "ended by you"
+    typer.echo(
+        f"\nDialogue over ({reason}). Final emotion {ep.final_emotion} · tier {tier_of(ep.final_emotion)}."
+    )
+    if save is not None:
+        from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+
+        TranscriptWriter(
+            save, build_manifest(mode="chat", simulator=simulator.describe(), env=config)
+        ).append(ep)
+        typer.echo(f"Saved to {save}")
+
+
+async def _play_user(
+    policy: ChatModel,
+    *,
+    think: bool,
+    language: str,
+    max_turns: int,
+    temperature: float,
+    show_thoughts: bool,
+    save: Path | None,
+) -> None:
+    from rlver.env.thinking import split_think, system_prompt
+    from rlver.llm.base import SamplingParams
+    from rlver.records import Message
+
+    sampling = SamplingParams(temperature=temperature, max_tokens=1024)
+    messages = [Message(role="system", content=system_prompt(think, language))]
+    typer.echo(f"You are the user, talking to {policy.name}. Up to {max_turns} turns; /quit to stop.\n")
+    try:
+        for _ in range(max_turns):
+            text = await _ask("You: ")
+            if text is None:
+                break
+            messages.append(Message(role="user", content=text))
+            completion = await policy.complete(messages, sampling)
+            messages.append(Message(role="assistant", content=completion.text))
+            split = split_think(completion.text)
+            if show_thoughts and split.thought:
+                typer.echo(f"  (thinking: {split.thought})")
+            typer.echo(f"Assistant: {split.visible}")
+    finally:
+        await policy.aclose()
+    if save is not None:
+        from rlver.io import append_jsonl
+
+        append_jsonl(
+            save, {"type": "chat", "model": policy.describe(), "messages": [m.model_dump() for m in messages]}
+        )
+        typer.echo(f"Saved to {save}")
+
+
+def chat_command(
+    profile: str | None = typer.Option(None, "--profile", help="Profile id (bundled or downloaded sets)."),
+    profile_file: Path | None = typer.Option(None, "--profile-file", help="Read profiles from this file."),
+    language: str = typer.Option(
+        "en", "--language", help="Bundled set to pick from when no profile is named: en or zh."
+    ),
+    simulator: str = typer.Option("offline", "--simulator", help="offline (no set-up) or llm."),
+    sim_base_url: str | None = typer.Option(
+        None, "--sim-base-url", help="OpenAI-compatible URL of the simulator LLM."
+    ),
+    sim_model: str | None = typer.Option(
+        None, "--sim-model", help="Simulator model name (with --simulator llm)."
+    ),
+    difficulty: str | None = typer.Option(
+        None, "--difficulty", help="easy, normal or hard (default: the profile's)."
+    ),
+    start: int | None = typer.Option(None, "--start", help="Start emotion (default 40)."),
+    max_turns: int = typer.Option(10, "--max-turns", min=1, help="Most assistant replies."),
+    seed: int = typer.Option(0, "--seed"),
+    think: bool = typer.Option(False, "--think", help="Think-then-say mode."),
+    play_user: bool = typer.Option(False, "--play-user", help="You play the user against a model."),
+    model_base_url: str | None = typer.Option(
+        None, "--model-base-url", help="With --play-user: endpoint URL."
+    ),
+    model: str | None = typer.Option(None, "--model", help="With --play-user: model name at the endpoint."),
+    local: Path | None = typer.Option(
+        None, "--local", help="With --play-user: a local transformers model folder."
+    ),
+    api_key_env: str | None = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", help="Env variable holding the key."
+    ),
+    temperature: float = typer.Option(0.7, "--temperature"),
+    show_thoughts: bool = typer.Option(
+        False, "--show-thoughts", help="With --play-user: print the model's <think>."
+    ),
+    save: Path | None = typer.Option(None, "--save", help="Write the dialogue to this transcript file."),
+) -> None:
+    """Talk to a simulated user as the assistant (default), or to a model as the user (--play-user)."""
+    if language not in ("en", "zh"):
+        raise InputError(Problem("--language", None, None, f"expected en or zh, got {language!r}"))
+    if simulator not in ("offline", "llm"):
+        raise InputError(Problem("--simulator", None, None, f"expected offline or llm, got {simulator!r}"))
+    if play_user:
+        policy = _build_policy(model_base_url, model, local, api_key_env)
+        asyncio.run(
+            _play_user(
+                policy,
+                think=think,
+                language=language,
+                max_turns=max_turns,
+                temperature=temperature,
+                show_thoughts=show_thoughts,
+                save=save,
+            )
+        )
+        return
+    chosen = _pick_profile(profile, profile_file, language)
+    sim = _build_simulator(simulator, sim_base_url, sim_model, difficulty, seed)
+    asyncio.run(
+        _play_assistant(chosen, sim, think=think, start=start, max_turns=max_turns, seed=seed, save=save)
+    )
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("chat")(chat_command)

@@ -1,9 +1,425 @@
-"""`rlver eval` commands (registered on the root app by :func:`register`)."""
+"""``rlver eval``, ``rlver score``, ``rlver report`` and ``rlver judge``.
+
+Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command functions so that
+``rlver --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from rlver.errors import ConfigError, InputError, Problem, RlverError
+
+
+class Interrupted(RlverError):
+    """Ctrl-C during ``rlver eval``: what was finished is saved; exit code 130 like a shell."""
+
+    exit_code = 130
+
+
+def _merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return loaded
+
+
+def _text_arg(value: str | None) -> str | None:
+    """``@file`` reads the text from a file (handy for long system prompts)."""
+    if value is not None and value.startswith("@"):
+        path = Path(value[1:]).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(Problem(str(path), None, None, f"cannot read: {exc.strerror}")) from None
+    return value
+
+
+def eval_command(
+    agent_base_url: str | None = typer.Option(
+        None, "--agent-base-url", help="OpenAI-compatible endpoint of the agent."
+    ),
+    agent_model: str | None = typer.Option(
+        None, "--agent-model", help="Model id of the agent on that endpoint."
+    ),
+    agent_key_env: str | None = typer.Option(
+        None,
+        "--agent-key-env",
+        help="Environment variable holding the agent's API key (never the key itself).",
+    ),
+    agent_local: str | None = typer.Option(
+        None, "--agent-local", help="Local transformers model folder or hub id."
+    ),
+    agent_tiny: bool = typer.Option(
+        False, "--agent-tiny", help="Use the tiny built-in test model (offline smoke run)."
+    ),
+    agent_temperature: float | None = typer.Option(
+        None, "--agent-temperature", help="Agent sampling temperature."
+    ),
+    agent_max_tokens: int | None = typer.Option(
+        None, "--agent-max-tokens", help="Agent max tokens per reply."
+    ),
+    system_prompt: str | None = typer.Option(
+        None, "--system-prompt", help="Agent system prompt (text or @file)."
+    ),
+    think: bool | None = typer.Option(
+        None, "--think/--no-think", help="Think-then-say: <think>…</think> is hidden from the user."
+    ),
+    simulator: str | None = typer.Option(None, "--simulator", help="offline (no LLM) or llm."),
+    sim_base_url: str | None = typer.Option(
+        None, "--sim-base-url", help="OpenAI-compatible endpoint of the simulator."
+    ),
+    sim_model: str | None = typer.Option(
+        None, "--sim-model", help="Simulator model id (the leaderboard used DeepSeek-V3)."
+    ),
+    sim_key_env: str | None = typer.Option(
+        None, "--sim-key-env", help="Environment variable holding the simulator's key."
+    ),
+    profiles: str | None = typer.Option(
+        None, "--profiles", help="sage, en-test, zh-test, bundled-test, ... or a file."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate only the first N profiles."),
+    n_per_profile: int | None = typer.Option(None, "--n-per-profile", min=1, help="Dialogues per profile."),
+    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Simulator calls in flight."),
+    batch_size: int | None = typer.Option(
+        None,
+        "--batch-size",
+        min=1,
+        help="Dialogues run together (default: all); bounds a local model's memory.",
+    ),
+    seed: int | None = typer.Option(None, "--seed", help="Run seed."),
+    out: str | None = typer.Option(None, "--out", help="Output folder."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue a run in --out, skipping finished profiles."
+    ),
+    config: Path | None = typer.Option(None, "--config", help="EvalConfig YAML file."),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a config key, e.g. --set env.max_assistant_turns=4."
+    ),
+    no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML/Markdown report."),
+) -> None:
+    """Run an agent on the Sentient Benchmark (or any profile set) and write transcript, metrics, report."""
+    from rlver.config import load_config
+    from rlver.eval.config import EvalConfig
+
+    data: dict[str, Any] = _read_yaml(config) if config is not None else {}
+    flags: dict[str, Any] = {}
+    if agent_local and (agent_base_url or agent_model):
+        raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")
+    agent: dict[str, Any] = {}
+    if agent_local:
+        agent = {"kind": "local", "model": agent_local, "api_key_env": None}
+    elif agent_base_url or agent_model:
+        if not agent_model:
+            raise ConfigError("--agent-base-url needs --agent-model (the model id on that endpoint)")
+        agent = {"kind": "openai", "model": agent_model, "base_url": agent_base_url}
+        if agent_key_env is not None:
+            agent["api_key_env"] = agent_key_env or None
+    sampling: dict[str, Any] = {}
+    if agent_temperature is not None:
+        sampling["temperature"] = agent_temperature
+    if agent_max_tokens is not None:
+        sampling["max_tokens"] = agent_max_tokens
+    if sampling:
+        # on top of the agent's own sampling (config file) or the tiny model's default
+        from rlver.eval.config import TINY_AGENT_SAMPLING
+
+        own = (data.get("agent") or {}).get("sampling") if isinstance(data.get("agent"), dict) else None
+        if (
+            agent.get("sampling") is None
+            and own is None
+            and not agent
+            and (agent_tiny or data.get("agent_tiny"))
+        ):
+            own = TINY_AGENT_SAMPLING.model_dump(mode="json")
+        flags["sampling"] = _merge(dict(own or {}), sampling)
+    if agent:
+        flags["agent"] = agent
+    if agent_tiny:
+        flags["agent_tiny"] = True
+    env: dict[str, Any] = {}
+    if system_prompt is not None:
+        env["system_prompt"] = _text_arg(system_prompt)
+    if think is not None:
+        env["think"] = think
+    if env:
+        flags["env"] = env
+    sim: dict[str, Any] = {}
+    if simulator is not None:
+        if simulator not in ("offline", "llm"):
+            raise ConfigError(f"--simulator {simulator!r}: choose offline or llm")
+        sim["kind"] = simulator
+    if sim_base_url or sim_model or sim_key_env:
+        if not sim_model:
+            raise ConfigError("--sim-base-url/--sim-key-env need --sim-model")
+        model: dict[str, Any] = {"kind": "openai", "model": sim_model, "base_url": sim_base_url}
+        if sim_key_env is not None:
+            model["api_key_env"] = sim_key_env or None
+        sim["model"] = model
+        sim.setdefault("kind", "llm")
+    if sim:
+        flags["simulator"] = sim
+    for key, value in (
+        ("profiles", profiles),
+        ("limit", limit),
+        ("n_per_profile", n_per_profile),
+        ("concurrency", concurrency),
+        ("batch_size", batch_size),
+        ("seed", seed),
+        ("out", out),
+    ):
+        if value is not None:
+            flags[key] = value
+    if no_report:
+        flags["report"] = False
+    if flags.get("agent") and data.get("agent_tiny"):
+        data.pop("agent_tiny")
+    cfg = load_config(EvalConfig, None, set_, base=_merge(data, flags))
+    _run_with_progress(cfg, resume=resume)
+
+
+def _run_with_progress(cfg: Any, *, resume: bool) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from rlver.eval.runner import EvalProgress, run_eval
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("mean emotion {task.fields[mean]} · failed {task.fields[failed]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    task = bar.add_task("eval", total=None, mean="–", failed=0)
+
+    def show(p: EvalProgress) -> None:
+        mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
+        # p.finished includes the dialogues a resumed run found already done
+        bar.update(task, total=p.total, completed=p.finished + p.failed, mean=mean, failed=p.failed)
+
+    def start(p: EvalProgress) -> None:
+        if p.already_done:
+            console.print(f"resuming: {p.already_done} of {p.total} dialogues already finished")
+        show(p)
+
+    try:
+        with bar:
+            result = run_eval(cfg, resume=resume, on_progress=show, on_start=start)
+    except KeyboardInterrupt:
+        # An RlverError (not typer.Exit, whose code is lost under standalone_mode=False) so the
+        # root main() prints it and exits 130.
+        raise Interrupted(
+            f"interrupted: finished dialogues are saved in {cfg.out_dir / 'transcript.jsonl'}; "
+            "run the same command with --resume to continue"
+        ) from None
+    m = result.metrics
+    console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
+    if m.n_failed_runs:
+        console.print(
+            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({m.failed_run_kinds}); --resume re-runs them"
+        )
+    console.print(f"transcript: {result.transcript}")
+    console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
+    if result.report is not None:
+        console.print(f"report:     {result.report}")
+
+
+def score_command(
+    transcripts: list[Path] = typer.Argument(
+        ..., help="Run folders or transcript files (ours or the published format)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print metrics as JSON."),
+    compare: bool = typer.Option(
+        False, "--compare", help="Also compare each run with the first, dialogue by dialogue."
+    ),
+) -> None:
+    """Score transcripts: score = mean final emotion, success = final ≥ 100, failure = final < 10."""
+    from rlver.eval.metrics import paired_comparison
+    from rlver.eval.sources import load_run, unique_names
+
+    runs = [load_run(p) for p in transcripts]
+    unique_names(runs)
+    comparisons = (
+        [(r.name, paired_comparison(r.episodes, runs[0].episodes)) for r in runs[1:]] if compare else []
+    )
+    if as_json:
+        out: dict[str, Any] = {
+            "runs": [
+                {"run": r.name, "path": str(r.path), "format": r.format, **r.metrics.model_dump(mode="json")}
+                for r in runs
+            ]
+        }
+        if compare:
+            out["comparisons"] = [
+                {"run": n, "baseline": runs[0].name, **c.model_dump(mode="json")} for n, c in comparisons
+            ]
+        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    formats = sorted({r.format for r in runs})
+    table = Table(
+        title="Sentient Benchmark", caption=f"format: {', '.join(formats)} · errors = failed runs, excluded"
+    )
+    show_format = len(formats) > 1
+    cols = [
+        "run",
+        *(["format"] if show_format else []),
+        "n",
+        "score",
+        "success",
+        "failure",
+        "errors",
+        "95% CI",
+        "turns",
+    ]
+    for col in cols:
+        table.add_column(
+            col,
+            justify="left" if col in ("run", "format") else "right",
+            overflow="fold",
+            no_wrap=col != "run",
+            min_width=min(24, max(len(r.name) for r in runs)) if col == "run" else None,
+        )
+    for r in runs:
+        m = r.metrics
+        table.add_row(
+            r.name,
+            *([r.format] if show_format else []),
+            str(m.n),
+            f"{m.score_rounded:.1f}",
+            str(m.success),
+            str(m.failure),
+            str(m.n_failed_runs),
+            f"{m.score_ci_low:.1f}–{m.score_ci_high:.1f}" if m.n else "-",
+            f"{m.mean_turns:.1f}",
+        )
+    console.print(table)
+    if comparisons:
+        ct = Table(title=f"Paired comparison against {runs[0].name}")
+        for col in ("run", "pairs", "Δ", "95% CI", "wins/ties/losses", "sign test p"):
+            ct.add_column(col, justify="left" if col == "run" else "right")
+        for name, c in comparisons:
+            if c.n_pairs == 0:
+                ct.add_row(name, "0", "-", "-", "-", "-")
+                continue
+            ct.add_row(
+                name,
+                str(c.n_pairs),
+                f"{c.mean_diff:+.1f}",
+                f"[{c.diff_ci_low:+.1f}, {c.diff_ci_high:+.1f}]",
+                f"{c.wins}/{c.ties}/{c.losses}",
+                f"{c.sign_test_p:.3g}",
+            )
+        console.print(ct)
+
+
+def report_command(
+    runs: list[Path] = typer.Argument(
+        ..., help="Run folders or transcript files; several give a side-by-side comparison."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="HTML file to write (a .md twin is written next to it)."
+    ),
+    title: str = typer.Option("Sentient Benchmark report", "--title", help="Report title."),
+) -> None:
+    """Write a self-contained HTML report (and Markdown) for one or more runs."""
+    from rlver.eval.report import write_report
+    from rlver.eval.sources import load_run, unique_names
+
+    loaded = [load_run(p) for p in runs]
+    unique_names(loaded)
+    if out is None:
+        out = (runs[0] / "report.html") if len(runs) == 1 and runs[0].is_dir() else Path("report.html")
+    html, md = write_report(loaded, out, title=title)
+    typer.echo(f"report: {html}\nmarkdown: {md}")
+
+
+def judge_command(
+    run: Path = typer.Argument(..., help="A run folder written by `rlver eval`."),
+    judge_base_url: str | None = typer.Option(
+        None, "--judge-base-url", help="OpenAI-compatible endpoint of the judge."
+    ),
+    judge_model: str = typer.Option(..., "--judge-model", help="Judge model id."),
+    judge_key_env: str | None = typer.Option(
+        "OPENAI_API_KEY", "--judge-key-env", help="Variable holding the judge's key ('' for none)."
+    ),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Judge calls in flight."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="Judge temperature."),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Judge only the first N dialogues."),
+    no_cache: bool = typer.Option(
+        False, "--no-cache", help="Do not use the response cache (judge_cache.sqlite)."
+    ),
+    no_report: bool = typer.Option(False, "--no-report", help="Do not rebuild the run's report."),
+) -> None:
+    """Rate each dialogue on five capabilities and place the agent on the social cognition coordinate."""
+    from rlver.eval.judge import run_judge
+
+    if not run.is_dir():
+        raise InputError(Problem(str(run), None, None, "expected a run folder written by `rlver eval`"))
+    summary = run_judge(
+        run,
+        base_url=judge_base_url,
+        model=judge_model,
+        api_key_env=judge_key_env or None,
+        concurrency=concurrency,
+        temperature=temperature,
+        limit=limit,
+        cache=not no_cache,
+    )
+    from rich.console import Console
+    from rich.table import Table
+
+    from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS
+
+    table = Table(title=f"Capabilities of {summary.run} (judge: {summary.judge_model})")
+    table.add_column("capability")
+    table.add_column("mean (1–5)", justify="right")
+    for c in CAPABILITIES:
+        table.add_row(CAPABILITY_LABELS[c], f"{summary.capabilities[c]:.2f}")
+    table.add_row("orientation (−1 empathy … +1 solution)", f"{summary.orientation:+.2f}")
+    table.add_row("style (−1 structured … +1 creative)", f"{summary.style:+.2f}")
+    console = Console()
+    console.print(table)
+    console.print(
+        f"judged {summary.n_judged} dialogue(s), {summary.n_errors} error(s); details in {run / 'judge.jsonl'}"
+    )
+    if not no_report:
+        from rlver.eval.runner import write_run_report
+
+        console.print(f"report: {write_run_report(run)}")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("eval")(eval_command)
+    app.command("score")(score_command)
+    app.command("report")(report_command)
+    app.command("judge")(judge_command)

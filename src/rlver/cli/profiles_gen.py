@@ -1,9 +1,156 @@
-"""Profile generation commands (being written)."""
+"""`rlver profiles generate` and `rlver profiles stats` (added to the ``profiles`` group by :func:`register`)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from rlver.errors import InputError, Problem
+
+
+def _generate(
+    n: int = typer.Option(..., "--n", min=1, help="How many profiles the output should hold."),
+    out: Path = typer.Option(..., "--out", help="JSONL file to append profiles to (resumes if it exists)."),
+    model: str = typer.Option(..., "--model", help="Model id on the OpenAI-compatible server."),
+    base_url: str = typer.Option(
+        "https://api.openai.com/v1", "--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)."
+    ),
+    key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--key-env", help="Name of the environment variable holding the API key."
+    ),
+    lang: str = typer.Option("en", "--lang", help="Language of the profiles: en or zh."),
+    seed_topics: Path | None = typer.Option(
+        None,
+        "--seed-topics",
+        help="Seed topics: JSONL {topic, openings} or text (one a line). Default: bundled.",
+    ),
+    with_opening: bool = typer.Option(False, "--with-opening", help="Also write each user's opening line."),
+    seed: int = typer.Option(0, "--seed", help="Seed for topic order, style and need type per attempt."),
+    similarity: str = typer.Option(
+        "ngram", "--similarity", help="Near-duplicate test: ngram, tfidf or embed."
+    ),
+    max_similarity: float | None = typer.Option(
+        None,
+        "--max-similarity",
+        help="Reject candidates at least this similar (default 0.5 ngram, 0.6 tfidf, 0.9 embed).",
+    ),
+    against: list[str] = typer.Option(
+        [], "--against", help="Profile set or file new profiles must not duplicate (repeatable)."
+    ),
+    max_attempts: int | None = typer.Option(
+        None, "--max-attempts", min=1, help="Model calls allowed in this run (default 3 x missing + 10)."
+    ),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Model calls in flight at once."),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0),
+    max_tokens: int = typer.Option(2048, "--max-tokens", min=64),
+    timeout_s: float = typer.Option(120.0, "--timeout", help="Seconds per model call."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
+) -> None:
+    """Have an LLM write user profiles from seed topics (validated, de-duplicated, resumable)."""
+    from rich.console import Console
+
+    from rlver.llm.base import SamplingParams
+    from rlver.llm.openai_client import OpenAIChatModel
+    from rlver.profiles.generate import (
+        DEFAULT_MAX_SIMILARITY,
+        GenerateSettings,
+        bundled_seed_topics,
+        generate_profiles,
+        load_seed_topics,
+        raise_if_incomplete,
+    )
+    from rlver.profiles.sets import load_profile_set
+
+    if lang not in ("en", "zh"):
+        raise InputError(Problem("--lang", None, None, f"expected en or zh, got {lang!r}"))
+    if similarity not in DEFAULT_MAX_SIMILARITY:
+        raise InputError(
+            Problem("--similarity", None, None, f"expected ngram, tfidf or embed, got {similarity!r}")
+        )
+    if max_similarity is not None and not 0.0 < max_similarity <= 1.0:
+        raise InputError(Problem("--max-similarity", None, None, "expected a number in (0, 1]"))
+    topics = load_seed_topics(seed_topics) if seed_topics else bundled_seed_topics(lang)
+    others = [p for name in against for p in load_profile_set(name)]
+    settings = GenerateSettings(
+        n=n,
+        language=lang,
+        seed=seed,
+        with_opening=with_opening,
+        similarity=similarity,
+        max_similarity=max_similarity,
+        max_attempts=max_attempts,
+        concurrency=concurrency,
+        sampling=SamplingParams(temperature=temperature, max_tokens=max_tokens),
+        source=f"generated:{model}",
+    )
+    err = Console(stderr=True)
+
+    def on_result(kind: str, record: dict[str, Any]) -> None:
+        if kind == "accepted":
+            err.print(f"[green]+[/] {record['id']}  ({record['topic']})", highlight=False)
+        else:
+            err.print(
+                f"[yellow]-[/] attempt {record['attempt']}: {record['kind']}: {record['reason'][:200]}",
+                highlight=False,
+                markup=False,
+            )
+
+    async def run() -> Any:
+        llm = OpenAIChatModel(
+            base_url, model, api_key_env=key_env, timeout_s=timeout_s, concurrency=concurrency
+        )
+        try:
+            return await generate_profiles(llm, topics, out, settings, against=others, on_result=on_result)
+        finally:
+            await llm.aclose()
+
+    report = asyncio.run(run())
+    if as_json:
+        typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
+    else:
+        rejected = ", ".join(f"{k} {v}" for k, v in report.rejected.most_common()) or "none"
+        err.print(
+            f"{report.total}/{report.target} profiles in {report.out} "
+            f"({report.accepted} new, {report.existing} already there; {report.attempts} attempts; rejected: {rejected})",
+            highlight=False,
+        )
+    raise_if_incomplete(report)
+
+
+def _stats(
+    source: list[str] = typer.Argument(..., help="Profile set names (en-train, sage, ...) or files."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    similarity: list[str] = typer.Option(
+        ["ngram"], "--similarity", help="Diversity measure(s): ngram, tfidf, embed (repeatable)."
+    ),
+    max_pairs: int = typer.Option(50_000, "--max-pairs", min=1, help="Sample at most this many pairs."),
+    top: int = typer.Option(15, "--top", min=1, help="Rows per distribution table."),
+) -> None:
+    """Coverage of a set of profiles: topics, traits, styles, needs, languages, lengths, diversity."""
+    from rlver.profiles.similarity import METHODS
+    from rlver.profiles.stats import profile_stats, render_stats
+
+    for m in similarity:
+        if m not in METHODS:
+            raise InputError(
+                Problem("--similarity", None, None, f"expected one of {', '.join(METHODS)}, got {m!r}")
+            )
+    from rlver.profiles.sets import load_profile_set
+
+    profiles = [p for name in source for p in load_profile_set(name)]
+    stats = profile_stats(profiles, methods=similarity, max_pairs=max_pairs)
+    stats["sources"] = list(source)
+    if as_json:
+        typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
+    else:
+        render_stats(stats, top=top)
 
 
 def register(app: typer.Typer) -> None:
-    """Add generate/stats commands to the profiles app."""
+    """Add ``generate`` and ``stats`` to the ``profiles`` command group."""
+    app.command("generate")(_generate)
+    app.command("stats")(_stats)

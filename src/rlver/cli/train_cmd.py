@@ -1,9 +1,106 @@
-"""`rlver train` commands (registered on the root app by :func:`register`)."""
+"""``rlver train``, ``rlver export`` and ``rlver demo`` (registered on the root app by :func:`register`).
+
+torch/transformers are imported inside the commands so ``rlver --help`` stays fast.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import typer
+
+from rlver.errors import ConfigError, RlverError
+
+
+def train_command(
+    config: str | None = typer.Option(
+        None,
+        "--config",
+        "-c",
+        help="A config YAML file or a preset: ppo-think, ppo-nothink, grpo-think, grpo-nothink, tiny-offline.",
+    ),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Override a key, e.g. --set optim.actor_lr=2e-6 (repeatable)."
+    ),
+    out: Path = typer.Option(
+        Path("runs/train"), "--out", help="Run folder: checkpoints, metrics.jsonl, tensorboard/."
+    ),
+    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out."),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (this machine) or verl (the multi-node path)."
+    ),
+    steps: int | None = typer.Option(None, "--steps", min=1, help="Shortcut for --set run.steps=N."),
+) -> None:
+    """Train a policy with PPO or GRPO against simulated users."""
+    overrides = list(set_) + ([f"run.steps={steps}"] if steps else [])
+    if engine == "verl":
+        if importlib.util.find_spec("rlver.integrations.verl.launch") is None:
+            raise RlverError("the verl integration is missing from this install")
+        from rlver.integrations.verl import launch
+
+        code = launch.main(config, overrides)
+        raise typer.Exit(code)
+    if engine != "local":
+        raise ConfigError(f"--engine {engine!r}: choose local or verl")
+
+    from rlver.train.config import load_train_config
+    from rlver.train.trainer import Trainer
+
+    saved = out / "config.yaml"
+    if resume and config is None:
+        if not saved.exists():
+            raise ConfigError(f"--resume without --config: {saved} does not exist")
+        cfg = load_train_config(str(saved), overrides)
+    elif config is None:
+        raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
+    else:
+        cfg = load_train_config(config, overrides)
+    trainer = Trainer(cfg, out, resume=resume)
+    typer.echo(f"training {cfg.algorithm.name} from step {trainer.step} to {cfg.run.steps}; run folder {out}")
+    trainer.train()
+    last = trainer.eval_history[-1] if trainer.eval_history else None
+    if last is not None:
+        typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f}")
+    typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
+
+
+def export_command(
+    checkpoint: Path = typer.Argument(
+        ..., help="A checkpoint folder or a run folder (its latest checkpoint)."
+    ),
+    out_dir: Path = typer.Argument(..., help="Where to write the Hugging Face model folder."),
+    dtype: str | None = typer.Option(None, "--dtype", help="float32 or bfloat16 (default: as saved)."),
+) -> None:
+    """Export a checkpoint as a plain Hugging Face model folder (LoRA merged)."""
+    if dtype not in (None, "float32", "bfloat16", "float16"):
+        raise ConfigError(f"--dtype {dtype!r}: choose float32, bfloat16 or float16")
+    from rlver.train.export import export_checkpoint
+
+    path = export_checkpoint(checkpoint, out_dir, dtype=dtype)
+    typer.echo(f"exported to {path}")
+
+
+def demo_command(
+    out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
+    minutes: float = typer.Option(3.0, "--minutes", min=0.5, max=120.0, help="Total time budget."),
+    seed: int = typer.Option(0, "--seed", help="Run seed."),
+) -> None:
+    """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
+    from rlver.train.demo import run_demo
+
+    typer.echo(
+        f"rlver demo: building a tiny model and training it for about {minutes:g} minutes (offline)..."
+    )
+    result = run_demo(out, minutes=minutes, seed=seed)
+    b, a = result.before, result.after
+    typer.echo(f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({result.steps} steps)")
+    typer.echo(f"wall {result.wall_s:.0f} s, peak memory {result.peak_rss_mb:.0f} MB")
+    typer.echo(f"report: {result.report_html}  (Markdown: {result.report_md})")
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
+    app.command("train")(train_command)
+    app.command("export")(export_command)
+    app.command("demo")(demo_command)

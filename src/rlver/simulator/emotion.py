@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rlver.errors import ConfigError
 from rlver.records import Tier
 
 EMOTION_MIN = 0
@@ -15,6 +16,18 @@ EMOTION_MAX = 100
 EVAL_START = 40
 TRAIN_START = 30
 MAX_CHANGE = 10
+#: The published termination thresholds: the dialogue ends at or above HIGH and below LOW.
+TERMINAL_HIGH = 100
+TERMINAL_LOW = 10
+
+#: One line per tier: how the user behaves there (used in prompts, docs and the offline simulator).
+TIER_MEANING: dict[Tier, str] = {
+    "S": "fully met: thanks the agent and says goodbye",
+    "A": "warm and open",
+    "B": "neutral, cautious",
+    "C": "guarded and curt",
+    "F": "has had enough and leaves",
+}
 
 
 def tier_of(emotion: int) -> Tier:
@@ -40,6 +53,13 @@ class EmotionRules:
     max_change: int = MAX_CHANGE
     low: int = EMOTION_MIN
     high: int = EMOTION_MAX
+
+    def __post_init__(self) -> None:
+        # Checked here so that a bad config fails at start-up with a message, not mid-run.
+        if self.max_change < 0:
+            raise ConfigError(f"max_change must be >= 0 (got {self.max_change})")
+        if self.low >= self.high:
+            raise ConfigError(f"emotion range must have low < high (got {self.low}..{self.high})")
 
     def clamp_change(self, raw_change: int) -> int:
         return clamp(raw_change, -self.max_change, self.max_change)
@@ -73,4 +93,23 @@ class EmotionState:
     @property
     def is_terminal(self) -> bool:
         """The published termination on emotion: reached 100, or fell below 10."""
-        return self.value >= 100 or self.value < 10
+        return is_terminal(self.value)
+
+    @property
+    def terminal_reason(self) -> str | None:
+        """``"emotion_high"``, ``"emotion_low"`` or ``None``: the episode end reason it implies."""
+        return terminal_reason(self.value)
+
+
+def is_terminal(emotion: int) -> bool:
+    """Whether an emotion value ends the dialogue by itself (>= 100 or < 10)."""
+    return terminal_reason(emotion) is not None
+
+
+def terminal_reason(emotion: int) -> str | None:
+    """The end reason an emotion value implies, or ``None`` while the dialogue may go on."""
+    if emotion >= TERMINAL_HIGH:
+        return "emotion_high"
+    if emotion < TERMINAL_LOW:
+        return "emotion_low"
+    return None

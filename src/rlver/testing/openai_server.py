@@ -145,6 +145,7 @@ class FakeChatServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._handle_chat)
         app.router.add_get("/v1/models", self._handle_models)
+        app.router.add_get("/v1/_stats", self._handle_stats)
         self._runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(self._runner.setup())
         site = web.TCPSite(self._runner, self.host, self.port, backlog=2048)
@@ -163,6 +164,9 @@ class FakeChatServer:
     # -- handlers ------------------------------------------------------------------------------
     async def _handle_models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+    async def _handle_stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"served": self.served})
 
     def _next_fault(self, body: dict[str, Any]) -> Fault | None:
         with self._lock:
@@ -236,3 +240,78 @@ class FakeChatServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def _load_responder(spec: str) -> Responder:
+    """``"package.module:function"`` → the function."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+class ServerProcess:
+    """A :class:`FakeChatServer` in its own process, so that timing-sensitive tests and benchmarks do
+    not share the GIL (and a CPU core) with the server they measure.
+
+    ``responder`` names a module-level function as ``"package.module:function"``.
+    """
+
+    def __init__(self, responder: str = "rlver.testing.openai_server:_echo", latency_s: float = 0.0) -> None:
+        self.responder = responder
+        self.latency_s = latency_s
+        self.url = ""
+        self._proc: Any = None
+
+    def __enter__(self) -> ServerProcess:
+        import subprocess
+        import sys
+
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "rlver.testing.openai_server", self.responder, str(self.latency_s)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        line = self._proc.stdout.readline() if self._proc.stdout else ""
+        if not line.startswith("http://"):
+            self._proc.kill()
+            raise RuntimeError(f"test server did not start: {line!r}")
+        self.url = line.strip()
+        return self
+
+    @property
+    def served(self) -> int:
+        import urllib.request
+
+        with urllib.request.urlopen(f"{self.url}/_stats", timeout=10) as resp:
+            return int(json.loads(resp.read())["served"])
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except Exception:
+                self._proc.kill()
+
+
+def _serve_forever(responder: str, latency_s: float) -> None:
+    server = FakeChatServer(_load_responder(responder), latency_s=latency_s).start()
+    print(server.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:  # pragma: no cover
+        pass
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    _serve_forever(
+        sys.argv[1] if len(sys.argv) > 1 else "rlver.testing.openai_server:_echo",
+        float(sys.argv[2]) if len(sys.argv) > 2 else 0.0,
+    )

@@ -1,0 +1,77 @@
+"""Shared helpers for the benchmark scripts: timing, medians, machine description, JSON output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(os.environ.get("RLVER_BENCH_OUT", Path(__file__).resolve().parent / "results"))
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    import torch
+
+    mem_gib = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": mem_gib,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def median_of(runs: int, fn: Callable[[], float]) -> tuple[float, list[float]]:
+    """Run ``fn`` ``runs`` times (it returns seconds or any figure) and return (median, all)."""
+    values = [fn() for _ in range(runs)]
+    return statistics.median(values), values
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    payload = {"benchmark": name, "machine": machine(), **payload}
+    path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for h in header:
+        table.add_column(h)
+    for row in rows:
+        table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
+    Console().print(table)

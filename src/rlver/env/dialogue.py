@@ -1,0 +1,283 @@
+"""One dialogue between the policy and a simulated user, as a Gymnasium-like environment.
+
+``reset(profile)`` returns the user's opening line; ``step(raw_reply)`` strips the think block, lets the
+simulated user appraise the visible reply and answer, and says whether the dialogue is over.
+
+Termination follows the published protocol:
+
+* the user's emotion reaches 100 (``"emotion_high"``) or falls below 10 (``"emotion_low"``);
+* the user ends the dialogue themselves (``UserTurn.ends_dialogue``; reason from the simulator,
+  ``"left"`` by default);
+* the turn limit (``"turn_limit"``). In the published evaluation the limit is 10 turns counting the
+  user's opening line, so the 10th assistant reply is the last and is never appraised: at most 9
+  appraisals. With ``appraise_final_reply=False`` that last reply is appended without calling the
+  simulator (it cannot change the score, and it saves one simulator round per dialogue).
+
+Two choices worth knowing (see docs/transcripts.md):
+
+* The system prompt **is** ``episode.messages[0]`` (role ``"system"``), so a transcript line holds the
+  exact context the policy saw and the trainer can tokenise it without reconstructing anything.
+* Assistant messages keep their **raw** text, think block included, both in the transcript and in the
+  policy's context for later turns (``messages_for_policy``). The policy reasons with its own earlier
+  thoughts in view, which is what it is trained on; only the simulated user sees stripped text.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlver.env.thinking import split_think, system_prompt
+from rlver.errors import error_kind
+from rlver.llm.base import Completion
+from rlver.profiles.schema import Language, Profile
+from rlver.records import Episode, Message, TurnTiming, UserTurn
+from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW, TRAIN_START
+
+
+class EnvConfig(BaseModel):
+    """How a dialogue runs. The defaults are the published evaluation protocol."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_assistant_turns: int = Field(default=10, ge=1, le=200)
+    appraise_final_reply: bool = False
+    start_emotion: int = Field(default=40, ge=0, le=100)
+    think: bool = False
+    stop_on_emotion: bool = True
+    #: Replaces the built-in system prompt when set.
+    system_prompt: str | None = None
+    #: Language of the built-in system prompt; ``None`` follows the profile.
+    language: Language | None = None
+    #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
+    max_reply_chars: int = Field(default=8000, ge=1)
+
+    @classmethod
+    def evaluation(cls, **overrides: Any) -> EnvConfig:
+        """The published benchmark protocol: 10 assistant replies, the last never appraised, start 40."""
+        base: dict[str, Any] = {
+            "max_assistant_turns": 10,
+            "appraise_final_reply": False,
+            "start_emotion": 40,
+        }
+        return cls(**{**base, **overrides})
+
+    @classmethod
+    def training(cls, **overrides: Any) -> EnvConfig:
+        """The published training setting: 8 assistant turns, every reply appraised, start 30."""
+        base: dict[str, Any] = {
+            "max_assistant_turns": 8,
+            "appraise_final_reply": True,
+            "start_emotion": TRAIN_START,
+        }
+        return cls(**{**base, **overrides})
+
+    @property
+    def max_appraisals(self) -> int:
+        """The most appraisals one dialogue can have under this config."""
+        return self.max_assistant_turns - (0 if self.appraise_final_reply else 1)
+
+
+@dataclass
+class StepResult:
+    """What ``step`` returns. ``user_message`` is ``None`` when the dialogue ended without a user reply
+    (the unappraised final reply)."""
+
+    user_message: str | None
+    emotion: int
+    done: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class EnvStateError(RuntimeError):
+    """``step`` before ``reset`` or after the dialogue ended: a bug in the caller, not bad input."""
+
+
+class DialogueEnv:
+    """One dialogue. Create one per dialogue; the simulator object may be shared by many."""
+
+    def __init__(self, simulator: UserSimulator, config: EnvConfig | None = None) -> None:
+        self.simulator = simulator
+        self.config = config or EnvConfig()
+        self._clear()
+
+    def _clear(self) -> None:
+        self._user: SimulatedUser | None = None
+        self._profile: Profile | None = None
+        self._messages: list[Message] = []
+        self._user_turns: list[UserTurn] = []
+        self._timings: list[TurnTiming] = []
+        self._emotion = self.config.start_emotion
+        self._done = False
+        self._end_reason: str | None = None
+        self._format_errors = 0
+        self._policy_tokens = 0
+        self._simulator_tokens = 0
+        self._error: str | None = None
+        self._error_kind: str | None = None
+        self._started = 0.0
+        self._wall_s = 0.0
+        self._seed = 0
+        self._sample_index = 0
+        self._opening_s = 0.0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def reset(self, profile: Profile, seed: int = 0, *, sample_index: int = 0) -> str:
+        """Start a dialogue with ``profile``; return the user's opening message."""
+        self._clear()
+        self._profile = profile
+        self._seed = seed
+        self._sample_index = sample_index
+        self._started = time.perf_counter()
+        language = self.config.language or profile.language
+        prompt = self.config.system_prompt or system_prompt(self.config.think, language)
+        self._messages.append(Message(role="system", content=prompt))
+        self._user = self.simulator.start(profile, start_emotion=self.config.start_emotion, seed=seed)
+        self._emotion = self._user.emotion.value
+        t0 = time.perf_counter()
+        opening = await self._user.open()
+        sim_s = time.perf_counter() - t0
+        self._simulator_tokens += opening.tokens
+        self._user_turns.append(opening)
+        self._messages.append(Message(role="user", content=opening.text))
+        self._opening_s = sim_s
+        return opening.text
+
+    async def step(
+        self, agent_raw_text: str, *, completion: Completion | None = None, policy_s: float | None = None
+    ) -> StepResult:
+        """Send one raw assistant reply; return the user's answer, the emotion and whether it is over.
+
+        ``completion`` (optional) lets the runner record the policy's token count and latency.
+        Simulator errors propagate; the caller decides (the runner marks the episode failed).
+        """
+        if self._user is None:
+            raise EnvStateError("step() called before reset()")
+        if self._done:
+            raise EnvStateError("step() called after the dialogue ended")
+        split = split_think(agent_raw_text)
+        format_error = self.config.think and not split.well_formed
+        if format_error:
+            self._format_errors += 1
+        visible = split.visible
+        truncated = len(visible) > self.config.max_reply_chars
+        if truncated:
+            visible = visible[: self.config.max_reply_chars]
+        self._messages.append(Message(role="assistant", content=agent_raw_text))
+        if completion is not None:
+            self._policy_tokens += completion.completion_tokens
+        timing = TurnTiming(
+            policy_s=policy_s if policy_s is not None else (completion.latency_s if completion else 0.0)
+        )
+        self._timings.append(timing)
+        info: dict[str, Any] = {
+            "assistant_turn": self.assistant_turns,
+            "visible": visible,
+            "format_error": format_error,
+            "truncated": truncated,
+        }
+
+        if self.assistant_turns >= self.config.max_assistant_turns and not self.config.appraise_final_reply:
+            self._finish("turn_limit")
+            info.update(end_reason=self._end_reason, appraised=False)
+            return StepResult(user_message=None, emotion=self._emotion, done=True, info=info)
+
+        t0 = time.perf_counter()
+        turn = await self._user.respond(visible)
+        timing.simulator_s = time.perf_counter() - t0
+        self._simulator_tokens += turn.tokens
+        self._user_turns.append(turn)
+        self._messages.append(Message(role="user", content=turn.text))
+        if turn.appraisal is not None:
+            self._emotion = turn.appraisal.emotion_after
+        else:  # a simulator may skip appraisal; the emotion then stays where it was
+            self._emotion = self._user.emotion.value
+
+        reason: str | None = None
+        if self.config.stop_on_emotion and self._emotion >= TERMINAL_HIGH:
+            reason = "emotion_high"
+        elif self.config.stop_on_emotion and self._emotion < TERMINAL_LOW:
+            reason = "emotion_low"
+        elif turn.ends_dialogue:
+            reason = turn.end_reason or "left"
+        elif self.assistant_turns >= self.config.max_assistant_turns:
+            reason = "turn_limit"
+        if reason is not None:
+            self._finish(reason)
+        info.update(
+            end_reason=self._end_reason,
+            appraised=turn.appraisal is not None,
+            appraisal=turn.appraisal,
+            tier=self._user.emotion.tier,
+        )
+        return StepResult(user_message=turn.text, emotion=self._emotion, done=self._done, info=info)
+
+    def mark_failed(self, exc: BaseException) -> None:
+        """End the dialogue as failed (a policy or simulator call failed for good)."""
+        self._error = f"{type(exc).__name__}: {exc}"[:2000]
+        self._error_kind = error_kind(exc)
+        self._finish("error")
+
+    def _finish(self, reason: str) -> None:
+        self._done = True
+        self._end_reason = reason
+        self._wall_s = time.perf_counter() - self._started if self._started else 0.0
+
+    # -- views ----------------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    @property
+    def emotion(self) -> int:
+        return self._emotion
+
+    @property
+    def assistant_turns(self) -> int:
+        return sum(1 for m in self._messages if m.role == "assistant")
+
+    @property
+    def profile(self) -> Profile | None:
+        return self._profile
+
+    def messages_for_policy(self) -> list[Message]:
+        """The policy's context: system prompt + dialogue, assistant messages raw (think kept)."""
+        return list(self._messages)
+
+    @property
+    def episode(self) -> Episode:
+        """The dialogue so far as an :class:`Episode` (complete once ``done``)."""
+        if self._profile is None:
+            raise EnvStateError("episode requested before reset()")
+        emotions = [t.appraisal.emotion_after for t in self._user_turns if t.appraisal is not None]
+        wall = self._wall_s if self._done else time.perf_counter() - self._started
+        return Episode(
+            profile_id=self._profile.id,
+            sample_index=self._sample_index,
+            episode_id=f"{self._profile.id}#{self._sample_index}",
+            messages=list(self._messages),
+            user_turns=list(self._user_turns),
+            start_emotion=self.config.start_emotion,
+            final_emotion=self._emotion,
+            emotions=emotions,
+            status="failed" if self._error is not None else "finished",
+            end_reason=self._end_reason,
+            error=self._error,
+            error_kind=self._error_kind,
+            format_errors=self._format_errors,
+            policy_tokens=self._policy_tokens,
+            simulator_tokens=self._simulator_tokens,
+            timings=list(self._timings),
+            wall_s=wall,
+            meta={
+                "seed": self._seed,
+                "think": self.config.think,
+                "language": self.config.language or self._profile.language,
+                "simulator": self.simulator.name,
+                "opening_s": round(self._opening_s, 6),
+            },
+        )

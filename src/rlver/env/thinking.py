@@ -1,0 +1,123 @@
+"""Think-then-say: split a raw policy reply into its private reasoning and what the user may see.
+
+In think mode the policy first reasons inside ``<think>…</think>`` and then replies; only the text after
+the block reaches the simulated user (as in the paper). Policy output is untrusted, so the splitter is
+deliberately conservative: whatever *might* be reasoning never reaches the user. In particular
+
+* every ``<think>…</think>`` block is removed, wherever it is;
+* an unclosed ``<think>`` hides everything after it (the model ran out of tokens mid-thought);
+* a stray ``</think>`` with no opening tag hides everything before it (templates such as Qwen3's and
+  DeepSeek-R1's put the opening tag in the *prompt*, so the completion starts inside the block);
+* tags are matched case-insensitively and with inner whitespace (``< Think >``, ``</THINK >``), and
+  ``<thinking>`` is treated like ``<think>``.
+
+A reply is *well-formed* only when it is exactly one leading block with non-blank reasoning followed by
+non-blank visible text. Anything else is a format error the reward may penalise.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rlver.profiles.schema import Language
+
+_TAG = re.compile(r"<\s*(/?)\s*think(?:ing)?\s*>", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ThinkSplit:
+    """The parts of one raw reply.
+
+    ``thought``: all reasoning found (blocks joined by blank lines), ``visible``: what the user sees
+    (stripped), ``well_formed``: exactly one leading think block followed by a non-empty reply.
+    """
+
+    thought: str
+    visible: str
+    well_formed: bool
+
+
+def split_think(raw: str) -> ThinkSplit:
+    """Split ``raw`` into reasoning and visible text (see the module docstring for the rules)."""
+    thought_parts: list[str] = []
+    visible_parts: list[str] = []
+    tags: list[str] = []  # "open" / "close", in order, for the well-formedness check
+    inside = False
+    pos = 0
+    for match in _TAG.finditer(raw):
+        segment = raw[pos : match.start()]
+        pos = match.end()
+        is_close = bool(match.group(1))
+        tags.append("close" if is_close else "open")
+        if inside:
+            thought_parts.append(segment)
+            if is_close:
+                inside = False
+            # a nested/repeated opening tag inside a block changes nothing
+        elif is_close:
+            # Stray closing tag: everything shown so far was (implicitly opened) reasoning.
+            thought_parts.extend(visible_parts)
+            thought_parts.append(segment)
+            visible_parts.clear()
+        else:
+            visible_parts.append(segment)
+            inside = True
+    tail = raw[pos:]
+    if inside:
+        thought_parts.append(tail)  # unclosed block: hide the rest
+    else:
+        visible_parts.append(tail)
+
+    thought = "\n\n".join(p.strip() for p in thought_parts if p.strip())
+    visible = "".join(visible_parts).strip()
+    leading = raw[: _first_tag_start(raw)].strip() if tags else raw.strip()
+    well_formed = tags == ["open", "close"] and not leading and bool(thought) and bool(visible)
+    return ThinkSplit(thought=thought, visible=visible, well_formed=well_formed)
+
+
+def _first_tag_start(raw: str) -> int:
+    match = _TAG.search(raw)
+    return match.start() if match else len(raw)
+
+
+def visible_text(raw: str) -> str:
+    """Only the part of ``raw`` the simulated user may see."""
+    return split_think(raw).visible
+
+
+# ---------------------------------------------------------------------------------------------------
+# System prompts (our own wording). Kept short: the policy's context is precious in multi-turn RL.
+
+_BASE = {
+    "en": (
+        "You are a warm, perceptive conversational partner. The person you are talking with has "
+        "something on their mind. Listen closely, notice what they feel and what they need but may not "
+        "say, and respond the way a caring, emotionally intelligent friend would: sincere, specific to "
+        "what they told you, never preachy or formulaic. Ask at most one question at a time, keep replies "
+        "short enough for a chat, and offer advice only when it seems welcome."
+    ),
+    "zh": (
+        "你是一位温暖、敏锐的聊天伙伴。和你说话的人心里有事。请认真倾听，留意对方的感受，"
+        "以及对方需要却未必说出口的东西，像一位体贴、懂人心的朋友那样回应：真诚、紧扣对方说过的具体内容，"
+        "不说教、不套话。一次最多问一个问题，回复保持聊天的长度，只在对方似乎需要时才给建议。"
+    ),
+}
+
+_THINK = {
+    "en": (
+        "\n\nBefore every reply, think privately: write your reasoning about how they feel, what they "
+        "need right now and how best to respond inside <think> and </think>. Then write the reply itself "
+        "after </think>. Only the text after </think> is shown to them."
+    ),
+    "zh": (
+        "\n\n每次回复前先在心里想一想：把你对对方感受、此刻需要以及如何回应的思考写在 <think> 和 </think> 之间，"
+        "然后在 </think> 之后写出真正的回复。对方只能看到 </think> 之后的内容。"
+    ),
+}
+
+
+def system_prompt(think: bool, language: Language | str = "en") -> str:
+    """The policy's system prompt for no-think or think-then-say mode, in English or Chinese."""
+    lang = language if language in _BASE else "en"
+    return _BASE[lang] + (_THINK[lang] if think else "")

@@ -1,0 +1,76 @@
+"""``EvalConfig``: everything one benchmark run needs, loadable from YAML with ``--set`` overrides.
+
+Defaults follow the published Sentient Benchmark protocol (start emotion 40, 10 assistant replies
+counting from the user's opening line, the 10th never appraised, opening line from the profile) via
+:meth:`rlver.env.dialogue.EnvConfig.evaluation`. Keys are never stored here, only the *names* of the
+environment variables that hold them (``agent.api_key_env``, ``simulator.model.api_key_env``).
+
+Example ``eval.yaml``::
+
+    agent: {kind: openai, base_url: http://localhost:8000/v1, model: my-model, api_key_env: null,
+            sampling: {temperature: 0.7, max_tokens: 1024}}
+    simulator: {kind: llm, model: {base_url: https://api.deepseek.com/v1, model: deepseek-chat,
+                                   api_key_env: DEEPSEEK_API_KEY}}
+    profiles: sage
+    out: runs/my-model
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlver.env.dialogue import EnvConfig
+from rlver.llm.base import SamplingParams
+from rlver.llm.spec import ModelSpec
+from rlver.simulator.factory import SimulatorSpec
+
+#: The tiny test model writes gibberish; a few tokens a turn keep an offline smoke run fast.
+TINY_AGENT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=16)
+
+
+class EvalConfig(BaseModel):
+    """One benchmark run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent: ModelSpec | None = Field(default=None, description="the model under test")
+    #: Build the tiny local test model (rlver.models.tiny) as the agent: an offline smoke run.
+    agent_tiny: bool = False
+    #: Replaces the agent's sampling settings when set (``--agent-temperature``, ``--agent-max-tokens``).
+    sampling: SamplingParams | None = None
+    simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
+    profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
+    limit: int | None = Field(default=None, ge=1, description="use only the first N profiles")
+    n_per_profile: int = Field(default=1, ge=1, description="dialogues per profile (each scored)")
+    env: EnvConfig = Field(default_factory=EnvConfig.evaluation)
+    concurrency: int = Field(default=32, ge=1, description="simulator calls in flight at once")
+    #: Dialogues run together (one batched policy call per turn). ``None`` = all at once; smaller
+    #: batches bound a local model's memory and let a long run save dialogues batch by batch.
+    batch_size: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    out: str = Field(default="runs/eval", description="output folder (transcript, metrics, report)")
+    run_name: str | None = None
+    report: bool = True
+
+    @model_validator(mode="after")
+    def _agent_given(self) -> EvalConfig:
+        if self.agent is None and not self.agent_tiny:
+            raise ValueError(
+                "no agent: give --agent-base-url/--agent-model, --agent-local PATH or --agent-tiny "
+                "(config key `agent`)"
+            )
+        return self
+
+    @property
+    def out_dir(self) -> Path:
+        return Path(self.out).expanduser()
+
+    def agent_sampling(self) -> SamplingParams:
+        """The agent's sampling settings (recorded in the manifest)."""
+        if self.sampling is not None:
+            return self.sampling
+        if self.agent is None:
+            return TINY_AGENT_SAMPLING
+        return self.agent.sampling

@@ -1,0 +1,304 @@
+"""Benchmark metrics computed from episodes: the Sentient Benchmark's score, success and failure.
+
+Definitions (they reproduce the public leaderboard exactly from its released transcripts):
+
+- **score**: the mean final emotion (0–100) over the dialogues that finished;
+- **success**: dialogues whose final emotion is ≥ 100; **failure**: dialogues whose final emotion is < 10;
+- **failed runs** (``status == "failed"``: an API error, an unparseable simulator turn) are *excluded*
+  from the score and reported separately, so an outage never looks like a bad model.
+
+Beyond the leaderboard numbers we report the mean number of assistant turns, the mean emotion after each
+turn (a trajectory), tokens per dialogue, a bootstrap 95% confidence interval of the score, and
+per-behaviour / per-difficulty breakdowns. :func:`paired_comparison` compares two runs on the same
+profiles, which is far more sensitive than comparing two independent means.
+
+Rounding follows the leaderboard: scores are shown with one decimal, rounded half up
+(:func:`round_half_up`), never with Python's binary-float ``round``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from rlver.records import Episode
+
+SUCCESS_AT = 100
+FAILURE_BELOW = 10
+BOOTSTRAP_SAMPLES = 10_000
+BOOTSTRAP_SEED = 20250701
+#: ``Episode.meta`` keys that get their own breakdown table when episodes carry them.
+BREAKDOWN_KEYS = ("behaviour", "difficulty")
+
+
+def round_half_up(value: float | Fraction, digits: int = 1) -> float:
+    """Round like the leaderboard does (54.75 → 54.8, 54.85 → 54.9), exact for means of integers."""
+    dec = (
+        Decimal(value.numerator) / Decimal(value.denominator)
+        if isinstance(value, Fraction)
+        else Decimal(repr(value))
+    )
+    quantum = Decimal(1).scaleb(-digits)
+    return float(dec.quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def emotion_path(episode: Episode) -> list[int]:
+    """The emotion at the start and after each appraisal, in order.
+
+    Uses ``Episode.emotions`` when filled, else the appraisals of the user turns (the two agree for
+    episodes written by our runner; converted published transcripts may carry only one of them).
+    """
+    after = list(episode.emotions)
+    if not after:
+        after = [t.appraisal.emotion_after for t in episode.user_turns if t.appraisal is not None]
+    return [episode.start_emotion, *after]
+
+
+class GroupMetrics(BaseModel):
+    """The leaderboard numbers for one slice of the episodes (a behaviour mode, a difficulty)."""
+
+    n: int
+    score: float
+    success: int
+    success_pct: float
+    failure: int
+    failure_pct: float
+
+
+class Metrics(BaseModel):
+    """Everything ``rlver score`` and the report show for one run."""
+
+    n: int = Field(description="dialogues counted in the score (status finished)")
+    n_failed_runs: int = Field(0, description="dialogues that failed (API/simulator errors); excluded")
+    failed_run_kinds: dict[str, int] = Field(default_factory=dict)
+    score: float = Field(description="mean final emotion over counted dialogues (unrounded)")
+    score_rounded: float = Field(description="score rounded half up to one decimal, as published")
+    score_ci_low: float
+    score_ci_high: float
+    score_std: float
+    success: int
+    success_pct: float
+    failure: int
+    failure_pct: float
+    mean_turns: float = Field(description="mean number of assistant replies per dialogue")
+    #: Mean emotion at turn t (t = 0 is the start emotion, t = k after the k-th appraisal). A dialogue
+    #: that ended earlier contributes its final emotion to every later turn ("carried forward"), so the
+    #: curve's last point equals the score and early-ending dialogues are not silently dropped.
+    trajectory: list[float] = Field(default_factory=list)
+    trajectory_std: list[float] = Field(default_factory=list)
+    trajectory_p25: list[float] = Field(default_factory=list)
+    trajectory_p75: list[float] = Field(default_factory=list)
+    #: How many dialogues were still running at each turn (the rest are carried forward).
+    trajectory_live: list[int] = Field(default_factory=list)
+    mean_policy_tokens: float = 0.0
+    mean_simulator_tokens: float = 0.0
+    format_errors: int = 0
+    end_reasons: dict[str, int] = Field(default_factory=dict)
+    final_emotions: list[int] = Field(default_factory=list, description="per counted dialogue, in order")
+    breakdowns: dict[str, dict[str, GroupMetrics]] = Field(default_factory=dict)
+
+    def headline(self) -> str:
+        return f"score {self.score_rounded:.1f}  success {self.success}  failure {self.failure}  (n={self.n})"
+
+
+def _group(finals: Sequence[int]) -> GroupMetrics:
+    n = len(finals)
+    success = sum(1 for f in finals if f >= SUCCESS_AT)
+    failure = sum(1 for f in finals if f < FAILURE_BELOW)
+    mean = Fraction(sum(finals), n) if n else Fraction(0)
+    return GroupMetrics(
+        n=n,
+        score=round_half_up(mean, 1),
+        success=success,
+        success_pct=100.0 * success / n if n else 0.0,
+        failure=failure,
+        failure_pct=100.0 * failure / n if n else 0.0,
+    )
+
+
+def bootstrap_ci(
+    values: Sequence[float],
+    *,
+    samples: int = BOOTSTRAP_SAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean. Fixed seed: the same run always gets the same interval."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        return (float("nan"), float("nan"))
+    if arr.size == 1:
+        return (float(arr[0]), float(arr[0]))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, arr.size, size=(samples, arr.size))
+    means = arr[idx].mean(axis=1)
+    alpha = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return (float(low), float(high))
+
+
+def _trajectory(
+    episodes: Sequence[Episode],
+) -> tuple[list[float], list[float], list[float], list[float], list[int]]:
+    paths = [emotion_path(ep) for ep in episodes]
+    if not paths:
+        return [], [], [], [], []
+    length = max(len(p) for p in paths)
+    grid = np.empty((len(paths), length), dtype=np.float64)
+    live = [0] * length
+    for i, (ep, path) in enumerate(zip(episodes, paths, strict=True)):
+        for t in range(length):
+            if t < len(path):
+                grid[i, t] = path[t]
+                live[t] += 1
+            else:  # carried forward: the dialogue had ended with this emotion
+                grid[i, t] = ep.final_emotion
+    p25, p75 = np.percentile(grid, [25, 75], axis=0)
+    return (
+        [float(x) for x in grid.mean(axis=0)],
+        [float(x) for x in grid.std(axis=0)],
+        [float(x) for x in p25],
+        [float(x) for x in p75],
+        live,
+    )
+
+
+def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTSTRAP_SEED) -> Metrics:
+    """Compute the benchmark metrics of one run. Failed runs are counted but excluded from the score."""
+    all_eps = list(episodes)
+    done = [ep for ep in all_eps if ep.status == "finished"]
+    failed = [ep for ep in all_eps if ep.status != "finished"]
+    finals = [ep.final_emotion for ep in done]
+    head = _group(finals)
+    n = len(done)
+    exact = Fraction(sum(finals), n) if n else Fraction(0)
+    ci = bootstrap_ci(finals, seed=bootstrap_seed)
+    traj, traj_std, p25, p75, live = _trajectory(done)
+
+    breakdowns: dict[str, dict[str, GroupMetrics]] = {}
+    for key in BREAKDOWN_KEYS:
+        groups: dict[str, list[int]] = defaultdict(list)
+        for ep in done:
+            value = ep.meta.get(key)
+            if value is not None:
+                groups[str(value)].append(ep.final_emotion)
+        if groups:
+            breakdowns[key] = {name: _group(vals) for name, vals in sorted(groups.items())}
+
+    return Metrics(
+        n=n,
+        n_failed_runs=len(failed),
+        failed_run_kinds=dict(Counter(ep.error_kind or "unknown" for ep in failed)),
+        score=float(exact),
+        score_rounded=head.score,
+        score_ci_low=ci[0],
+        score_ci_high=ci[1],
+        score_std=float(np.std(finals)) if finals else 0.0,
+        success=head.success,
+        success_pct=head.success_pct,
+        failure=head.failure,
+        failure_pct=head.failure_pct,
+        mean_turns=float(np.mean([ep.assistant_turns for ep in done])) if done else 0.0,
+        trajectory=traj,
+        trajectory_std=traj_std,
+        trajectory_p25=p25,
+        trajectory_p75=p75,
+        trajectory_live=live,
+        mean_policy_tokens=float(np.mean([ep.policy_tokens for ep in done])) if done else 0.0,
+        mean_simulator_tokens=float(np.mean([ep.simulator_tokens for ep in done])) if done else 0.0,
+        format_errors=sum(ep.format_errors for ep in done),
+        end_reasons=dict(Counter(ep.end_reason or "unknown" for ep in done)),
+        final_emotions=finals,
+        breakdowns=breakdowns,
+    )
+
+
+# -- paired comparison ------------------------------------------------------------------------------
+
+
+class PairedComparison(BaseModel):
+    """Run A against run B on the profiles both finished (matched by profile id and sample index)."""
+
+    n_pairs: int
+    only_in_a: int
+    only_in_b: int
+    mean_a: float
+    mean_b: float
+    mean_diff: float = Field(description="mean of (A - B) final emotion over the pairs")
+    diff_ci_low: float
+    diff_ci_high: float
+    wins: int = Field(description="pairs where A ended higher")
+    ties: int
+    losses: int
+    sign_test_p: float = Field(description="two-sided exact sign test on wins vs losses (ties dropped)")
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Two-sided exact binomial (sign) test p-value for ``wins`` vs ``losses`` under p = 0.5."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2.0 * tail)
+
+
+def _key(ep: Episode) -> tuple[str, int]:
+    return (ep.profile_id, ep.sample_index)
+
+
+def paired_comparison(
+    a: Iterable[Episode], b: Iterable[Episode], *, bootstrap_seed: int = BOOTSTRAP_SEED
+) -> PairedComparison:
+    """Compare two runs dialogue by dialogue on their shared (finished) profiles."""
+    a_map = {_key(ep): ep for ep in a if ep.status == "finished"}
+    b_map = {_key(ep): ep for ep in b if ep.status == "finished"}
+    shared = sorted(set(a_map) & set(b_map))
+    fa = np.array([a_map[k].final_emotion for k in shared], dtype=np.float64)
+    fb = np.array([b_map[k].final_emotion for k in shared], dtype=np.float64)
+    diff = fa - fb
+    ci = bootstrap_ci(list(diff), seed=bootstrap_seed)
+    wins = int((diff > 0).sum())
+    losses = int((diff < 0).sum())
+    ties = int((diff == 0).sum())
+    return PairedComparison(
+        n_pairs=len(shared),
+        only_in_a=len(set(a_map) - set(b_map)),
+        only_in_b=len(set(b_map) - set(a_map)),
+        mean_a=float(fa.mean()) if shared else float("nan"),
+        mean_b=float(fb.mean()) if shared else float("nan"),
+        mean_diff=float(diff.mean()) if shared else float("nan"),
+        diff_ci_low=ci[0],
+        diff_ci_high=ci[1],
+        wins=wins,
+        ties=ties,
+        losses=losses,
+        sign_test_p=sign_test_p(wins, losses),
+    )
+
+
+def metrics_table_rows(named: Sequence[tuple[str, Metrics]]) -> list[dict[str, Any]]:
+    """Rows for a leaderboard-like table (used by ``rlver score`` and the report)."""
+    rows = []
+    for name, m in named:
+        rows.append(
+            {
+                "run": name,
+                "n": m.n,
+                "score": f"{m.score_rounded:.1f}",
+                "95% CI": f"[{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]" if m.n else "-",
+                "success": f"{m.success} ({m.success_pct:.0f}%)",
+                "failure": f"{m.failure} ({m.failure_pct:.0f}%)",
+                "failed runs": str(m.n_failed_runs),
+                "mean turns": f"{m.mean_turns:.1f}",
+                "policy tokens": f"{m.mean_policy_tokens:.0f}",
+            }
+        )
+    return rows

@@ -1,0 +1,414 @@
+"""``rlver report``: one self-contained HTML page (and a Markdown twin) for one or more runs.
+
+The HTML has no external assets (figures are base64 PNGs, styles inline, and a Content-Security-Policy
+that forbids scripts and remote loads), so it can be mailed, archived or opened offline. Every piece of
+text that came from a model or a data file — agent replies, think blocks, the simulator's reasoning,
+profile ids, run names — is HTML-escaped by Jinja2's autoescaping: model output is untrusted input.
+
+Sections: metrics table; paired comparison (each run against the first); emotion trajectory, final-emotion
+histogram and success/failure bars; breakdowns by behaviour mode / difficulty; the LLM judge's radar and
+coordinate plots when ``rlver judge`` has been run; a per-profile table linking to every dialogue, which
+is rendered turn by turn with the simulated user's emotion, its change and its reasoning.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rlver.config import redacted
+from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement
+from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
+from rlver.eval.sources import RunData
+from rlver.io import atomic_write_bytes, atomic_write_text
+from rlver.records import Appraisal, Episode
+from rlver.simulator.emotion import tier_of
+
+MAX_SHOWN_CHARS = 20_000  # a single message longer than this is cut in the report
+REASONING_LABELS = (
+    ("understanding", "What the agent meant"),
+    ("goal_fit", "Fit with goal and hidden need"),
+    ("inner_reaction", "Inner reaction"),
+    ("feeling", "How it felt"),
+)
+
+
+@dataclass
+class Figure:
+    name: str
+    alt: str
+    png: bytes
+
+    @property
+    def b64(self) -> str:
+        return base64.b64encode(self.png).decode("ascii")
+
+
+@dataclass
+class TurnView:
+    role: str
+    text: str
+    thought: str | None = None
+    well_formed: bool = True
+    appraisal: Appraisal | None = None
+    reasoning: tuple[tuple[str, str], ...] = ()
+    unappraised: str | None = None
+    emotion: int | None = None
+    tier: str = "B"
+    ends: str | None = None
+
+
+def _cut(text: str) -> str:
+    return (
+        text
+        if len(text) <= MAX_SHOWN_CHARS
+        else text[:MAX_SHOWN_CHARS] + f"\n[… {len(text) - MAX_SHOWN_CHARS} more characters not shown]"
+    )
+
+
+def _anchor(run_index: int, episode: Episode) -> str:
+    slug = re.sub(r"[^A-Za-z0-9_-]", "-", episode.profile_id)[:64]
+    return f"r{run_index}-{slug}-{episode.sample_index}"
+
+
+def _reasoning(a: Appraisal) -> tuple[tuple[str, str], ...]:
+    out = [(label, _cut(getattr(a, field))) for field, label in REASONING_LABELS if getattr(a, field).strip()]
+    if a.features:
+        feats = ", ".join(f"{k} {v:+.2f}" for k, v in sorted(a.features.items()))
+        out.append(("Offline features", feats))
+    return tuple(out)
+
+
+def dialogue_view(episode: Episode) -> list[TurnView]:
+    """The dialogue turn by turn, each agent reply followed by the simulated user's appraisal of it.
+
+    Assistant reply *k* (0-based) is appraised by user turn *k + 1* (user turn 0 is the opening line);
+    a reply with no following appraisal is marked as such (the published protocol's unappraised 10th reply).
+    """
+    from rlver.env.thinking import split_think
+
+    views: list[TurnView] = []
+    n_assistant = 0
+    n_user = 0
+    for msg in episode.messages:
+        if msg.role == "system":
+            views.append(TurnView(role="system", text=_cut(msg.content)))
+        elif msg.role == "user":
+            turn = episode.user_turns[n_user] if n_user < len(episode.user_turns) else None
+            emotion: int | None = None
+            if n_user == 0:
+                emotion = episode.start_emotion
+            elif turn is not None and turn.appraisal is not None:
+                emotion = turn.appraisal.emotion_after
+            ends = None
+            if turn is not None and turn.ends_dialogue:
+                ends = turn.end_reason or "goodbye"
+            views.append(
+                TurnView(
+                    role="user",
+                    text=_cut(msg.content),
+                    emotion=emotion,
+                    tier=tier_of(emotion) if emotion is not None else "B",
+                    ends=ends,
+                )
+            )
+            n_user += 1
+        else:
+            split = split_think(msg.content)
+            has_think = "<think>" in msg.content or "</think>" in msg.content
+            next_turn = (
+                episode.user_turns[n_assistant + 1] if n_assistant + 1 < len(episode.user_turns) else None
+            )
+            appraisal = next_turn.appraisal if next_turn is not None else None
+            unappraised = None
+            if appraisal is None:
+                if episode.status != "finished":
+                    unappraised = "the dialogue failed here"
+                else:
+                    unappraised = f"the dialogue ended ({episode.end_reason or 'turn limit'})"
+            views.append(
+                TurnView(
+                    role="assistant",
+                    text=_cut(split.visible),
+                    thought=_cut(split.thought) if has_think else None,
+                    well_formed=split.well_formed,
+                    appraisal=appraisal,
+                    reasoning=_reasoning(appraisal) if appraisal is not None else (),
+                    unappraised=unappraised,
+                )
+            )
+            n_assistant += 1
+    return views
+
+
+def _comparisons(runs: Sequence[RunData]) -> list[dict[str, Any]]:
+    if len(runs) < 2:
+        return []
+    base = runs[0]
+    out = []
+    for run in runs[1:]:
+        cmp: PairedComparison = paired_comparison(run.episodes, base.episodes)
+        out.append({"name": run.name, "cmp": cmp})
+    return out
+
+
+def _profile_rows(runs: Sequence[RunData]) -> list[dict[str, Any]]:
+    order: list[tuple[str, int]] = []
+    maps: list[dict[tuple[str, int], Episode]] = []
+    for run in runs:
+        m: dict[tuple[str, int], Episode] = {}
+        for ep in run.episodes:
+            key = (ep.profile_id, ep.sample_index)
+            m[key] = ep
+            if key not in order:
+                order.append(key)
+        maps.append(m)
+    seen: set[tuple[str, int]] = set()
+    rows = []
+    for key in order:
+        if key in seen:
+            continue
+        seen.add(key)
+        cells: list[dict[str, Any] | None] = []
+        for i, m in enumerate(maps):
+            found = m.get(key)
+            if found is None:
+                cells.append(None)
+                continue
+            cells.append(
+                {
+                    "anchor": _anchor(i, found),
+                    "final": found.final_emotion if found.status == "finished" else "failed",
+                    "tier": tier_of(found.final_emotion) if found.status == "finished" else "F",
+                    "turns": found.assistant_turns,
+                    "ended": found.end_reason or ("error" if found.status != "finished" else ""),
+                }
+            )
+        deltas: list[int] = []
+        base = maps[0].get(key)
+        for m in maps[1:]:
+            other = m.get(key)
+            if base is not None and other is not None and base.status == other.status == "finished":
+                deltas.append(other.final_emotion - base.final_emotion)
+        pid, sample = key
+        label = pid if len(pid) <= 28 else pid[:27] + "…"
+        if sample:
+            label += f" #{sample}"
+        rows.append({"profile_id": pid, "label": label, "cells": cells, "deltas": deltas})
+    return rows
+
+
+def _breakdowns(runs: Sequence[RunData]) -> list[dict[str, Any]]:
+    keys: list[str] = []
+    for run in runs:
+        for key in run.metrics.breakdowns:
+            if key not in keys:
+                keys.append(key)
+    out = []
+    for key in keys:
+        rows = []
+        for run in runs:
+            for value, g in run.metrics.breakdowns.get(key, {}).items():
+                rows.append({"run": run.name, "value": value, "g": g})
+        out.append({"key": key, "rows": rows})
+    return out
+
+
+def _judge_by_key(run: RunData) -> dict[tuple[str, int], Judgement]:
+    return {(j.profile_id, j.sample_index): j.judgement for j in run.judged if j.judgement is not None}
+
+
+def build_figures(runs: Sequence[RunData]) -> tuple[list[Figure], list[Figure]]:
+    from rlver.eval import plots
+
+    named = [(r.name, r.metrics) for r in runs]
+    figures = [
+        Figure(
+            "trajectory",
+            "Emotion trajectory: mean emotion per turn with interquartile band",
+            plots.trajectory_png(named),
+        ),
+        Figure("final_histogram", "Histogram of final emotions", plots.histogram_png(named)),
+        Figure("outcomes", "Success and failure rates per run", plots.outcome_bars_png(named)),
+    ]
+    judges = [r.judge for r in runs if r.judge is not None]
+    judge_figures = []
+    if judges:
+        judge_figures = [
+            Figure(
+                "capabilities_radar", "Radar chart of the five judged capabilities", plots.radar_png(judges)
+            ),
+            Figure(
+                "social_coordinate", "Runs on the social cognition coordinate", plots.coordinate_png(judges)
+            ),
+        ]
+    return figures, judge_figures
+
+
+FigureSet = tuple[list[Figure], list[Figure]]
+
+
+def render_html(
+    runs: Sequence[RunData], *, title: str = "Sentient Benchmark report", figures: FigureSet | None = None
+) -> str:
+    """The report as one HTML string (no external assets)."""
+    import jinja2
+
+    from rlver import __version__
+
+    figs, judge_figures = figures if figures is not None else build_figures(runs)
+    metric_rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
+    dialogue_runs = []
+    for i, run in enumerate(runs):
+        judged = _judge_by_key(run)
+        dialogues = []
+        for ep in run.episodes:
+            dialogues.append(
+                {
+                    "anchor": _anchor(i, ep),
+                    "profile_id": ep.profile_id,
+                    "sample_index": ep.sample_index,
+                    "final": ep.final_emotion,
+                    "tier": tier_of(ep.final_emotion),
+                    "turns": ep.assistant_turns,
+                    "ended": ep.end_reason or "",
+                    "status": ep.status,
+                    "error": (ep.error or "")[:500],
+                    "error_kind": ep.error_kind or "error",
+                    "topic": str(ep.meta.get("topic", "") or ""),
+                    "judge": judged.get((ep.profile_id, ep.sample_index)),
+                    "turns_view": dialogue_view(ep),
+                }
+            )
+        dialogue_runs.append({"name": run.name, "dialogues": dialogues})
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=False)
+    template_text = (
+        resources.files("rlver.eval").joinpath("templates", "report.html.j2").read_text(encoding="utf-8")
+    )
+    template = env.from_string(template_text)
+    return template.render(
+        title=title,
+        generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        version=__version__,
+        runs=[
+            {
+                "name": r.name,
+                "path": str(r.path),
+                "manifest_json": json.dumps(redacted(r.manifest), ensure_ascii=False, indent=2, default=str),
+            }
+            for r in runs
+        ],
+        metric_headers=list(metric_rows[0]) if metric_rows else ["run"],
+        metric_rows=metric_rows,
+        comparisons=_comparisons(runs),
+        figures=figs,
+        judge_figures=judge_figures,
+        judges=[r.judge for r in runs if r.judge is not None],
+        capabilities=CAPABILITIES,
+        capability_labels=CAPABILITY_LABELS,
+        breakdowns=_breakdowns(runs),
+        profile_rows=_profile_rows(runs),
+        dialogue_runs=dialogue_runs,
+    )
+
+
+def _md_cell(text: object) -> str:
+    """Markdown table cells: escape pipes and markup so model/user text cannot break the table."""
+    s = str(text).replace("\n", " ")
+    return re.sub(r"([\\`*_{}\[\]<>|#])", r"\\\1", s)
+
+
+def render_markdown(
+    runs: Sequence[RunData],
+    figure_dir: str,
+    *,
+    title: str = "Sentient Benchmark report",
+    figures: FigureSet | None = None,
+) -> str:
+    """A Markdown summary; figures are referenced from ``figure_dir`` (relative to the .md file)."""
+    lines = [f"# {title}", ""]
+    rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
+    if rows:
+        headers = list(rows[0])
+        lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+        lines += ["| " + " | ".join(_md_cell(row[h]) for h in headers) + " |" for row in rows]
+    lines += [
+        "",
+        "Score = mean final emotion; success = final ≥ 100; failure = final < 10; failed runs are excluded.",
+        "",
+    ]
+    comps = _comparisons(runs)
+    if comps:
+        lines += [f"## Paired comparison (against {_md_cell(runs[0].name)})", ""]
+        lines += [
+            "| run | pairs | Δ | 95% CI | wins/ties/losses | sign test p |",
+            "|---|---|---|---|---|---|",
+        ]
+        for c in comps:
+            cmp = c["cmp"]
+            lines.append(
+                f"| {_md_cell(c['name'])} | {cmp.n_pairs} | {cmp.mean_diff:+.1f} | "
+                f"[{cmp.diff_ci_low:+.1f}, {cmp.diff_ci_high:+.1f}] | {cmp.wins}/{cmp.ties}/{cmp.losses} | "
+                f"{cmp.sign_test_p:.3g} |"
+            )
+        lines.append("")
+    lines += ["## Plots", ""]
+    figs, judge_figures = figures if figures is not None else build_figures(runs)
+    for fig in [*figs, *judge_figures]:
+        lines.append(f"![{fig.alt}]({figure_dir}/{fig.name}.png)")
+    lines.append("")
+    for b in _breakdowns(runs):
+        lines += [
+            f"## By {b['key']}",
+            "",
+            "| run | value | n | score | success | failure |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in b["rows"]:
+            g = r["g"]
+            lines.append(
+                f"| {_md_cell(r['run'])} | {_md_cell(r['value'])} | {g.n} | {g.score:.1f} | {g.success} | {g.failure} |"
+            )
+        lines.append("")
+    judges = [r.judge for r in runs if r.judge is not None]
+    if judges:
+        lines += ["## Capability analysis (LLM judge)", ""]
+        lines.append(
+            "| run | " + " | ".join(CAPABILITY_LABELS[c] for c in CAPABILITIES) + " | orientation | style |"
+        )
+        lines.append("|---|" + "---|" * (len(CAPABILITIES) + 2))
+        for s in judges:
+            caps = " | ".join(f"{s.capabilities[c]:.2f}" for c in CAPABILITIES)
+            lines.append(f"| {_md_cell(s.run)} | {caps} | {s.orientation:+.2f} | {s.style:+.2f} |")
+        lines.append("")
+    lines += ["## Per profile (final emotion)", ""]
+    lines.append("| profile | " + " | ".join(_md_cell(r.name) for r in runs) + " |")
+    lines.append("|---|" + "---|" * len(runs))
+    for row in _profile_rows(runs):
+        cells = [str(c["final"]) if c else "—" for c in row["cells"]]
+        lines.append(f"| {_md_cell(row['profile_id'])} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(
+    runs: Sequence[RunData], out_html: str | Path, *, title: str = "Sentient Benchmark report"
+) -> tuple[Path, Path]:
+    """Write ``out_html`` (self-contained) and a Markdown twin ``<stem>.md`` with figures in ``<stem>_files/``."""
+    html_path = Path(out_html)
+    figures = build_figures(runs)
+    atomic_write_text(html_path, render_html(runs, title=title, figures=figures))
+    md_path = html_path.with_suffix(".md")
+    fig_dir_name = f"{html_path.stem}_files"
+    for fig in [*figures[0], *figures[1]]:
+        atomic_write_bytes(html_path.parent / fig_dir_name / f"{fig.name}.png", fig.png)
+    atomic_write_text(md_path, render_markdown(runs, fig_dir_name, title=title, figures=figures))
+    return html_path, md_path

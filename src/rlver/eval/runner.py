@@ -1,0 +1,277 @@
+"""``rlver eval``: run an agent against a profile set and write transcript, metrics and report.
+
+The output folder holds::
+
+    transcript.jsonl   manifest line + one line per dialogue, appended durably as each one ends
+    config.json        the EvalConfig of the (first) run, for reproduction
+    metrics.json       compute_metrics over the finished dialogues (written atomically at the end)
+    report.html / .md  the report (``rlver report`` can rebuild it at any time)
+
+Crash safety: a dialogue is appended (one ``write`` + fsync) the moment it ends, so Ctrl-C, a crash or a
+SIGKILL loses only dialogues still in progress. ``resume=True`` reads the transcript, skips every
+(profile, sample) that *finished* (failed ones are run again) and appends the rest to the same file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlver.config import redacted
+from rlver.errors import InputError, Problem
+from rlver.eval.config import EvalConfig
+from rlver.eval.metrics import Metrics, compute_metrics
+from rlver.eval.sources import METRICS_NAME, TRANSCRIPT_NAME, dedupe_episodes
+from rlver.io import atomic_write_json
+from rlver.llm.base import ChatModel
+from rlver.llm.spec import ModelSpec
+from rlver.profiles.schema import Profile
+from rlver.records import Episode
+
+log = logging.getLogger(__name__)
+
+#: Manifest keys whose change between a run and its resumption makes the results incomparable.
+_MUST_MATCH = ("agent_spec", "agent_sampling", "simulator_spec", "env", "profiles", "n_per_profile", "seed")
+
+
+@dataclass
+class EvalProgress:
+    """What the progress display shows; updated as dialogues end."""
+
+    total: int
+    already_done: int
+    finished: int = 0
+    failed: int = 0
+    emotion_sum: int = 0
+
+    @property
+    def mean_emotion(self) -> float | None:
+        return self.emotion_sum / self.finished if self.finished else None
+
+
+@dataclass
+class EvalResult:
+    out_dir: Path
+    transcript: Path
+    metrics: Metrics
+    report: Path | None
+    ran: int
+    skipped: int
+
+
+ProgressCallback = Callable[[EvalProgress], None]
+
+
+def select_profiles(config: EvalConfig) -> list[Profile]:
+    from rlver.profiles.sets import load_profile_set
+
+    profiles = load_profile_set(config.profiles)
+    if config.limit is not None:
+        profiles = profiles[: config.limit]
+    if not profiles:
+        raise InputError(Problem(config.profiles, None, None, "no profiles to evaluate"))
+    ids = [p.id for p in profiles]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        raise InputError(Problem(config.profiles, None, "id", f"duplicate profile ids: {', '.join(dup[:5])}"))
+    return profiles
+
+
+def agent_spec(config: EvalConfig) -> ModelSpec:
+    """The agent's ModelSpec; for ``agent_tiny`` the tiny local model is built into the run folder."""
+    if config.agent is not None:
+        return config.agent
+    from rlver.models.tiny import build_tiny_model
+
+    path = build_tiny_model(config.out_dir.resolve() / "tiny-agent", seed=config.seed)
+    return ModelSpec(
+        kind="local", model=str(path), api_key_env=None, device="cpu", sampling=config.agent_sampling()
+    )
+
+
+def build_agent(spec: ModelSpec) -> ChatModel:
+    from rlver.llm.factory import build_chat_model
+
+    return build_chat_model(spec)
+
+
+def _manifest(
+    config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int
+) -> dict[str, Any]:
+    from rlver.rollout.transcripts import build_manifest
+
+    return build_manifest(
+        kind="eval",
+        run_name=config.run_name or config.out_dir.resolve().name,
+        agent=agent.describe(),
+        agent_spec=redacted(spec.model_dump(mode="json")),
+        agent_sampling=config.agent_sampling().model_dump(mode="json"),
+        simulator=simulator.describe(),
+        simulator_spec=redacted(config.simulator.model_dump(mode="json")),
+        env=config.env.model_dump(mode="json"),
+        profiles=config.profiles,
+        limit=config.limit,
+        n_profiles=n_profiles,
+        n_per_profile=config.n_per_profile,
+        seed=config.seed,
+        concurrency=config.concurrency,
+    )
+
+
+def _check_resume(existing: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Keys whose settings differ between the transcript's manifest and this invocation."""
+    return [k for k in _MUST_MATCH if k in existing and existing.get(k) != new.get(k)]
+
+
+def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:
+    """Add what the report and breakdowns need (topic, behaviour, difficulty) to ``episode.meta``."""
+    meta = dict(episode.meta)
+    if profile is not None:
+        meta.setdefault("topic", profile.topic)
+        meta.setdefault("style", profile.style)
+        meta.setdefault("hidden_need", profile.hidden_need)
+        behaviour = config.simulator.behaviour or profile.behaviour
+        difficulty = config.simulator.difficulty or profile.difficulty
+        if behaviour:
+            meta.setdefault("behaviour", behaviour)
+        if difficulty:
+            meta.setdefault("difficulty", difficulty)
+    return episode.model_copy(update={"meta": meta})
+
+
+async def run_eval_async(
+    config: EvalConfig,
+    *,
+    resume: bool = False,
+    on_progress: ProgressCallback | None = None,
+    on_start: Callable[[EvalProgress], None] | None = None,
+) -> EvalResult:
+    """Run the benchmark described by ``config`` (see the module docstring for files and resume)."""
+    from rlver.rollout.runner import RolloutConfig, run_rollouts
+    from rlver.rollout.transcripts import TranscriptWriter, finished_keys, read_transcript
+    from rlver.simulator.factory import build_simulator
+
+    out_dir = config.out_dir
+    transcript = out_dir / TRANSCRIPT_NAME
+    if transcript.exists() and transcript.stat().st_size > 0 and not resume:
+        raise InputError(
+            Problem(
+                str(transcript),
+                None,
+                None,
+                "a transcript already exists here; pass --resume to finish that run, or choose another --out",
+            )
+        )
+    profiles = select_profiles(config)
+    by_id = {p.id: p for p in profiles}
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    skip = finished_keys(transcript) if resume else set()
+    wanted = {(p.id, k) for p in profiles for k in range(config.n_per_profile)}
+    skip &= wanted
+    progress = EvalProgress(total=len(wanted), already_done=len(skip))
+    if resume and transcript.exists():
+        for ep in dedupe_episodes(read_transcript(transcript).episodes):
+            if (ep.profile_id, ep.sample_index) in skip:
+                progress.emotion_sum += ep.final_emotion
+                progress.finished += 1
+
+    spec = agent_spec(config)
+    agent = build_agent(spec)
+    simulator = build_simulator(config.simulator)
+    try:
+        manifest = _manifest(config, spec, agent, simulator, len(profiles))
+        writer = TranscriptWriter(transcript, manifest)
+        if writer.resumed_manifest is not None:
+            changed = _check_resume(writer.manifest, writer.resumed_manifest)
+            if changed:
+                raise InputError(
+                    Problem(
+                        str(transcript),
+                        1,
+                        ", ".join(changed),
+                        "settings differ from the run being resumed; use the same settings or another --out",
+                    )
+                )
+        else:
+            atomic_write_json(out_dir / "config.json", redacted(config.model_dump(mode="json")))
+        if on_start is not None:
+            on_start(progress)
+
+        def on_episode(ep: Episode) -> None:
+            ep = _enrich(ep, by_id.get(ep.profile_id), config)
+            writer.append(ep)
+            if ep.status == "finished":
+                progress.finished += 1
+                progress.emotion_sum += ep.final_emotion
+            else:
+                progress.failed += 1
+            if on_progress is not None:
+                on_progress(progress)
+
+        rollout_config = RolloutConfig(
+            n_per_profile=config.n_per_profile,
+            simulator_concurrency=config.concurrency,
+            env=config.env,
+            seed=config.seed,
+        )
+        todo = [(p.id, k) for p in profiles for k in range(config.n_per_profile) if (p.id, k) not in skip]
+        step = config.batch_size or max(1, len(todo))
+        ran: list[Episode] = []
+        for start in range(0, len(todo), step):
+            batch = set(todo[start : start + step])
+            # The full profile list goes in every time (only ``batch`` is run) so each dialogue keeps
+            # the simulator seed of its position in the set, whatever the batching or resumption.
+            ran += await run_rollouts(
+                agent,
+                simulator,
+                profiles,
+                rollout_config,
+                config.agent_sampling(),
+                seed=config.seed,
+                on_episode=on_episode,
+                skip=wanted - batch,
+            )
+    finally:
+        await agent.aclose()
+        closer = getattr(simulator, "aclose", None)
+        if closer is not None:
+            await closer()
+
+    episodes = [
+        ep
+        for ep in dedupe_episodes(read_transcript(transcript).episodes)
+        if (ep.profile_id, ep.sample_index) in wanted
+    ]
+    metrics = compute_metrics(episodes)
+    atomic_write_json(
+        out_dir / METRICS_NAME, {"run_name": manifest.get("run_name"), **metrics.model_dump(mode="json")}
+    )
+    report_path: Path | None = None
+    if config.report:
+        report_path = write_run_report(out_dir)
+    return EvalResult(
+        out_dir=out_dir,
+        transcript=transcript,
+        metrics=metrics,
+        report=report_path,
+        ran=len(ran),
+        skipped=len(skip),
+    )
+
+
+def write_run_report(run_dir: Path) -> Path:
+    from rlver.eval.report import write_report
+    from rlver.eval.sources import load_run
+
+    html, _ = write_report([load_run(run_dir)], run_dir / "report.html")
+    return html
+
+
+def run_eval(config: EvalConfig, **kwargs: Any) -> EvalResult:
+    """Synchronous entry point (the CLI's)."""
+    return asyncio.run(run_eval_async(config, **kwargs))

@@ -1,0 +1,6 @@
+"""How we talk to any model: one async ChatModel interface and its backends.
+
+``base`` (interface), ``openai_client`` (any OpenAI-compatible server, bounded retries), ``local``
+(a transformers model, batched generation), ``cache`` (sqlite replay), ``factory`` (from a ModelSpec),
+``scripted`` (a test double for a model's text). Backends import their heavy dependencies lazily.
+"""

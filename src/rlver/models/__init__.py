@@ -1,0 +1,1 @@
+"""Model factories: the tiny local chat model for tests, the demo and benchmarks."""

@@ -1,0 +1,267 @@
+"""Audit: re-derive every emotion number of a transcript from the start value and the recorded changes.
+
+This is what makes the reward *verifiable*: anyone can check that each emotion value follows from the
+appraisals, that the dialogue stopped when the rules say it must, and that the final emotion (hence
+the reward and the benchmark score) is the one the chain of appraisals produces.
+
+For each dialogue the audit walks the appraisals in order and checks
+
+* ``change`` = clamp(``raw_change``, ±max_change) and |change| ≤ max_change;
+* ``emotion_before`` = the previous value (the start value for the first appraisal);
+* ``emotion_after`` = clamp(previous + change, 0, 100); ``tier`` = tier of ``emotion_after``;
+* stop rules: nothing is appraised after the emotion reached ≥ 100 or fell below 10 (when the run
+  stops on emotion), at most ``max_appraisals`` appraisals and ``max_assistant_turns`` replies;
+* ``final_emotion`` (``emo_point``) = the last derived value; ``emotions`` = the appraisals' values;
+* our transcripts: the start value, and the reward when the manifest says how it was computed.
+
+When a recorded value disagrees, it is reported, and the walk continues from the *recorded* value, so
+one wrong number gives one or two findings (the wrong value, and the next turn's ``emotion_before``
+that no longer follows it) rather than a cascade through the rest of the dialogue.
+
+Settings come from the transcript's manifest (``env`` or ``rollout.env``: start_emotion,
+max_assistant_turns, appraise_final_reply, stop_on_emotion; ``simulator.max_change``; ``reward_mode``,
+``format_penalty``, ``mixed_weight`` at the top level or under ``rollout``) — what the manifest does not
+say is not assumed (the recorded start is accepted, no turn limit). Published files use the published
+protocol (start 40, ±10, 10 replies, ≤ 9 appraisals). Options override both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rlver.env.rewards import REWARD_MODES, episode_reward
+from rlver.records import Episode
+from rlver.rollout.published import is_published_record, iter_published_records, read_published
+from rlver.rollout.transcripts import read_transcript
+from rlver.simulator.emotion import (
+    EMOTION_MAX,
+    EMOTION_MIN,
+    MAX_CHANGE,
+    TERMINAL_HIGH,
+    TERMINAL_LOW,
+    clamp,
+    tier_of,
+)
+
+
+@dataclass
+class AuditRules:
+    """What a consistent dialogue obeys."""
+
+    start_emotion: int | None = 40  # None: accept whatever the transcript says the start was
+    max_change: int = MAX_CHANGE
+    low: int = EMOTION_MIN
+    high: int = EMOTION_MAX
+    stop_on_emotion: bool = True
+    max_assistant_turns: int | None = 10
+    appraise_final_reply: bool = False
+
+    @property
+    def max_appraisals(self) -> int | None:
+        if self.max_assistant_turns is None:
+            return None
+        return self.max_assistant_turns - (0 if self.appraise_final_reply else 1)
+
+
+@dataclass
+class Finding:
+    """One inconsistency. ``turn`` is the 1-based assistant turn the appraisal judged (None: whole
+    dialogue)."""
+
+    path: str
+    dialogue: str
+    turn: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"turn {self.turn}" if self.turn is not None else "dialogue"
+        return f"{self.path}: {self.dialogue}: {where}: {self.message}"
+
+
+@dataclass
+class AuditReport:
+    path: str
+    format: str  # "rlver" or "published"
+    dialogues: int = 0
+    appraisals: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def audit_episode(
+    episode: Episode, rules: AuditRules, *, path: str = "", reward: dict[str, Any] | None = None
+) -> tuple[list[Finding], int]:
+    """Check one episode; return its findings and how many appraisals were checked."""
+    did = episode.episode_id or episode.profile_id
+    if episode.sample_index and "#" not in did:
+        did = f"{did}#{episode.sample_index}"
+    findings: list[Finding] = []
+
+    def bad(turn: int | None, message: str) -> None:
+        findings.append(Finding(path, did, turn, message))
+
+    if rules.start_emotion is not None and episode.start_emotion != rules.start_emotion:
+        bad(None, f"start emotion is {episode.start_emotion}, expected {rules.start_emotion}")
+    value = episode.start_emotion
+    derived: list[int] = []
+    stopped_at: int | None = None  # the turn whose appraisal ended the dialogue by emotion
+    stop_value = value
+    appraisals = 0
+    for j, turn in enumerate(episode.user_turns[1:], start=1):  # user_turns[0] is the opening line
+        a = turn.appraisal
+        if a is None:
+            if turn.extra.get("no_appraisal"):
+                bad(j, "user turn has no recorded change or emotion value")
+            continue
+        appraisals += 1
+        if stopped_at is not None and j == stopped_at + 1:
+            bad(j, f"appraised, but the dialogue had to end at turn {stopped_at} (emotion {stop_value})")
+        expected_change = clamp(a.raw_change, -rules.max_change, rules.max_change)
+        if abs(a.change) > rules.max_change:
+            bad(j, f"change {a.change:+d} exceeds ±{rules.max_change}")
+        elif a.change != expected_change:
+            bad(j, f"change {a.change:+d} but raw change {a.raw_change:+d} clamps to {expected_change:+d}")
+        if a.emotion_before != value:
+            bad(j, f"emotion before is {a.emotion_before}, expected {value}")
+            value = a.emotion_before  # resync: the break in the chain is reported once
+        applied = clamp(a.change, -rules.max_change, rules.max_change)
+        expected_after = clamp(value + applied, rules.low, rules.high)
+        if a.emotion_after != expected_after:
+            bad(j, f"emotion {a.emotion_after} recorded, but {value} {applied:+d} gives {expected_after}")
+        if a.tier != tier_of(a.emotion_after):
+            bad(j, f"tier {a.tier} but emotion {a.emotion_after} is tier {tier_of(a.emotion_after)}")
+        value = a.emotion_after  # resync on the recorded value (one finding per wrong number)
+        derived.append(value)
+        if stopped_at is None and rules.stop_on_emotion and (value >= TERMINAL_HIGH or value < TERMINAL_LOW):
+            stopped_at, stop_value = j, value
+
+    n_assistant = episode.assistant_turns
+    late_appraisal = stopped_at is not None and appraisals > len(
+        [t for t in episode.user_turns[1 : stopped_at + 1] if t.appraisal is not None]
+    )
+    if stopped_at is not None and n_assistant > stopped_at and not late_appraisal:
+        bad(
+            stopped_at + 1,
+            f"assistant replied after the emotion reached {stop_value} at turn {stopped_at}, "
+            "where the dialogue must end",
+        )
+    if rules.max_appraisals is not None and appraisals > rules.max_appraisals:
+        bad(None, f"{appraisals} appraisals, the protocol allows at most {rules.max_appraisals}")
+    if rules.max_assistant_turns is not None and n_assistant > rules.max_assistant_turns:
+        bad(None, f"{n_assistant} assistant replies, the limit is {rules.max_assistant_turns}")
+    if episode.final_emotion != value:
+        bad(None, f"final emotion {episode.final_emotion} recorded, the appraisals give {value}")
+    if episode.emotions and episode.emotions != derived:
+        bad(None, f"emotions list {episode.emotions} differs from the appraisals' values {derived}")
+    if reward and episode.reward is not None and reward.get("mode") in REWARD_MODES:
+        expected = episode_reward(
+            episode,
+            reward["mode"],
+            format_penalty=float(reward.get("format_penalty", 0.0)),
+            mixed_weight=float(reward.get("mixed_weight", 0.5)),
+        )
+        if abs(expected - episode.reward) > 1e-6:
+            bad(None, f"reward {episode.reward:.6g} recorded, the {reward['mode']} reward is {expected:.6g}")
+    return findings, appraisals
+
+
+def _rules_from_manifest(manifest: dict[str, Any], base: AuditRules) -> AuditRules:
+    env = manifest.get("env") or (manifest.get("rollout") or {}).get("env") or {}
+    sim = manifest.get("simulator") or {}
+    rules = AuditRules(**base.__dict__)
+    if isinstance(env, dict):
+        if "start_emotion" in env:
+            rules.start_emotion = int(env["start_emotion"])
+        if "max_assistant_turns" in env:
+            rules.max_assistant_turns = int(env["max_assistant_turns"])
+        if "appraise_final_reply" in env:
+            rules.appraise_final_reply = bool(env["appraise_final_reply"])
+        if "stop_on_emotion" in env:
+            rules.stop_on_emotion = bool(env["stop_on_emotion"])
+    if isinstance(sim, dict) and isinstance(sim.get("max_change"), int):
+        rules.max_change = sim["max_change"]
+    return rules
+
+
+def _reward_from_manifest(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    rollout = manifest.get("rollout")
+    source: dict[str, Any] = rollout if isinstance(rollout, dict) else manifest
+    mode = source.get("reward_mode")
+    if mode is None:
+        return None
+    return {
+        "mode": mode,
+        "format_penalty": source.get("format_penalty", 0.0),
+        "mixed_weight": source.get("mixed_weight", 0.5),
+    }
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """``"rlver"`` for our transcripts (a ``type`` field), ``"published"`` for result files."""
+    for _line, _index, rec in iter_published_records(path):
+        return "published" if is_published_record(rec) else "rlver"
+    return "rlver"
+
+
+def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None = None) -> AuditReport:
+    """Audit one transcript (ours or published). ``overrides`` set :class:`AuditRules` fields."""
+    p = Path(path)
+    fmt = detect_format(p)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    reward = None
+    if fmt == "published":
+        rules = AuditRules(**overrides)
+        episodes = read_published(p, start_emotion=rules.start_emotion)
+    else:
+        transcript = read_transcript(p)
+        # Without settings in the manifest, accept the recorded start and do not assume a turn limit.
+        lenient = AuditRules(start_emotion=None, max_assistant_turns=None)
+        rules = _rules_from_manifest(transcript.manifest, lenient)
+        for key, value in overrides.items():
+            setattr(rules, key, value)
+        episodes = transcript.episodes
+        reward = _reward_from_manifest(transcript.manifest)
+    report = AuditReport(path=str(p), format=fmt)
+    for ep in episodes:
+        findings, n = audit_episode(ep, rules, path=str(p), reward=reward)
+        report.dialogues += 1
+        report.appraisals += n
+        report.findings.extend(findings)
+    return report
+
+
+def report_to_json(reports: list[AuditReport]) -> str:
+    return json.dumps(
+        [
+            {
+                "path": r.path,
+                "format": r.format,
+                "dialogues": r.dialogues,
+                "appraisals": r.appraisals,
+                "findings": [
+                    {"dialogue": f.dialogue, "turn": f.turn, "message": f.message} for f in r.findings
+                ],
+            }
+            for r in reports
+        ],
+        ensure_ascii=False,
+        indent=2,
+    )
+
+
+__all__ = [
+    "AuditReport",
+    "AuditRules",
+    "Finding",
+    "audit_episode",
+    "audit_file",
+    "detect_format",
+    "report_to_json",
+]

@@ -1,0 +1,264 @@
+"""Run many dialogues at once: the concurrent rollout runner.
+
+Each *round* advances every live dialogue by one assistant turn:
+
+1. one ``policy.complete_many`` call for all live dialogues (one batched generate on a local model,
+   concurrent requests on an endpoint);
+2. every ``env.step`` (the simulator's appraisal + reply) at the same time, bounded by a semaphore.
+
+So a batch of N dialogues × T turns takes about T × (policy + simulator) wall time, not N × that.
+A dialogue whose policy or simulator call fails for good is marked ``status="failed"`` with its error
+and error kind and dropped from later rounds; the others go on. Every finished or failed dialogue is
+handed to ``on_episode`` the moment it ends, so a transcript is written as the run progresses.
+
+Group sampling (GRPO): ``n_per_profile`` dialogues per profile, each with its own ``sample_index`` and
+simulator seed. If ``sampling.seed`` is set, identical prompts would get identical completions on a
+server that honours the seed, collapsing the group; in that case each sample index gets its own seed
+(``seed + 1000 * round + sample_index``) and the round issues one ``complete_many`` per sample index,
+concurrently. With ``sampling.seed=None`` (the default) a round is exactly one call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlver.env.dialogue import DialogueEnv, EnvConfig
+from rlver.env.rewards import RewardMode, episode_reward
+from rlver.llm.base import ChatModel, Completion, SamplingParams
+from rlver.profiles.schema import Profile
+from rlver.records import Episode
+from rlver.simulator.base import UserSimulator
+
+EpisodeCallback = Callable[[Episode], "Awaitable[None] | None"]
+
+
+class RolloutConfig(BaseModel):
+    """How many dialogues to run and how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n_per_profile: int = Field(default=1, ge=1)
+    simulator_concurrency: int = Field(default=64, ge=1)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    seed: int = 0
+    reward_mode: RewardMode = "final"
+    format_penalty: float = Field(default=0.0, ge=0.0)
+    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+@dataclass
+class RolloutProgress:
+    """Counts handed to the progress hook after every change."""
+
+    total: int
+    finished: int = 0
+    failed: int = 0
+    round: int = 0
+
+    @property
+    def live(self) -> int:
+        return self.total - self.finished - self.failed
+
+
+ProgressHook = Callable[[RolloutProgress], None]
+
+
+@dataclass
+class _Dialogue:
+    profile: Profile
+    sample_index: int
+    seed: int
+    env: DialogueEnv
+    episode: Episode | None = None  # set when it ends
+
+
+def dialogue_seed(base_seed: int, profile_index: int, sample_index: int, n_per_profile: int) -> int:
+    """A distinct, reproducible simulator seed for every dialogue of a run."""
+    return base_seed * 1_000_003 + profile_index * n_per_profile + sample_index
+
+
+async def run_rollouts(
+    policy: ChatModel,
+    simulator: UserSimulator,
+    profiles: Sequence[Profile],
+    config: RolloutConfig | None = None,
+    sampling: SamplingParams | None = None,
+    *,
+    seed: int | None = None,
+    on_episode: EpisodeCallback | None = None,
+    progress: ProgressHook | None = None,
+    skip: set[tuple[str, int]] | None = None,
+) -> list[Episode]:
+    """Run ``n_per_profile`` dialogues for every profile; return their episodes in profile order.
+
+    ``seed`` overrides ``config.seed``. ``skip`` holds ``(profile_id, sample_index)`` pairs already
+    done (resume): they are not run and not returned. ``on_episode`` may be sync or async; an
+    exception it raises stops the run after the current round (a transcript that cannot be written
+    must not be silently lost).
+    """
+    config = config or RolloutConfig()
+    sampling = sampling or SamplingParams()
+    base_seed = config.seed if seed is None else seed
+    skip = skip or set()
+    dialogues = [
+        _Dialogue(
+            profile=p,
+            sample_index=k,
+            seed=dialogue_seed(base_seed, i, k, config.n_per_profile),
+            env=DialogueEnv(simulator, config.env),
+        )
+        for i, p in enumerate(profiles)
+        for k in range(config.n_per_profile)
+        if (p.id, k) not in skip
+    ]
+    state = RolloutProgress(total=len(dialogues))
+    sem = asyncio.Semaphore(config.simulator_concurrency)
+    callback_errors: list[BaseException] = []
+
+    def report() -> None:
+        if progress is not None:
+            progress(state)
+
+    async def finish(d: _Dialogue) -> None:
+        ep = d.env.episode
+        ep.reward = episode_reward(
+            ep, config.reward_mode, format_penalty=config.format_penalty, mixed_weight=config.mixed_weight
+        )
+        d.episode = ep
+        if ep.status == "failed":
+            state.failed += 1
+        else:
+            state.finished += 1
+        report()
+        if on_episode is not None:
+            try:
+                result = on_episode(ep)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as exc:  # surfaced after the round, see docstring
+                callback_errors.append(exc)
+
+    async def start(d: _Dialogue) -> None:
+        try:
+            async with sem:
+                await d.env.reset(d.profile, seed=d.seed, sample_index=d.sample_index)
+        except Exception as exc:
+            d.env.mark_failed(exc)
+            await finish(d)
+
+    async def advance(d: _Dialogue, result: Completion | BaseException, policy_s: float) -> None:
+        if isinstance(result, BaseException):
+            d.env.mark_failed(result)
+            await finish(d)
+            return
+        try:
+            async with sem:
+                await d.env.step(result.text, completion=result, policy_s=result.latency_s or policy_s)
+        except Exception as exc:
+            d.env.mark_failed(exc)
+        if d.env.done:
+            await finish(d)
+
+    report()
+    await asyncio.gather(*(start(d) for d in dialogues))
+    _raise_first(callback_errors)
+    while True:
+        live = [d for d in dialogues if d.episode is None and not d.env.done]
+        if not live:
+            break
+        state.round += 1
+        t0 = time.perf_counter()
+        results = await _generate(policy, live, sampling, state.round)
+        policy_s = time.perf_counter() - t0
+        await asyncio.gather(*(advance(d, r, policy_s) for d, r in zip(live, results, strict=True)))
+        _raise_first(callback_errors)
+        report()
+    return [d.episode for d in dialogues if d.episode is not None]
+
+
+async def _generate(
+    policy: ChatModel, live: list[_Dialogue], sampling: SamplingParams, round_no: int
+) -> list[Completion | BaseException]:
+    """One batched policy call per round (one per sample index when a sampling seed is fixed)."""
+    batch = [d.env.messages_for_policy() for d in live]
+    if sampling.seed is None:
+        return await _complete_many(policy, batch, sampling)
+    groups: dict[int, list[int]] = {}
+    for pos, d in enumerate(live):
+        groups.setdefault(d.sample_index, []).append(pos)
+    calls = []
+    for k, positions in groups.items():
+        seeded = sampling.model_copy(update={"seed": sampling.seed + 1000 * round_no + k})
+        calls.append(_complete_many(policy, [batch[p] for p in positions], seeded))
+    outputs = await asyncio.gather(*calls)
+    results: list[Completion | BaseException] = [RuntimeError("not generated")] * len(live)
+    for positions, out in zip(groups.values(), outputs, strict=True):
+        for p, r in zip(positions, out, strict=True):
+            results[p] = r
+    return results
+
+
+async def _complete_many(
+    policy: ChatModel, batch: list[Any], sampling: SamplingParams
+) -> list[Completion | BaseException]:
+    """``complete_many`` that never raises: a whole-batch failure becomes every item's failure."""
+    try:
+        out = await policy.complete_many(batch, sampling)
+    except Exception as exc:
+        return [exc] * len(batch)
+    if len(out) != len(batch):
+        err = RuntimeError(f"policy returned {len(out)} completions for {len(batch)} prompts")
+        return [err] * len(batch)
+    return list(out)
+
+
+def _raise_first(errors: list[BaseException]) -> None:
+    if errors:
+        raise errors[0]
+
+
+def rollout(
+    policy: ChatModel,
+    simulator: UserSimulator,
+    profiles: Sequence[Profile],
+    config: RolloutConfig | None = None,
+    sampling: SamplingParams | None = None,
+    **kwargs: Any,
+) -> list[Episode]:
+    """Synchronous wrapper around :func:`run_rollouts` for scripts and notebooks without a loop."""
+    return asyncio.run(run_rollouts(policy, simulator, profiles, config, sampling, **kwargs))
+
+
+def rich_progress_hook(description: str = "dialogues") -> tuple[ProgressHook, Any]:
+    """A progress hook drawing a rich progress bar; returns ``(hook, progress)``.
+
+    Use ``with progress: await run_rollouts(..., progress=hook)``.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("failed {task.fields[failed]} · round {task.fields[round]}"),
+        TimeElapsedColumn(),
+    )
+    task_id = bar.add_task(description, total=None, failed=0, round=0)
+
+    def hook(state: RolloutProgress) -> None:
+        bar.update(
+            task_id,
+            total=state.total,
+            completed=state.finished + state.failed,
+            failed=state.failed,
+            round=state.round,
+        )
+
+    return hook, bar

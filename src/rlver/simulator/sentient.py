@@ -1,0 +1,223 @@
+"""The LLM-backed sentient user: appraise each agent reply, move the emotion, answer in character.
+
+Follows the "sentient agent as a judge" design (SAGE, Zhang et al. 2025) that RLVER trains against:
+after every agent reply the simulator LLM (1) appraises it in named reasoning steps ending in an
+integer emotion change and (2) writes the user's next message steered by the new emotion tier. The
+emotion arithmetic is ours, not the LLM's: the stated change is clamped to the per-turn bound and the
+value to 0..100 by :class:`~rlver.simulator.emotion.EmotionState`, and both the raw and the applied
+change are kept in the :class:`~rlver.records.Appraisal`, so every number in a transcript can be
+re-derived (``rlver audit``).
+
+Sampling: the published leaderboard did not record its simulator's sampling settings. We default to
+temperature 0.7 (a lively but stable user, close to common chat-API defaults used for such
+simulators), top_p 1.0, and record the settings in every manifest; set temperature 0 for replayable
+(cacheable) runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from rlver.llm.base import ChatModel, SamplingParams
+from rlver.profiles.schema import Difficulty, Profile
+from rlver.records import Appraisal, Message, UserTurn
+from rlver.simulator import prompts
+from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.behaviours import get_behaviour
+from rlver.simulator.emotion import EmotionRules, EmotionState
+from rlver.simulator.parsing import AppraisalAnswer, OpeningAnswer, ReplyAnswer, ask_structured
+
+#: The default sampling of the simulator LLM (see the module docstring for why).
+DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=1024)
+
+#: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
+SATISFIED_TIERS = ("S", "A")
+
+
+def _derived_seed(*parts: object) -> int:
+    """A stable 31-bit seed from parts (Python's ``hash`` is salted per process)."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def end_reason_for(tier: str) -> str:
+    """The user ended the dialogue: content (``satisfied``) at tiers S/A, else ``left``."""
+    return "satisfied" if tier in SATISFIED_TIERS else "left"
+
+
+class SentientUser(SimulatedUser):
+    """One LLM-backed user in one dialogue."""
+
+    def __init__(
+        self,
+        simulator: SentientSimulator,
+        profile: Profile,
+        emotion: EmotionState,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        language: str,
+        seed: int,
+    ) -> None:
+        super().__init__(profile, emotion)
+        self.simulator = simulator
+        self.difficulty: Difficulty = difficulty
+        self.behaviour = behaviour
+        self.language = language
+        self.seed = seed
+        self._calls = 0
+        self._agent_replies: list[str] = []
+
+    def _sampling(self) -> SamplingParams:
+        """Per-call sampling: a fixed base seed becomes a distinct, reproducible seed per call."""
+        base = self.simulator.sampling
+        self._calls += 1
+        if base.seed is None:
+            return base
+        return base.model_copy(
+            update={"seed": _derived_seed(base.seed, self.seed, self.profile.id, self._calls)}
+        )
+
+    def _reask(self, error: str) -> Message:
+        return prompts.reask_message(error, self.language)
+
+    async def open(self) -> UserTurn:
+        started = time.perf_counter()
+        if self.profile.opening:
+            text, tokens = self.profile.opening, 0
+        else:
+            answer, result = await ask_structured(
+                self.simulator.model,
+                prompts.opening_messages(self.profile, language=self.language),
+                self._sampling(),
+                OpeningAnswer,
+                reask_builder=self._reask,
+                step="opening",
+            )
+            text, tokens = answer.reply, result.tokens
+        self.history.append(Message(role="user", content=text))
+        return UserTurn(text=text, latency_s=time.perf_counter() - started, tokens=tokens)
+
+    async def respond(self, agent_reply: str) -> UserTurn:
+        started = time.perf_counter()
+        model = self.simulator.model
+        self._agent_replies.append(agent_reply)
+        quoted = tuple(self._agent_replies)
+
+        appraisal_answer, appraisal_result = await ask_structured(
+            model,
+            prompts.appraisal_messages(
+                self.profile,
+                self.history,
+                agent_reply,
+                self.emotion.value,
+                difficulty=self.difficulty,
+                behaviour=self.behaviour,
+                language=self.language,
+            ),
+            self._sampling(),
+            AppraisalAnswer,
+            reask_builder=self._reask,
+            quoted=quoted,
+            step="appraisal",
+        )
+        before, change, after = self.emotion.apply(appraisal_answer.change)
+        appraisal = Appraisal(
+            understanding=appraisal_answer.understanding,
+            goal_fit=appraisal_answer.goal_fit,
+            inner_reaction=appraisal_answer.inner_reaction,
+            feeling=appraisal_answer.feeling,
+            raw_change=appraisal_answer.change,
+            change=change,
+            emotion_before=before,
+            emotion_after=after,
+            tier=self.emotion.tier,
+        )
+
+        reply_answer, reply_result = await ask_structured(
+            model,
+            prompts.reply_messages(
+                self.profile,
+                self.history,
+                agent_reply,
+                appraisal,
+                behaviour=self.behaviour,
+                language=self.language,
+            ),
+            self._sampling(),
+            ReplyAnswer,
+            reask_builder=self._reask,
+            quoted=quoted,
+            step="reply",
+        )
+        self.history.append(Message(role="assistant", content=agent_reply))
+        self.history.append(Message(role="user", content=reply_answer.reply))
+        ends = reply_answer.end_dialogue
+        return UserTurn(
+            text=reply_answer.reply,
+            appraisal=appraisal,
+            ends_dialogue=ends,
+            end_reason=end_reason_for(appraisal.tier) if ends else None,
+            latency_s=time.perf_counter() - started,
+            tokens=appraisal_result.tokens + reply_result.tokens,
+        )
+
+
+class SentientSimulator(UserSimulator):
+    """Makes LLM-backed users; one instance serves every dialogue of a run (the model is shared).
+
+    ``difficulty`` / ``behaviour`` of ``None`` fall back to the profile's own setting, then to
+    ``normal`` / ``cooperative``; a value given here overrides the profile (a run-wide choice).
+    ``prompt_language`` of ``None`` follows each profile's language.
+    """
+
+    name = "sentient"
+
+    def __init__(
+        self,
+        model: ChatModel,
+        *,
+        sampling: SamplingParams | None = None,
+        difficulty: Difficulty | None = None,
+        behaviour: str | None = None,
+        rules: EmotionRules | None = None,
+        prompt_language: str | None = None,
+    ) -> None:
+        super().__init__(rules)
+        self.model = model
+        self.sampling = sampling or DEFAULT_SAMPLING
+        self.difficulty = difficulty
+        if behaviour is not None:
+            get_behaviour(behaviour)  # fail at start-up on an unknown mode
+        self.behaviour = behaviour
+        if prompt_language is not None:
+            prompts.prompt_set(prompt_language)
+        self.prompt_language = prompt_language
+
+    def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SentientUser:
+        behaviour = self.behaviour if self.behaviour is not None else profile.behaviour
+        get_behaviour(behaviour)
+        return SentientUser(
+            self,
+            profile,
+            EmotionState(start_emotion, self.rules),
+            difficulty=self.difficulty or profile.difficulty or "normal",
+            behaviour=behaviour,
+            language=self.prompt_language or profile.language,
+            seed=seed,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model.describe(),
+            "sampling": self.sampling.model_dump(),
+            "difficulty": self.difficulty or "per-profile (default normal)",
+            "behaviour": self.behaviour or "per-profile (default cooperative)",
+            "prompt_language": self.prompt_language or "per-profile",
+            "prompt_version": prompts.PROMPT_VERSION,
+            "max_change": self.rules.max_change,
+            "emotion_range": [self.rules.low, self.rules.high],
+        }

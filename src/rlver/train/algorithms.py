@@ -1,0 +1,230 @@
+"""The RL maths, as pure tensor functions (no models, no I/O), each small enough to check by hand.
+
+Conventions (CleanRL-style: every shape is written down):
+
+* ``B`` sequences (dialogues) in a batch, ``T`` token positions; per-token tensors are ``[B, T]``.
+* ``mask[b, t] = 1`` where token ``t`` of sequence ``b`` was written by the policy (an *action*);
+  0 for system/user tokens and padding. User tokens are environment transitions: they are skipped by
+  GAE, never carry loss, advantage, entropy or KL.
+* Losses use the "token mean" over every action token of a (mini)batch, as verl does. Pass
+  ``normalizer`` (the minibatch's action-token count) to the loss functions when a minibatch is split
+  into micro-batches, so that the accumulated gradient equals the full-minibatch gradient.
+
+References: PPO (Schulman et al., 2017, arXiv:1707.06347), GAE (Schulman et al., 2016,
+arXiv:1506.02438), GRPO (Shao et al., DeepSeekMath, 2024, arXiv:2402.03300), KL estimators k1/k3
+(J. Schulman, "Approximating KL divergence", 2020).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+Tensor = torch.Tensor
+
+
+# --------------------------------------------------------------------------------------------- means
+def masked_sum(x: Tensor, mask: Tensor, dim: int | None = None) -> Tensor:
+    return (x * mask).sum() if dim is None else (x * mask).sum(dim=dim)
+
+
+def masked_mean(x: Tensor, mask: Tensor, dim: int | None = None, normalizer: float | None = None) -> Tensor:
+    """Mean of ``x`` over positions where ``mask`` is 1 (``normalizer`` replaces the count if given).
+
+    An all-zero mask gives 0, not NaN: an empty micro-batch must not poison the gradient.
+    """
+    if normalizer is not None:
+        return masked_sum(x, mask, dim) / max(float(normalizer), 1.0)
+    count = mask.sum() if dim is None else mask.sum(dim=dim)
+    return masked_sum(x, mask, dim) / count.clamp(min=1.0)
+
+
+def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
+    mean = masked_mean(x, mask)
+    var = masked_mean((x - mean) ** 2, mask)
+    n = mask.sum()
+    if unbiased and n > 1:
+        var = var * n / (n - 1)
+    return var
+
+
+def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
+    """Normalise ``x`` to zero mean, unit variance over the masked positions (0 elsewhere)."""
+    mean, var = masked_mean(x, mask), masked_var(x, mask)
+    out = (x - mean) * torch.rsqrt(var + eps)
+    if not shift_mean:
+        out = out + mean
+    return out * mask
+
+
+# ---------------------------------------------------------------------------------------- advantages
+def compact(x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Move the masked entries of each row to the front, keeping their order.
+
+    Returns ``(x_compact [B, T], mask_compact [B, T], order [B, T])`` with
+    ``x_compact[b, j] = x[b, order[b, j]]``; :func:`scatter_back` undoes it.
+    """
+    order = torch.argsort((mask <= 0).to(torch.int8), dim=1, stable=True)
+    counts = mask.gt(0).sum(dim=1, keepdim=True)
+    positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)
+    return x.gather(1, order), (positions < counts).to(x.dtype), order
+
+
+def scatter_back(x_compact: Tensor, order: Tensor, mask: Tensor) -> Tensor:
+    out = torch.zeros_like(x_compact).scatter(1, order, x_compact)
+    return out * mask
+
+
+@torch.no_grad()
+def gae_advantages(
+    rewards: Tensor, values: Tensor, mask: Tensor, gamma: float = 1.0, lam: float = 1.0
+) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimation over the assistant tokens only.
+
+    rewards, values, mask: ``[B, T]``. The assistant tokens of a dialogue form one trajectory
+    ``a_0, a_1, ...`` (user tokens are skipped: they are what the environment did between two
+    actions, so the "next state" of a turn's last token is the first token of the next turn). After the
+    last action the episode is over (next value 0).
+
+        delta_j = r_j + gamma * V_{j+1} - V_j
+        A_j     = delta_j + gamma * lam * A_{j+1}
+        R_j     = A_j + V_j            (the value target)
+
+    Returns ``(advantages, returns)``, both ``[B, T]`` and 0 outside the mask.
+    """
+    r, cm, order = compact(rewards, mask)
+    v = values.gather(1, order) * cm
+    pad = torch.zeros_like(cm[:, :1])
+    has_next = torch.cat([cm[:, 1:], pad], dim=1)  # 0 after the last action: the episode ended
+    next_v = torch.cat([v[:, 1:], pad], dim=1) * has_next
+    n = int(cm.sum(dim=1).max().item()) if cm.numel() else 0
+    adv = torch.zeros_like(r)
+    last = torch.zeros_like(r[:, 0])
+    for j in reversed(range(n)):
+        delta = r[:, j] + gamma * next_v[:, j] - v[:, j]
+        last = (delta + gamma * lam * has_next[:, j] * last) * cm[:, j]
+        adv[:, j] = last
+    returns = adv + v
+    return scatter_back(adv, order, mask), scatter_back(returns, order, mask)
+
+
+def group_advantages(
+    scores: Tensor, groups: Sequence[int] | Tensor, eps: float = 1e-6, scale: bool = True
+) -> Tensor:
+    """GRPO: ``(score - group mean) / (group std + eps)`` per sequence.
+
+    scores: ``[B]`` one scalar reward per dialogue; groups: ``[B]`` a group id per dialogue (the
+    profile it was sampled for). The std is the unbiased sample std (as DeepSeekMath and verl). A group
+    of one dialogue (its siblings failed) has no baseline: advantage 0, so it teaches nothing rather
+    than something arbitrary. ``scale=False`` drops the std division (Dr. GRPO).
+    """
+    g = torch.as_tensor(groups, device=scores.device)
+    adv = torch.zeros_like(scores)
+    for gid in torch.unique(g):
+        idx = (g == gid).nonzero(as_tuple=True)[0]
+        if idx.numel() < 2:
+            continue
+        s = scores[idx]
+        centred = s - s.mean()
+        adv[idx] = centred / (s.std() + eps) if scale else centred
+    return adv
+
+
+def broadcast_to_tokens(per_sequence: Tensor, mask: Tensor) -> Tensor:
+    """``[B]`` → ``[B, T]``: the same value on every action token of a sequence (0 elsewhere)."""
+    return per_sequence.unsqueeze(1) * mask
+
+
+def token_rewards(
+    turn_rewards: Sequence[Sequence[float]], turn_ends: Sequence[Sequence[int]], shape: tuple[int, int]
+) -> Tensor:
+    """Place each turn's reward on that turn's last token. ``turn_ends`` index the ``[B, T]`` grid."""
+    out = torch.zeros(shape)
+    for b, (rs, ends) in enumerate(zip(turn_rewards, turn_ends, strict=True)):
+        for r, t in zip(rs, ends, strict=True):
+            out[b, t] += r
+    return out
+
+
+# --------------------------------------------------------------------------------------------- KL
+def kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k1 = log p - log q: unbiased per sample, can be negative; used as a reward penalty (PPO)."""
+    return logp - ref_logp
+
+
+def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """k3 = q/p - log(q/p) - 1 >= 0: low-variance, unbiased; used as a loss term (GRPO)."""
+    log_ratio = (ref_logp - logp).clamp(-20.0, 20.0)
+    return torch.exp(log_ratio) - log_ratio - 1.0
+
+
+# ------------------------------------------------------------------------------------------- losses
+@dataclass
+class PolicyLossOut:
+    loss: Tensor  # scalar, the thing to backward
+    clip_fraction: Tensor  # share of action tokens where the clipped branch was taken
+    approx_kl: Tensor  # mean k3(old || new): how far this update moved the policy
+
+
+def policy_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    clip_eps: float = 0.2,
+    clip_eps_high: float | None = None,
+    normalizer: float | None = None,
+) -> PolicyLossOut:
+    """The PPO-clip surrogate shared by PPO and GRPO (only the advantages differ).
+
+    ratio = exp(logp - old_logp)
+    loss  = mean over action tokens of max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps_high))
+    """
+    high = clip_eps if clip_eps_high is None else clip_eps_high
+    log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
+    per_token = torch.maximum(unclipped, clipped)
+    with torch.no_grad():
+        clip_fraction = masked_mean((clipped > unclipped).float(), mask, normalizer=normalizer)
+        approx_kl = masked_mean(kl_k3(old_logp, logp), mask, normalizer=normalizer)
+    return PolicyLossOut(masked_mean(per_token, mask, normalizer=normalizer), clip_fraction, approx_kl)
+
+
+@dataclass
+class ValueLossOut:
+    loss: Tensor
+    clip_fraction: Tensor
+
+
+def value_loss(
+    values: Tensor,
+    old_values: Tensor,
+    returns: Tensor,
+    mask: Tensor,
+    clip_range: float | None = 0.2,
+    normalizer: float | None = None,
+) -> ValueLossOut:
+    """0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped = V_old + clip(V - V_old, ±c)."""
+    err = (values - returns) ** 2
+    if clip_range is None:
+        return ValueLossOut(0.5 * masked_mean(err, mask, normalizer=normalizer), torch.zeros(()))
+    v_clipped = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
+    err_clipped = (v_clipped - returns) ** 2
+    with torch.no_grad():
+        frac = masked_mean((err_clipped > err).float(), mask, normalizer=normalizer)
+    return ValueLossOut(0.5 * masked_mean(torch.maximum(err, err_clipped), mask, normalizer=normalizer), frac)
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Per-position entropy of the categorical distribution: logsumexp(z) - sum softmax(z) * z."""
+    log_z = torch.logsumexp(logits, dim=-1)
+    return log_z - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+
+
+def logprobs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
+    """``log softmax(logits)[labels]`` without materialising the full log-softmax twice."""
+    return torch.gather(logits.log_softmax(dim=-1), -1, labels.unsqueeze(-1)).squeeze(-1)

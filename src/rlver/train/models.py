@@ -1,0 +1,171 @@
+"""Load the models a run trains: the policy (full or LoRA), the critic, and the reference policy.
+
+* Policy: any causal LM folder / hub id (or ``tiny``). With LoRA (peft) only the adapter trains, and the
+  frozen reference policy costs nothing: it is the same model with the adapter disabled.
+* Critic (PPO): a *separate* copy of the base model's transformer with a scalar head (the
+  verl/OpenRLHF design), so value learning never disturbs the policy's features and it has its own
+  learning rate and optimiser.
+* Dropout is switched off everywhere: RL's importance ratios assume that the model that scored the
+  rollout (old log-probs) and the model being updated agree exactly at step 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from rlver.train.config import ModelSettings
+
+VALUE_HEAD_FILE = "value_head.pt"
+
+
+def resolve_device(name: str | None) -> torch.device:
+    if name:
+        return torch.device(name)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
+
+
+def base_model_path(settings: ModelSettings, work_dir: Path) -> Path | str:
+    """The folder (or hub id) of the base model; ``tiny`` is built into ``work_dir/base_model``."""
+    if settings.path != "tiny":
+        return settings.path
+    from rlver.models.tiny import build_tiny_model
+
+    target = work_dir / "base_model"
+    if not (target / "config.json").exists():
+        build_tiny_model(target, seed=settings.tiny_seed, size=settings.tiny_size)
+    return target
+
+
+def _no_dropout(model: nn.Module) -> None:
+    config = getattr(model, "config", None)
+    if config is not None:
+        for key, value in list(vars(config).items()):
+            if "dropout" in key and isinstance(value, float):
+                setattr(config, key, 0.0)
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+
+
+def _lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
+    from peft import LoraConfig, get_peft_model
+
+    lora = settings.lora
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        bias="none",
+    )
+    return get_peft_model(model, config)  # type: ignore[arg-type]
+
+
+def _enable_checkpointing(model: Any, settings: ModelSettings) -> None:
+    if not settings.gradient_checkpointing:
+        return
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if settings.lora.enabled and hasattr(model, "enable_input_require_grads"):
+        model.enable_input_require_grads()
+
+
+def load_tokenizer(path: Path | str) -> Any:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(
+    base: Path | str, settings: ModelSettings, device: torch.device, *, resume_from: Path | None = None
+) -> nn.Module:
+    """The trainable policy; ``resume_from`` is a checkpoint's ``policy/`` folder."""
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch_dtype(settings.dtype)
+    if settings.lora.enabled:
+        model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+        if resume_from is not None:
+            from peft import PeftModel
+
+            model = PeftModel.from_pretrained(model, resume_from, is_trainable=True)
+        else:
+            model = _lora(model, settings)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(resume_from or base, dtype=dtype)
+    _no_dropout(model)
+    _enable_checkpointing(model, settings)
+    return model.to(device)
+
+
+def load_reference(base: Path | str, settings: ModelSettings, device: torch.device) -> nn.Module:
+    """A frozen copy of the base model (full fine-tuning with a KL term only)."""
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype(settings.dtype))
+    _no_dropout(model)
+    model.requires_grad_(False)
+    return model.to(device).eval()  # type: ignore[no-any-return]
+
+
+class ValueModel(nn.Module):
+    """A transformer body plus a scalar head: ``values[b, t]`` estimates the return from token ``t``.
+
+    The head starts at zero so the first advantages are plain reward-to-go, not noise.
+    """
+
+    def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(hidden_size, 1)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+        hidden = out.last_hidden_state
+        return self.head(hidden.float()).squeeze(-1)
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(folder)  # type: ignore[operator]
+        torch.save(self.head.state_dict(), folder / VALUE_HEAD_FILE)
+
+
+def load_critic(
+    base: Path | str, settings: ModelSettings, device: torch.device, *, resume_from: Path | None = None
+) -> ValueModel:
+    from transformers import AutoModel
+
+    dtype = torch_dtype(settings.dtype)
+    if settings.lora.enabled:
+        backbone: Any = AutoModel.from_pretrained(base, dtype=dtype)
+        if resume_from is not None:
+            from peft import PeftModel
+
+            backbone = PeftModel.from_pretrained(backbone, resume_from, is_trainable=True)
+        else:
+            backbone = _lora(backbone, settings)
+    else:
+        backbone = AutoModel.from_pretrained(resume_from or base, dtype=dtype)
+    _no_dropout(backbone)
+    _enable_checkpointing(backbone, settings)
+    hidden = int(backbone.config.hidden_size)
+    critic = ValueModel(backbone, hidden)
+    if resume_from is not None:
+        critic.head.load_state_dict(torch.load(resume_from / VALUE_HEAD_FILE, map_location="cpu"))
+    return critic.to(device)
+
+
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]

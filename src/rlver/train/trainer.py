@@ -1,0 +1,652 @@
+"""The single-machine RL trainer: PPO (GAE + critic) or GRPO on whole multi-turn dialogues.
+
+Read :meth:`Trainer.train_step` top to bottom — it *is* the algorithm (CleanRL's rule: no hidden
+control flow):
+
+1. sample profiles → run the dialogues with the model being trained against the simulated users
+   (``rlver.rollout.runner.run_rollouts``; one batched ``generate`` per round);
+2. drop failed dialogues, tokenise the rest (one sequence per dialogue, assistant-only mask);
+3. score them without gradients: old log-probs, reference log-probs (if a KL term is on), values (PPO);
+4. advantages: GAE over the assistant tokens (PPO) or group-normalised rewards (GRPO);
+5. ``epochs`` × ``minibatches`` clipped-policy (and value) updates, micro-batched by token budget;
+6. log; evaluate on held-out profiles every k steps; checkpoint every k steps.
+
+Determinism: every step re-seeds python/numpy/torch from ``(run.seed, step)`` and profiles are drawn
+from a per-epoch permutation that is a pure function of the data position, so a resumed run repeats
+exactly what an uninterrupted one does (on CPU; GPU kernels may add their own non-determinism).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rlver.config import redacted
+from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.errors import RlverError
+from rlver.io import atomic_write_text
+from rlver.llm.base import SamplingParams
+from rlver.profiles.schema import Profile
+from rlver.records import Episode
+from rlver.rollout.runner import RolloutConfig, run_rollouts
+from rlver.rollout.tokenize import TokenizationError, TokenizedEpisode, episode_to_tensors
+from rlver.train import algorithms as alg
+from rlver.train.batch import collate, micro_batches, pad_rows, policy_forward, unpad_rows, value_forward
+from rlver.train.checkpoint import (
+    latest_checkpoint,
+    load_trainer_state,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from rlver.train.config import TrainConfig
+from rlver.train.logger import MetricsLogger
+from rlver.train.models import (
+    ValueModel,
+    base_model_path,
+    load_critic,
+    load_policy,
+    load_reference,
+    load_tokenizer,
+    resolve_device,
+    trainable_parameters,
+)
+
+
+class TrainError(RlverError):
+    """A training run cannot start or continue (no checkpoint to resume, no usable dialogues...)."""
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
+    """Multiplier of the base learning rate after ``n`` optimiser-schedule steps (one per RL step)."""
+
+    def f(n: int) -> float:
+        if warmup and n < warmup:
+            return (n + 1) / warmup
+        if schedule == "constant":
+            return 1.0
+        progress = min(1.0, (n - warmup) / max(1, total - warmup))
+        if schedule == "linear":
+            return 1.0 - progress
+        return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return f
+
+
+def profiles_at(profiles: list[Profile], position: int, count: int, seed: int) -> list[Profile]:
+    """Profiles ``position .. position+count-1`` of the endless stream of per-epoch shuffles.
+
+    A pure function of the data position (no RNG state), so resuming needs only the position.
+    """
+    n = len(profiles)
+    out = []
+    for pos in range(position, position + count):
+        epoch, index = divmod(pos, n)
+        perm = np.random.default_rng([seed, epoch]).permutation(n)
+        out.append(profiles[int(perm[index])])
+    return out
+
+
+@dataclass
+class Scored:
+    """A step's dialogues after scoring: per-sequence 1-D tensors on the shifted grid (length L-1)."""
+
+    episodes: list[Episode]
+    seqs: list[TokenizedEpisode]
+    old_logp: list[torch.Tensor]
+    ref_logp: list[torch.Tensor] | None
+    values: list[torch.Tensor] | None
+    advantages: list[torch.Tensor] = field(default_factory=list)
+    returns: list[torch.Tensor] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+class Trainer:
+    """One run: models, optimisers, simulator, profiles, logger; ``train()`` runs the steps."""
+
+    def __init__(self, config: TrainConfig, out_dir: str | Path, *, resume: bool = False) -> None:
+        self.cfg = config
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.ckpt_root = self.out / "checkpoints"
+        checkpoint = latest_checkpoint(self.ckpt_root) if resume else None
+        if resume and checkpoint is None:
+            raise TrainError(f"--resume: no checkpoint in {self.ckpt_root}")
+        if not resume and latest_checkpoint(self.ckpt_root) is not None:
+            raise TrainError(
+                f"{self.out} already holds a run's checkpoints: add --resume, or use another --out"
+            )
+        seed_everything(config.run.seed)
+        self.device = resolve_device(config.model.device)
+        self.base = base_model_path(config.model, self.out)
+        self.tokenizer = load_tokenizer(self.base)
+        self.is_ppo = config.algorithm.name == "ppo"
+
+        policy_from = checkpoint / "policy" if checkpoint else None
+        self.policy = load_policy(self.base, config.model, self.device, resume_from=policy_from)
+        self.critic: ValueModel | None = None
+        if self.is_ppo:
+            value_from = checkpoint / "value" if checkpoint else None
+            self.critic = load_critic(self.base, config.model, self.device, resume_from=value_from)
+        # LoRA: the reference is the base model = the policy with its adapter disabled.
+        self.reference: nn.Module | None = None
+        if config.algorithm.kl_coef > 0 and not config.model.lora.enabled:
+            self.reference = load_reference(self.base, config.model, self.device)
+
+        o = config.optim
+        total = config.run.steps
+        self.opt_actor = torch.optim.AdamW(
+            trainable_parameters(self.policy),
+            lr=o.actor_lr,
+            betas=o.betas,
+            eps=o.eps,
+            weight_decay=o.weight_decay,
+        )
+        self.sched_actor = torch.optim.lr_scheduler.LambdaLR(
+            self.opt_actor, lr_lambda(o.schedule, o.warmup_steps, total)
+        )
+        self.opt_critic: torch.optim.Optimizer | None = None
+        self.sched_critic: torch.optim.lr_scheduler.LRScheduler | None = None
+        if self.critic is not None:
+            self.opt_critic = torch.optim.AdamW(
+                trainable_parameters(self.critic),
+                lr=o.critic_lr,
+                betas=o.betas,
+                eps=o.eps,
+                weight_decay=o.weight_decay,
+            )
+            self.sched_critic = torch.optim.lr_scheduler.LambdaLR(
+                self.opt_critic, lr_lambda(o.schedule, o.warmup_steps, total)
+            )
+
+        from rlver.llm.local import LocalChatModel
+        from rlver.profiles.sets import load_profile_set
+        from rlver.simulator.factory import build_simulator
+
+        self.chat = LocalChatModel(
+            self.policy,  # type: ignore[arg-type]
+            self.tokenizer,
+            device=str(self.device),
+            max_batch_size=config.model.generation_batch_size,
+            name="policy",
+        )
+        self.simulator = build_simulator(config.simulator)
+        self.train_profiles = load_profile_set(config.rollout.profiles)
+        if not self.train_profiles:
+            raise TrainError(f"rollout.profiles={config.rollout.profiles!r}: no profiles")
+        eval_profiles = load_profile_set(config.eval.profiles)
+        self.eval_profiles = eval_profiles[: config.eval.limit] if config.eval.limit else eval_profiles
+
+        self.step = 0
+        self.data_position = 0
+        self.eval_history: list[dict[str, Any]] = []
+        if checkpoint is not None:
+            self._load_state(load_trainer_state(checkpoint))
+        self.logger = MetricsLogger(
+            self.out, tensorboard=config.run.tensorboard, resume_step=self.step if checkpoint else None
+        )
+        import yaml
+
+        atomic_write_text(
+            self.out / "config.yaml",
+            yaml.safe_dump(redacted(config.model_dump(mode="json")), sort_keys=False),
+        )
+
+    # ------------------------------------------------------------------------------------- state
+    def _trainer_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "step": self.step,
+            "data_position": self.data_position,
+            "eval_history": self.eval_history,
+            "opt_actor": self.opt_actor.state_dict(),
+            "sched_actor": self.sched_actor.state_dict(),
+            "rng": rng_state(),
+        }
+        if self.opt_critic is not None and self.sched_critic is not None:
+            state["opt_critic"] = self.opt_critic.state_dict()
+            state["sched_critic"] = self.sched_critic.state_dict()
+        return state
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self.step = int(state["step"])
+        self.data_position = int(state["data_position"])
+        self.eval_history = list(state.get("eval_history", []))
+        self.opt_actor.load_state_dict(state["opt_actor"])
+        self.sched_actor.load_state_dict(state["sched_actor"])
+        if self.opt_critic is not None and self.sched_critic is not None:
+            self.opt_critic.load_state_dict(state["opt_critic"])
+            self.sched_critic.load_state_dict(state["sched_critic"])
+        set_rng_state(state["rng"])
+
+    def save(self) -> Path:
+        info = {
+            "step": self.step,
+            "data_position": self.data_position,
+            "algorithm": self.cfg.algorithm.name,
+            "base_model": str(self.base),
+            "lora": self.cfg.model.lora.enabled,
+        }
+        return save_checkpoint(
+            self.ckpt_root,
+            self.step,
+            policy=self.policy,
+            tokenizer=self.tokenizer,
+            critic=self.critic,
+            trainer_state=self._trainer_state(),
+            info=info,
+            keep=self.cfg.run.keep_checkpoints,
+        )
+
+    # ----------------------------------------------------------------------------------- rollout
+    def _sampling(self, temperature: float) -> SamplingParams:
+        r = self.cfg.rollout
+        return SamplingParams(temperature=temperature, top_p=r.top_p, max_tokens=r.max_new_tokens)
+
+    def _rollout_config(self, *, evaluation: bool) -> RolloutConfig:
+        r, e = self.cfg.rollout, self.cfg.eval
+        env = EnvConfig(
+            max_assistant_turns=(e.max_assistant_turns or r.max_assistant_turns)
+            if evaluation
+            else r.max_assistant_turns,
+            appraise_final_reply=r.appraise_final_reply,
+            start_emotion=(e.start_emotion if e.start_emotion is not None else r.start_emotion)
+            if evaluation
+            else r.start_emotion,
+            think=r.think,
+        )
+        return RolloutConfig(
+            n_per_profile=e.samples_per_profile if evaluation else r.n_per_profile,
+            simulator_concurrency=r.simulator_concurrency,
+            env=env,
+            reward_mode=r.reward_mode,
+            format_penalty=r.format_penalty,
+            mixed_weight=r.mixed_weight,
+        )
+
+    def _run_dialogues(self, profiles: list[Profile], *, evaluation: bool, seed: int) -> list[Episode]:
+        self.policy.eval()
+        temperature = self.cfg.eval.temperature if evaluation else self.cfg.rollout.temperature
+        with torch.no_grad():
+            return asyncio.run(
+                run_rollouts(
+                    self.chat,
+                    self.simulator,
+                    profiles,
+                    self._rollout_config(evaluation=evaluation),
+                    self._sampling(temperature),
+                    seed=seed,
+                )
+            )
+
+    def evaluate_episodes(self) -> list[Episode]:
+        """The held-out dialogues (fixed seed; the training random stream is left untouched)."""
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.cfg.eval.seed)
+            return self._run_dialogues(self.eval_profiles, evaluation=True, seed=self.cfg.eval.seed)
+
+    def evaluate(self) -> dict[str, float]:
+        """Mean final emotion (and friends) on the held-out profiles."""
+        return summarise_eval(self.evaluate_episodes())
+
+    # ----------------------------------------------------------------------------------- scoring
+    def _tokenise(self, episodes: list[Episode]) -> tuple[list[Episode], list[TokenizedEpisode], int]:
+        kept_eps, seqs, dropped = [], [], 0
+        for ep in episodes:
+            try:
+                seqs.append(episode_to_tensors(ep, self.tokenizer, max_length=self.cfg.model.max_length))
+                kept_eps.append(ep)
+            except TokenizationError:
+                dropped += 1
+        return kept_eps, seqs, dropped
+
+    @torch.no_grad()
+    def _score(self, episodes: list[Episode], seqs: list[TokenizedEpisode]) -> Scored:
+        """Old log-probs, reference log-probs and values of every sequence, in micro-batches."""
+        self.policy.eval()
+        a = self.cfg.algorithm
+        temp = self.cfg.rollout.temperature or 1.0
+        lengths = [len(s) for s in seqs]
+        pad = int(self.tokenizer.pad_token_id)
+        old: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
+        ref: list[torch.Tensor] | None = [torch.empty(0)] * len(seqs) if a.kl_coef > 0 else None
+        values: list[torch.Tensor] | None = [torch.empty(0)] * len(seqs) if self.critic is not None else None
+        for group in micro_batches(lengths, range(len(seqs)), a.micro_batch_tokens):
+            mb = collate(seqs, group, pad, self.device)
+            logp, _ = policy_forward(self.policy, mb, temp)
+            ref_logp = self._reference_logp(mb, temp) if ref is not None else None
+            v = value_forward(self.critic, mb) if self.critic is not None else None
+            for row, i in enumerate(group):
+                n = lengths[i] - 1
+                old[i] = logp[row, :n].float().cpu()
+                if ref is not None and ref_logp is not None:
+                    ref[i] = ref_logp[row, :n].float().cpu()
+                if values is not None and v is not None:
+                    values[i] = v[row, :n].float().cpu()
+        return Scored(episodes, seqs, old, ref, values)
+
+    def _reference_logp(self, mb: Any, temp: float) -> torch.Tensor:
+        if self.reference is not None:
+            return policy_forward(self.reference, mb, temp)[0]
+        with self.policy.disable_adapter():  # type: ignore[operator]
+            return policy_forward(self.policy, mb, temp)[0]
+
+    def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
+        r = self.cfg.rollout
+        rewards = turn_rewards(
+            ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
+        )
+        if seq.kept_turns < len(
+            rewards
+        ):  # cut by max_length: what the lost turns earned lands on the last kept one
+            k = seq.kept_turns
+            rewards = [*rewards[: k - 1], sum(rewards[k - 1 :])]
+        return rewards
+
+    def _advantages(self, s: Scored) -> None:
+        """Fill ``s.advantages`` (and ``s.returns`` for PPO) on the shifted grid."""
+        a, r = self.cfg.algorithm, self.cfg.rollout
+        lengths = [len(q) - 1 for q in s.seqs]
+        mask = pad_rows([torch.tensor(q.assistant_mask[1:], dtype=torch.float32) for q in s.seqs])
+        old = pad_rows(s.old_logp)
+        if self.is_ppo:
+            assert s.values is not None
+            values = pad_rows(s.values)
+            rewards = alg.token_rewards(
+                [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)],
+                [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
+                tuple(mask.shape),  # type: ignore[arg-type]
+            )
+            if a.kl_coef > 0 and s.ref_logp is not None:
+                rewards = rewards - a.kl_coef * alg.kl_k1(old, pad_rows(s.ref_logp)) * mask
+            adv, ret = alg.gae_advantages(rewards, values, mask, gamma=a.gamma, lam=a.lam)
+            s.stats["train/value_mean"] = alg.masked_mean(values, mask).item()
+            s.stats["train/return_mean"] = alg.masked_mean(ret, mask).item()
+            if a.whiten_advantages:
+                adv = alg.masked_whiten(adv, mask)
+            s.returns = unpad_rows(ret, lengths)
+        else:
+            scores = torch.tensor(
+                [
+                    episode_reward(
+                        ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
+                    )
+                    for ep in s.episodes
+                ]
+            )
+            groups = [ep.profile_id for ep in s.episodes]
+            ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+            group_ids = torch.tensor([ids[g] for g in groups])
+            per_seq = alg.group_advantages(scores, group_ids, eps=a.grpo_eps, scale=a.grpo_scale_by_std)
+            adv = alg.broadcast_to_tokens(per_seq, mask)
+            # groups whose dialogues all scored the same teach nothing: worth watching
+            s.stats["train/flat_groups"] = float(
+                sum(bool((per_seq[group_ids == g] == 0).all()) for g in ids.values())
+            )
+        if s.ref_logp is not None:
+            s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
+        s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
+        s.advantages = unpad_rows(adv, lengths)
+
+    # ------------------------------------------------------------------------------------ update
+    def _update(self, s: Scored, generator: torch.Generator) -> dict[str, float]:
+        a, o = self.cfg.algorithm, self.cfg.optim
+        temp = self.cfg.rollout.temperature or 1.0
+        pad = int(self.tokenizer.pad_token_id)
+        n = len(s.seqs)
+        lengths = [len(q) for q in s.seqs]
+        action_tokens = [sum(q.assistant_mask[1:]) for q in s.seqs]
+        sums: dict[str, float] = {}
+        counts: dict[str, int] = {}
+
+        def add(key: str, value: float) -> None:
+            sums[key] = sums.get(key, 0.0) + value
+            counts[key] = counts.get(key, 0) + 1
+
+        self.policy.train()
+        if self.critic is not None:
+            self.critic.train()
+        for _epoch in range(a.epochs):
+            order = torch.randperm(n, generator=generator).tolist()
+            for minibatch in np.array_split(np.array(order), min(a.minibatches, n)):
+                idx = [int(i) for i in minibatch]
+                n_tok = float(sum(action_tokens[i] for i in idx))
+                self.opt_actor.zero_grad(set_to_none=True)
+                if self.opt_critic is not None:
+                    self.opt_critic.zero_grad(set_to_none=True)
+                mb_stats = {"policy_loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0, "entropy": 0.0}
+                mb_stats.update(value_loss=0.0, value_clip_fraction=0.0, kl_loss=0.0)
+                for group in micro_batches(lengths, idx, a.micro_batch_tokens):
+                    mb = collate(s.seqs, group, pad, self.device)
+                    width = mb.action_mask.shape[1]
+
+                    def rows(xs: list[torch.Tensor], grp: list[int] = group, w: int = width) -> torch.Tensor:
+                        return pad_rows([xs[i] for i in grp], w).to(self.device)
+
+                    logp, entropy = policy_forward(self.policy, mb, temp, with_entropy=True)
+                    assert entropy is not None
+                    out = alg.policy_loss(
+                        logp, rows(s.old_logp), rows(s.advantages), mb.action_mask,
+                        clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, normalizer=n_tok,
+                    )  # fmt: skip
+                    ent = alg.masked_mean(entropy, mb.action_mask, normalizer=n_tok)
+                    loss = out.loss
+                    if a.entropy_coef > 0:
+                        loss = loss - a.entropy_coef * ent
+                    if not self.is_ppo and a.kl_coef > 0 and s.ref_logp is not None:
+                        kl = alg.masked_mean(
+                            alg.kl_k3(logp, rows(s.ref_logp)), mb.action_mask, normalizer=n_tok
+                        )
+                        loss = loss + a.kl_coef * kl
+                        mb_stats["kl_loss"] += kl.item()
+                    loss.backward()
+                    mb_stats["policy_loss"] += out.loss.item()
+                    mb_stats["clip_fraction"] += out.clip_fraction.item()
+                    mb_stats["approx_kl"] += out.approx_kl.item()
+                    mb_stats["entropy"] += ent.item()
+                    if self.critic is not None:
+                        v = value_forward(self.critic, mb)
+                        vout = alg.value_loss(
+                            v, rows(s.values or []), rows(s.returns), mb.action_mask,
+                            clip_range=a.value_clip, normalizer=n_tok,
+                        )  # fmt: skip
+                        vout.loss.backward()
+                        mb_stats["value_loss"] += vout.loss.item()
+                        mb_stats["value_clip_fraction"] += vout.clip_fraction.item()
+                add("train/grad_norm_actor", _clip_and_norm(self.policy, o.max_grad_norm))
+                self.opt_actor.step()
+                if self.critic is not None and self.opt_critic is not None:
+                    add("train/grad_norm_critic", _clip_and_norm(self.critic, o.max_grad_norm))
+                    self.opt_critic.step()
+                for key, value in mb_stats.items():
+                    if key.startswith("value") and self.critic is None:
+                        continue
+                    if key == "kl_loss" and (self.is_ppo or a.kl_coef == 0):
+                        continue
+                    add(f"train/{key}", value)
+        out_stats = {k: sums[k] / counts[k] for k in sums}
+        out_stats["train/lr_actor"] = float(self.sched_actor.get_last_lr()[0])
+        self.sched_actor.step()
+        if self.sched_critic is not None:
+            out_stats["train/lr_critic"] = float(self.sched_critic.get_last_lr()[0])
+            self.sched_critic.step()
+        return out_stats
+
+    # -------------------------------------------------------------------------------------- step
+    def train_step(self) -> dict[str, Any]:
+        """One RL step; returns the metrics it logged."""
+        cfg, r = self.cfg, self.cfg.rollout
+        step = self.step + 1
+        step_seed = cfg.run.seed * 1_000_003 + step
+        seed_everything(step_seed)
+        t_start = time.perf_counter()
+
+        # 1. rollout
+        profiles = profiles_at(self.train_profiles, self.data_position, r.profiles_per_step, cfg.run.seed)
+        episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed)
+        t_rollout = time.perf_counter() - t_start
+
+        # 2. drop failed dialogues, tokenise
+        finished = [ep for ep in episodes if ep.status == "finished"]
+        kept, seqs, untokenisable = self._tokenise(finished)
+        metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
+        metrics["rollout/untokenisable"] = untokenisable
+        if not seqs:
+            raise TrainError(
+                f"step {step}: every dialogue failed ({len(episodes)} run); first error: "
+                + next((ep.error or "" for ep in episodes if ep.error), "none recorded")
+            )
+
+        # 3-4. score and compute advantages
+        t0 = time.perf_counter()
+        scored = self._score(kept, seqs)
+        self._advantages(scored)
+        t_score = time.perf_counter() - t0
+
+        # 5. update
+        t0 = time.perf_counter()
+        generator = torch.Generator().manual_seed(step_seed)
+        metrics.update(self._update(scored, generator))
+        t_update = time.perf_counter() - t0
+        metrics.update(scored.stats)
+
+        self.step = step
+        self.data_position += r.profiles_per_step
+        trained_tokens = sum(len(q) for q in seqs) * cfg.algorithm.epochs
+        generated = sum(ep.policy_tokens for ep in episodes)
+        metrics.update(
+            {
+                "time/rollout_s": t_rollout,
+                "time/score_s": t_score,
+                "time/update_s": t_update,
+                "perf/generated_tokens_per_s": generated / max(t_rollout, 1e-9),
+                "perf/trained_tokens_per_s": trained_tokens / max(t_update, 1e-9),
+                "data/position": self.data_position,
+            }
+        )
+        # 6. evaluate
+        e = cfg.eval
+        if (e.every and step % e.every == 0) or step == cfg.run.steps:
+            t0 = time.perf_counter()
+            result = self.evaluate()
+            self.eval_history.append({"step": step, **result})
+            metrics.update({f"eval/{k}": v for k, v in result.items()})
+            metrics["time/eval_s"] = time.perf_counter() - t0
+        metrics["time/step_s"] = time.perf_counter() - t_start
+        self.logger.log(step, metrics)
+        return metrics
+
+    def train(
+        self,
+        *,
+        stop_after: int | None = None,
+        time_budget_s: float | None = None,
+        on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Run steps until ``run.steps``; stop early (and checkpoint) after ``stop_after`` steps or once
+        ``time_budget_s`` has passed — the same as an interruption, so ``--resume`` continues."""
+        cfg = self.cfg
+        started = time.monotonic()
+        if cfg.eval.at_start and self.step == 0 and not self.eval_history:
+            result = self.evaluate()
+            self.eval_history.append({"step": 0, **result})
+            self.logger.log(0, {f"eval/{k}": v for k, v in result.items()})
+        history: list[dict[str, Any]] = []
+        progress = _progress(cfg.run.progress)
+        task = progress.add_task("training", total=cfg.run.steps, completed=self.step, info="")
+        # Ctrl-C: no checkpoint is written here, because an interrupted update leaves weights that
+        # belong to no step; --resume continues from the last complete checkpoint instead.
+        try:
+            with progress:
+                while self.step < cfg.run.steps:
+                    metrics = self.train_step()
+                    history.append(metrics)
+                    if on_step is not None:
+                        on_step(self.step, metrics)
+                    info = f"reward {metrics['rollout/reward_mean']:.3f}"
+                    if "eval/score" in metrics:
+                        info += f" · eval {metrics['eval/score']:.1f}"
+                    progress.update(task, completed=self.step, info=info)
+                    every = cfg.run.checkpoint_every
+                    stopping = (stop_after is not None and len(history) >= stop_after) or (
+                        time_budget_s is not None and time.monotonic() - started >= time_budget_s
+                    )
+                    if (every and self.step % every == 0) or self.step == cfg.run.steps or stopping:
+                        self.save()
+                    if stopping:
+                        break
+        finally:
+            self.logger.close()
+        return history
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        disable=not enabled,
+    )
+
+
+def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
+    params = [p for p in model.parameters() if p.grad is not None]
+    if not params:
+        return 0.0
+    norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
+    return float(norm)
+
+
+def rollout_metrics(episodes: list[Episode], finished: list[Episode], r: Any) -> dict[str, Any]:
+    """Reward, emotion, outcomes, turns and reply length of one step's dialogues."""
+    n = max(len(finished), 1)
+    rewards = [ep.reward if ep.reward is not None else episode_reward(ep, r.reward_mode) for ep in finished]
+    turns = [ep.assistant_turns for ep in finished]
+    return {
+        "rollout/dialogues": len(episodes),
+        "rollout/failed": len(episodes) - len(finished),
+        "rollout/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
+        "rollout/reward_std": float(np.std(rewards)) if rewards else 0.0,
+        "rollout/emotion_final_mean": float(np.mean([ep.final_emotion for ep in finished]))
+        if finished
+        else 0.0,
+        "rollout/success_rate": sum(ep.final_emotion >= 100 for ep in finished) / n,
+        "rollout/failure_rate": sum(ep.final_emotion < 10 for ep in finished) / n,
+        "rollout/turns_mean": float(np.mean(turns)) if turns else 0.0,
+        "rollout/response_tokens_mean": sum(ep.policy_tokens for ep in finished) / max(sum(turns), 1),
+        "rollout/format_error_rate": sum(ep.format_errors for ep in finished) / max(sum(turns), 1),
+    }
+
+
+def summarise_eval(episodes: list[Episode]) -> dict[str, float]:
+    """The benchmark's numbers on the held-out profiles (score = mean final emotion)."""
+    finished = [ep for ep in episodes if ep.status == "finished"]
+    n = max(len(finished), 1)
+    return {
+        "score": float(np.mean([ep.final_emotion for ep in finished])) if finished else 0.0,
+        "success_rate": sum(ep.final_emotion >= 100 for ep in finished) / n,
+        "failure_rate": sum(ep.final_emotion < 10 for ep in finished) / n,
+        "reward_mean": float(np.mean([ep.reward or 0.0 for ep in finished])) if finished else 0.0,
+        "turns_mean": float(np.mean([ep.assistant_turns for ep in finished])) if finished else 0.0,
+        "failed": float(len(episodes) - len(finished)),
+    }

@@ -1,0 +1,113 @@
+"""`rlver chat`, driven like a person would: a real subprocess with its stdin fed line by line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rlver.rollout.audit import audit_file
+from rlver.rollout.transcripts import read_transcript
+from rlver.testing.openai_server import FakeChatServer
+
+
+def chat(*args: str, stdin: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlver", "chat", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_play_the_assistant_against_the_offline_user_with_no_setup(tmp_path: Path) -> None:
+    save = tmp_path / "chat.jsonl"
+    lines = [
+        "That sounds really stressful. What did the complaint say?",
+        "",  # empty lines are ignored
+        "It makes sense that you keep replaying it; you clearly care about doing right by him.",
+        "/quit",
+        "never read",
+    ]
+    done = chat("--save", str(save), stdin="\n".join(lines) + "\n")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "You are the assistant" in out
+    assert out.count("[emotion ") == 3  # opening + two appraised replies
+    assert "tier " in out and "(you ended the dialogue)" in out
+    assert "Dialogue over (ended by you)" in out
+    t = read_transcript(save)
+    [ep] = t.episodes
+    assert ep.assistant_turns == 2 and len(ep.emotions) == 2
+    assert ep.messages[2].content == lines[0]
+    assert t.manifest["simulator"]["name"] == "offline"
+    assert audit_file(save).ok
+
+
+def test_dialogue_runs_to_the_turn_limit_in_chinese(tmp_path: Path) -> None:
+    done = chat(
+        "--language", "zh", "--max-turns", "2", stdin="听起来你真的很累。\n我在听，你慢慢说。\n多余的一行\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("[emotion ") == 3
+    assert "Dialogue over (" in done.stdout and "多余的一行" not in done.stdout
+
+
+def test_profile_file_and_end_of_input(tmp_path: Path) -> None:
+    profile = {
+        "id": "mine-1",
+        "language": "en",
+        "persona": "- Name: Sam\n- Job: baker",
+        "background": "The shop's oven broke before the busiest weekend of the year.",
+        "goal": "Vent about the oven.",
+        "hidden_need": "To hear that panicking is understandable.",
+        "opening": "The oven died. Of course it did, right before Saturday.",
+    }
+    path = tmp_path / "profiles.jsonl"
+    path.write_text(json.dumps(profile) + "\n", encoding="utf-8")
+    done = chat("--profile-file", str(path), stdin="Oh no, that timing is awful.\n")  # then EOF
+    assert done.returncode == 0, done.stderr
+    assert "Profile mine-1" in done.stdout and "The oven died." in done.stdout
+    assert "(you ended the dialogue)" in done.stdout
+
+
+def test_play_the_user_against_a_model_served_over_http(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    def responder(body: dict[str, Any]) -> str:
+        seen.append(body)
+        return "<think>they sound low</think>I'm here. Do you want to tell me more?"
+
+    with FakeChatServer(responder) as server:
+        done = chat(
+            "--play-user",
+            "--model-base-url",
+            server.url,
+            "--model",
+            "helper",
+            "--think",
+            "--show-thoughts",
+            stdin="I had a rough day.\nMy boss yelled at me.\n/quit\n",
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("Assistant: I'm here. Do you want to tell me more?") == 2
+    assert "(thinking: they sound low)" in done.stdout
+    assert len(seen) == 2
+    roles = [m["role"] for m in seen[1]["messages"]]
+    assert roles == ["system", "user", "assistant", "user"] and "<think>" in seen[1]["messages"][0]["content"]
+
+
+def test_usage_errors_are_clean() -> None:
+    done = chat("--play-user", stdin="")
+    assert done.returncode == 2 and "--model-base-url" in done.stderr and "Traceback" not in done.stderr
+    done = chat("--language", "fr", stdin="")
+    assert done.returncode == 2 and "expected en or zh" in done.stderr
+    done = chat("--difficulty", "extreme", stdin="")
+    assert done.returncode == 2 and "difficulty" in done.stderr and "Traceback" not in done.stderr
+    done = chat("--profile", "no-such-profile-id", stdin="")
+    assert done.returncode == 2 and "no-such-profile-id" in done.stderr

@@ -1,0 +1,103 @@
+"""Reward functions, checked against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.records import Appraisal, Episode, Message, UserTurn
+from rlver.simulator.emotion import tier_of
+
+
+def make_episode(
+    start: int, afters: list[int | None], replies: list[str] | None = None, *, think: bool = False
+) -> Episode:
+    """An episode whose i-th assistant reply moved the emotion to ``afters[i]`` (None: unappraised)."""
+    replies = replies or [f"reply {i}" for i in range(len(afters))]
+    messages = [Message(role="system", content="sys"), Message(role="user", content="hi")]
+    turns = [UserTurn(text="hi")]
+    value = start
+    emotions = []
+    for reply, after in zip(replies, afters, strict=True):
+        messages.append(Message(role="assistant", content=reply))
+        if after is None:
+            continue
+        a = Appraisal(
+            raw_change=after - value,
+            change=after - value,
+            emotion_before=value,
+            emotion_after=after,
+            tier=tier_of(after),
+        )
+        turns.append(UserTurn(text="ok", appraisal=a))
+        messages.append(Message(role="user", content="ok"))
+        value = after
+        emotions.append(after)
+    return Episode(
+        profile_id="p",
+        messages=messages,
+        user_turns=turns,
+        start_emotion=start,
+        final_emotion=value,
+        emotions=emotions,
+        meta={"think": think},
+        format_errors=sum(1 for r in replies if not r.startswith("<think>")) if think else 0,
+    )
+
+
+def test_final_reward_is_final_emotion_over_100_on_the_last_turn() -> None:
+    ep = make_episode(40, [45, 55, 50, None])  # eval protocol: last reply unappraised
+    assert episode_reward(ep) == pytest.approx(0.50)
+    assert turn_rewards(ep) == pytest.approx([0.0, 0.0, 0.0, 0.50])
+
+
+def test_delta_reward_per_turn() -> None:
+    ep = make_episode(40, [45, 55, 50, None])
+    assert turn_rewards(ep, "delta") == pytest.approx([0.05, 0.10, -0.05, 0.0])
+    assert episode_reward(ep, "delta") == pytest.approx(0.10)
+
+
+def test_delta_uses_the_applied_change_at_the_ceiling() -> None:
+    ep = make_episode(95, [100])
+    ep.user_turns[1].appraisal.raw_change = 10  # type: ignore[union-attr]
+    ep.user_turns[1].appraisal.change = 10  # type: ignore[union-attr]
+    assert turn_rewards(ep, "delta") == pytest.approx([0.05])
+
+
+def test_mixed_reward_blends() -> None:
+    ep = make_episode(30, [40, 35])
+    # final: [0, 0.35], delta: [0.10, -0.05]; w = 0.25 -> [0.075, 0.25*0.35 + 0.75*-0.05]
+    expected = [0.075, 0.0875 - 0.0375]
+    assert turn_rewards(ep, "mixed", mixed_weight=0.25) == pytest.approx(expected)
+    assert episode_reward(ep, "mixed", mixed_weight=0.25) == pytest.approx(sum(expected))
+
+
+def test_format_penalty_hits_the_broken_turn_only() -> None:
+    replies = ["<think>a</think>fine", "forgot to think", "<think>b</think>good"]
+    ep = make_episode(40, [50, 55, 60], replies, think=True)
+    assert ep.format_errors == 1
+    assert turn_rewards(ep, "final", format_penalty=0.1) == pytest.approx([0.0, -0.1, 0.60])
+    assert episode_reward(ep, "final", format_penalty=0.1) == pytest.approx(0.50)
+
+
+def test_format_penalty_ignored_outside_think_mode() -> None:
+    ep = make_episode(40, [50], ["no think block"], think=False)
+    assert episode_reward(ep, "final", format_penalty=0.5) == pytest.approx(0.50)
+
+
+@pytest.mark.parametrize("mode", ["final", "delta", "mixed"])
+def test_turn_rewards_sum_to_episode_reward(mode: str) -> None:
+    replies = ["<think>a</think>x", "y", "<think>c</think>z", "w"]
+    ep = make_episode(30, [38, 28, 36, None], replies, think=True)
+    assert sum(turn_rewards(ep, mode, format_penalty=0.2, mixed_weight=0.7)) == pytest.approx(
+        episode_reward(ep, mode, format_penalty=0.2, mixed_weight=0.7)
+    )
+
+
+def test_bad_arguments() -> None:
+    ep = make_episode(40, [50])
+    with pytest.raises(ValueError, match="unknown reward mode"):
+        episode_reward(ep, "median")
+    with pytest.raises(ValueError, match="mixed_weight"):
+        turn_rewards(ep, "mixed", mixed_weight=1.5)
+    assert turn_rewards(make_episode(40, [])) == []

@@ -1,0 +1,170 @@
+"""`rlver report`: a self-contained, escaped HTML report (checked in headless Chromium) + Markdown."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from rlver.records import Appraisal, Episode, Message, UserTurn
+from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+from rlver.simulator.emotion import tier_of
+
+EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+
+
+def make_episode(
+    pid: str, changes: list[int], *, think: bool = False, evil: bool = False, status: str = "finished"
+) -> Episode:
+    emotion = 40
+    messages = [Message(role="system", content="be kind"), Message(role="user", content=f"opening of {pid}")]
+    turns = [UserTurn(text=f"opening of {pid}")]
+    emotions = []
+    for i, change in enumerate(changes):
+        reply = f"reply {i} {EVIL if evil else ''}"
+        if think:
+            reply = f"<think>private plan {i} {EVIL if evil else ''}</think>{reply}"
+        messages.append(Message(role="assistant", content=reply))
+        before, emotion = emotion, max(0, min(100, emotion + change))
+        turns.append(
+            UserTurn(
+                text=f"user answer {i}",
+                appraisal=Appraisal(
+                    understanding=f"the agent asked about {i}",
+                    goal_fit=EVIL if evil else "fits",
+                    inner_reaction="relieved",
+                    feeling="heard",
+                    raw_change=change,
+                    change=change,
+                    emotion_before=before,
+                    emotion_after=emotion,
+                    tier=tier_of(emotion),
+                ),
+                ends_dialogue=emotion >= 100,
+                end_reason="satisfied" if emotion >= 100 else None,
+            )
+        )
+        messages.append(Message(role="user", content=f"user answer {i}"))
+        emotions.append(emotion)
+    messages.append(Message(role="assistant", content="last reply, never appraised"))
+    return Episode(
+        profile_id=pid,
+        messages=messages,
+        user_turns=turns,
+        start_emotion=40,
+        final_emotion=emotion,
+        emotions=emotions,
+        status=status,  # type: ignore[arg-type]
+        end_reason="turn_limit",
+        error="TimeoutError: slow" if status == "failed" else None,
+        error_kind="timeout" if status == "failed" else None,
+        meta={"topic": "work", "behaviour": "cooperative"},
+    )
+
+
+def write_run(run_dir: Path, name: str, episodes: list[Episode]) -> Path:
+    writer = TranscriptWriter(run_dir / "transcript.jsonl", build_manifest(kind="eval", run_name=name))
+    for ep in episodes:
+        writer.append(ep)
+    return run_dir
+
+
+@pytest.fixture()
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    a = write_run(
+        tmp_path / "base",
+        "baseline",
+        [
+            make_episode("p1", [5, 5, -10]),
+            make_episode("p2", [-10, -10, -10, -5]),
+            make_episode("p3", [0, 5], status="failed"),
+        ],
+    )
+    b = write_run(
+        tmp_path / "trained",
+        f"trained {EVIL}",
+        [
+            make_episode("p1", [10, 10, 10, 10, 10, 10], think=True, evil=True),
+            make_episode("p2", [5, 5]),
+            make_episode("p3", [5, -5]),
+        ],
+    )
+    return a, b
+
+
+def _rlver(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_report_is_self_contained_and_escaped(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    out = tmp_path / "cmp.html"
+    proc = _rlver("report", str(two_runs[0]), str(two_runs[1]), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text(encoding="utf-8")
+    # untrusted text is escaped everywhere (replies, think blocks, reasoning, run names)
+    assert "<script" not in html.lower()
+    assert "<img src=x" not in html
+    assert html.count("&lt;script&gt;") >= 4
+    # no external assets: every image is inline, nothing is fetched
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)
+    assert "<link" not in html.lower()
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(images) == 3 and all(len(i) > 2000 for i in images)
+    # content: metrics, paired comparison, per-profile links to dialogues, appraisal, collapsed think
+    assert "Paired comparison" in html
+    assert 'href="#r1-p1-0"' in html and 'id="r1-p1-0"' in html
+    assert "emotion 40 →" in html and "the agent asked about 0" in html
+    assert '<details class="think"><summary>think block' in html and "private plan 0" in html
+    assert "Not appraised" in html and "FAILED RUN (timeout)" in html
+    assert "By behaviour" in html
+    md = out.with_suffix(".md").read_text(encoding="utf-8")
+    assert "| baseline |" in md and "Paired comparison" in md
+    for name in ("trajectory", "final_histogram", "outcomes"):
+        assert (tmp_path / "cmp_files" / f"{name}.png").stat().st_size > 2000
+        assert f"cmp_files/{name}.png" in md
+    assert "<script>" not in md
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install -y chromium); cannot check rendering")
+    out = tmp_path / "report.html"
+    proc = _rlver("report", str(two_runs[0]), str(two_runs[1]), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    shot = tmp_path / "shot.png"
+    with tempfile.TemporaryDirectory() as profile_dir:
+        subprocess.run(
+            [
+                browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile_dir}",
+                f"--screenshot={shot}", "--window-size=1280,2000", out.resolve().as_uri(),
+            ],
+            capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert shot.exists(), "chromium wrote no screenshot"
+    from PIL import Image
+
+    with Image.open(shot) as im:
+        assert im.size == (1280, 2000)
+        colours = im.convert("RGB").getcolors(maxcolors=1_000_000) or []
+    # a blank or error page has a handful of colours; text + plots give thousands
+    assert len(colours) > 500

@@ -1,0 +1,125 @@
+"""Building simulators from specs: offline, LLM over a real local server, the replay cache."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from rlver.errors import ConfigError
+from rlver.llm.base import SamplingParams
+from rlver.llm.cache import CachedChatModel
+from rlver.llm.spec import ModelSpec
+from rlver.profiles.schema import Profile
+from rlver.simulator.factory import SimulatorSpec, build_simulator, simulator_sampling
+from rlver.simulator.offline import OfflineSimulator
+from rlver.simulator.sentient import DEFAULT_SAMPLING, SentientSimulator
+from rlver.testing.openai_server import FakeChatServer
+
+PROFILE = Profile(
+    id="f-1",
+    persona="Ana, 40, accountant.",
+    background="Ana's sister stopped speaking to her after an argument about their mother's care.",
+    goal="Talk about the argument.",
+    hidden_need="To feel she is not a bad sister.",
+    opening="My sister hasn't called me in a month.",
+)
+
+
+def responder(request: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "understanding": "u",
+            "goal_fit": "g",
+            "inner_reaction": "i",
+            "feeling": "f",
+            "change": 3,
+            "reply": "hm.",
+            "end_dialogue": False,
+        }
+    )
+
+
+def one_turn(sim: Any) -> int:
+    async def go() -> int:
+        user = sim.start(PROFILE, start_emotion=40)
+        try:
+            await user.open()
+            turn = await user.respond("That sounds painful.")
+        finally:
+            if isinstance(sim, SentientSimulator):
+                await sim.model.aclose()
+        assert turn.appraisal is not None
+        return turn.appraisal.emotion_after
+
+    return asyncio.run(go())
+
+
+def test_offline_by_default() -> None:
+    sim = build_simulator(SimulatorSpec())
+    assert isinstance(sim, OfflineSimulator) and sim.rules.max_change == 10
+    sim = build_simulator(SimulatorSpec(seed=4, difficulty="hard", max_change=6))
+    assert (
+        sim.describe()["seed"] == 4 and sim.describe()["difficulty"] == "hard" and sim.rules.max_change == 6
+    )
+
+
+def test_llm_simulator_over_http(fake_server: FakeChatServer) -> None:
+    fake_server.responder = responder
+    spec = SimulatorSpec(
+        kind="llm",
+        model=ModelSpec(model="judge", base_url=fake_server.url, api_key_env=None),
+        cache=None,
+    )
+    sim = build_simulator(spec)
+    assert isinstance(sim, SentientSimulator) and not isinstance(sim.model, CachedChatModel)
+    assert sim.sampling == DEFAULT_SAMPLING
+    assert one_turn(sim) == 43
+    assert fake_server.requests[0]["temperature"] == DEFAULT_SAMPLING.temperature
+
+
+def test_greedy_simulator_is_cached_and_replays(fake_server: FakeChatServer, tmp_path: Path) -> None:
+    fake_server.responder = responder
+    spec = SimulatorSpec(
+        kind="llm",
+        model=ModelSpec(model="judge", base_url=fake_server.url, api_key_env=None),
+        sampling=SamplingParams(temperature=0.0, max_tokens=256),
+        cache=str(tmp_path / "sim.sqlite"),
+    )
+    first = build_simulator(spec)
+    assert isinstance(first, SentientSimulator) and isinstance(first.model, CachedChatModel)
+    assert one_turn(first) == 43
+    served = fake_server.served
+    assert one_turn(build_simulator(spec)) == 43
+    assert fake_server.served == served  # the second run was answered from the cache
+
+
+def test_model_spec_sampling_is_used_when_set() -> None:
+    spec = SimulatorSpec(kind="llm", model=ModelSpec(model="m", sampling=SamplingParams(temperature=0.2)))
+    assert simulator_sampling(spec).temperature == 0.2
+    assert simulator_sampling(SimulatorSpec(kind="llm", model=ModelSpec(model="m"))) == DEFAULT_SAMPLING
+
+
+def test_spec_errors_are_clear() -> None:
+    with pytest.raises(ValidationError, match="needs a 'model'"):
+        SimulatorSpec(kind="llm")
+    with pytest.raises(ValidationError):
+        SimulatorSpec(kind="offline", max_change=-1)
+    with pytest.raises(ValidationError):
+        SimulatorSpec.model_validate({"kind": "offline", "temprature": 0})
+    with pytest.raises(ConfigError, match="unknown behaviour mode"):
+        build_simulator(SimulatorSpec(behaviour="no-such-mode"))
+
+
+def test_embed_without_the_extra_is_a_config_error() -> None:
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        with pytest.raises(ConfigError, match=r"rlver\[embed\]"):
+            build_simulator(SimulatorSpec(embed=True))
+    else:  # pragma: no cover
+        pytest.skip("the [embed] extra is installed")
