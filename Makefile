@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: demo test setup setup-dev lint typecheck pytest browser verl-test bench clean
+.PHONY: demo test setup setup-dev lint typecheck pytest browser verl-setup verl-test bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,20 @@ pytest: setup-dev
 	$(VENV)/bin/pytest -q -n 2 --timeout 900 -m "not timing"
 	$(VENV)/bin/pytest -q --timeout 900 -m timing
 
-test: setup-dev browser lint typecheck pytest
+# The verl integration is tested against the real verl package in its own venv, so the main one
+# stays light.
+VERL_VENV ?= .venv-verl
+$(VERL_VENV)/bin/activate:
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/pip install -q --upgrade pip
+
+verl-setup: $(VERL_VENV)/bin/activate
+	$(VERL_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,verl]"
+
+verl-test: verl-setup
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_verl_agent_loop.py tests/test_verl_config.py
+
+test: setup-dev browser lint typecheck pytest verl-test
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""Bridges to external training frameworks (the scale-out path). Each one is an optional extra."""

@@ -1,0 +1,350 @@
+"""A verl agent loop that runs one dialogue between the policy and our simulated user.
+
+verl calls :meth:`RlverDialogueAgentLoop.run` once per trajectory in an ``AgentLoopWorker`` (a Ray
+actor holding many trajectories on one asyncio loop). The loop is token in, token out:
+
+1. the row's :class:`~.settings.DialogueTask` names the profile, the simulator, the dialogue rules and
+   the reward; a :class:`~rlver.env.dialogue.DialogueEnv` (the environment the local trainer and the
+   benchmark use) runs the dialogue, so termination rules and think stripping are the same code;
+2. the policy's context is rendered once with verl's Continuous Token builder; each reply is generated
+   by verl's server manager from *token ids* and appended as generated (mask 1, logprobs kept), so
+   the trained tokens are exactly the sampled tokens (no decode/re-encode drift);
+3. the raw reply is decoded and handed to the env, which strips ``<think>`` blocks before the simulated
+   user sees it; the user's answer is appended with the chat template's tokens (mask 0);
+4. the trajectory always ends on an assistant turn (a user answer that no reply follows is not
+   appended), and ``reward_score`` is :func:`rlver.env.rewards.episode_reward` of the episode, which
+   verl puts on the last assistant token;
+5. the emotion trajectory, appraisals and per-turn rewards go into ``extra_fields`` (verl logs
+   ``extra_fields["reward_extra_info"]`` per data source), and optionally a transcript line per dialogue.
+
+Simulator work of all dialogues in one worker process shares one limit (:data:`SIMULATOR_GATE`), and
+simulators are built once per process and settings, so an LLM simulator's HTTP client and its own
+concurrency limit are shared too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
+
+from rlver.env.dialogue import DialogueEnv
+from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.errors import SimulatorError
+from rlver.integrations.verl import AGENT_NAME
+from rlver.integrations.verl.settings import DialogueTask
+from rlver.io import append_jsonl
+from rlver.records import Episode
+from rlver.simulator.base import UserSimulator
+from rlver.simulator.factory import SimulatorSpec, build_simulator
+
+logger = logging.getLogger(__name__)
+
+#: A reply needs room: when fewer response tokens than this are left, the dialogue stops.
+MIN_REPLY_TOKENS = 8
+#: Token names that end a turn in common chat templates (cut there before decoding the reply).
+_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>")
+
+
+class DialogueFailed(SimulatorError):
+    """A dialogue could not be completed (simulator failure, no tokens, prompt too long).
+
+    Raised out of ``run``: verl's v1 worker marks the whole group of that prompt failed and leaves it
+    out of the batch, which is the honest outcome (a reward from a half-run dialogue would be noise).
+    """
+
+    kind = "dialogue_failed"
+
+
+class SimulatorGate:
+    """One bound on simulator operations for every dialogue of a worker process.
+
+    Each ``env.reset``/``env.step`` is one operation (one or two simulator LLM calls). The semaphore is
+    per event loop because asyncio primitives belong to one loop; a verl worker runs all its
+    trajectories on a single loop, so in practice the bound is per process. ``peak`` and ``waited_s``
+    are there to size the simulator endpoint (see docs/multinode.md).
+    """
+
+    def __init__(self) -> None:
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.limit: int | None = None
+        self.in_use = 0
+        self.peak = 0
+        self.operations = 0
+        self.waited_s = 0.0
+
+    def _semaphore(self, limit: int) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        sem = self._semaphores.get(loop)
+        if sem is None:
+            if self.limit is not None and self.limit != limit:
+                logger.warning(
+                    "simulator_concurrency %d ignored: this process already uses %d", limit, self.limit
+                )
+            self.limit = self.limit or limit
+            sem = asyncio.Semaphore(self.limit)
+            self._semaphores[loop] = sem
+        return sem
+
+    @asynccontextmanager
+    async def slot(self, limit: int) -> AsyncIterator[None]:
+        sem = self._semaphore(limit)
+        t0 = time.perf_counter()
+        async with sem:
+            self.waited_s += time.perf_counter() - t0
+            self.in_use += 1
+            self.operations += 1
+            self.peak = max(self.peak, self.in_use)
+            try:
+                yield
+            finally:
+                self.in_use -= 1
+
+    def reset(self) -> None:
+        """Forget the limit and counters (tests; a fresh process starts like this)."""
+        self.__init__()  # type: ignore[misc]
+
+
+#: The process-wide gate.
+SIMULATOR_GATE = SimulatorGate()
+
+_SIMULATORS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, UserSimulator]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_simulator(spec: SimulatorSpec) -> UserSimulator:
+    """The simulator for ``spec`` in this process (built on first use, then shared by all dialogues)."""
+    loop = asyncio.get_running_loop()
+    per_loop = _SIMULATORS.setdefault(loop, {})
+    key = spec.model_dump_json()
+    if key not in per_loop:
+        per_loop[key] = build_simulator(spec)
+    return per_loop[key]
+
+
+def dialogue_seed(base: int, *parts: Any) -> int:
+    """A stable 31-bit seed from the row seed, the sample index and the step (``hash`` is salted)."""
+    digest = hashlib.sha256(":".join(str(p) for p in (base, *parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def stop_token_ids(tokenizer: Any) -> set[int]:
+    """Ids that end a generated turn: eos/pad plus the usual end-of-turn tokens that exist in the vocab."""
+    ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if isinstance(i, int)}
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[t] for t in _STOP_TOKENS if t in vocab)
+    return ids
+
+
+def _scalar(value: Any, default: int = 0) -> int:
+    """Row values arrive as numpy scalars/0-d arrays; make a plain int."""
+    try:
+        return int(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError):
+        return default
+
+
+@register(AGENT_NAME)
+class RlverDialogueAgentLoop(AgentLoopBase):
+    """One dialogue with a simulated user per ``run`` (see the module docstring)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # verl's worker also passes the tool list and the registry entry's name; we use neither.
+        kwargs.pop("tools", None)
+        kwargs.pop("name", None)
+        super().__init__(*args, **kwargs)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+        self._stop_ids = stop_token_ids(self.tokenizer)
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _reply_text(self, token_ids: list[int]) -> str:
+        """The raw reply as text: cut at the first end-of-turn token, special tokens kept.
+
+        Not ``skip_special_tokens=True``: some tokenizers register ``<think>`` as a special token, and
+        dropping the tags would hand the reasoning to the simulated user as if it were the reply.
+        """
+        cut = next((i for i, t in enumerate(token_ids) if t in self._stop_ids), len(token_ids))
+        tokenizer: Any = self.tokenizer
+        return str(tokenizer.decode(token_ids[:cut], skip_special_tokens=False))
+
+    async def _initial_tokens(self, messages: list[dict[str, Any]]) -> list[int]:
+        ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(messages)
+        )
+        if len(ids) > self.prompt_length:
+            # verl would left-truncate, dropping the system prompt: refuse instead.
+            raise DialogueFailed(
+                f"the opening context is {len(ids)} tokens, more than rollout.prompt_length="
+                f"{self.prompt_length}; raise verl.max_prompt_tokens in the config"
+            )
+        return list(ids)
+
+    # -- the loop -------------------------------------------------------------------------------
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        task = DialogueTask.from_row(kwargs.get("extra_info"))
+        seed = dialogue_seed(
+            task.seed, _scalar(kwargs.get("session_id")), _scalar(kwargs.get("global_steps"))
+        )
+        gate_limit = task.simulator_concurrency
+        env = DialogueEnv(shared_simulator(task.simulator), task.env)
+        metrics: dict[str, Any] = {"generate_sequences": 0.0, "tool_calls": 0.0, "num_preempted": -1}
+        request_id = uuid4().hex  # one id per dialogue: sticky routing keeps its prefix cache warm
+
+        t0 = time.perf_counter()
+        try:
+            async with SIMULATOR_GATE.slot(gate_limit):
+                await env.reset(task.profile, seed=seed, sample_index=_scalar(kwargs.get("session_id")))
+        except Exception as exc:
+            raise DialogueFailed(
+                f"profile {task.profile.id}: the simulated user could not open: {exc}"
+            ) from exc
+        metrics["tool_calls"] += time.perf_counter() - t0
+
+        messages = [m.model_dump() for m in env.messages_for_policy()]
+        token_ids = await self._initial_tokens(messages)
+        response_mask: list[int] = []
+        logprobs: list[float] = []
+        extra: dict[str, Any] = {}
+        end_reason: str | None = None
+
+        while True:
+            budget = self.response_length - len(response_mask)
+            params = {**sampling_params, "max_tokens": min(task.max_reply_tokens, budget)}
+            t0 = time.perf_counter()
+            out = await self.server_manager.generate(
+                request_id=request_id, prompt_ids=token_ids, sampling_params=params
+            )
+            metrics["generate_sequences"] += time.perf_counter() - t0
+            if out.num_preempted is not None:
+                metrics["num_preempted"] = max(metrics["num_preempted"], 0) + out.num_preempted
+            if not out.token_ids:
+                raise DialogueFailed(f"profile {task.profile.id}: the rollout server returned no tokens")
+            if not extra:
+                extra.update(out.extra_fields)
+            elif out.extra_fields.get("max_global_steps") is not None:
+                extra["max_global_steps"] = out.extra_fields["max_global_steps"]
+
+            merged, response_mask, aligned = await self.ct_merge_assistant_token(
+                token_ids,
+                list(out.token_ids),
+                response_mask,
+                logprobs if (logprobs or out.log_probs) else None,
+                assistant_logprobs=list(out.log_probs) if out.log_probs else None,
+            )
+            token_ids = merged.token_ids
+            logprobs = list(aligned) if aligned is not None else logprobs
+
+            raw_reply = self._reply_text(list(out.token_ids))
+            messages.append({"role": "assistant", "content": raw_reply})
+            t0 = time.perf_counter()
+            try:
+                async with SIMULATOR_GATE.slot(gate_limit):
+                    step = await env.step(raw_reply)
+            except Exception as exc:
+                env.mark_failed(exc)
+                raise DialogueFailed(
+                    f"profile {task.profile.id}: simulator failed at reply {env.assistant_turns}: {exc}"
+                ) from exc
+            finally:
+                metrics["tool_calls"] += time.perf_counter() - t0
+            if step.done or step.user_message is None:
+                end_reason = env.episode.end_reason
+                break
+            if len(response_mask) >= self.response_length - MIN_REPLY_TOKENS:
+                end_reason = "context_full"
+                break
+
+            previous = list(messages)
+            candidate = [*messages, {"role": "user", "content": step.user_message}]
+            merged, new_mask, aligned = await self.ct_merge_context_msg(
+                previous, candidate, token_ids, response_mask, logprobs or None
+            )
+            if len(new_mask) > self.response_length - MIN_REPLY_TOKENS:
+                # No room for another reply: stop on the assistant turn, without this user message.
+                end_reason = "context_full"
+                break
+            messages, token_ids, response_mask = candidate, merged.token_ids, new_mask
+            if aligned is not None and logprobs:
+                logprobs = list(aligned)
+
+        episode = env.episode
+        if end_reason == "context_full":
+            episode = episode.model_copy(update={"end_reason": "context_full"})
+        num_turns = sum(1 for m in messages if m["role"] != "system")
+        return self._output(
+            task, episode, token_ids, response_mask, logprobs, metrics, extra, num_turns, kwargs
+        )
+
+    def _output(
+        self,
+        task: DialogueTask,
+        episode: Episode,
+        token_ids: list[int],
+        response_mask: list[int],
+        logprobs: list[float],
+        metrics: dict[str, Any],
+        extra: dict[str, Any],
+        num_turns: int,
+        row: dict[str, Any],
+    ) -> AgentLoopOutput:
+        """Score the episode with our reward code and package the trajectory for verl."""
+        reward = episode_reward(
+            episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
+        )
+        per_turn = turn_rewards(
+            episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
+        )
+        appraisals = [t.appraisal for t in episode.user_turns if t.appraisal is not None]
+        extra.update(
+            {
+                "turn_scores": per_turn,
+                "tool_rewards": [],
+                "profile_id": episode.profile_id,
+                "end_reason": episode.end_reason,
+                "emotions": [episode.start_emotion, *episode.emotions],
+                "appraisals": [a.model_dump(mode="json") for a in appraisals],
+                # verl logs these scalars per data source (validation metrics, rollout dumps).
+                "reward_extra_info": {
+                    "final_emotion": float(episode.final_emotion),
+                    "emotion_gain": float(episode.final_emotion - episode.start_emotion),
+                    "assistant_turns": float(episode.assistant_turns),
+                    "success": float(episode.final_emotion >= 100),
+                    "failure": float(episode.final_emotion < 10),
+                    "format_errors": float(episode.format_errors),
+                },
+            }
+        )
+        if task.transcript_dir:
+            steps = _scalar(row.get("global_steps"), -1)
+            line = episode.model_copy(
+                update={"reward": reward, "meta": {**episode.meta, "global_steps": steps, "engine": "verl"}}
+            )
+            path = Path(task.transcript_dir) / f"episodes-{os.uname().nodename}-{os.getpid()}.jsonl"
+            append_jsonl(path, line.model_dump(mode="json"))
+
+        # The builder may insert or trim boundary tokens; the mask always covers the response part.
+        n = len(response_mask)
+        return AgentLoopOutput(
+            prompt_ids=token_ids[: len(token_ids) - n],
+            response_ids=token_ids[len(token_ids) - n :][: self.response_length],
+            response_mask=response_mask[: self.response_length],
+            response_logprobs=logprobs[: self.response_length] if logprobs and len(logprobs) == n else None,
+            reward_score=reward,
+            num_turns=num_turns,
+            metrics=AgentLoopMetrics(**metrics),
+            extra_fields=extra,
+        )

@@ -1,0 +1,232 @@
+"""Our training config → verl's Hydra overrides.
+
+One config file drives both engines: ``rlver train --config ppo-think`` trains on one machine,
+``rlver train --engine verl --config ppo-think`` hands the same settings to verl. The verl-only
+knobs (cluster shape, rollout engine, parallelism) live in an optional ``verl:`` section, so a
+:class:`VerlTrainConfig` is a :class:`~rlver.train.config.TrainConfig` plus that section.
+
+How our settings map to verl (see docs/multinode.md for the table against the published run):
+
+* ``algorithm.name: ppo`` → ``algorithm.adv_estimator=gae`` with a critic; ``grpo`` →
+  ``adv_estimator=grpo`` with ``rollout.n = rollout.n_per_profile`` and no critic.
+* ``rollout.batch_size`` counts dialogues, verl's ``data.train_batch_size`` counts prompts (profiles):
+  it is ``batch_size / n_per_profile``.
+* ``kl_coef``: PPO puts it in the reward (``algorithm.use_kl_in_reward``), GRPO in the loss
+  (``actor.use_kl_loss``, k3 = ``low_var_kl``), as in our local trainer. With 0 (the published
+  setting) verl builds no reference model.
+* Dialogue rules, the simulator, the reward and the per-reply token limit travel in the dataset rows
+  (:class:`~.settings.DialogueTask`), not in verl's config, because the agent loop reads them there.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rlver.errors import ConfigError
+from rlver.train.config import TrainConfig
+
+
+class VerlSettings(BaseModel):
+    """The verl-only part of a config (``verl:`` section). Defaults fit one 8-GPU node."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out_dir: str = Field(default="runs/verl", description="where the parquet, YAML and overrides are written")
+    nnodes: int = Field(default=1, ge=1)
+    gpus_per_node: int = Field(default=8, ge=1)
+    ray_address: str | None = Field(
+        default=None, description="an existing Ray cluster ('auto', 'ray://head:10001'); None starts one"
+    )
+    rollout_engine: Literal["vllm", "sglang"] = "vllm"
+    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per rollout replica")
+    gpu_memory_utilization: float = Field(default=0.5, gt=0.0, le=1.0)
+    agent_workers: int = Field(
+        default=8, ge=1, description="agent-loop worker actors (dialogues are split among them)"
+    )
+    max_prompt_tokens: int | None = Field(
+        default=None,
+        ge=16,
+        description="system prompt + opening line; default min(2048, model.max_length / 4)",
+    )
+    param_offload: bool = False
+    optimizer_offload: bool = False
+    project: str = "rlver"
+    experiment: str | None = None
+    #: Also write each finished dialogue (an Episode with its appraisals) under out_dir/transcripts.
+    transcripts: bool = True
+    #: Extra Hydra overrides appended last (``key=value``), for anything not mapped here.
+    overrides: list[str] = Field(default_factory=list)
+
+
+class VerlTrainConfig(TrainConfig):
+    """A training config with the optional ``verl:`` section."""
+
+    verl: VerlSettings = Field(default_factory=VerlSettings)
+
+
+_BARE = re.compile(r"^[A-Za-z0-9_./~+@-][A-Za-z0-9_./~+@:-]*$")
+_RESERVED = {"true", "false", "null", "none", "inf", "nan"}
+
+
+def hydra_value(value: Any) -> str:
+    """Render a Python value as a Hydra override value (quoted where the grammar needs it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    looks_numeric = re.fullmatch(r"[-+]?[\d.eE_+-]+", text) is not None
+    if _BARE.match(text) and text.lower() not in _RESERVED and not looks_numeric:
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _kv(key: str, value: Any) -> str:
+    return f"{key}={hydra_value(value)}"
+
+
+def prompt_budget(cfg: VerlTrainConfig) -> int:
+    """Tokens for the opening context (verl's prompt); the rest of ``model.max_length`` is the dialogue."""
+    budget = cfg.verl.max_prompt_tokens or min(2048, cfg.model.max_length // 4)
+    if budget >= cfg.model.max_length - 16:
+        raise ConfigError(
+            f"verl.max_prompt_tokens ({budget}) leaves no room for the dialogue within "
+            f"model.max_length ({cfg.model.max_length})"
+        )
+    return budget
+
+
+def batches_per_epoch(n_profiles: int, prompts_per_step: int) -> int:
+    """verl's train dataloader drops the last partial batch."""
+    return max(1, n_profiles // prompts_per_step)
+
+
+def verl_overrides(
+    cfg: VerlTrainConfig,
+    *,
+    model_path: str,
+    train_files: str | Path,
+    val_files: str | Path,
+    agent_loop_yaml: str | Path,
+    n_train_profiles: int,
+) -> list[str]:
+    """The Hydra overrides (``key=value``) that turn verl's ``ppo_trainer`` into our run."""
+    algo, optim, ro, run, v = cfg.algorithm, cfg.optim, cfg.rollout, cfg.run, cfg.verl
+    prompts_per_step = ro.profiles_per_step
+    mini_batch = max(1, prompts_per_step // algo.minibatches)
+    prompt_tokens = prompt_budget(cfg)
+    response_tokens = cfg.model.max_length - prompt_tokens
+    epochs = math.ceil(run.steps / batches_per_epoch(n_train_profiles, prompts_per_step))
+    grpo = algo.name == "grpo"
+
+    out: dict[str, Any] = {
+        # data: one row per profile; the agent loop reads the rest of the row
+        "data.train_files": str(train_files),
+        "data.val_files": str(val_files),
+        "data.prompt_key": "prompt",
+        "data.train_batch_size": prompts_per_step,
+        "data.max_prompt_length": prompt_tokens,
+        "data.max_response_length": response_tokens,
+        "data.filter_overlong_prompts": True,
+        "data.truncation": "error",
+        "data.return_raw_chat": True,
+        "data.seed": run.seed,
+        # algorithm
+        "algorithm.adv_estimator": "grpo" if grpo else "gae",
+        "algorithm.gamma": algo.gamma,
+        "algorithm.lam": algo.lam,
+        "algorithm.norm_adv_by_std_in_grpo": algo.grpo_scale_by_std,
+        "algorithm.use_kl_in_reward": (not grpo) and algo.kl_coef > 0,
+        "algorithm.kl_ctrl.kl_coef": algo.kl_coef,
+        # the policy
+        "actor_rollout_ref.model.path": model_path,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
+        "actor_rollout_ref.model.use_remove_padding": True,
+        "actor_rollout_ref.actor.optim.lr": optim.actor_lr,
+        "actor_rollout_ref.actor.optim.weight_decay": optim.weight_decay,
+        "actor_rollout_ref.actor.optim.betas": list(optim.betas),
+        "actor_rollout_ref.actor.optim.lr_scheduler_type": "cosine"
+        if optim.schedule == "cosine"
+        else "constant",
+        "actor_rollout_ref.actor.optim.lr_warmup_steps": optim.warmup_steps or -1,
+        "actor_rollout_ref.actor.grad_clip": optim.max_grad_norm or 1e9,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": mini_batch,
+        "actor_rollout_ref.actor.ppo_epochs": algo.epochs,
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(
+            algo.micro_batch_tokens, cfg.model.max_length
+        ),
+        "actor_rollout_ref.actor.clip_ratio_low": algo.clip_eps,
+        "actor_rollout_ref.actor.clip_ratio_high": algo.clip_eps_high or algo.clip_eps,
+        "actor_rollout_ref.actor.entropy_coeff": algo.entropy_coef,
+        "actor_rollout_ref.actor.use_kl_loss": grpo and algo.kl_coef > 0,
+        "actor_rollout_ref.actor.kl_loss_coef": algo.kl_coef,
+        "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
+        "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+        "actor_rollout_ref.actor.fsdp_config.param_offload": v.param_offload,
+        "actor_rollout_ref.actor.fsdp_config.optimizer_offload": v.optimizer_offload,
+        "actor_rollout_ref.ref.fsdp_config.param_offload": v.param_offload,
+        # rollout: an async server engine driven by our agent loop
+        "actor_rollout_ref.rollout.name": v.rollout_engine,
+        "actor_rollout_ref.rollout.mode": "async",
+        "actor_rollout_ref.rollout.n": ro.n_per_profile if grpo else 1,
+        "actor_rollout_ref.rollout.temperature": ro.temperature,
+        "actor_rollout_ref.rollout.top_p": ro.top_p,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": v.tensor_parallel_size,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": v.gpu_memory_utilization,
+        "actor_rollout_ref.rollout.calculate_log_probs": True,
+        "actor_rollout_ref.rollout.val_kwargs.temperature": cfg.eval.temperature,
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": cfg.eval.temperature > 0,
+        "actor_rollout_ref.rollout.val_kwargs.n": 1,
+        "actor_rollout_ref.rollout.agent.num_workers": v.agent_workers,
+        "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_loop_yaml),
+        "actor_rollout_ref.rollout.agent.default_agent_loop": "rlver_dialogue",
+        # trainer
+        "trainer.project_name": v.project,
+        "trainer.experiment_name": v.experiment or f"{algo.name}{'-think' if ro.think else ''}",
+        "trainer.logger": ["console", "tensorboard"] if run.tensorboard else ["console"],
+        "trainer.nnodes": v.nnodes,
+        "trainer.n_gpus_per_node": v.gpus_per_node,
+        "trainer.total_epochs": epochs,
+        "trainer.total_training_steps": run.steps,
+        "trainer.save_freq": run.checkpoint_every or -1,
+        "trainer.max_actor_ckpt_to_keep": run.keep_checkpoints,
+        "trainer.max_critic_ckpt_to_keep": run.keep_checkpoints,
+        "trainer.test_freq": cfg.eval.every or -1,
+        "trainer.val_before_train": cfg.eval.at_start,
+        "trainer.default_local_dir": str(Path(v.out_dir) / "checkpoints"),
+        "trainer.critic_warmup": 0,
+    }
+    if cfg.model.lora.enabled:
+        out["actor_rollout_ref.model.lora_rank"] = cfg.model.lora.r
+        out["actor_rollout_ref.model.lora_alpha"] = cfg.model.lora.alpha
+        out["actor_rollout_ref.model.target_modules"] = cfg.model.lora.target_modules
+    if grpo:
+        out["critic.enable"] = False
+    else:
+        out.update(
+            {
+                "critic.enable": True,
+                "critic.model.path": model_path,
+                "critic.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
+                "critic.optim.lr": optim.critic_lr,
+                "critic.optim.weight_decay": optim.weight_decay,
+                "critic.cliprange_value": algo.value_clip or 1e9,
+                "critic.grad_clip": optim.max_grad_norm or 1e9,
+                "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
+                "critic.fsdp.param_offload": v.param_offload,
+                "critic.fsdp.optimizer_offload": v.optimizer_offload,
+            }
+        )
+    if v.ray_address:
+        out["+ray_kwargs.ray_init.address"] = v.ray_address
+    return [_kv(k, val) for k, val in out.items()] + list(v.overrides)

@@ -1,0 +1,275 @@
+"""``rlver train --engine verl``: write the dataset, the agent-loop YAML and the overrides; run verl.
+
+Everything verl needs is written under ``verl.out_dir`` first, so a run can be inspected, re-run or
+submitted by hand (``run.sh``), and ``--dry-run`` stops there:
+
+    out_dir/
+      train.parquet, val.parquet   profiles → rows (rlver.integrations.verl.dataset)
+      agent_loops.yaml             registers our agent loop with verl (``_target_``)
+      verl_overrides.txt           the Hydra overrides, one per line
+      run.sh                       the exact command
+      config.yaml                  our resolved config (secrets redacted)
+      transcripts/                 one JSONL per worker process: every dialogue with its appraisals
+
+The command is ``python -m verl.trainer.main_ppo <overrides>``; with ``verl.ray_address`` set it
+joins an existing Ray cluster (``ray start --head`` / ``ray start --address``) instead of starting one.
+On a cluster ``out_dir`` must be on storage every node sees, and rlver must be installed on every node
+(verl's workers import our agent loop from the YAML's ``_target_``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shlex
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlver.config import load_config, redacted
+from rlver.env.dialogue import EnvConfig
+from rlver.errors import ConfigError, RlverError
+from rlver.integrations.verl import AGENT_LOOP_TARGET, AGENT_NAME
+from rlver.integrations.verl.config import VerlTrainConfig, verl_overrides
+from rlver.integrations.verl.dataset import build_rows, write_parquet
+from rlver.integrations.verl.settings import RewardSettings
+from rlver.io import atomic_write_text
+from rlver.profiles.sets import load_profile_set
+from rlver.train.config import resolve_config_path
+
+
+class ModelNotHere(ConfigError):
+    """verl's validator could not read the model's config on this machine (checked only where it runs)."""
+
+
+@dataclass
+class LaunchPlan:
+    """What :func:`prepare` wrote and the command that runs it."""
+
+    out_dir: Path
+    train_file: Path
+    val_file: Path
+    agent_loop_yaml: Path
+    overrides: list[str]
+    command: list[str]
+    n_train: int
+    n_val: int
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def shell_command(self) -> str:
+        return shlex.join(self.command)
+
+
+def load_verl_config(config_path: str | None, overrides: Sequence[str] = ()) -> VerlTrainConfig:
+    """A training config (file or preset name) with the optional ``verl:`` section."""
+    path = resolve_config_path(config_path) if config_path else None
+    return load_config(VerlTrainConfig, path, list(overrides))
+
+
+def agent_loop_yaml_text() -> str:
+    """verl's ``agent_loop_config_path`` format: a list of ``{name, _target_}`` entries."""
+    return yaml.safe_dump([{"name": AGENT_NAME, "_target_": AGENT_LOOP_TARGET}], sort_keys=False)
+
+
+def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
+    """``model.path: tiny`` builds the bundled tiny model into the run folder (smoke runs, tests)."""
+    if cfg.model.path != "tiny":
+        return cfg.model.path
+    from rlver.models.tiny import build_tiny_model
+
+    target = out_dir / "tiny-model"
+    if not (target / "config.json").exists():
+        build_tiny_model(target, seed=cfg.model.tiny_seed, size=cfg.model.tiny_size)
+    return str(target.resolve())
+
+
+def _env_configs(cfg: VerlTrainConfig) -> tuple[EnvConfig, EnvConfig]:
+    """The dialogue rules for training rows and for validation rows (eval settings default to training)."""
+    ro, ev = cfg.rollout, cfg.eval
+    train = EnvConfig.training(
+        max_assistant_turns=ro.max_assistant_turns,
+        appraise_final_reply=ro.appraise_final_reply,
+        start_emotion=ro.start_emotion,
+        think=ro.think,
+    )
+    val = train.model_copy(
+        update={
+            "max_assistant_turns": ev.max_assistant_turns or ro.max_assistant_turns,
+            "start_emotion": ev.start_emotion if ev.start_emotion is not None else ro.start_emotion,
+        }
+    )
+    return train, val
+
+
+def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
+    """Write the run folder for ``cfg`` and return the plan (nothing is started)."""
+    out_dir = Path(cfg.verl.out_dir).expanduser().resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ro = cfg.rollout
+    train_profiles = load_profile_set(ro.profiles)
+    val_profiles = load_profile_set(cfg.eval.profiles)[: cfg.eval.limit]
+    if len(train_profiles) < ro.profiles_per_step:
+        raise ConfigError(
+            f"rollout.profiles: {ro.profiles} has {len(train_profiles)} profiles, fewer than the "
+            f"{ro.profiles_per_step} one step needs (rollout.batch_size / rollout.n_per_profile)"
+        )
+    if not val_profiles:
+        raise ConfigError(f"eval.profiles: {cfg.eval.profiles} has no profiles")
+
+    train_env, val_env = _env_configs(cfg)
+    reward = RewardSettings(
+        mode=ro.reward_mode, format_penalty=ro.format_penalty, mixed_weight=ro.mixed_weight
+    )
+    transcripts = str(out_dir / "transcripts") if cfg.verl.transcripts else None
+    common: dict[str, Any] = {
+        "simulator": cfg.simulator,
+        "reward": reward,
+        "max_reply_tokens": ro.max_new_tokens,
+        "simulator_concurrency": ro.simulator_concurrency,
+        "transcript_dir": transcripts,
+    }
+    train_file = write_parquet(
+        build_rows(train_profiles, env=train_env, seed=cfg.run.seed, split="train", **common),
+        out_dir / "train.parquet",
+    )
+    val_file = write_parquet(
+        build_rows(val_profiles, env=val_env, seed=cfg.eval.seed, split="val", **common),
+        out_dir / "val.parquet",
+    )
+    agent_yaml = out_dir / "agent_loops.yaml"
+    atomic_write_text(agent_yaml, agent_loop_yaml_text())
+
+    overrides = verl_overrides(
+        cfg,
+        model_path=_model_path(cfg, out_dir),
+        train_files=train_file,
+        val_files=val_file,
+        agent_loop_yaml=agent_yaml,
+        n_train_profiles=len(train_profiles),
+    )
+    command = [python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+    overrides_file = out_dir / "verl_overrides.txt"
+    atomic_write_text(overrides_file, "\n".join(overrides) + "\n")
+    run_sh = out_dir / "run.sh"
+    body = " \\\n    ".join(shlex.quote(part) for part in command)
+    atomic_write_text(
+        run_sh, f"#!/usr/bin/env bash\n# written by `rlver train --engine verl`\nset -euo pipefail\n{body}\n"
+    )
+    run_sh.chmod(0o755)
+    config_file = out_dir / "config.yaml"
+    atomic_write_text(config_file, yaml.safe_dump(redacted(cfg), sort_keys=False, allow_unicode=True))
+    return LaunchPlan(
+        out_dir=out_dir,
+        train_file=train_file,
+        val_file=val_file,
+        agent_loop_yaml=agent_yaml,
+        overrides=overrides,
+        command=command,
+        n_train=len(train_profiles),
+        n_val=len(val_profiles),
+        files=[train_file, val_file, agent_yaml, overrides_file, run_sh, config_file],
+    )
+
+
+def compose_verl_config(overrides: Sequence[str]) -> Any:
+    """verl's ``ppo_trainer`` config with ``overrides`` applied, composed by Hydra exactly as
+    ``python -m verl.trainer.main_ppo`` would, and checked with verl's own validator. Starts nothing.
+
+    Raises :class:`ConfigError` naming the problem (an unknown key, a bad value, batch sizes that do
+    not divide) so a mistake costs seconds here instead of a cluster allocation.
+    """
+    import verl
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    try:
+        with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+            cfg = compose(config_name="ppo_trainer", overrides=list(overrides))
+    except (HydraException, OmegaConfBaseException) as exc:
+        raise ConfigError(f"verl rejected the configuration: {exc}") from None
+    # verl's validator loads the model's config.json; never wait on a hub from a dry run.
+    model_path = str(cfg.actor_rollout_ref.model.path)
+    if not _model_config_here(model_path):
+        raise ModelNotHere(
+            f"verl's checks need the model's config.json, and {model_path} is neither a local folder nor "
+            "in the Hugging Face cache here"
+        )
+    try:
+        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    except (HydraException, OmegaConfBaseException, AssertionError, ValueError, OSError) as exc:
+        if "HFModelConfig" in str(exc) or isinstance(exc, OSError):
+            raise ModelNotHere(
+                f"verl's checks need the model's config.json, and {cfg.actor_rollout_ref.model.path} is not "
+                "available on this machine (download it or run where it is)"
+            ) from None
+        raise ConfigError(f"verl rejected the configuration: {exc}") from None
+    return cfg
+
+
+def _model_config_here(path: str) -> bool:
+    """Whether ``path``'s config.json can be read without a network call."""
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return (local / "config.json").is_file()
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(path, "config.json"), str)
+    except Exception:  # an invalid repo id, no hub library: not here
+        return False
+
+
+def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool = False) -> int:
+    """Entry point of ``rlver train --engine verl``; returns the process exit code."""
+    cfg = load_verl_config(config_path, overrides)
+    plan = prepare(cfg)
+    print(f"wrote {plan.out_dir} ({plan.n_train} training rows, {plan.n_val} validation rows):")
+    for path in plan.files:
+        print(f"  {path}")
+    print("command:")
+    print(plan.shell_command)
+    if importlib.util.find_spec("verl") is None:
+        if dry_run:
+            print("(verl is not installed here, so the overrides were not checked against its config)")
+            return 0
+        raise RlverError(
+            "verl is not installed in this environment: pip install 'rlver[verl]' (see docs/multinode.md)"
+        )
+    try:
+        compose_verl_config(plan.overrides)
+        print("verl's config loader accepted the overrides.")
+    except ModelNotHere as exc:
+        print(f"note: the overrides compose, but {exc}; the cluster will load it.")
+    if dry_run:
+        return 0
+    completed = subprocess.run(plan.command, check=False)
+    return completed.returncode
+
+
+def _cli(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m rlver.integrations.verl.launch", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--config", required=True, help="a config file or preset name")
+    parser.add_argument("--dry-run", action="store_true", help="write everything and print the command only")
+    parser.add_argument("overrides", nargs="*", help="dotted overrides, e.g. verl.nnodes=2")
+    args = parser.parse_args(argv)
+    try:
+        return main(args.config, args.overrides, args.dry_run)
+    except RlverError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_cli())

@@ -1,0 +1,71 @@
+"""What one verl dataset row tells the agent loop: the user, the simulator, the dialogue rules, the reward.
+
+verl hands every column of a dataset row to the agent loop as keyword arguments, so each row carries
+its own settings (``extra_info["rlver"]``, a JSON string). Why a JSON string and not nested parquet
+columns: parquet stores nested dicts as structs whose schema is the union over all rows (missing keys
+come back as ``None``), which would silently change a profile or a config between writing and reading.
+A string round-trips exactly and is validated again, with the same pydantic models, on the worker.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import RewardMode
+from rlver.profiles.schema import Profile
+from rlver.simulator.factory import SimulatorSpec
+
+#: Key of our settings inside the row's ``extra_info`` column.
+SETTINGS_KEY = "rlver"
+
+
+class RewardSettings(BaseModel):
+    """The reward of :func:`rlver.env.rewards.episode_reward` (the same code the local trainer uses)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: RewardMode = "final"
+    format_penalty: float = Field(default=0.0, ge=0.0)
+    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class DialogueTask(BaseModel):
+    """One row's settings: everything needed to run and score one dialogue on any worker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    profile: Profile
+    simulator: SimulatorSpec
+    env: EnvConfig = Field(default_factory=EnvConfig.training)
+    reward: RewardSettings = Field(default_factory=RewardSettings)
+    #: Tokens the policy may write per reply (the whole dialogue is bounded by verl's response_length).
+    max_reply_tokens: int = Field(default=512, ge=1)
+    #: Simulator operations in flight at once per worker process, across all its dialogues.
+    simulator_concurrency: int = Field(default=64, ge=1)
+    #: When set, each worker appends every finished dialogue (an Episode) to a JSONL file here.
+    transcript_dir: str | None = None
+    #: Base seed of this row's dialogues (combined with the sample index and the training step).
+    seed: int = 0
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_row(cls, extra_info: Any) -> DialogueTask:
+        """Read the settings from a row's ``extra_info``; a readable ``ValueError`` when they are bad."""
+        if not isinstance(extra_info, dict) or SETTINGS_KEY not in extra_info:
+            raise ValueError(
+                f"dataset row has no extra_info[{SETTINGS_KEY!r}]: write the parquet with "
+                "`rlver train --engine verl` (rlver.integrations.verl.dataset)"
+            )
+        raw = extra_info[SETTINGS_KEY]
+        try:
+            data = json.loads(raw) if isinstance(raw, str | bytes) else raw
+            return cls.model_validate(data)
+        except (json.JSONDecodeError, ValidationError) as exc:
+            row = extra_info.get("index", "?")
+            raise ValueError(f"dataset row {row}: extra_info[{SETTINGS_KEY!r}] is not valid: {exc}") from None

@@ -1,0 +1,307 @@
+"""Our verl agent loop, built exactly as verl's AgentLoopWorker builds it (Hydra ``instantiate`` of the
+entry in the generated agent-loop YAML, verl's Continuous Token builder, rows from verl's RLHFDataset),
+driven by a server manager that answers with tokens from the tiny model.
+
+Checked: masks (assistant tokens 1, user turns 0, ends on an assistant turn), that the trained tokens
+are exactly the sampled ones, termination (turn limit, emotion, the user leaving), the reward (our
+``episode_reward`` of the logged episode), the extra fields, think stripping before the simulated user,
+and the shared simulator concurrency limit. Skipped cleanly without the ``verl`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("verl")
+
+import hydra
+import torch
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, DictConfigWrap, ToolListWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.workers.rollout.replica import TokenOutput
+
+from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.integrations.verl.agent_loop import SIMULATOR_GATE, DialogueFailed, RlverDialogueAgentLoop
+from rlver.integrations.verl.launch import compose_verl_config, load_verl_config, prepare
+from rlver.models.tiny import tiny_model_and_tokenizer
+from rlver.records import Episode
+from rlver.testing.openai_server import FakeChatServer
+
+SECRET = "SECRET-PLAN"
+
+
+class TinyModelServer:
+    """verl's server-manager contract (``generate(request_id, *, prompt_ids, sampling_params)`` →
+    ``TokenOutput``), answered by the tiny model; ``think`` prefixes each reply with a think block."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, think: bool = False) -> None:
+        self.model, self.tokenizer, self.think = model, tokenizer, think
+        self.replies: list[list[int]] = []
+        self.prompts: list[list[int]] = []
+        self.im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any
+    ):
+        self.prompts.append(list(prompt_ids))
+        budget = int(sampling_params["max_tokens"])
+        prefix = self.tokenizer.encode(f"<think>{SECRET} {len(self.replies)}</think>") if self.think else []
+        prefix = prefix[: max(0, budget - 2)]
+        ids = torch.tensor([list(prompt_ids) + prefix])
+        torch.manual_seed(len(self.replies))
+        out = self.model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=max(1, min(12, budget - len(prefix) - 1)),
+            do_sample=True,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.im_end,
+        )
+        new = prefix + out[0, ids.shape[1] :].tolist()
+        if new[-1] != self.im_end and len(new) < budget:
+            new.append(self.im_end)
+        self.replies.append(new)
+        return TokenOutput(token_ids=new, log_probs=[-0.5] * len(new), extra_fields={"global_steps": 3})
+
+
+def _runs(mask: list[int]) -> list[tuple[int, int, int]]:
+    """(value, start, end) runs of a 0/1 mask."""
+    runs, start = [], 0
+    for i in range(1, len(mask) + 1):
+        if i == len(mask) or mask[i] != mask[start]:
+            runs.append((mask[start], start, i))
+            start = i
+    return runs
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[Any, Any]:
+    torch.set_num_threads(1)
+    return tiny_model_and_tokenizer()
+
+
+def _setup(tmp_path: Path, tokenizer: Any, *overrides: str) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """prepare() a run folder, compose verl's config, read rows back with verl's RLHFDataset."""
+    base = [
+        f"verl.out_dir={tmp_path}",
+        "eval.limit=1",
+        "rollout.max_assistant_turns=3",
+        "rollout.start_emotion=30",
+    ]
+    cfg = load_verl_config("tiny-offline", [*base, "rollout.think=false", *overrides])
+    plan = prepare(cfg)
+    vc = compose_verl_config(plan.overrides)
+    dataset = RLHFDataset(str(plan.train_file), tokenizer, vc.data)
+    return plan, vc, [dataset[i] for i in range(len(dataset))]
+
+
+def _loop(vc: Any, plan: Any, server: TinyModelServer, tokenizer: Any) -> RlverDialogueAgentLoop:
+    """Build the loop from the generated YAML the way verl's AgentLoopWorker does."""
+    (entry,) = OmegaConf.load(plan.agent_loop_yaml)
+    loop = hydra.utils.instantiate(
+        config=entry,
+        trainer_config=DictConfigWrap(config=vc),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type="qwen2",
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(vc.data),
+        tools=ToolListWrap([]),
+    )
+    assert isinstance(loop, RlverDialogueAgentLoop)
+    return loop
+
+
+def _run(vc: Any, plan: Any, server: TinyModelServer, tokenizer: Any, row: dict[str, Any], **extra: Any):
+    """One dialogue; the loop is built inside the event loop, as in verl's worker."""
+
+    async def go() -> AgentLoopOutput:
+        return await _loop(vc, plan, server, tokenizer).run(_sampling(), **row, **extra)
+
+    return asyncio.run(go())
+
+
+def _sampling() -> dict[str, Any]:
+    return {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+
+
+def _episodes(plan: Any) -> list[Episode]:
+    files = sorted((plan.out_dir / "transcripts").glob("*.jsonl"))
+    return [Episode.model_validate(json.loads(line)) for f in files for line in f.read_text().splitlines()]
+
+
+def _universal_answer(change: int, end: bool = False) -> str:
+    """One JSON object that satisfies the simulator's opening, appraisal and reply schemas."""
+    return json.dumps(
+        {
+            "understanding": "they replied",
+            "goal_fit": "partly",
+            "inner_reaction": "noted",
+            "feeling": "fine",
+            "change": change,
+            "reply": "I hear you. Tell me more?",
+            "end_dialogue": end,
+        }
+    )
+
+
+def _llm_overrides(server: FakeChatServer) -> list[str]:
+    return [
+        "simulator.kind=llm",
+        "simulator.model.model=fake",
+        f"simulator.model.base_url={server.url}",
+        "simulator.model.api_key_env=null",
+        "simulator.model.max_attempts=1",
+        "simulator.model.timeout_s=10",
+        "simulator.cache=null",
+    ]
+
+
+def test_masks_tokens_reward_and_extra_fields(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    plan, vc, rows = _setup(tmp_path, tokenizer)  # 3 replies, all appraised, start 30
+    server = TinyModelServer(model, tokenizer)
+    out = _run(vc, plan, server, tokenizer, rows[0], session_id=0, global_steps=3)
+
+    (episode,) = _episodes(plan)
+    assert episode.profile_id == rows[0]["extra_info"]["profile_id"]
+    turns = episode.assistant_turns
+    assert 1 <= turns <= 3
+    if episode.end_reason == "turn_limit":
+        assert turns == 3
+
+    # masks: assistant runs of 1, user turns of 0, starting and ending on the assistant
+    runs = _runs(out.response_mask)
+    assert [v for v, _, _ in runs] == [1, 0] * (turns - 1) + [1]
+    assert len(out.response_ids) == len(out.response_mask) == len(out.response_logprobs or [])
+    # the trained tokens are exactly the sampled tokens, in order
+    assistant = [out.response_ids[s:e] for v, s, e in runs if v == 1]
+    assert assistant == server.replies
+    # user turns are the chat template's tokens of what the simulated user said
+    users = [tokenizer.decode(out.response_ids[s:e]) for v, s, e in runs if v == 0]
+    said = [m.content for m in episode.messages if m.role == "user"][1:]  # after the opening line
+    for text, content in zip(users, said, strict=False):
+        assert f"<|im_start|>user\n{content}<|im_end|>" in text and text.endswith("<|im_start|>assistant\n")
+    # each generation saw the whole context so far (token in: prompt + response so far)
+    assert server.prompts[0] == out.prompt_ids
+    assert tokenizer.decode(out.prompt_ids).startswith("<|im_start|>system\n")
+
+    # reward: our reward code on the logged episode; verl puts it on the last (assistant) token
+    assert out.reward_score == pytest.approx(episode_reward(episode, "final"))
+    assert out.reward_score == pytest.approx(episode.final_emotion / 100)
+    tensors = out.as_dict()
+    assert tensors["rm_scores"][-1].item() == pytest.approx(out.reward_score)
+    assert tensors["response_mask"][-1].item() == 1
+
+    extra = out.extra_fields
+    assert extra["emotions"] == [30, *episode.emotions] and len(episode.emotions) == turns
+    assert [a["emotion_after"] for a in extra["appraisals"]] == episode.emotions
+    assert extra["turn_scores"] == pytest.approx(turn_rewards(episode, "final"))
+    assert extra["reward_extra_info"]["final_emotion"] == episode.final_emotion
+    assert extra["end_reason"] == episode.end_reason
+    assert extra["global_steps"] == 3  # the server's extra fields are kept (off-policy bookkeeping)
+    assert out.num_turns == 2 * turns  # opening + replies + answers that were appended
+
+
+def test_think_is_stripped_and_emotion_ends_the_dialogue(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    with FakeChatServer(responder=lambda body: _universal_answer(+10)) as sim:
+        plan, vc, rows = _setup(
+            tmp_path,
+            tokenizer,
+            *_llm_overrides(sim),
+            "rollout.think=true",
+            "rollout.max_assistant_turns=8",
+            "rollout.start_emotion=70",
+        )
+        server = TinyModelServer(model, tokenizer, think=True)
+        out = _run(vc, plan, server, tokenizer, rows[1])
+        requests = json.dumps(sim.requests)
+
+    # 70 -> 80 -> 90 -> 100: the third reply ends it on the emotion rule, as an assistant turn
+    (episode,) = _episodes(plan)
+    assert episode.end_reason == "emotion_high" and episode.assistant_turns == 3
+    assert out.extra_fields["emotions"] == [70, 80, 90, 100]
+    assert out.reward_score == pytest.approx(1.0)
+    assert _runs(out.response_mask)[-1][0] == 1 and len(_runs(out.response_mask)) == 5
+    # the policy's tokens hold its reasoning; the simulated user never saw it
+    assert SECRET in tokenizer.decode(out.response_ids)
+    assert SECRET not in requests and "<think>" not in requests
+    assert out.extra_fields["reward_extra_info"]["format_errors"] == episode.format_errors
+
+
+def test_user_leaving_ends_on_the_assistant_turn(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    calls: list[int] = []
+
+    def responder(body: dict[str, Any]) -> str:
+        # bundled profiles bring their opening line, so calls go appraisal, reply, appraisal, reply...
+        calls.append(1)
+        return _universal_answer(-2, end=len(calls) >= 4)  # the user leaves in answer to reply 2
+
+    with FakeChatServer(responder=responder) as sim:
+        plan, vc, rows = _setup(tmp_path, tokenizer, *_llm_overrides(sim), "rollout.max_assistant_turns=8")
+        assert len(rows[0]["raw_prompt"]) == 2  # system prompt + the profile's opening line
+        out = _run(vc, plan, TinyModelServer(model, tokenizer), tokenizer, rows[0])
+    (episode,) = _episodes(plan)
+    assert episode.end_reason == "left" and episode.assistant_turns == 2
+    assert out.extra_fields["emotions"] == [30, 28, 26]
+    assert episode.messages[-1].role == "user"  # the goodbye is in the transcript ...
+    runs = _runs(out.response_mask)
+    assert [v for v, _, _ in runs] == [1, 0, 1]  # ... but not in the trajectory, which ends on the reply
+    assert out.reward_score == pytest.approx(0.26)
+
+
+def test_simulator_calls_share_one_limit_per_process(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+
+    async def run_four(plan: Any, vc: Any, rows: list[dict[str, Any]]) -> int:
+        SIMULATOR_GATE.reset()
+        loop = _loop(vc, plan, TinyModelServer(model, tokenizer), tokenizer)
+        outs = await asyncio.gather(*(loop.run(_sampling(), **row) for row in rows[:4]))
+        assert len(outs) == 4 and SIMULATOR_GATE.operations >= 4 * 2
+        return SIMULATOR_GATE.peak
+
+    with FakeChatServer(responder=lambda body: _universal_answer(+1), latency_s=0.02) as sim:
+        peaks = {}
+        for limit in (1, 4):
+            overrides = [*_llm_overrides(sim), f"rollout.simulator_concurrency={limit}"]
+            peaks[limit] = asyncio.run(run_four(*_setup(tmp_path / f"limit{limit}", tokenizer, *overrides)))
+    assert peaks[1] == 1
+    assert peaks[4] > 1  # the limit, not the test, is what serialised them
+
+
+def test_simulator_failure_fails_the_dialogue_loudly(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    with FakeChatServer(responder=lambda body: "not json at all") as sim:
+        plan, vc, rows = _setup(tmp_path, tokenizer, *_llm_overrides(sim))
+        with pytest.raises(DialogueFailed, match=rows[0]["extra_info"]["profile_id"]):
+            _run(vc, plan, TinyModelServer(model, tokenizer), tokenizer, rows[0])
+    assert _episodes(plan) == []  # a failed dialogue is never scored or logged as finished
+
+
+def test_context_budget_stops_on_an_assistant_turn(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    # 64 response tokens per dialogue: the budget, not the turn limit (8), ends it
+    plan, vc, rows = _setup(
+        tmp_path,
+        tokenizer,
+        "model.max_length=448",
+        "verl.max_prompt_tokens=384",
+        "rollout.max_assistant_turns=8",
+    )
+    assert rows, "every opening was longer than verl.max_prompt_tokens"
+    server = TinyModelServer(model, tokenizer)
+    out = _run(vc, plan, server, tokenizer, rows[0])
+    assert vc.data.max_response_length == 64
+    assert len(out.response_mask) <= 64 and out.response_mask[-1] == 1
+    assert out.extra_fields["end_reason"] == "context_full"
+    assert [v for v, _, _ in _runs(out.response_mask)][-1] == 1
+    assert len(server.replies) == out.extra_fields["reward_extra_info"]["assistant_turns"] < 8
