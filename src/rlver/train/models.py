@@ -72,7 +72,11 @@ def _lora(model: nn.Module, settings: ModelSettings) -> nn.Module:
 def _enable_checkpointing(model: Any, settings: ModelSettings) -> None:
     if not settings.gradient_checkpointing:
         return
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if settings.lora.enabled and hasattr(model, "enable_input_require_grads"):
         model.enable_input_require_grads()
 

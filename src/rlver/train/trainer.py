@@ -569,7 +569,8 @@ class Trainer:
             self.logger.log(0, {f"eval/{k}": v for k, v in result.items()})
         history: list[dict[str, Any]] = []
         progress = _progress(cfg.run.progress)
-        task = progress.add_task("training", total=cfg.run.steps, completed=self.step, info="")
+        total = None if time_budget_s is not None else cfg.run.steps  # a time budget: the step count is open
+        task = progress.add_task("training", total=total, completed=self.step, info="")
         # Ctrl-C: no checkpoint is written here, because an interrupted update leaves weights that
         # belong to no step; --resume continues from the last complete checkpoint instead.
         try:

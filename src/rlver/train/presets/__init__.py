@@ -1,0 +1,1 @@
+"""Bundled training presets (YAML); ``rlver train --config NAME`` finds them here."""
