@@ -38,3 +38,8 @@ def test_demo_writes_report_and_transcripts(tmp_path: Path) -> None:
     assert "reward_curve.png" in (out / "report.md").read_text()
     assert (out / "reward_curve.png").stat().st_size > 1000
     assert (out / "run" / "metrics.jsonl").exists()
+    # the standard benchmark report of the two evaluations, linked from the demo page
+    assert f"before/after dialogues: {out / 'compare.html'}" in proc.stdout
+    assert 'href="compare.html"' in page
+    compare = (out / "compare.html").read_text()
+    assert "before training" in compare and "Paired comparison" in compare

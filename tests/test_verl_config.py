@@ -157,3 +157,35 @@ def test_missing_model_is_reported_not_fetched(tmp_path: Path) -> None:
     _, plan = _plan(tmp_path, "model.path=/nonexistent/model-folder", "eval.limit=1")
     with pytest.raises(ModelNotHere, match="/nonexistent/model-folder"):
         compose_verl_config(plan.overrides)
+
+
+def test_rlver_train_engine_verl_dry_run_cli(tmp_path: Path) -> None:
+    """The user's one command: `rlver train --engine verl --dry-run` writes the run folder and exits 0."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run dir"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlver",
+            "train",
+            "--config",
+            "tiny-offline",
+            "--engine",
+            "verl",
+            "--dry-run",
+            "--out",
+            str(out),
+            "--set",
+            "eval.limit=2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "-m verl.trainer.main_ppo" in proc.stdout
+    assert (out / "train.parquet").is_file() and (out / "run.sh").is_file()
+    assert not (out / "checkpoints").exists()

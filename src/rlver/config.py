@@ -20,13 +20,21 @@ from rlver.errors import ConfigError
 M = TypeVar("M", bound=BaseModel)
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password|authorization)$", re.IGNORECASE)
+#: Credential-looking tokens (OpenAI/DeepSeek ``sk-``, Hugging Face ``hf_``, GitHub, Slack), anywhere in
+#: a text: what a user pastes where a variable's *name* belongs.
+_SECRET_TOKEN = re.compile(r"\b(?:sk|pk|rk|hf|ghp|gho|github_pat|xox[abp])[-_][A-Za-z0-9_\-]{16,}")
+
+
+def mask_secret_tokens(text: str) -> str:
+    """``text`` with every credential-looking token replaced by ``***`` (for error messages)."""
+    return _SECRET_TOKEN.sub("***", text)
 
 
 def _parse_scalar(text: str) -> Any:
     """Parse an override value the way YAML would (``1`` → int, ``true`` → bool, ``[a,b]`` → list)."""
     try:
         return yaml.safe_load(text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError, RecursionError):  # also 4300+-digit ints, absurd nesting
         return text
 
 
@@ -37,6 +45,8 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
             raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. train.lr=1e-6")
         key, _, value = item.partition("=")
         parts = key.strip().split(".")
+        if not all(part.strip() for part in parts):
+            raise ConfigError(f"override {item[:80]!r}: empty key part in {key!r}, e.g. train.lr=1e-6")
         node = data
         for part in parts[:-1]:
             child = node.setdefault(part, {})
@@ -54,7 +64,10 @@ def _format_validation_error(exc: ValidationError, source: str) -> str:
         if err["type"] == "extra_forbidden":
             lines.append(f"  {key}: unknown key")
         else:
-            lines.append(f"  {key}: {err['msg']} (got {err.get('input')!r})")
+            # the input may be a key pasted into the wrong field: never print one back
+            shown = mask_secret_tokens(repr(err.get("input")))
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            lines.append(f"  {key}: {mask_secret_tokens(err['msg'])} (got {shown})")
     return "\n".join(lines)
 
 
@@ -76,9 +89,16 @@ def load_config(
             raise ConfigError(f"{path}: no such config file") from None
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not valid UTF-8") from None
+        except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            raise ConfigError(f"{path}: not valid YAML: {why}") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping at the top level")
-        data = _deep_update(data, loaded)
+        data = deep_merge(data, loaded)
     apply_overrides(data, overrides)
     try:
         return model.model_validate(data)
@@ -86,11 +106,12 @@ def load_config(
         raise ConfigError(_format_validation_error(exc, source)) from None
 
 
-def _deep_update(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``new``, merging nested mappings key by key (neither input is changed)."""
     out = dict(base)
     for key, value in new.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_update(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out

@@ -101,7 +101,11 @@ def iter_jsonl(
         try:
             text = bline.decode("utf-8")
             obj = json.loads(text)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        # ValueError also covers integers longer than Python's 4300-digit limit; RecursionError is
+        # what ``json`` raises for absurdly deep nesting. Both are bad input, never a traceback.
+        except (ValueError, RecursionError) as exc:
+            if isinstance(exc, RecursionError):
+                exc = ValueError("nested too deeply")
             if skip_bad_trailing_line and i == last_content:
                 import warnings
 

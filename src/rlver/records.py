@@ -7,13 +7,18 @@ traceable to the :class:`Appraisal` that produced it (see ``rlver audit``).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["system", "user", "assistant"]
 Tier = Literal["S", "A", "B", "C", "F"]
 EpisodeStatus = Literal["finished", "failed"]
+
+#: Emotions are 0-100; a value beyond ±1e9 in a file is corruption, not a number to keep (it would
+#: also overflow the float and decimal maths of the metrics). Out-of-range but sane values (-5, 130)
+#: stay readable so that ``rlver audit`` can report them.
+EmotionValue = Annotated[int, Field(ge=-(10**9), le=10**9)]
 
 
 class Message(BaseModel):
@@ -74,9 +79,9 @@ class Episode(BaseModel):
     episode_id: str = ""
     messages: list[Message] = Field(default_factory=list)
     user_turns: list[UserTurn] = Field(default_factory=list)
-    start_emotion: int = 40
-    final_emotion: int = 40
-    emotions: list[int] = Field(default_factory=list)  # emotion after each appraisal, in order
+    start_emotion: EmotionValue = 40
+    final_emotion: EmotionValue = 40
+    emotions: list[EmotionValue] = Field(default_factory=list)  # emotion after each appraisal, in order
     reward: float | None = None
     status: EpisodeStatus = "finished"
     end_reason: str | None = None  # why the dialogue ended ("turn_limit", "emotion_high", ...)

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from rlver import __version__
-from rlver.cli import audit, chat, config_cmd, data, eval_cmd, probe, profiles, train_cmd
+from rlver.cli import audit, chat, config_cmd, data, eval_cmd, inspect_cmd, probe, profiles, train_cmd
 from rlver.errors import RlverError
 
 app = typer.Typer(
@@ -27,7 +27,7 @@ app = typer.Typer(
 app.add_typer(data.app, name="data")
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(config_cmd.app, name="config")
-for module in (audit, chat, eval_cmd, probe, train_cmd):
+for module in (audit, chat, eval_cmd, inspect_cmd, probe, train_cmd):
     module.register(app)
 
 
@@ -63,13 +63,26 @@ def main() -> None:
         sys.exit(130)
     except KeyboardInterrupt:
         sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:  # usage errors: bad option values, unknown commands, no arguments
+        if isinstance(exc, _click_exception_types()):
+            exc.show()  # type: ignore[attr-defined]
+            sys.exit(getattr(exc, "exit_code", 2))
         raise
+
+
+def _click_exception_types() -> tuple[type[Exception], ...]:
+    """Click's usage-error base class, and the copy of it that typer >= 0.20 vendors as
+    ``typer._click`` (its errors are *not* ``click.ClickException``s; missing it made every bad flag
+    a traceback)."""
+    import importlib
+
+    found: list[type[Exception]] = []
+    for module in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(importlib.import_module(module).ClickException)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,9 @@ class AuditFailed(RlverError):
 
 
 def audit_command(
-    transcripts: list[Path] = typer.Argument(..., help="Transcript files (ours or published results)."),
+    transcripts: list[Path] = typer.Argument(
+        ..., help="Run folders or transcript files (ours or published results)."
+    ),
     start: int | None = typer.Option(
         None, "--start", help="Expected start emotion (default: from the manifest; 40 for published files)."
     ),
@@ -34,7 +36,11 @@ def audit_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check that every emotion number follows from the start value and the recorded changes."""
+    from rlver.eval.sources import transcript_path
     from rlver.rollout.audit import audit_file, report_to_json
+
+    # A run folder written by `rlver eval` stands for its transcript.jsonl (as in score/report).
+    transcripts = [transcript_path(p) for p in transcripts]
 
     overrides = {"start_emotion": start, "max_change": max_change, "max_assistant_turns": max_turns}
     reports = [audit_file(p, overrides=overrides) for p in transcripts]

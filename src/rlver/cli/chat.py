@@ -16,13 +16,16 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
 
 if TYPE_CHECKING:
+    from collections.abc import Coroutine
+
     from rlver.llm.base import ChatModel
     from rlver.profiles.schema import Profile
     from rlver.simulator.base import UserSimulator
@@ -119,6 +122,16 @@ def _build_policy(
     )
 
 
+async def _closing(simulator: UserSimulator, body: Coroutine[Any, Any, None]) -> None:
+    """Run ``body``, then close the simulator's model connections (an LLM simulator holds a session)."""
+    try:
+        await body
+    finally:
+        closer = getattr(simulator, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
 async def _play_assistant(
     profile: Profile,
     simulator: UserSimulator,
@@ -144,7 +157,7 @@ async def _play_assistant(
         typer.echo(f"Topic: {profile.topic}")
     typer.echo(f"You are the assistant. Up to {max_turns} replies; /quit to stop.\n")
     opening = await env.reset(profile, seed=seed)
-    typer.echo(f"User: {opening}")
+    typer.echo(f"User: {clean(opening)}")
     typer.echo(f"  [emotion {env.emotion} · tier {tier_of(env.emotion)}]")
     while not env.done:
         reply = await _ask("You: ")
@@ -154,7 +167,7 @@ async def _play_assistant(
         result = await env.step(reply)
         appraisal = result.info.get("appraisal")
         if result.user_message is not None:
-            typer.echo(f"User: {result.user_message}")
+            typer.echo(f"User: {clean(result.user_message)}")
         if appraisal is not None:
             typer.echo(
                 f"  [emotion {appraisal.emotion_after} ({appraisal.change:+d}) · tier {appraisal.tier}]"
@@ -201,8 +214,8 @@ async def _play_user(
             messages.append(Message(role="assistant", content=completion.text))
             split = split_think(completion.text)
             if show_thoughts and split.thought:
-                typer.echo(f"  (thinking: {split.thought})")
-            typer.echo(f"Assistant: {split.visible}")
+                typer.echo(f"  (thinking: {clean(split.thought)})")
+            typer.echo(f"Assistant: {clean(split.visible)}")
     finally:
         await policy.aclose()
     if save is not None:
@@ -273,7 +286,10 @@ def chat_command(
     chosen = _pick_profile(profile, profile_file, language)
     sim = _build_simulator(simulator, sim_base_url, sim_model, difficulty, seed)
     asyncio.run(
-        _play_assistant(chosen, sim, think=think, start=start, max_turns=max_turns, seed=seed, save=save)
+        _closing(
+            sim,
+            _play_assistant(chosen, sim, think=think, start=start, max_turns=max_turns, seed=seed, save=save),
+        )
     )
 
 

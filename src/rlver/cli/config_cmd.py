@@ -59,7 +59,7 @@ def _guess_kind(path: str | None) -> str:
         return "train"  # not a file: only training has named presets
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, RecursionError, yaml.YAMLError):  # ValueError: bad UTF-8, huge ints
         return "eval"  # load_config reports the problem with the file's name
     keys = set(data) if isinstance(data, dict) else set()
     if keys & _TRAIN_ONLY_KEYS and not keys & _EVAL_ONLY_KEYS:

@@ -21,8 +21,15 @@ def download_cmd(
     force: bool = typer.Option(False, "--force", help="Download even if a verified copy exists."),
 ) -> None:
     """Download a published profile file, check its sha256 and store it under its published name."""
-    from rlver.profiles.download import download
+    from rlver.profiles.download import DATA_FILES, download, find_data_file, sha256_of
 
+    if dest is None and not force and name in DATA_FILES:
+        # A verified copy anywhere on the search path (e.g. ../shared/data) is what eval/train use:
+        # say so instead of failing offline.
+        found = find_data_file(name)
+        if found is not None and sha256_of(found.read_bytes()) == DATA_FILES[name].sha256:
+            typer.echo(f"{name}: a verified copy is already at {found} (--force downloads anew)")
+            return
     path = download(name, dest, base_url=base_url, force=force)
     typer.echo(f"{name}: verified and stored at {path}")
 

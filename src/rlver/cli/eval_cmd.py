@@ -12,6 +12,7 @@ from typing import Any
 
 import typer
 
+from rlver.config import deep_merge
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 
 
@@ -19,16 +20,6 @@ class Interrupted(RlverError):
     """Ctrl-C during ``rlver eval``: what was finished is saved; exit code 130 like a shell."""
 
     exit_code = 130
-
-
-def _merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in new.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -40,6 +31,13 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: no such config file") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid UTF-8") from None
+    except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise ConfigError(f"{path}: not valid YAML: {why}") from None
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return loaded
@@ -96,6 +94,17 @@ def eval_command(
     sim_key_env: str | None = typer.Option(
         None, "--sim-key-env", help="Environment variable holding the simulator's key."
     ),
+    behaviour: str | None = typer.Option(
+        None,
+        "--behaviour",
+        help="User behaviour mode for every dialogue: cooperative (published), escalating, gaslighting, "
+        "validation_seeking, withdrawn. Default: each profile's own, else cooperative.",
+    ),
+    difficulty: str | None = typer.Option(
+        None,
+        "--difficulty",
+        help="easy, normal or hard for every dialogue (default: per profile, else normal).",
+    ),
     profiles: str | None = typer.Option(
         None, "--profiles", help="sage, en-test, zh-test, bundled-test, ... or a file."
     ),
@@ -129,7 +138,11 @@ def eval_command(
         raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")
     agent: dict[str, Any] = {}
     if agent_local:
-        agent = {"kind": "local", "model": agent_local, "api_key_env": None}
+        # A local folder is recorded by its absolute path: the manifest must name the model whatever
+        # the working directory of a later --resume or reader (a hub id stays as given).
+        local = Path(agent_local).expanduser()
+        model_ref = str(local.resolve()) if local.exists() else agent_local
+        agent = {"kind": "local", "model": model_ref, "api_key_env": None}
     elif agent_base_url or agent_model:
         if not agent_model:
             raise ConfigError("--agent-base-url needs --agent-model (the model id on that endpoint)")
@@ -153,7 +166,7 @@ def eval_command(
             and (agent_tiny or data.get("agent_tiny"))
         ):
             own = TINY_AGENT_SAMPLING.model_dump(mode="json")
-        flags["sampling"] = _merge(dict(own or {}), sampling)
+        flags["sampling"] = deep_merge(dict(own or {}), sampling)
     if agent:
         flags["agent"] = agent
     if agent_tiny:
@@ -170,6 +183,12 @@ def eval_command(
         if simulator not in ("offline", "llm"):
             raise ConfigError(f"--simulator {simulator!r}: choose offline or llm")
         sim["kind"] = simulator
+    if behaviour is not None:
+        from rlver.simulator.behaviours import get_behaviour
+
+        sim["behaviour"] = get_behaviour(behaviour).name
+    if difficulty is not None:
+        sim["difficulty"] = difficulty
     if sim_base_url or sim_model or sim_key_env:
         if not sim_model:
             raise ConfigError("--sim-base-url/--sim-key-env need --sim-model")
@@ -195,7 +214,7 @@ def eval_command(
         flags["report"] = False
     if flags.get("agent") and data.get("agent_tiny"):
         data.pop("agent_tiny")
-    cfg = load_config(EvalConfig, None, set_, base=_merge(data, flags))
+    cfg = load_config(EvalConfig, None, set_, base=deep_merge(data, flags))
     _run_with_progress(cfg, resume=resume)
 
 

@@ -73,6 +73,12 @@ def _generate(
         )
     if max_similarity is not None and not 0.0 < max_similarity <= 1.0:
         raise InputError(Problem("--max-similarity", None, None, "expected a number in (0, 1]"))
+    from rlver.llm.spec import check_key_env_name
+
+    try:
+        check_key_env_name(key_env)
+    except ValueError as exc:  # the message never repeats the value (it may be a pasted key)
+        raise InputError(Problem("--key-env", None, None, str(exc))) from None
     topics = load_seed_topics(seed_topics) if seed_topics else bundled_seed_topics(lang)
     others = [p for name in against for p in load_profile_set(name)]
     settings = GenerateSettings(

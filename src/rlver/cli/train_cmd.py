@@ -23,14 +23,17 @@ def train_command(
     set_: list[str] = typer.Option(
         [], "--set", help="Override a key, e.g. --set optim.actor_lr=2e-6 (repeatable)."
     ),
-    out: Path = typer.Option(
-        Path("runs/train"), "--out", help="Run folder: checkpoints, metrics.jsonl, tensorboard/."
+    out: Path | None = typer.Option(
+        None, "--out", help="Run folder: checkpoints, metrics.jsonl, tensorboard/ [default: runs/train]."
     ),
     resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out."),
     engine: str = typer.Option(
         "local", "--engine", help="local (this machine) or verl (the multi-node path)."
     ),
     steps: int | None = typer.Option(None, "--steps", min=1, help="Shortcut for --set run.steps=N."),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
+    ),
 ) -> None:
     """Train a policy with PPO or GRPO against simulated users."""
     overrides = list(set_) + ([f"run.steps={steps}"] if steps else [])
@@ -39,8 +42,13 @@ def train_command(
             raise RlverError("the verl integration is missing from this install")
         from rlver.integrations.verl import launch
 
-        code = launch.main(config, overrides)
+        if out is not None:
+            overrides.append(f"verl.out_dir={out}")
+        code = launch.main(config, overrides, dry_run=dry_run)
         raise typer.Exit(code)
+    if dry_run:
+        raise ConfigError("--dry-run applies to --engine verl only")
+    out = out if out is not None else Path("runs/train")
     if engine != "local":
         raise ConfigError(f"--engine {engine!r}: choose local or verl")
 
@@ -97,6 +105,8 @@ def demo_command(
     typer.echo(f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({result.steps} steps)")
     typer.echo(f"wall {result.wall_s:.0f} s, peak memory {result.peak_rss_mb:.0f} MB")
     typer.echo(f"report: {result.report_html}  (Markdown: {result.report_md})")
+    if result.compare_html is not None:
+        typer.echo(f"before/after dialogues: {result.compare_html}")
 
 
 def register(app: typer.Typer) -> None:

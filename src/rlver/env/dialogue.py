@@ -279,5 +279,20 @@ class DialogueEnv:
                 "language": self.config.language or self._profile.language,
                 "simulator": self.simulator.name,
                 "opening_s": round(self._opening_s, 6),
+                **self._user_settings(),
             },
         )
+
+    def _user_settings(self) -> dict[str, Any]:
+        """The behaviour mode and difficulty the simulated user actually ran with, so that every
+        consumer (eval breakdowns, training logs, verl extra fields) can slice results by them."""
+        from rlver.simulator.behaviours import get_behaviour
+
+        user = self._user
+        if user is None:
+            return {}
+        out: dict[str, Any] = {"behaviour": get_behaviour(getattr(user, "behaviour", None)).name}
+        difficulty = getattr(user, "difficulty", None)
+        if difficulty:
+            out["difficulty"] = difficulty
+        return out

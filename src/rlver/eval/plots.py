@@ -99,9 +99,11 @@ def outcome_bars_png(runs: Sequence[tuple[str, Metrics]]) -> bytes:
     ax.set_yticks(y)
     ax.set_yticklabels(names, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlim(0, 105)
+    ax.set_xlim(0, 112)  # room for a "100%" label
+    ax.set_xticks([0, 20, 40, 60, 80, 100])
     ax.set_xlabel("% of dialogues")
-    ax.legend(fontsize=8, loc="lower right")
+    # above the axes, so it never hides a bar (a 100% failure bar used to run under it)
+    ax.legend(fontsize=8, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     ax.grid(axis="x", alpha=0.3)
     return _png(fig)
 

@@ -31,6 +31,7 @@ from rlver.llm.base import ChatModel
 from rlver.llm.spec import ModelSpec
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
+from rlver.simulator.behaviours import resolve_behaviour
 
 log = logging.getLogger(__name__)
 
@@ -134,10 +135,11 @@ def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Ep
         meta.setdefault("topic", profile.topic)
         meta.setdefault("style", profile.style)
         meta.setdefault("hidden_need", profile.hidden_need)
-        behaviour = config.simulator.behaviour or profile.behaviour
+        # The environment records the behaviour and difficulty the user ran with; these are
+        # fallbacks for episodes that failed before the user was created.
+        behaviour = resolve_behaviour(profile.behaviour, config.simulator.behaviour).name
         difficulty = config.simulator.difficulty or profile.difficulty
-        if behaviour:
-            meta.setdefault("behaviour", behaviour)
+        meta.setdefault("behaviour", behaviour)
         if difficulty:
             meta.setdefault("difficulty", difficulty)
     return episode.model_copy(update={"meta": meta})

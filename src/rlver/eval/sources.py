@@ -54,8 +54,9 @@ def _first_record(path: Path) -> Any:
                 return []  # a JSON array file: only the published format is written that way
             try:
                 return json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise InputError(Problem(str(path), lineno, None, f"not valid JSON: {exc}")) from None
+            except (ValueError, RecursionError) as exc:  # also 4300+-digit ints, absurd nesting
+                why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+                raise InputError(Problem(str(path), lineno, None, f"not valid JSON: {why}")) from None
     raise InputError(Problem(str(path), None, None, "the file is empty: no dialogues to score"))
 
 

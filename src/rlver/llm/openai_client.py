@@ -8,8 +8,15 @@ raises a typed :class:`rlver.errors.LLMError` subclass whose ``kind`` lets a run
 
 The API key is read once, from the environment variable *named* in the config, and handed to the HTTP
 client. It is never stored on this object, logged, included in ``repr``/``describe`` or in an error
-message. Model output is untrusted: the text is capped at ``max_response_chars`` and an empty or
-malformed answer is an error, not a silent empty string.
+message. Model output is untrusted: the body is read up to a bound, the text is capped at
+``max_response_chars`` and an empty or malformed answer is an error, not a silent empty string.
+
+Why aiohttp directly rather than the ``openai`` SDK: the request is one JSON POST and the answer one
+JSON object, and the SDK's per-call machinery (request options, URL and header objects, typed response
+models, an httpx layer over the transport) cost ~1.5 ms of CPU per call, several times the HTTP work
+itself. With hundreds of dialogues in flight the client, not the server, set the pace of a rollout
+(profile in docs/benchmarks.md). aiohttp is already a dependency; the wire format is the public
+OpenAI chat-completions API, which every compatible server speaks.
 """
 
 from __future__ import annotations
@@ -23,8 +30,8 @@ import time
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import openai
-from openai.types.chat import ChatCompletion
+import aiohttp
+import yarl
 
 from rlver.errors import (
     LLMConnectionError,
@@ -38,6 +45,12 @@ from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
 
 #: Used when no key is configured: local servers (vLLM, Ollama, llama.cpp) accept any string.
 DUMMY_API_KEY = "EMPTY"
+
+#: The most we read of one answer's body, whatever ``max_response_chars`` says: a misbehaving server
+#: must not make us buffer gigabytes.
+MIN_BODY_LIMIT = 4 * 1024 * 1024
+
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
 class LLMRequestError(LLMError):
@@ -127,38 +140,47 @@ class OpenAIChatModel(ChatModel):
         key = os.environ.get(api_key_env) if api_key_env else None
         # Whether a real key was found, for error messages; the key itself lives only in the client.
         self._key_found = bool(key)
-        self._client = self._make_client(key or DUMMY_API_KEY)
+        # Parsed once: aiohttp would parse a string URL again on every request.
+        self._url = yarl.URL(base_url.rstrip("/") + "/chat/completions")
+        self._body_limit = max(MIN_BODY_LIMIT, 8 * max_response_chars)
+        self._session: aiohttp.ClientSession | None = None
         self._semaphore = asyncio.Semaphore(concurrency)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.in_flight = 0  # attempts currently holding the semaphore (for progress displays)
 
-    def _make_client(self, key: str) -> openai.AsyncOpenAI:
-        import httpx2
-
-        limits = httpx2.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
-        return openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=key,
-            max_retries=0,  # retries are ours: bounded, typed, jittered
-            timeout=self.timeout_s,
-            http_client=_http_client(limits),
+    def _make_session(self) -> aiohttp.ClientSession:
+        """A session for the running loop; the key is read here and kept only in its headers."""
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
+        return aiohttp.ClientSession(
+            connector=connector,
+            # An API client has no use for cookies; the jar's per-request filtering is pure cost.
+            cookie_jar=aiohttp.DummyCookieJar(),
+            headers={
+                "Authorization": f"Bearer {key or DUMMY_API_KEY}",
+                "User-Agent": "rlver",
+                **_JSON_HEADERS,
+            },
+            timeout=aiohttp.ClientTimeout(total=self.timeout_s),
         )
 
-    def _bind_loop(self) -> None:
-        """Rebind the semaphore (and client) when used from a new event loop (e.g. a second asyncio.run).
+    def _bind_loop(self) -> aiohttp.ClientSession:
+        """The session (and semaphore) for the running loop, made anew for a new loop.
 
-        asyncio primitives and pooled connections belong to the loop that first used them.
+        asyncio primitives and pooled connections belong to the loop that first used them (the CLI
+        may call ``asyncio.run`` more than once with one model).
         """
         loop = asyncio.get_running_loop()
-        if self._loop is loop:
-            return
+        if self._loop is loop and self._session is not None:
+            return self._session
+        if self._session is not None:
+            # Its connections belong to a dead loop: let go of them without touching that loop.
+            self._session.detach()
         if self._loop is not None:
-            # The old client's connections belong to a dead loop; a fresh client reads the key again
-            # from the same place rather than keeping a copy of it here.
-            key = os.environ.get(self.api_key_env) if self.api_key_env else None
-            self._client = self._make_client(key or DUMMY_API_KEY)
             self._semaphore = asyncio.Semaphore(self.concurrency)
+        self._session = self._make_session()
         self._loop = loop
+        return self._session
 
     # -- public API ------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -178,10 +200,17 @@ class OpenAIChatModel(ChatModel):
         }
 
     async def aclose(self) -> None:
-        await self._client.close()
+        session, self._session = self._session, None
+        if session is None:
+            return
+        if self._loop is asyncio.get_running_loop():
+            await session.close()
+        else:
+            session.detach()  # made on another, finished loop
+        self._loop = None
 
     async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:
-        self._bind_loop()
+        session = self._bind_loop()
         start = time.perf_counter()
         deadline = start + self.deadline_s if self.deadline_s is not None else None
         last: _Retryable | None = None
@@ -197,7 +226,7 @@ class OpenAIChatModel(ChatModel):
                 async with self._semaphore:
                     self.in_flight += 1
                     try:
-                        completion = await self._attempt(messages, sampling, attempt_timeout)
+                        completion = await self._attempt(session, messages, sampling, attempt_timeout)
                     finally:
                         self.in_flight -= 1
             except _Retryable as failure:
@@ -253,55 +282,75 @@ class OpenAIChatModel(ChatModel):
                 body.setdefault(key, value)
         return body
 
-    async def _attempt(self, messages: MessagesLike, sampling: SamplingParams, timeout: float) -> Completion:
-        request = self._request(messages, sampling)
+    async def _attempt(
+        self, session: aiohttp.ClientSession, messages: MessagesLike, sampling: SamplingParams, timeout: float
+    ) -> Completion:
+        data = json.dumps(self._request(messages, sampling), separators=(",", ":")).encode()
         started = time.perf_counter()
         try:
-            # wait_for is a hard wall-clock bound; httpx's own timeout is per read, and a server that
-            # drips one byte at a time would never trip it.
-            # POST the plain JSON body through the SDK's client rather than `chat.completions.create`:
-            # the SDK's typed-dict transform of `messages` costs ~5 ms of CPU per call, which at
-            # hundreds of concurrent dialogues made the client, not the server, the bottleneck.
-            response = await asyncio.wait_for(
-                self._client.post(
-                    "/chat/completions",
-                    body=request,
-                    cast_to=ChatCompletion,
-                    options={"timeout": timeout},
-                ),
-                timeout + 1.0,
-            )
-        except (asyncio.TimeoutError, openai.APITimeoutError):
+            # ClientTimeout(total=...) is a hard wall-clock bound on the whole exchange, body included,
+            # so a server that drips one byte at a time cannot hold a call past it.
+            # The session's own timeout is timeout_s; only a deadline-shortened attempt needs its own.
+            extra: dict[str, Any] = {}
+            if timeout < self.timeout_s:
+                extra["timeout"] = aiohttp.ClientTimeout(total=timeout)
+            async with session.post(self._url, data=data, **extra) as response:
+                raw = await self._read_body(response)
+                status = response.status
+                headers = response.headers
+        except asyncio.TimeoutError:
             if time.perf_counter() - started < 0.9 * timeout:
-                # The aiohttp transport reports a connection the server closed mid-request as a
-                # timeout; one that ends well before the deadline was really a dropped connection.
+                # A connection closed mid-request can surface as a timeout; one that ends well
+                # before the deadline was really a dropped connection.
                 raise _Retryable(
                     LLMConnectionError(f"{self._where()}: connection closed before an answer")
                 ) from None
             raise _Retryable(LLMTimeoutError(f"{self._where()}: no answer within {timeout:g}s")) from None
-        except openai.APIConnectionError as exc:
+        except (aiohttp.ClientPayloadError, aiohttp.ClientResponseError) as exc:
+            # A body cut short or a malformed HTTP answer: the answer is broken, not the connection.
+            raise _Retryable(
+                LLMResponseError(f"{self._where()}: unreadable answer ({type(exc).__name__})")
+            ) from None
+        except (aiohttp.ClientError, OSError) as exc:
             raise _Retryable(
                 LLMConnectionError(f"{self._where()}: connection failed ({type(exc).__name__})")
             ) from None
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from None
-        except (openai.APIResponseValidationError, ValueError) as exc:
-            # json.JSONDecodeError is a ValueError: a truncated or non-JSON body.
+        if status >= 400:
+            raise self._status_error(status, headers.get("Retry-After"), raw)
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:  # a truncated or non-JSON body (UnicodeDecodeError is a ValueError)
             raise _Retryable(
                 LLMResponseError(f"{self._where()}: answer is not a chat completion ({type(exc).__name__})")
             ) from None
-        return self._to_completion(response)
+        return self._to_completion(answer)
 
-    def _status_error(self, exc: openai.APIStatusError) -> Exception:
-        status = exc.status_code
-        detail = _short(self._scrub(_server_message(exc)))
+    async def _read_body(self, response: aiohttp.ClientResponse) -> bytes:
+        """The answer's body, refusing more than ``_body_limit`` bytes (the server is untrusted)."""
+        limit = self._body_limit
+        length = response.content_length
+        if length is not None and length <= limit:
+            return await response.read()
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise _Retryable(
+                    LLMResponseError(f"{self._where()}: answer body is larger than {limit} bytes")
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _status_error(self, status: int, retry_after_header: str | None, raw: bytes) -> Exception:
+        detail = _short(self._scrub(_server_message(raw)))
         if status == 429:
-            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+            retry_after = parse_retry_after(retry_after_header)
             return _Retryable(
                 LLMRateLimitError(f"{self._where()}: rate limited (HTTP 429){detail}"), retry_after
             )
         if status >= 500 or status in (408, 409):
-            retry_after = parse_retry_after(exc.response.headers.get("retry-after"))
+            retry_after = parse_retry_after(retry_after_header)
             return _Retryable(LLMServerError(f"{self._where()}: HTTP {status}{detail}"), retry_after)
         hint = ""
         if status in (401, 403):
@@ -312,58 +361,53 @@ class OpenAIChatModel(ChatModel):
             )
         return LLMRequestError(f"{self._where()}: request rejected with HTTP {status}{detail}{hint}")
 
-    def _to_completion(self, response: object) -> Completion:
+    def _to_completion(self, answer: object) -> Completion:
         """Validate an answer we cannot trust: it must be a chat completion with non-empty text."""
-        choices = getattr(response, "choices", None)
+        if not isinstance(answer, dict):
+            raise _Retryable(LLMResponseError(f"{self._where()}: answer is not a JSON object"))
+        choices = answer.get("choices")
         if not isinstance(choices, list) or not choices:
             raise _Retryable(LLMResponseError(f"{self._where()}: answer has no choices"))
         choice = choices[0]
-        message = getattr(choice, "message", None)
-        text = getattr(message, "content", None)
+        message = choice.get("message") if isinstance(choice, dict) else None
+        text = message.get("content") if isinstance(message, dict) else None
         if not isinstance(text, str):
             raise _Retryable(LLMResponseError(f"{self._where()}: answer has no message text"))
         if not text.strip():
             raise _Retryable(LLMResponseError(f"{self._where()}: answer text is empty"))
-        finish = getattr(choice, "finish_reason", None)
+        finish = choice.get("finish_reason")
         finish_reason = finish if isinstance(finish, str) else None
         if len(text) > self.max_response_chars:
             text = text[: self.max_response_chars]
             finish_reason = "length"
-        usage = getattr(response, "usage", None)
+        usage = answer.get("usage")
+        if not isinstance(usage, dict):
+            usage = {}
         return Completion(
             text=text,
-            prompt_tokens=_count(getattr(usage, "prompt_tokens", 0)),
-            completion_tokens=_count(getattr(usage, "completion_tokens", 0)),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
             finish_reason=finish_reason,
         )
 
 
-def _http_client(limits: Any) -> Any:
-    """The SDK's aiohttp transport when available, else its default httpx2 one.
-
-    httpcore's pool scans every pooled connection on every request; with hundreds of dialogues in
-    flight that bookkeeping cost more CPU than the rest of a rollout together (measured in
-    bench/rollout_concurrency.py). The SDK ships an aiohttp-backed transport, and aiohttp is already a
-    dependency of ours, so we use it.
-    """
-    try:
-        return openai.DefaultAioHttpClient(limits=limits)
-    except RuntimeError:  # the SDK's aiohttp shim is unavailable
-        return openai.DefaultAsyncHttpxClient(limits=limits)
-
-
 def _count(value: object) -> int:
-    return value if isinstance(value, int) and value >= 0 else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
+def _server_message(raw: bytes) -> str:
+    """The error text of a server's error body (``{"error": {"message": ...}}`` or anything else)."""
+    text = raw[:4096].decode("utf-8", "replace")
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return text
     if isinstance(body, dict):
         err = body.get("error", body)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
             return str(err["message"])
         return json.dumps(body)[:200]
-    return str(body or "")
+    return text
 
 
 def _short(text: str, limit: int = 200) -> str:

@@ -6,11 +6,29 @@ written into a manifest as is.
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlver.llm.base import SamplingParams
+
+#: What an environment variable's name looks like (POSIX): a key pasted in its place does not.
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_key_env_name(name: str | None) -> str | None:
+    """``name`` if it can name an environment variable; else ValueError *without* echoing the value.
+
+    The usual mistake is pasting the key itself (``sk-...``) where its variable's name belongs; the
+    value would then be written into every manifest and error message as if it were a name.
+    """
+    if name and not _ENV_NAME.match(name):
+        raise ValueError(
+            "must be the name of an environment variable that holds the key (letters, digits and _, "
+            "e.g. OPENAI_API_KEY), not the key itself; put the key in that variable"
+        )
+    return name
 
 
 class ModelSpec(BaseModel):
@@ -35,3 +53,8 @@ class ModelSpec(BaseModel):
     device: str | None = None  # "cpu", "cuda", "cuda:1"; None = cuda if available
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_batch_size: int = Field(default=16, ge=1)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        return check_key_env_name(value)

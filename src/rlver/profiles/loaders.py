@@ -183,6 +183,9 @@ def _read_jsonl_rows(path: Path, problems: list[Problem]) -> list[_Row]:
             problems.append(Problem(str(path), i, None, "not valid UTF-8"))
         except json.JSONDecodeError as exc:
             problems.append(Problem(str(path), i, None, f"not valid JSON: {exc.msg} (column {exc.colno})"))
+        except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+            problems.append(Problem(str(path), i, None, f"not valid JSON: {why}"))
     return rows
 
 
@@ -200,17 +203,22 @@ def _read_yaml_rows(path: Path, problems: list[Problem]) -> list[_Row]:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise InputError(Problem(str(path), line, None, f"not valid YAML: {exc}")) from None
+    except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise InputError(Problem(str(path), None, None, f"not valid YAML: {why}")) from None
     if data is None:
         return []
     if isinstance(data, dict) and isinstance(data.get("profiles"), list):
-        assert isinstance(node, yaml.MappingNode)
-        node = next(v for k, v in node.value if k.value == "profiles")
+        # the value safe_load kept is the *last* 'profiles' key; a merge key (<<) has no node here
+        keyed = [v for k, v in getattr(node, "value", []) if getattr(k, "value", None) == "profiles"]
+        node = keyed[-1] if keyed else None
         data = data["profiles"]
-    if not isinstance(data, list) or not isinstance(node, yaml.SequenceNode):
+    if not isinstance(data, list):
         raise InputError(
             Problem(str(path), 1, None, "expected a list of profiles (or a mapping with a 'profiles' list)")
         )
-    return [_Row(item.start_mark.line + 1, value) for item, value in zip(node.value, data, strict=True)]
+    items = node.value if isinstance(node, yaml.SequenceNode) and len(node.value) == len(data) else None
+    return [_Row(items[i].start_mark.line + 1 if items else 1, value) for i, value in enumerate(data)]
 
 
 def detect_format(rows: Iterable[Any]) -> FileFormat:

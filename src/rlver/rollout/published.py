@@ -58,19 +58,34 @@ class _Bad(Exception):
         self.message = message
 
 
+#: Emotions are 0-100 and changes ±10: a number beyond this is a corrupted file, not data to keep
+#: "as recorded" (it would also overflow the float maths of the metrics).
+_MAX_ABS = 10**9
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def parse_int(value: Any, field: str) -> int:
     """An integer from an int, a whole float, or a string like ``"35"``, ``"+5"``, ``" -10 "``."""
+    number: int | None = None
     if isinstance(value, bool):
-        raise _Bad(field, f"expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        pass
+    elif isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and len(value) <= 64:
         m = _INT.match(value)
         if m:
-            return int(float(m.group(1)))
-    raise _Bad(field, f"expected an integer, got {value!r}")
+            number = int(m.group(1).split(".")[0])
+    if number is None:
+        raise _Bad(field, f"expected an integer, got {_shown(value)}")
+    if abs(number) > _MAX_ABS:
+        raise _Bad(field, f"out of range (at most {_MAX_ABS} in size): {_shown(value)}")
+    return number
 
 
 def _text(value: Any) -> str:
@@ -96,8 +111,9 @@ def iter_published_records(path: str | os.PathLike[str]) -> Iterable[tuple[int |
     if head == b"[":
         try:
             data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise InputError(Problem(str(p), None, None, f"not a valid JSON array: {exc}")) from None
+        except (ValueError, RecursionError) as exc:  # also 4300+-digit ints, absurd nesting
+            why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+            raise InputError(Problem(str(p), None, None, f"not a valid JSON array: {why}")) from None
         for index, rec in enumerate(data):
             yield None, index, rec
         return

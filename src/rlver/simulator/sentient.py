@@ -209,6 +209,10 @@ class SentientSimulator(UserSimulator):
             seed=seed,
         )
 
+    async def aclose(self) -> None:
+        """Close the model's HTTP client (the eval runner calls this when a run ends)."""
+        await self.model.aclose()
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,

@@ -67,6 +67,12 @@ class Fault:
         return cls("status", status=status)
 
     @classmethod
+    def rejected(cls, status: int = 401, message: str = "invalid API key") -> Fault:
+        """An error answer with ``message`` in the OpenAI error format (servers often echo the key)."""
+        body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}}).encode()
+        return cls("status", status=status, body=body)
+
+    @classmethod
     def truncated_json(cls) -> Fault:
         return cls("truncated")
 
@@ -103,6 +109,9 @@ class FakeChatServer:
     fault_for: Callable[[dict[str, Any]], Fault | None] | None = None  # per-request choice
     requests: list[dict[str, Any]] = field(default_factory=list)
     served: int = 0
+    #: The ``Authorization`` header of every chat request, in order (proves a key was sent; the
+    #: secrets tests check it never lands on disk).
+    authorizations: list[str | None] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -181,6 +190,7 @@ class FakeChatServer:
             return web.json_response({"error": {"message": "invalid JSON body"}}, status=400)
         with self._lock:
             self.requests.append(body)
+            self.authorizations.append(request.headers.get("Authorization"))
             self.served += 1
         fault = self._next_fault(body)
         delay = self.latency_s + (fault.delay_s if fault else 0.0)
@@ -196,6 +206,10 @@ class FakeChatServer:
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = f"{fault.retry_after:g}"
+            if fault.body is not None:  # a scripted error body (e.g. one echoing the key back)
+                return web.Response(
+                    body=fault.body, status=fault.status, headers=headers, content_type="application/json"
+                )
             return web.json_response(
                 {"error": {"message": f"injected HTTP {fault.status}", "type": "injected"}},
                 status=fault.status,

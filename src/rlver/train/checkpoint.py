@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,10 +88,11 @@ def save_checkpoint(
         torch.save(trainer_state, tmp / "trainer_state.pt")
         atomic_write_json(tmp / "state.json", info)
         _fsync_tree(tmp)
-        if final.exists():  # an earlier attempt at the same step (re-run after a crash)
-            shutil.rmtree(final)
+        old = _hide(final) if final.exists() else None  # an earlier attempt at this step (a re-run)
         os.replace(tmp, final)
         _fsync_dir(root)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -99,11 +101,25 @@ def save_checkpoint(
     return final
 
 
+def _hide(folder: Path) -> Path:
+    """Rename ``folder`` to a hidden sibling (atomic) and return the new path.
+
+    A checkpoint is deleted by renaming it out of the ``step_*`` namespace *first*: ``rmtree`` removes
+    file after file, and a crash half-way through must not leave a visible ``step_*`` folder that
+    looks like a checkpoint but is missing half its files.
+    """
+    hidden = folder.with_name(f".trash.{folder.name}.{os.getpid()}.{time.monotonic_ns()}")
+    os.replace(folder, hidden)
+    _fsync_dir(folder.parent)
+    return hidden
+
+
 def _prune(root: Path, keep: int) -> None:
     steps = sorted(p for p in root.glob("step_*") if p.is_dir())
     for old in steps[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    for stale in root.glob(".step_*"):  # temporary folders of a crashed save
+        shutil.rmtree(_hide(old), ignore_errors=True)
+    # temporary folders of a crashed save, and deletions a crash interrupted
+    for stale in [*root.glob(".step_*"), *root.glob(".trash.*")]:
         shutil.rmtree(stale, ignore_errors=True)
 
 

@@ -31,6 +31,7 @@ class DemoResult:
     steps: int
     wall_s: float
     peak_rss_mb: float
+    compare_html: Path | None = None  # the standard `rlver report` of the two evaluations
 
 
 def peak_rss_mb() -> float:
@@ -98,6 +99,9 @@ def reward_curve_png(history: list[dict[str, Any]], evals: list[dict[str, Any]])
             label="held-out score",
         )
     ax.set_xlabel("RL step")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel("final emotion (reward x 100)")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
@@ -145,7 +149,11 @@ def run_demo(out_dir: Path, *, minutes: float = 3.0, seed: int = 0, progress: bo
     manifest = {"model": "tiny", "simulator": trainer.simulator.describe(), "profiles": config.eval.profiles}
 
     before_eps = trainer.evaluate_episodes()
-    _write_transcript(out_dir / "before" / "transcript.jsonl", before_eps, {**manifest, "stage": "before"})
+    _write_transcript(
+        out_dir / "before" / "transcript.jsonl",
+        before_eps,
+        {**manifest, "stage": "before", "run_name": "before training"},
+    )
     setup_and_before = time.perf_counter() - started
     trainer.eval_history.append({"step": 0, **_eval_score(before_eps)})
     budget = max(10.0, minutes * 60.0 - setup_and_before - 20.0)  # keep time for the final evaluation
@@ -154,8 +162,9 @@ def run_demo(out_dir: Path, *, minutes: float = 3.0, seed: int = 0, progress: bo
     _write_transcript(
         out_dir / "after" / "transcript.jsonl",
         after_eps,
-        {**manifest, "stage": "after", "steps": trainer.step},
+        {**manifest, "stage": "after", "steps": trainer.step, "run_name": f"after {trainer.step} steps"},
     )
+    compare_html = _compare_report(out_dir)
 
     before, after = _headline(before_eps), _headline(after_eps)
     history = read_metrics(run_dir)
@@ -176,8 +185,27 @@ def run_demo(out_dir: Path, *, minutes: float = 3.0, seed: int = 0, progress: bo
     atomic_write_text(out_dir / "report.md", md)
     atomic_write_text(out_dir / "report.html", page)
     return DemoResult(
-        out_dir, out_dir / "report.md", out_dir / "report.html", before, after, trainer.step, wall, rss
+        out_dir,
+        out_dir / "report.md",
+        out_dir / "report.html",
+        before,
+        after,
+        trainer.step,
+        wall,
+        rss,
+        compare_html,
     )
+
+
+def _compare_report(out_dir: Path) -> Path:
+    """The standard benchmark report (``rlver report before after``): metrics, paired comparison,
+    per-profile table and every dialogue turn by turn with the simulated user's appraisals."""
+    from rlver.eval.report import write_report
+    from rlver.eval.sources import load_run
+
+    runs = [load_run(out_dir / "before"), load_run(out_dir / "after")]
+    html_path, _ = write_report(runs, out_dir / "compare.html", title="rlver demo: before and after training")
+    return html_path
 
 
 def _eval_score(episodes: list[Episode]) -> dict[str, float]:
@@ -212,8 +240,9 @@ def _render(
         *[f"| {label} | {b[k]} | {a[k]} |" for k, label in _ROWS],
         "",
         "The offline user is a transparent proxy (no LLM), not the Sentient Benchmark: these numbers only",
-        "show that the training loop works. Dialogues: `before/transcript.jsonl`, `after/transcript.jsonl`",
-        "(`rlver report before after --out compare.html` renders them turn by turn).",
+        "show that the training loop works. Every dialogue before and after, turn by turn with the",
+        "simulated user's appraisals: [compare.html](compare.html) (`rlver report before after`;",
+        "`rlver inspect after` reads them in the terminal).",
         "",
         "## One dialogue before training",
         "",
@@ -247,6 +276,8 @@ pre{{background:#f6f6f6;padding:.6rem;white-space:pre-wrap}}</style></head><body
 <table><tr><th>held-out users</th><th>before</th><th>after</th></tr>{rows}</table>
 <p>The offline user is a transparent proxy (no LLM), not the Sentient Benchmark: these numbers only show
 that the training loop works.</p>
+<p><a href="compare.html">The full before/after report</a>: paired comparison, per-user table and every
+dialogue turn by turn with the simulated user's appraisals.</p>
 <h2>One dialogue before training</h2><pre>{html.escape(_example(before_eps))}</pre>
 <h2>The same user after training</h2><pre>{html.escape(_example(after_eps))}</pre>
 </body></html>

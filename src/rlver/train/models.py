@@ -40,7 +40,23 @@ def base_model_path(settings: ModelSettings, work_dir: Path) -> Path | str:
 
     target = work_dir / "base_model"
     if not (target / "config.json").exists():
-        build_tiny_model(target, seed=settings.tiny_seed, size=settings.tiny_size)
+        # Built beside the target and renamed into place: a run killed mid-build must not leave a
+        # folder with config.json but no weights, which every later start would trip over.
+        import shutil
+        import tempfile
+
+        work_dir.mkdir(parents=True, exist_ok=True)
+        for stale in work_dir.glob(".base_model.*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".base_model.", dir=work_dir))
+        try:
+            build_tiny_model(tmp, seed=settings.tiny_seed, size=settings.tiny_size)
+            if target.exists():  # a partial folder from an older, non-atomic build
+                shutil.rmtree(target)
+            tmp.replace(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return target
 
 
@@ -96,9 +112,18 @@ def load_policy(
     """The trainable policy; ``resume_from`` is a checkpoint's ``policy/`` folder."""
     from transformers import AutoModelForCausalLM
 
+    model = _load_trainable(AutoModelForCausalLM, base, settings, resume_from)
+    return model.to(device)  # type: ignore[no-any-return]
+
+
+def _load_trainable(
+    auto_class: Any, base: Path | str, settings: ModelSettings, resume_from: Path | None
+) -> Any:
+    """Load ``base`` with ``auto_class`` as a trainable module: a (resumed) LoRA adapter on the frozen
+    base when LoRA is on, else the full weights (from the checkpoint when resuming)."""
     dtype = torch_dtype(settings.dtype)
     if settings.lora.enabled:
-        model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+        model: Any = auto_class.from_pretrained(base, dtype=dtype)
         if resume_from is not None:
             from peft import PeftModel
 
@@ -106,10 +131,10 @@ def load_policy(
         else:
             model = _lora(model, settings)
     else:
-        model = AutoModelForCausalLM.from_pretrained(resume_from or base, dtype=dtype)
+        model = auto_class.from_pretrained(resume_from or base, dtype=dtype)
     _no_dropout(model)
     _enable_checkpointing(model, settings)
-    return model.to(device)
+    return model
 
 
 def load_reference(base: Path | str, settings: ModelSettings, device: torch.device) -> nn.Module:
@@ -151,19 +176,7 @@ def load_critic(
 ) -> ValueModel:
     from transformers import AutoModel
 
-    dtype = torch_dtype(settings.dtype)
-    if settings.lora.enabled:
-        backbone: Any = AutoModel.from_pretrained(base, dtype=dtype)
-        if resume_from is not None:
-            from peft import PeftModel
-
-            backbone = PeftModel.from_pretrained(backbone, resume_from, is_trainable=True)
-        else:
-            backbone = _lora(backbone, settings)
-    else:
-        backbone = AutoModel.from_pretrained(resume_from or base, dtype=dtype)
-    _no_dropout(backbone)
-    _enable_checkpointing(backbone, settings)
+    backbone = _load_trainable(AutoModel, base, settings, resume_from)
     hidden = int(backbone.config.hidden_size)
     critic = ValueModel(backbone, hidden)
     if resume_from is not None:

@@ -19,6 +19,7 @@ exactly what an uninterrupted one does (on CPU; GPU kernels may add their own no
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import random
 import time
@@ -62,6 +63,8 @@ from rlver.train.models import (
     resolve_device,
     trainable_parameters,
 )
+
+log = logging.getLogger(__name__)
 
 
 class TrainError(RlverError):
@@ -110,7 +113,9 @@ class Scored:
 
     episodes: list[Episode]
     seqs: list[TokenizedEpisode]
-    old_logp: list[torch.Tensor]
+    #: None when the update is on-policy (see ``Trainer._on_policy``): the update's own log-probs,
+    #: detached, are then the old ones, and the scoring forward pass is skipped.
+    old_logp: list[torch.Tensor] | None
     ref_logp: list[torch.Tensor] | None
     values: list[torch.Tensor] | None
     advantages: list[torch.Tensor] = field(default_factory=list)
@@ -316,6 +321,13 @@ class Trainer:
                 dropped += 1
         return kept_eps, seqs, dropped
 
+    def _on_policy(self) -> bool:
+        """One optimiser step per batch and no KL term: the policy that scores a batch is the one that
+        generated it, so old log-probs equal the update's own (detached) and need no forward pass of
+        their own (as TRL's GRPOTrainer and verl do). Saves a third of the update's compute."""
+        a = self.cfg.algorithm
+        return a.epochs == 1 and a.minibatches == 1 and a.kl_coef == 0
+
     @torch.no_grad()
     def _score(self, episodes: list[Episode], seqs: list[TokenizedEpisode]) -> Scored:
         """Old log-probs, reference log-probs and values of every sequence, in micro-batches."""
@@ -324,17 +336,20 @@ class Trainer:
         temp = self.cfg.rollout.temperature or 1.0
         lengths = [len(s) for s in seqs]
         pad = int(self.tokenizer.pad_token_id)
-        old: list[torch.Tensor] = [torch.empty(0)] * len(seqs)
+        old: list[torch.Tensor] | None = None if self._on_policy() else [torch.empty(0)] * len(seqs)
         ref: list[torch.Tensor] | None = [torch.empty(0)] * len(seqs) if a.kl_coef > 0 else None
         values: list[torch.Tensor] | None = [torch.empty(0)] * len(seqs) if self.critic is not None else None
+        if old is None and ref is None and values is None:
+            return Scored(episodes, seqs, old, ref, values)
         for group in micro_batches(lengths, range(len(seqs)), a.micro_batch_tokens):
             mb = collate(seqs, group, pad, self.device)
-            logp, _ = policy_forward(self.policy, mb, temp)
+            logp = policy_forward(self.policy, mb, temp)[0] if old is not None else None
             ref_logp = self._reference_logp(mb, temp) if ref is not None else None
             v = value_forward(self.critic, mb) if self.critic is not None else None
             for row, i in enumerate(group):
                 n = lengths[i] - 1
-                old[i] = logp[row, :n].float().cpu()
+                if old is not None and logp is not None:
+                    old[i] = logp[row, :n].float().cpu()
                 if ref is not None and ref_logp is not None:
                     ref[i] = ref_logp[row, :n].float().cpu()
                 if values is not None and v is not None:
@@ -364,7 +379,8 @@ class Trainer:
         a, r = self.cfg.algorithm, self.cfg.rollout
         lengths = [len(q) - 1 for q in s.seqs]
         mask = pad_rows([torch.tensor(q.assistant_mask[1:], dtype=torch.float32) for q in s.seqs])
-        old = pad_rows(s.old_logp)
+        # None only when on-policy, i.e. without a KL term: the two uses below need the reference.
+        old = pad_rows(s.old_logp) if s.old_logp is not None else None
         if self.is_ppo:
             assert s.values is not None
             values = pad_rows(s.values)
@@ -373,7 +389,7 @@ class Trainer:
                 [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
                 tuple(mask.shape),  # type: ignore[arg-type]
             )
-            if a.kl_coef > 0 and s.ref_logp is not None:
+            if a.kl_coef > 0 and s.ref_logp is not None and old is not None:
                 rewards = rewards - a.kl_coef * alg.kl_k1(old, pad_rows(s.ref_logp)) * mask
             adv, ret = alg.gae_advantages(rewards, values, mask, gamma=a.gamma, lam=a.lam)
             s.stats["train/value_mean"] = alg.masked_mean(values, mask).item()
@@ -399,7 +415,7 @@ class Trainer:
             s.stats["train/flat_groups"] = float(
                 sum(bool((per_seq[group_ids == g] == 0).all()) for g in ids.values())
             )
-        if s.ref_logp is not None:
+        if s.ref_logp is not None and old is not None:
             s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
         s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
         s.advantages = unpad_rows(adv, lengths)
@@ -441,8 +457,9 @@ class Trainer:
 
                     logp, entropy = policy_forward(self.policy, mb, temp, with_entropy=True)
                     assert entropy is not None
+                    old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
                     out = alg.policy_loss(
-                        logp, rows(s.old_logp), rows(s.advantages), mb.action_mask,
+                        logp, old_logp, rows(s.advantages), mb.action_mask,
                         clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, normalizer=n_tok,
                     )  # fmt: skip
                     ent = alg.masked_mean(entropy, mb.action_mask, normalizer=n_tok)
@@ -507,6 +524,7 @@ class Trainer:
         kept, seqs, untokenisable = self._tokenise(finished)
         metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
         metrics["rollout/untokenisable"] = untokenisable
+        _warn_failures(step, episodes)
         if not seqs:
             raise TrainError(
                 f"step {step}: every dialogue failed ({len(episodes)} run); first error: "
@@ -618,6 +636,33 @@ def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
     return float(norm)
 
 
+def failures_by_kind(episodes: list[Episode]) -> dict[str, int]:
+    """How many dialogues failed, by ``Episode.error_kind`` (sorted, for a stable log line)."""
+    counts: dict[str, int] = {}
+    for ep in episodes:
+        if ep.status != "finished":
+            kind = ep.error_kind or "unknown"
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _warn_failures(step: int, episodes: list[Episode]) -> None:
+    """Say why dialogues failed (first error of each kind): a count alone does not tell what to fix."""
+    first: dict[str, str] = {}
+    for ep in episodes:
+        if ep.status != "finished":
+            first.setdefault(ep.error_kind or "unknown", (ep.error or "no error recorded")[:300])
+    if first:
+        failed = failures_by_kind(episodes)
+        log.warning(
+            "step %d: %d of %d dialogues failed and were left out of the update: %s",
+            step,
+            sum(failed.values()),
+            len(episodes),
+            "; ".join(f"{kind} x{failed[kind]} (first: {msg})" for kind, msg in first.items()),
+        )
+
+
 def rollout_metrics(episodes: list[Episode], finished: list[Episode], r: Any) -> dict[str, Any]:
     """Reward, emotion, outcomes, turns and reply length of one step's dialogues."""
     n = max(len(finished), 1)
@@ -626,6 +671,8 @@ def rollout_metrics(episodes: list[Episode], finished: list[Episode], r: Any) ->
     return {
         "rollout/dialogues": len(episodes),
         "rollout/failed": len(episodes) - len(finished),
+        # by rlver.errors kind (timeout, rate_limit, appraisal_parse, ...): an outage vs a bad prompt
+        "rollout/failed_by_kind": failures_by_kind(episodes),
         "rollout/reward_mean": float(np.mean(rewards)) if rewards else 0.0,
         "rollout/reward_std": float(np.std(rewards)) if rewards else 0.0,
         "rollout/emotion_final_mean": float(np.mean([ep.final_emotion for ep in finished]))

@@ -1,0 +1,347 @@
+"""``rlver inspect``: read a transcript in the terminal.
+
+A researcher's first question about a run is rarely "what is the score" (``rlver score``) but "what
+happened in *that* dialogue". ``rlver inspect RUN`` prints the run's settings and one row per dialogue;
+``--dialogue ID`` replays one dialogue turn by turn: every message, the simulated user's emotion after
+each appraisal with its change and tier, the simulator's reasoning (dimmed) and the agent's think blocks
+(collapsed unless ``--think``). It reads our transcripts and the published result format alike
+(:mod:`rlver.eval.sources`), so a published leaderboard file can be read the same way.
+
+Every piece of text shown came from a model or a data file, so it is printed as plain
+:class:`rich.text.Text` (never parsed as markup) with terminal control characters removed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from rlver.cli.safe_text import clean
+from rlver.errors import InputError, Problem
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from rlver.records import Appraisal, Episode
+
+# Colours of the emotion tiers (S ≥ 100, A ≥ 70, B ≥ 40, C ≥ 10, F < 10), as in the HTML report.
+TIER_STYLE = {"S": "bold green", "A": "green", "B": "yellow", "C": "dark_orange", "F": "bold red"}
+PREVIEW_CHARS = 100  # collapsed think blocks and system prompts
+
+
+def _preview(text: str) -> str:
+    one_line = " ".join(clean(text, 10 * PREVIEW_CHARS).split())
+    return one_line if len(one_line) <= PREVIEW_CHARS else one_line[: PREVIEW_CHARS - 1] + "…"
+
+
+def dialogue_key(ep: Episode) -> str:
+    """The id a dialogue is shown under and selected by: the profile id, ``#k`` for sample k > 0."""
+    return ep.profile_id if ep.sample_index == 0 else f"{ep.profile_id}#{ep.sample_index}"
+
+
+def find_dialogue(episodes: list[Episode], wanted: str, source: str) -> Episode:
+    """Select by id (``profile``, ``profile#k``, the episode id), row number, or a unique id prefix."""
+    for ep in episodes:
+        if wanted in (dialogue_key(ep), ep.episode_id) or (
+            ep.sample_index == 0 and wanted == f"{ep.profile_id}#0"
+        ):
+            return ep
+    if wanted.isdigit() and 1 <= int(wanted) <= len(episodes):
+        return episodes[int(wanted) - 1]
+    matches = [ep for ep in episodes if dialogue_key(ep).startswith(wanted)]
+    if len(matches) == 1:
+        return matches[0]
+    some = ", ".join(dialogue_key(ep) for ep in (matches or episodes)[:5])
+    problem = (
+        f"{len(matches)} dialogues start with {wanted!r} (e.g. {some}); give more of the id"
+        if matches
+        else f"no dialogue {wanted!r}; ids look like: {some} (or give the row number 1–{len(episodes)})"
+    )
+    raise InputError(Problem(source, None, "--dialogue", problem))
+
+
+def _emotion_text(value: int) -> Any:
+    from rich.text import Text
+
+    from rlver.simulator.emotion import tier_of
+
+    tier = tier_of(value)
+    return Text(f"{value} (tier {tier})", style=TIER_STYLE[tier])
+
+
+def _trajectory(ep: Episode) -> str:
+    return "→".join(str(v) for v in [ep.start_emotion, *ep.emotions])
+
+
+def _end_reason(ep: Episode) -> str:
+    if ep.status != "finished":
+        return ep.error_kind or "error"
+    return ep.end_reason or "—"
+
+
+def _manifest_rows(fmt: str, manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """The settings worth seeing at a glance (the full manifest is line 1 of the file)."""
+    if fmt == "published":
+        return [("format", "published result file (no settings recorded)")]
+    rows: list[tuple[str, str]] = [("format", "rlver transcript")]
+
+    def add(label: str, value: Any) -> None:
+        if value not in (None, "", {}, []):
+            rows.append((label, clean(str(value), 300)))
+
+    add("kind", manifest.get("kind"))
+    add("created", manifest.get("created"))
+    add("rlver", manifest.get("rlver_version"))
+    agent = manifest.get("agent") or manifest.get("policy")
+    if isinstance(agent, dict):
+        names = dict.fromkeys(str(agent[k]) for k in ("model", "name", "backend") if agent.get(k))
+        add("agent", " · ".join(names))
+    sampling = manifest.get("agent_sampling")
+    if isinstance(sampling, dict):
+        add(
+            "agent sampling",
+            ", ".join(f"{k}={sampling[k]}" for k in ("temperature", "top_p", "max_tokens") if k in sampling),
+        )
+    sim = manifest.get("simulator")
+    if isinstance(sim, dict):
+        model = sim.get("model")
+        model_name = (model.get("model") or model.get("name")) if isinstance(model, dict) else None
+        parts = [sim.get("name"), model_name, sim.get("version") or sim.get("prompt_version")]
+        add("simulator", " · ".join(str(p) for p in parts if p))
+        add(
+            "difficulty / behaviour",
+            " / ".join(str(sim.get(k)) for k in ("difficulty", "behaviour") if sim.get(k)),
+        )
+    env = manifest.get("env")
+    if isinstance(env, dict):
+        keys = ("max_assistant_turns", "appraise_final_reply", "start_emotion", "think")
+        add("env", ", ".join(f"{k}={env[k]}" for k in keys if k in env))
+    add("profiles", manifest.get("profiles"))
+    add("seed", manifest.get("seed"))
+    return rows
+
+
+def print_summary(
+    console: Console, path: Path, fmt: str, manifest: dict[str, Any], episodes: list[Episode], *, turns: bool
+) -> None:
+    """The run's settings, its headline numbers and one row per dialogue."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from rlver.eval.metrics import compute_metrics
+
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("run", Text(clean(str(path))))
+    for label, value in _manifest_rows(fmt, manifest):
+        head.add_row(label, Text(value))
+    metrics = compute_metrics(episodes)
+    head.add_row("result", Text(metrics.headline()))
+    if metrics.n_failed_runs:
+        head.add_row("failed runs", Text(f"{metrics.n_failed_runs} (excluded from the score)", style="red"))
+    console.print(head)
+
+    table = Table(title=f"{len(episodes)} dialogues", title_justify="left")
+    table.add_column("#", justify="right", style="dim")
+    table.add_column("dialogue", overflow="fold")
+    table.add_column("turns", justify="right")
+    table.add_column("final (tier)", justify="right")
+    table.add_column("status")
+    table.add_column("ended")
+    if turns:
+        table.add_column("emotion after each appraisal", overflow="fold")
+    for i, ep in enumerate(episodes, start=1):
+        status = Text(ep.status, style="green" if ep.status == "finished" else "red")
+        row: list[Any] = [
+            str(i),
+            Text(clean(dialogue_key(ep), 200)),
+            str(ep.assistant_turns),
+            _emotion_text(ep.final_emotion) if ep.status == "finished" else Text("—", style="dim"),
+            status,
+            Text(clean(_end_reason(ep), 100)),
+        ]
+        if turns:
+            row.append(Text(_trajectory(ep)))
+        table.add_row(*row)
+    console.print(table)
+    console.print(Text("rlver inspect RUN --dialogue ID (or row number) shows one dialogue", style="dim"))
+
+
+def _appraisal_lines(appraisal: Appraisal, extra: dict[str, Any]) -> list[tuple[str, str]]:
+    lines = [
+        ("understood", appraisal.understanding),
+        ("goal fit", appraisal.goal_fit),
+        ("inner reaction", appraisal.inner_reaction),
+        ("felt", appraisal.feeling),
+    ]
+    if appraisal.features:
+        lines.append(("features", ", ".join(f"{k} {v:+.2f}" for k, v in appraisal.features.items())))
+    if isinstance(extra.get("thinking"), str):
+        lines.append(("thinking", extra["thinking"]))
+    return [(k, v) for k, v in lines if v.strip()]
+
+
+def print_dialogue(console: Console, ep: Episode, *, show_think: bool) -> None:
+    """One dialogue, message by message, each user turn with the appraisal that set its emotion."""
+    from rich.padding import Padding
+    from rich.rule import Rule
+    from rich.text import Text
+
+    from rlver.env.thinking import split_think
+    from rlver.simulator.emotion import tier_of
+
+    title = Text.assemble(
+        (clean(dialogue_key(ep), 200), "bold"),
+        f" · {ep.assistant_turns} assistant turns · final ",
+        _emotion_text(ep.final_emotion),
+        f" · {ep.status}",
+        f" · ended: {_end_reason(ep)}",
+    )
+    console.print(Rule(style="dim"))
+    console.print(title)
+    meta = ep.meta or {}
+    facts = [f"{k}: {meta[k]}" for k in ("topic", "difficulty", "behaviour", "hidden_need") if meta.get(k)]
+    if facts:
+        console.print(Text(clean(" · ".join(str(f) for f in facts), 500), style="dim"))
+    n_user = 0
+    n_assistant = 0
+    for msg in ep.messages:
+        if msg.role == "system":
+            console.print(Text(f"system ({len(msg.content)} chars): {_preview(msg.content)}", style="dim"))
+            continue
+        if msg.role == "assistant":
+            n_assistant += 1
+            split = split_think(msg.content)
+            header = Text(f"assistant {n_assistant}", style="bold green")
+            console.print()
+            console.print(header)
+            if split.thought:
+                label = "think" if split.well_formed else "think (malformed)"
+                if show_think:
+                    console.print(
+                        Padding(Text(f"{label}: {clean(split.thought)}", style="dim italic"), (0, 0, 0, 2))
+                    )
+                else:
+                    console.print(
+                        Padding(
+                            Text(
+                                f"▸ {label}, {len(split.thought)} chars: {_preview(split.thought)}",
+                                style="dim italic",
+                            ),
+                            (0, 0, 0, 2),
+                        )
+                    )
+            console.print(Padding(Text(clean(split.visible) or "(nothing visible)"), (0, 0, 0, 2)))
+            continue
+        turn = ep.user_turns[n_user] if n_user < len(ep.user_turns) else None
+        n_user += 1
+        console.print()
+        header = Text("user", style="bold blue")
+        if turn is not None and turn.appraisal is not None:
+            a = turn.appraisal
+            header.append("  emotion ")
+            header.append(f"{a.emotion_before} → ")
+            header.append_text(_emotion_text(a.emotion_after))
+            style = "green" if a.change > 0 else "red" if a.change < 0 else "dim"
+            header.append(f"  ({a.change:+d})", style=style)
+            if a.raw_change != a.change:
+                header.append(f" clamped from {a.raw_change:+d}", style="dim")
+        elif n_user == 1:
+            header.append("  emotion ")
+            header.append_text(_emotion_text(ep.start_emotion))
+            header.append(" (start)", style="dim")
+        elif turn is not None:
+            header.append("  (no appraisal recorded)", style="dim")
+        console.print(header)
+        if turn is not None and turn.appraisal is not None:
+            for label, value in _appraisal_lines(turn.appraisal, turn.extra or {}):
+                console.print(Padding(Text(f"{label}: {clean(value, 2000)}", style="dim"), (0, 0, 0, 2)))
+        console.print(Padding(Text(clean(msg.content)), (0, 0, 0, 2)))
+        if turn is not None and turn.ends_dialogue:
+            console.print(
+                Padding(
+                    Text(f"[ends the dialogue: {turn.end_reason or 'goodbye'}]", style="italic"), (0, 0, 0, 2)
+                )
+            )
+    if ep.messages and ep.messages[-1].role == "assistant":
+        console.print(
+            Padding(Text("(last reply not appraised: the dialogue had ended)", style="dim"), (0, 0, 0, 2))
+        )
+    console.print()
+    if ep.status != "finished":
+        console.print(
+            Text(f"failed ({ep.error_kind or 'error'}): {clean(ep.error or '', 2000)}", style="bold red")
+        )
+    console.print(
+        Text.assemble(
+            ("emotion path: ", "bold"),
+            _trajectory(ep),
+            f"  (final tier {tier_of(ep.final_emotion)})",
+        )
+    )
+
+
+def inspect_command(
+    transcript: Path = typer.Argument(
+        ..., help="A run folder written by `rlver eval`, or a transcript file (ours or the published format)."
+    ),
+    dialogue: str | None = typer.Option(
+        None,
+        "--dialogue",
+        "-d",
+        help="Show one dialogue in full: its id (profile id, 'ID#k' for sample k), a unique id prefix, or a row number.",
+    ),
+    turns: bool = typer.Option(
+        False, "--turns", help="Add each dialogue's emotion path (start → after each appraisal) to the table."
+    ),
+    think: bool = typer.Option(
+        False, "--think", help="With --dialogue: print think blocks in full (default: a one-line preview)."
+    ),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print JSON instead: the dialogue table, or with --dialogue the whole episode."
+    ),
+) -> None:
+    """Read a transcript: the run's settings and its dialogues, or one dialogue turn by turn."""
+    from rich.console import Console
+
+    from rlver.eval.sources import read_episodes, transcript_path
+
+    fmt, manifest, episodes = read_episodes(transcript)
+    source = str(transcript_path(transcript))
+    if not episodes:
+        raise InputError(Problem(source, None, None, "no dialogues in this transcript yet"))
+    if dialogue is not None:
+        ep = find_dialogue(episodes, dialogue, source)
+        if as_json:
+            typer.echo(json.dumps(ep.model_dump(mode="json"), ensure_ascii=False, indent=2))
+            return
+        print_dialogue(Console(highlight=False), ep, show_think=think)
+        return
+    if as_json:
+        rows = [
+            {
+                "dialogue": dialogue_key(ep),
+                "profile_id": ep.profile_id,
+                "sample_index": ep.sample_index,
+                "turns": ep.assistant_turns,
+                "final_emotion": ep.final_emotion,
+                "status": ep.status,
+                "end_reason": ep.end_reason,
+                "emotions": [ep.start_emotion, *ep.emotions],
+            }
+            for ep in episodes
+        ]
+        typer.echo(
+            json.dumps({"path": source, "format": fmt, "dialogues": rows}, ensure_ascii=False, indent=2)
+        )
+        return
+    print_summary(Console(highlight=False), Path(source), fmt, manifest, episodes, turns=turns)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``rlver inspect`` to the root app."""
+    app.command("inspect")(inspect_command)

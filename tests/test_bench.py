@@ -1,0 +1,97 @@
+"""Smoke tests of the benchmark scripts: each runs in a tiny configuration and writes sane JSON.
+
+They check that ``make bench`` will not break on a script (a real server process, real models, real
+subprocesses), not the numbers: the numbers are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def run_bench(tmp_path: Path, script: str, args: str, timeout: int = 300) -> dict[str, Any]:
+    env = {**os.environ, "RLVER_BENCH_OUT": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args.split()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    name = script.removesuffix(".py")
+    data = json.loads((tmp_path / f"{name}.json").read_text())
+    assert data["benchmark"] == name and data["machine"]["cores"] >= 1
+    return data
+
+
+def test_rollout_concurrency_runs_ours_and_the_sequential_loop(tmp_path: Path) -> None:
+    data = run_bench(
+        tmp_path,
+        "rollout_concurrency.py",
+        "--runs 1 --sizes 4 --latencies 0.02 --turns 2 --seq-n 2",
+    )
+    (row,) = data["results"]
+    assert row["n"] == 4 and row["critical_path_s"] == pytest.approx(2 * 3 * 0.02)
+    # Nothing can beat the critical path: a faster "ours" would mean the server skipped the latency.
+    assert row["ours_median_s"] >= row["critical_path_s"]
+    # The published loop makes one dialogue's calls after another: it must be the slower one.
+    assert row["sequential_measured_s"][0] > row["ours_median_s"]
+
+
+def test_simulator_overhead_measures_every_part(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "simulator_overhead.py", "--runs 1 --dialogues 4 --turns 2")
+    assert data["dialogues"] == 4 and data["turns_per_dialogue"] == 2
+    assert 0 < data["prompt_build_us_per_turn"][0] < 1e5
+    assert 0 < data["parse_us_per_turn"][0] < 1e5
+    assert data["respond_us_per_turn"][0] > 0 and data["offline_turns_per_s"][0] > 0
+    assert data["offline_turns"] == 8
+
+
+def test_trainer_throughput_times_our_update(tmp_path: Path) -> None:
+    data = run_bench(
+        tmp_path,
+        "trainer_throughput.py",
+        "--sizes tiny --steps 1 --passes 1 --warmup 0 --batch 4 --group 2 --prompt-len 8 --completion-len 8 --threads 1 --no-trl",
+    )
+    (row,) = data["results"]
+    assert row["size"] == "tiny" and row["tokens_per_update"] == 4 * 16
+    assert len(row["ours_s"]) == 1 and row["ours_tokens_per_s"] > 0
+    assert data["trl"] is None and row["trl_s"] == []
+
+
+def test_memory_reports_peak_rss_of_real_commands(tmp_path: Path) -> None:
+    data = run_bench(tmp_path, "memory.py", "--runs 1 --skip-demo --sizes tiny")
+    baseline, train = data["results"]
+    assert baseline["what"].startswith("baseline") and train["command"][:2] == ["train", "--config"]
+    # A training step loads a model and an optimiser on top of the imports.
+    assert train["peak_rss_mib"][0] > baseline["peak_rss_mib"][0] > 50
+
+
+def test_run_all_renders_the_docs_block_from_results(tmp_path: Path) -> None:
+    run_bench(tmp_path, "simulator_overhead.py", "--runs 1 --dialogues 2 --turns 2")
+    doc = tmp_path / "page.md"
+    doc.write_text(
+        "# Benchmarks\n\nhand-written intro\n\n<!-- bench:results:start -->\nold\n<!-- bench:results:end -->\n\nfooter\n"
+    )
+    env = {**os.environ, "RLVER_BENCH_OUT": str(tmp_path)}
+    subprocess.run(
+        [sys.executable, str(BENCH / "run_all.py"), "--render-only", "--docs", str(doc)],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    text = doc.read_text()
+    assert "hand-written intro" in text and "footer" in text and "old" not in text
+    assert "### 2. Simulator overhead" in text and "turns/s" in text
+    assert "### 1. Rollout" not in text  # only what was measured is shown
