@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: demo test setup setup-dev lint typecheck pytest browser verl-setup verl-test bench clean
+.PHONY: demo test setup setup-dev lint typecheck pytest browser verl-setup verl-test bench bench-setup clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,19 @@ verl-test: verl-setup
 	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_verl_agent_loop.py tests/test_verl_config.py
 
 test: setup-dev browser lint typecheck pytest verl-test
+
+# Benchmarks (docs/benchmarks.md). TRL, for the trainer comparison, lives in its own venv.
+BENCH_VENV ?= .venv-bench
+$(BENCH_VENV)/bin/activate:
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+
+bench-setup: $(BENCH_VENV)/bin/activate
+	$(BENCH_VENV)/bin/pip install -q -c $(CONSTRAINTS) torch==2.13.0
+	$(BENCH_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,bench]"
+
+bench: setup-dev bench-setup
+	$(PY) bench/run_all.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

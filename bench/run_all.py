@@ -1,6 +1,6 @@
 """Run every benchmark, then write their tables into docs/benchmarks.md.
 
-    python bench/run_all.py                 # all four, full size (~15 min on 2 cores)
+    python bench/run_all.py                 # all four, full size (~10 min on 2 quiet cores)
     python bench/run_all.py --only rollout  # some of them (rollout, simulator, trainer, memory)
     python bench/run_all.py --quick         # tiny configurations: checks the scripts run (~1 min)
     python bench/run_all.py --render-only   # rewrite the docs tables from bench/results/*.json
@@ -114,7 +114,7 @@ def render() -> str:
     m = machine()
     parts = [
         f"Measured on: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}, "
-        f"torch {m['torch']}, {m['platform']}.\n"
+        f"torch {m['torch']}, {m['platform']}."
     ]
     if r := _load("rollout_concurrency"):
         rows = []

@@ -71,6 +71,27 @@ def _format_validation_error(exc: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
+    """Read a YAML file whose top level must be a mapping; every failure is a ``ConfigError`` naming
+    the file (missing, unreadable, not UTF-8, not YAML, absurdly nested, not a mapping)."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not valid UTF-8") from None
+    except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        raise ConfigError(f"{path}: not valid YAML: {why}") from None
+    except OSError as exc:  # a folder, no permission
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    return loaded
+
+
 def load_config(
     model: type[M],
     path: str | Path | None = None,
@@ -83,21 +104,7 @@ def load_config(
     source = "config"
     if path is not None:
         source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: no such config file") from None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-        except UnicodeDecodeError:
-            raise ConfigError(f"{path}: not valid UTF-8") from None
-        except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
-            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
-            raise ConfigError(f"{path}: not valid YAML: {why}") from None
-        except OSError as exc:
-            raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level")
+        loaded = read_yaml_mapping(path)
         data = deep_merge(data, loaded)
     apply_overrides(data, overrides)
     try:

@@ -12,7 +12,7 @@ from typing import Any
 
 import typer
 
-from rlver.config import deep_merge
+from rlver.config import deep_merge, read_yaml_mapping
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 
 
@@ -20,27 +20,6 @@ class Interrupted(RlverError):
     """Ctrl-C during ``rlver eval``: what was finished is saved; exit code 130 like a shell."""
 
     exit_code = 130
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not valid UTF-8") from None
-    except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
-        raise ConfigError(f"{path}: not valid YAML: {why}") from None
-    except OSError as exc:  # a folder, no permission
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return loaded
 
 
 def _text_arg(value: str | None) -> str | None:
@@ -132,7 +111,7 @@ def eval_command(
     from rlver.config import load_config
     from rlver.eval.config import EvalConfig
 
-    data: dict[str, Any] = _read_yaml(config) if config is not None else {}
+    data: dict[str, Any] = read_yaml_mapping(config) if config is not None else {}
     flags: dict[str, Any] = {}
     if agent_local and (agent_base_url or agent_model):
         raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")

@@ -83,19 +83,28 @@ def unpad_rows(x: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
 
 
 def policy_forward(
-    model: nn.Module, mb: MicroBatch, temperature: float = 1.0, with_entropy: bool = False
+    model: nn.Module,
+    mb: MicroBatch,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of every next token (``[B, T-1]``) and optionally the entropy at each position.
 
     Logits are divided by the sampling temperature: the ratio must compare the distribution the
-    tokens were sampled from.
+    tokens were sampled from. ``entropy_grad=False`` computes the entropy outside autograd, for a
+    statistic that is not part of the loss: its graph would otherwise keep a ``[B, T, vocab]``
+    softmax alive until the backward pass.
     """
     out = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False)
     logits = out.logits[:, :-1].float()
     if temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     logp = logprobs_from_logits(logits, mb.input_ids[:, 1:])
-    entropy = entropy_from_logits(logits) if with_entropy else None
+    entropy = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = entropy_from_logits(logits)
     return logp, entropy
 
 

@@ -455,7 +455,9 @@ class Trainer:
                     def rows(xs: list[torch.Tensor], grp: list[int] = group, w: int = width) -> torch.Tensor:
                         return pad_rows([xs[i] for i in grp], w).to(self.device)
 
-                    logp, entropy = policy_forward(self.policy, mb, temp, with_entropy=True)
+                    logp, entropy = policy_forward(
+                        self.policy, mb, temp, with_entropy=True, entropy_grad=a.entropy_coef > 0
+                    )
                     assert entropy is not None
                     old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
                     out = alg.policy_loss(
