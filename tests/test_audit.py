@@ -185,3 +185,43 @@ def test_offline_simulator_runs_are_always_consistent_in_both_formats(tmp_path: 
     pub = tmp_path / "offline_result.jsonl"
     write_published(pub, [e for e in episodes if e.sample_index == 0])
     assert audit_file(pub).ok
+
+
+def test_detect_format_reads_only_up_to_the_first_record(tmp_path: Path) -> None:
+    """The format is decided by the first non-empty line; the rest of the file is never read.
+
+    A FIFO whose writer stays open proves it: reading the whole file would block until the writer closes.
+    """
+    import os
+    import threading
+
+    from rlver.rollout.audit import detect_format
+
+    fifo = tmp_path / "live.jsonl"
+    os.mkfifo(fifo)
+    first = "\n  \n" + json.dumps(published_record(), ensure_ascii=False) + "\n"
+
+    def writer() -> None:
+        with open(fifo, "w", encoding="utf-8") as fh:
+            fh.write(first)
+            fh.flush()
+            done.wait(10)  # keep the write end open: a reader of the whole file would hang
+
+    done = threading.Event()
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(detect_format(fifo)), daemon=True)
+    reader.start()
+    reader.join(5)
+    answered_while_open = list(result)
+    done.set()
+    thread.join(5)
+    assert answered_while_open == ["published"]
+    # same answers as before on ordinary files
+    assert detect_format(our_transcript(tmp_path / "ours.jsonl")) == "rlver"
+    assert detect_format(write_jsonl(tmp_path / "pub.jsonl", [published_record()])) == "published"
+    (tmp_path / "arr.json").write_text(json.dumps([published_record()]), encoding="utf-8")
+    assert detect_format(tmp_path / "arr.json") == "published"
+    (tmp_path / "empty.jsonl").write_text("\n\n", encoding="utf-8")
+    assert detect_format(tmp_path / "empty.jsonl") == "rlver"

@@ -17,3 +17,26 @@ def test_version() -> None:
         [sys.executable, "-m", "rlver", "--version"], capture_output=True, text=True, check=True
     ).stdout
     assert __version__ in out
+
+
+def test_error_messages_are_printed_literally_not_as_markup() -> None:
+    """An error naming `[bold]...` (user input, model output) is shown as typed, not styled away."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", "profiles", "show", "[bold]nope[/bold]"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "[bold]nope[/bold]" in proc.stderr
+
+
+def test_missing_local_model_folder_is_named() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", "eval", "--agent-local", "/nonexistent/model-folder",
+         "--simulator", "offline", "--no-report", "--out", "/tmp/rlver-test-missing-model"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "no model folder at '/nonexistent/model-folder'" in proc.stderr
+    assert "Traceback" not in proc.stderr

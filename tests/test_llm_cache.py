@@ -155,5 +155,9 @@ def test_factory_builds_each_kind_and_wraps_cache(fake_server: FakeChatServer, t
 def test_factory_reports_missing_local_model(tmp_path: Path) -> None:
     from rlver.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="cannot load local model"):
+    with pytest.raises(ConfigError, match="no model folder at"):
         build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "nope"), device="cpu"))
+    # A folder that exists but holds no model is reported by the loader.
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="cannot load local model"):
+        build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "empty"), device="cpu"))

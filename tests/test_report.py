@@ -168,3 +168,25 @@ def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_pa
         colours = im.convert("RGB").getcolors(maxcolors=1_000_000) or []
     # a blank or error page has a handful of colours; text + plots give thousands
     assert len(colours) > 500
+
+
+def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path) -> None:
+    """In a run without think mode a stray ``</think>`` is not a broken think block: label it neutrally."""
+    from rlver.eval.report import dialogue_view, render_html
+    from rlver.eval.sources import load_run
+
+    ep = make_episode("p1", [5])
+    ep.messages[2] = Message(role="assistant", content="some musing</think>reply 0")
+    writer = TranscriptWriter(
+        tmp_path / "nothink" / "transcript.jsonl",
+        build_manifest(kind="eval", run_name="nothink", env={"think": False}),
+    )
+    writer.append(ep)
+    html = render_html([load_run(tmp_path / "nothink")])
+    assert "malformed" not in html
+    assert "text hidden from the user by a think tag" in html and "some musing" in html
+    # the same reply in a think-mode run (or one whose mode is unknown) is still a malformed think block
+    assert dialogue_view(ep, think=True)[2].well_formed is False
+    think_run = tmp_path / "think" / "transcript.jsonl"
+    TranscriptWriter(think_run, build_manifest(kind="eval", run_name="think", env={"think": True})).append(ep)
+    assert "think block (11 chars) — malformed" in render_html([load_run(think_run.parent)])

@@ -368,3 +368,16 @@ def test_key_env_must_be_a_variable_name_and_errors_mask_tokens() -> None:
     assert "agent.api_key_env" in str(info.value) and CANARY not in str(info.value)
     assert mask_secret_tokens(f"bad value {key}!") == "bad value ***!"
     assert mask_secret_tokens("temperature 0.7, model sk-short") == "temperature 0.7, model sk-short"
+
+
+def test_a_short_key_pasted_as_the_variable_name_is_not_echoed() -> None:
+    """A key too short or odd for the token pattern is still hidden when ``api_key_env`` refuses it."""
+    from rlver.config import load_config
+    from rlver.errors import ConfigError
+    from rlver.eval.config import EvalConfig
+
+    for pasted in ("sk-abc123456789", "my key 42"):
+        with pytest.raises(ConfigError) as info:
+            load_config(EvalConfig, None, ["agent.model=m", f"agent.api_key_env={pasted}"])
+        assert "name of an environment variable" in str(info.value)
+        assert pasted not in str(info.value) and "(got '***')" in str(info.value)

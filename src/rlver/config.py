@@ -64,8 +64,14 @@ def _format_validation_error(exc: ValidationError, source: str) -> str:
         if err["type"] == "extra_forbidden":
             lines.append(f"  {key}: unknown key")
         else:
-            # the input may be a key pasted into the wrong field: never print one back
-            shown = mask_secret_tokens(repr(err.get("input")))
+            # the input may be a key pasted into the wrong field: never print one back. A value refused
+            # by a key-variable field (``api_key_env``) is hidden whatever it looks like: short or
+            # unusual keys slip past the token pattern.
+            field = str(err["loc"][-1]) if err["loc"] else ""
+            if field.endswith("key_env") or _SECRET_KEY.search(field):
+                shown = "'***'"
+            else:
+                shown = mask_secret_tokens(repr(err.get("input")))
             shown = shown if len(shown) <= 80 else shown[:77] + "..."
             lines.append(f"  {key}: {mask_secret_tokens(err['msg'])} (got {shown})")
     return "\n".join(lines)

@@ -54,8 +54,13 @@ def main() -> None:
         sys.exit(rc if isinstance(rc, int) else 0)
     except RlverError as exc:
         from rich.console import Console
+        from rich.markup import escape
 
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        # The message is plain text (it may name `rlver[embed]` or quote model output): escape it so
+        # rich does not read brackets as markup.
+        Console(stderr=True, soft_wrap=True).print(
+            f"[bold red]error:[/] {escape(str(exc))}", markup=True, highlight=False
+        )
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

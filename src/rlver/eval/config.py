@@ -59,7 +59,7 @@ class EvalConfig(BaseModel):
         if self.agent is None and not self.agent_tiny:
             raise ValueError(
                 "no agent: give --agent-base-url/--agent-model, --agent-local PATH or --agent-tiny "
-                "(config key `agent`)"
+                "(config key `agent`, or `agent_tiny: true`)"
             )
         return self
 

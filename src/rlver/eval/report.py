@@ -57,6 +57,9 @@ class TurnView:
     text: str
     thought: str | None = None
     well_formed: bool = True
+    # Whether the run used think mode (None: unknown). In a no-think run a stray think tag is not a
+    # "malformed think block" — the agent was never asked to think — so the report labels it neutrally.
+    think_mode: bool | None = None
     appraisal: Appraisal | None = None
     reasoning: tuple[tuple[str, str], ...] = ()
     unappraised: str | None = None
@@ -86,13 +89,18 @@ def _reasoning(a: Appraisal) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def dialogue_view(episode: Episode) -> list[TurnView]:
+def dialogue_view(episode: Episode, *, think: bool | None = None) -> list[TurnView]:
     """The dialogue turn by turn, each agent reply followed by the simulated user's appraisal of it.
 
     Assistant reply *k* (0-based) is appraised by user turn *k + 1* (user turn 0 is the opening line);
     a reply with no following appraisal is marked as such (the published protocol's unappraised 10th reply).
+    ``think`` is the run's think mode (the manifest's ``env.think``); the episode's own ``meta["think"]``
+    wins when present.
     """
     from rlver.env.thinking import split_think
+
+    meta_think = episode.meta.get("think")
+    think_mode = meta_think if isinstance(meta_think, bool) else think
 
     views: list[TurnView] = []
     n_assistant = 0
@@ -139,6 +147,7 @@ def dialogue_view(episode: Episode) -> list[TurnView]:
                     text=_cut(split.visible),
                     thought=_cut(split.thought) if has_think else None,
                     well_formed=split.well_formed,
+                    think_mode=think_mode,
                     appraisal=appraisal,
                     reasoning=_reasoning(appraisal) if appraisal is not None else (),
                     unappraised=unappraised,
@@ -146,6 +155,13 @@ def dialogue_view(episode: Episode) -> list[TurnView]:
             )
             n_assistant += 1
     return views
+
+
+def _manifest_think(manifest: dict[str, Any]) -> bool | None:
+    """The run's think mode from its manifest (``env.think``), or None when the manifest does not say."""
+    env = manifest.get("env")
+    value = env.get("think") if isinstance(env, dict) else None
+    return value if isinstance(value, bool) else None
 
 
 def _comparisons(runs: Sequence[RunData]) -> list[dict[str, Any]]:
@@ -284,7 +300,7 @@ def render_html(
                     "error_kind": ep.error_kind or "error",
                     "topic": str(ep.meta.get("topic", "") or ""),
                     "judge": judged.get((ep.profile_id, ep.sample_index)),
-                    "turns_view": dialogue_view(ep),
+                    "turns_view": dialogue_view(ep, think=_manifest_think(run.manifest)),
                 }
             )
         dialogue_runs.append({"name": run.name, "dialogues": dialogues})

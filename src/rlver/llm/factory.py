@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel
 from rlver.llm.spec import ModelSpec
@@ -30,12 +32,18 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
     elif spec.kind == "local":
         from rlver.llm.local import LocalChatModel
 
+        if _looks_like_path(spec.model) and not Path(spec.model).expanduser().exists():
+            raise ConfigError(
+                f"model: no model folder at {spec.model!r} (expected a folder with config.json, "
+                "e.g. one written by `rlver export`, or a Hugging Face model id)"
+            )
         try:
             model = LocalChatModel.from_pretrained(
                 spec.model, device=spec.device, dtype=spec.dtype, max_batch_size=spec.max_batch_size
             )
-        except OSError as exc:
-            raise ConfigError(f"model: cannot load local model {spec.model!r}: {exc}") from None
+        except (OSError, ValueError) as exc:  # missing files; a folder transformers cannot read
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"model: cannot load local model {spec.model!r}: {first}") from None
     else:  # pragma: no cover - ModelSpec's Literal already rejects other kinds
         raise ConfigError(f"kind: unknown model kind {spec.kind!r}; expected 'openai' or 'local'")
     if spec.cache:
@@ -43,3 +51,8 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
 
         model = CachedChatModel(model, spec.cache)
     return model
+
+
+def _looks_like_path(model: str) -> bool:
+    """A hub id is ``name`` or ``org/name``; anything absolute, relative-dotted or home-based is a path."""
+    return model.startswith(("/", "./", "../", "~")) or model.count("/") > 1 or "\\" in model

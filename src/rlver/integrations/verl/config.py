@@ -203,7 +203,8 @@ def verl_overrides(
         "trainer.max_critic_ckpt_to_keep": run.keep_checkpoints,
         "trainer.test_freq": cfg.eval.every or -1,
         "trainer.val_before_train": cfg.eval.at_start,
-        "trainer.default_local_dir": str(Path(v.out_dir) / "checkpoints"),
+        # absolute like every other path here: verl's workers may run in another working directory
+        "trainer.default_local_dir": str(Path(v.out_dir).expanduser().resolve() / "checkpoints"),
         "trainer.critic_warmup": 0,
     }
     if cfg.model.lora.enabled:
