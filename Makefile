@@ -20,7 +20,7 @@ setup-dev: $(VENV)/bin/activate
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]"
 
 demo: setup
-	@if $(RLVER) demo --help >/dev/null 2>&1; then $(RLVER) demo; else $(RLVER) --help && $(RLVER) profiles --help; fi
+	$(RLVER) demo
 
 # Headless Chromium for the report-rendering test; skipped quietly where apt is not available.
 browser:
