@@ -36,7 +36,7 @@ from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
 from rlver.records import Episode, Message, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
-from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW, TRAIN_START
+from rlver.simulator.emotion import TRAIN_START, terminal_reason
 
 
 class EnvConfig(BaseModel):
@@ -197,14 +197,10 @@ class DialogueEnv:
         else:  # a simulator may skip appraisal; the emotion then stays where it was
             self._emotion = self._user.emotion.value
 
-        reason: str | None = None
-        if self.config.stop_on_emotion and self._emotion >= TERMINAL_HIGH:
-            reason = "emotion_high"
-        elif self.config.stop_on_emotion and self._emotion < TERMINAL_LOW:
-            reason = "emotion_low"
-        elif turn.ends_dialogue:
+        reason = terminal_reason(self._emotion) if self.config.stop_on_emotion else None
+        if reason is None and turn.ends_dialogue:
             reason = turn.end_reason or "left"
-        elif self.assistant_turns >= self.config.max_assistant_turns:
+        if reason is None and self.assistant_turns >= self.config.max_assistant_turns:
             reason = "turn_limit"
         if reason is not None:
             self._finish(reason)

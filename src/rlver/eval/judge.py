@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rlver.env.thinking import visible_text
 from rlver.errors import RlverError
 from rlver.io import append_jsonl, atomic_write_json, iter_jsonl
 from rlver.llm.base import ChatModel, SamplingParams
@@ -166,13 +167,6 @@ Answer with ONE JSON object and nothing else, in exactly this shape:
              "style_adaptability": {...}},
  "coordinate": {"orientation": <-1.0..1.0>, "style": <-1.0..1.0>},
  "summary": "<one sentence on the Assistant's overall approach>"}"""
-
-
-def visible_text(raw: str) -> str:
-    """What the user saw of an assistant message: the think block removed (the env's own rule)."""
-    from rlver.env.thinking import split_think
-
-    return split_think(raw).visible
 
 
 def render_dialogue(episode: Episode) -> str:

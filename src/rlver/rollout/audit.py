@@ -42,9 +42,8 @@ from rlver.simulator.emotion import (
     EMOTION_MAX,
     EMOTION_MIN,
     MAX_CHANGE,
-    TERMINAL_HIGH,
-    TERMINAL_LOW,
     clamp,
+    is_terminal,
     tier_of,
 )
 
@@ -140,7 +139,7 @@ def audit_episode(
             bad(j, f"tier {a.tier} but emotion {a.emotion_after} is tier {tier_of(a.emotion_after)}")
         value = a.emotion_after  # resync on the recorded value (one finding per wrong number)
         derived.append(value)
-        if stopped_at is None and rules.stop_on_emotion and (value >= TERMINAL_HIGH or value < TERMINAL_LOW):
+        if stopped_at is None and rules.stop_on_emotion and is_terminal(value):
             stopped_at, stop_value = j, value
 
     n_assistant = episode.assistant_turns
