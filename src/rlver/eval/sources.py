@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from rlver.errors import InputError, Problem
 from rlver.eval.judge import JudgedDialogue, JudgeSummary, read_judged, read_summary
@@ -62,12 +62,9 @@ def _first_record(path: Path) -> Any:
 
 def detect_format(path: Path) -> Format:
     """``published`` when the first record looks like a SAGE result line, else ``rlver``."""
-    from rlver.rollout.published import is_published_record
+    from rlver.rollout.published import format_of_first_record
 
-    first = _first_record(path)
-    if isinstance(first, list) or is_published_record(first):
-        return "published"
-    return "rlver"
+    return cast(Format, format_of_first_record(_first_record(path)))
 
 
 def dedupe_episodes(episodes: list[Episode]) -> list[Episode]:

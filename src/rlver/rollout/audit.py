@@ -36,7 +36,7 @@ from typing import Any
 from rlver.env.rewards import REWARD_MODES, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.records import Episode
-from rlver.rollout.published import is_published_record, read_published
+from rlver.rollout.published import format_of_first_record, read_published
 from rlver.rollout.transcripts import read_transcript
 from rlver.simulator.emotion import (
     EMOTION_MAX,
@@ -218,12 +218,12 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             if not raw.strip():
                 continue
             if raw.lstrip().startswith(b"["):
-                return "published"
+                return format_of_first_record([])
             try:
                 rec = json.loads(raw.decode("utf-8"))
             except (ValueError, RecursionError):
                 return "rlver"
-            return "published" if is_published_record(rec) else "rlver"
+            return format_of_first_record(rec)
     return "rlver"
 
 

@@ -126,6 +126,14 @@ def is_published_record(record: Any) -> bool:
     return isinstance(record, dict) and "history" in record and "type" not in record
 
 
+def format_of_first_record(first: Any) -> str:
+    """``"published"`` or ``"rlver"``: which reader a transcript file needs, judged by its first record.
+
+    A list stands for a JSON array file; only the published format is written that way.
+    """
+    return "published" if isinstance(first, list) or is_published_record(first) else "rlver"
+
+
 def record_to_episode(record: dict[str, Any], *, start_emotion: int | None = None) -> Episode:
     """Convert one published record; raises ``_Bad`` (internal) for what cannot be read."""
     if not isinstance(record, dict):
