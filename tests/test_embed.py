@@ -16,29 +16,17 @@ import pytest
 
 from rlver.errors import ConfigError
 from rlver.io import append_jsonl
-from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.profiles.similarity import make_index, profile_text
 from rlver.profiles.stats import diversity
 from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.simulator.offline import OfflineSimulator
+from test_simulator_offline import EN as OFFLINE_EN
 
 REPO = Path(__file__).resolve().parents[1]
 
-EN = Profile(
-    id="en-embed",
-    language="en",
-    persona="Olivia, 29, a primary school teacher; kind, hedges a lot.",
-    background="A parent filed a formal complaint saying Olivia humiliated her son by moving his seat "
-    "after he hit another child. Olivia followed the behaviour policy. Other parents stopped greeting her.",
-    goal="Stop feeling sick about the complaint.",
-    hidden_need="Reassurance that she handled it fairly and did nothing wrong.",
-    traits=["conscientious", "gentle", "self-doubting"],
-    style="passive",
-    topic="the complaint",
-    need_type="validation",
-    opening="A parent made a formal complaint about me and I can't stop going over it.",
-)
+# The offline simulator tests' teacher profile, so both suites judge the same user.
+EN = OFFLINE_EN.model_copy(update={"id": "en-embed"})
 
 # About the hidden need in other words (few shared keywords), and a reply about nothing she said.
 ON_NEED = (
