@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from pathlib import Path
 
 from rlver import __version__
 
@@ -30,10 +31,10 @@ def test_error_messages_are_printed_literally_not_as_markup() -> None:
     assert "[bold]nope[/bold]" in proc.stderr
 
 
-def test_missing_local_model_folder_is_named() -> None:
+def test_missing_local_model_folder_is_named(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", "eval", "--agent-local", "/nonexistent/model-folder",
-         "--simulator", "offline", "--no-report", "--out", "/tmp/rlver-test-missing-model"],
+         "--profiles", "en-test", "--simulator", "offline", "--no-report", "--out", str(tmp_path / "run")],
         capture_output=True,
         text=True,
     )  # fmt: skip

@@ -15,10 +15,10 @@ from rlver.profiles.sets import load_profile_set
 
 
 @pytest.fixture(scope="module")
-def published(shared_data: Path) -> dict[str, list]:
+def published(shared_data_dir: Path) -> dict[str, list]:
     return {
-        "test": load_profiles(shared_data / "sage_test_profiles.jsonl"),
-        "train": load_profiles(shared_data / "rlver_train_profiles.jsonl"),
+        "test": load_profiles(shared_data_dir / "sage_test_profiles.jsonl"),
+        "train": load_profiles(shared_data_dir / "rlver_train_profiles.jsonl"),
     }
 
 

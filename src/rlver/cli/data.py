@@ -24,7 +24,7 @@ def download_cmd(
     from rlver.profiles.download import DATA_FILES, download, find_data_file, sha256_of
 
     if dest is None and not force and name in DATA_FILES:
-        # A verified copy anywhere on the search path (e.g. ../shared/data) is what eval/train use:
+        # A verified copy anywhere on the search path (e.g. $RLVER_SHARED_DATA) is what eval/train use:
         # say so instead of failing offline.
         found = find_data_file(name)
         if found is not None and sha256_of(found.read_bytes()) == DATA_FILES[name].sha256:

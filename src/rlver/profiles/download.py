@@ -21,6 +21,8 @@ from rlver.io import atomic_write_bytes
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/Tencent/digitalhuman/main"
 BASE_URL_ENV = "RLVER_DATA_BASE_URL"
 DATA_DIR_ENV = "RLVER_DATA_DIR"
+#: A folder holding already-verified copies of the published files (e.g. a shared team folder).
+SHARED_DATA_ENV = "RLVER_SHARED_DATA"
 _MAX_BYTES = 64 * 1024 * 1024  # the published files are 0.6 and 3 MB; refuse anything absurd
 
 
@@ -73,19 +75,16 @@ def default_data_dir() -> Path:
 
 
 def candidate_dirs() -> list[Path]:
-    """Where the published files are looked for, in order: the data dir, the cache, ``../shared/data``."""
-    dirs: list[Path] = []
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        dirs.append(Path(env).expanduser())
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    dirs.append(Path(cache) / "rlver" / "data")
-    shared = os.environ.get("RLVER_SHARED_DATA")
+    """Where the published files are looked for, in order: the data dir, then ``$RLVER_SHARED_DATA``.
+
+    The data dir is where ``rlver data download`` writes (:func:`default_data_dir`). Nothing is looked
+    for relative to the working directory or to where rlver is installed: a run must not depend on
+    which folder happens to sit next to a checkout (a fresh clone and an installed wheel behave alike).
+    """
+    dirs = [default_data_dir()]
+    shared = os.environ.get(SHARED_DATA_ENV)
     if shared:
-        dirs.append(Path(shared))
-    dirs.append(Path.cwd().parent / "shared" / "data")
-    repo_root = Path(__file__).resolve().parents[3]  # src/rlver/profiles/download.py → repo root
-    dirs.append(repo_root.parent / "shared" / "data")
+        dirs.append(Path(shared).expanduser())
     unique: list[Path] = []
     for d in dirs:
         if d not in unique:
