@@ -8,6 +8,7 @@ reproduced); 1: replay found a trajectory it could not reproduce; 2: bad input.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,13 @@ def calibrate_command(
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
     ``--simulator replay``, a free run of rlver's environment that must reproduce every trajectory)."""
-    from rlver.eval.calibrate import calibrate, print_table, replay_simulator_for
+    from rlver.eval.calibrate import FileData, calibrate, print_table, replay_simulator_for
+    from rlver.simulator.base import UserSimulator
 
     if simulator not in ("replay", "offline", "llm"):
         raise ConfigError(f"--simulator {simulator!r}: choose replay, offline or llm")
     paths = [str(f) for f in files]
+    factory: Callable[[FileData], UserSimulator]
     if simulator == "replay":
         info: dict[str, Any] = {"name": "replay"}
         factory = replay_simulator_for
@@ -80,7 +83,9 @@ def calibrate_command(
         built = build_simulator(parsed)
         info = built.describe()
         # One simulator object serves every file: it holds the model client and its concurrency.
-        factory = lambda _fd: built  # noqa: E731
+
+        def factory(_fd: FileData) -> UserSimulator:
+            return built
 
     from rich.progress import Progress
 
@@ -106,11 +111,7 @@ def calibrate_command(
     print_table(summary, simulator)
     typer.echo(f"wrote {out / 'predictions.jsonl'}, {out / 'calibration.json'}, {out / 'calibration.html'}")
     if simulator == "replay":
-        bad = [
-            (r["path"], m)
-            for r in summary["files"]
-            for m in r.get("trajectory_mismatches", [])
-        ]
+        bad = [(r["path"], m) for r in summary["files"] for m in r.get("trajectory_mismatches", [])]
         for path, m in bad[:20]:
             typer.echo(f"{path}: {m['dialogue_id']}: {'; '.join(m['problems'])}", err=True)
         if bad:

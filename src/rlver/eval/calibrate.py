@@ -434,7 +434,15 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
         )
     o = summary["overall"]
     table.add_row(
-        "overall", "", str(o["turns"]), "", "", _fmt(o["spearman"]), _fmt(o["sign_agreement"]), _fmt(o["mae"], 2), ""
+        "overall",
+        "",
+        str(o["turns"]),
+        "",
+        "",
+        _fmt(o["spearman"]),
+        _fmt(o["sign_agreement"]),
+        _fmt(o["mae"], 2),
+        "",
     )
     console = Console()
     console.print(table)
@@ -477,7 +485,11 @@ def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: 
     fig, ax = plt.subplots(figsize=(6.5, 5))
     for r in rows:
         ax.scatter(r["mean_recorded_change"], r["mean_predicted_change"], color="#dc2626")
-        ax.annotate(_label(r["path"]).replace("$", r"\$"), (r["mean_recorded_change"], r["mean_predicted_change"]), fontsize=7)
+        ax.annotate(
+            _label(r["path"]).replace("$", r"\$"),
+            (r["mean_recorded_change"], r["mean_predicted_change"]),
+            fontsize=7,
+        )
     ax.set_xlabel("mean recorded change per turn")
     ax.set_ylabel("mean predicted change per turn")
     ax.set_title(f"Model ranking (Spearman {_fmt(summary['model_ranking_spearman'])})")
@@ -485,14 +497,26 @@ def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: 
     return scatter, ranking
 
 
-def render_html(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], simulator: dict[str, Any]) -> str:
+def render_html(
+    summary: dict[str, Any], predictions: Sequence[dict[str, Any]], simulator: dict[str, Any]
+) -> str:
     import base64
 
     scatter, ranking = _pngs(summary, predictions, 0)
     esc = html.escape
     head = "".join(
         f"<th>{c}</th>"
-        for c in ("file", "dialogues", "turns", "mean rec.", "mean pred.", "spearman", "sign", "MAE", "trajectories")
+        for c in (
+            "file",
+            "dialogues",
+            "turns",
+            "mean rec.",
+            "mean pred.",
+            "spearman",
+            "sign",
+            "MAE",
+            "trajectories",
+        )
     )
     body = "".join(
         "<tr>"
