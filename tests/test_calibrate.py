@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -95,9 +96,16 @@ def _strict_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"), parse_constant=no_nan)
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
+def cli(*args: str, cache_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if cache_dir is not None:  # never the user's cache
+        env["RLVER_CACHE_DIR"] = str(cache_dir)
     return subprocess.run(
-        [sys.executable, "-m", "rlver", "calibrate", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "rlver", "calibrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
     )
 
 
@@ -266,7 +274,7 @@ def test_llm_calibration_is_concurrent_resumable_and_counts_tokens(tmp_path: Pat
     with FakeChatServer(scripted_simulator) as server:
         args = [str(path), "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim"]
         args += ["--sim-key-env", "", "--sim-temperature", "0.5", "--concurrency", "4", "--out", str(out)]
-        proc = cli(*args)
+        proc = cli(*args, cache_dir=tmp_path / "cache")
         assert proc.returncode == 0, proc.stderr
         served = server.served
         lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
@@ -278,12 +286,12 @@ def test_llm_calibration_is_concurrent_resumable_and_counts_tokens(tmp_path: Pat
         (out / "predictions.jsonl").write_text(
             "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines[:18])
         )
-        assert cli(*args).returncode == 0
+        assert cli(*args, cache_dir=tmp_path / "cache").returncode == 0
         asked_again = server.served - served
         assert 0 < asked_again <= served * 4 // 22 + 4
         # complete: nothing is asked
         before = server.served
-        assert cli(*args).returncode == 0
+        assert cli(*args, cache_dir=tmp_path / "cache").returncode == 0
         assert server.served == before
 
 
@@ -301,3 +309,27 @@ def test_replay_reproduces_the_released_files(shared_data: Path, tmp_path: Path)
     assert result["overall"]["mae"] == 0.0 and result["overall"]["sign_agreement"] == 1.0
     assert all(r["trajectories_identical"] is True for r in result["files"])
     assert result["model_ranking_spearman"] == 1.0
+
+
+def test_failed_llm_turns_are_reported_and_retried_on_rerun(tmp_path: Path) -> None:
+    """A simulator that answers nonsense for some replies: those turns fail (exit 1, named), the rest
+    are kept, and a rerun against a healthy simulator asks only for the failed ones."""
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    out = tmp_path / "out"
+
+    def flaky(request: dict[str, Any]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+        return "not json at all" if "AWFUL" in text else scripted_simulator(request)
+
+    with FakeChatServer(flaky) as server:
+        args = [str(path), "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim"]
+        args += ["--sim-key-env", "", "--sim-temperature", "0.5", "--out", str(out)]
+        proc = cli(*args, cache_dir=tmp_path / "cache")
+        assert proc.returncode == 1
+        assert "got no prediction" in proc.stderr and "low turn" in proc.stderr
+        kept = (out / "predictions.jsonl").read_text().splitlines()
+        assert 0 < len(kept) < 22
+        server.responder = scripted_simulator
+        proc = cli(*args, cache_dir=tmp_path / "cache")
+        assert proc.returncode == 0, proc.stderr
+        assert len((out / "predictions.jsonl").read_text().splitlines()) == 22

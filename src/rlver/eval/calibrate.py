@@ -32,7 +32,7 @@ import numpy as np
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.thinking import split_think
-from rlver.errors import ConfigError
+from rlver.errors import ConfigError, RlverError
 from rlver.io import append_jsonl, atomic_write_json, atomic_write_text, iter_jsonl
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
@@ -46,6 +46,20 @@ PREDICTIONS = "predictions.jsonl"
 CALIBRATION = "calibration.json"
 REPORT = "calibration.html"
 MANIFEST = "calibrate_manifest.json"
+
+
+class CalibrationIncomplete(RlverError):
+    """Some turns got no prediction (their simulator calls failed); the others are on file."""
+
+    exit_code = 1
+
+    def __init__(self, failed: Sequence[str]) -> None:
+        shown = "\n  ".join(failed[:10])
+        more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
+        super().__init__(
+            f"{len(failed)} turn(s) got no prediction (rerun the same command to retry only them):\n  {shown}{more}"
+        )
+        self.failed = list(failed)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -278,13 +292,18 @@ async def run_predictions(
         on_turn(finished, total)
     gate = asyncio.Semaphore(max(1, concurrency))
     sims = {fd.path: simulator_for(fd) for fd in files}
+    failed: list[str] = []
 
     async def one(fd: FileData, t: Turn) -> None:
         nonlocal finished
         async with gate:
-            predicted, tokens = await predict_turn(
-                sims[fd.path], fd.profiles[t.dialogue_id], t, _seed(seed, t.file, t.dialogue_id, t.turn)
-            )
+            try:
+                predicted, tokens = await predict_turn(
+                    sims[fd.path], fd.profiles[t.dialogue_id], t, _seed(seed, t.file, t.dialogue_id, t.turn)
+                )
+            except RlverError as exc:  # a simulator or LLM call failed for good: keep going, retry on resume
+                failed.append(f"{t.file}: {t.dialogue_id} turn {t.turn}: {exc}")
+                return
         rec = {
             "file": t.file,
             "dialogue_id": t.dialogue_id,
@@ -307,6 +326,8 @@ async def run_predictions(
             close = getattr(sim, "aclose", None)
             if close is not None:
                 await close()
+    if failed:
+        raise CalibrationIncomplete(failed)
     return [done[k] for k in order]
 
 
