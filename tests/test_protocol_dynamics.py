@@ -111,3 +111,16 @@ def test_published_presets_set_the_published_dynamics(preset: str) -> None:
     train, val = _env_configs(VerlTrainConfig.model_validate(cfg.model_dump()))
     assert train == published
     assert val.bound_change and val.floor_emotion and val.end_at_high and not val.shared_opening
+
+
+def test_audit_follows_the_dynamics_in_the_manifest() -> None:
+    from rlver.rollout.audit import AuditRules, _rules_from_manifest, audit_episode
+
+    cfg = EnvConfig.published_training()
+    ep = _run(cfg, [30, 50, 0, -150, 5]).episode
+    rules = _rules_from_manifest({"env": cfg.model_dump()}, AuditRules(start_emotion=None))
+    assert audit_episode(ep, rules)[0] == []
+    findings, _ = audit_episode(ep, AuditRules(start_emotion=None))  # the evaluation's rules
+    assert any("exceeds ±10" in f.message for f in findings)
+    long = _run(cfg, [0] * 12).episode  # 9 replies under the "> 8" rule
+    assert audit_episode(long, rules)[0] == []
