@@ -465,7 +465,10 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
         _fmt(o["mae"], 2),
         "",
     )
-    console = Console()
+    import sys
+
+    # Piped output (CI logs) gets a width that keeps the file names whole.
+    console = Console() if sys.stdout.isatty() else Console(width=130)
     console.print(table)
     console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
 
