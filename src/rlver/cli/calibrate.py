@@ -106,6 +106,7 @@ def calibrate_command(
                 seed=seed,
                 limit=limit,
                 on_turn=on_turn,
+                durable_each=simulator == "llm",
             )
         )
     print_table(summary, simulator)
