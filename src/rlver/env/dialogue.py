@@ -13,6 +13,12 @@ Termination follows the published protocol:
   appraisals. With ``appraise_final_reply=False`` that last reply is appended without calling the
   simulator (it cannot change the score, and it saves one simulator round per dialogue).
 
+Every one of these rules is a setting of :class:`EnvConfig` (defaults: the published evaluation;
+:meth:`EnvConfig.published_training` the published training dynamics, verified in docs/protocol.md):
+per-turn change bound and floor at 0 (``bound_change``, ``floor_emotion``), stopping at 100
+(``end_at_high``), the low threshold (``end_below``), the turn-limit rule (``turn_limit_rule``) and a
+shared opening line per GRPO group (``shared_opening``, applied by the rollout runner).
+
 Two choices worth knowing (see docs/transcripts.md):
 
 * The system prompt **is** ``episode.messages[0]`` (role ``"system"``), so a transcript line holds the
@@ -25,8 +31,8 @@ Two choices worth knowing (see docs/transcripts.md):
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -36,7 +42,13 @@ from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
 from rlver.records import Episode, Message, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
-from rlver.simulator.emotion import TRAIN_START, terminal_reason
+from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW, TRAIN_START, EmotionState
+
+#: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with
+#: ``appraise_final_reply``), as SAGE/test_npc.py:93 does. ``after_user_exceeds``: the published
+#: training check, made after the user's reply with ``turns > max_assistant_turns``
+#: (RLVER vllm_rollout_spmd.py:518), so ``max_assistant_turns + 1`` replies, every one appraised.
+TurnLimitRule = Literal["reply_count", "after_user_exceeds"]
 
 
 class EnvConfig(BaseModel):
@@ -55,6 +67,20 @@ class EnvConfig(BaseModel):
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
     max_reply_chars: int = Field(default=8000, ge=1)
+    # -- emotion dynamics (defaults = the published evaluation; see docs/protocol.md) ------------
+    #: Clamp each stated change to ±max_change (off in the published training).
+    bound_change: bool = True
+    #: Keep the emotion at or above 0 (off in the published training: it may go below 0).
+    floor_emotion: bool = True
+    #: End the dialogue when the emotion reaches 100 (the published training goes on at 100).
+    end_at_high: bool = True
+    #: End the dialogue when the emotion falls below this (evaluation: 10; training ``<= 0`` = 1).
+    end_below: int = Field(default=TERMINAL_LOW, ge=-1000, le=101)
+    #: How the turn limit is counted (see :data:`TurnLimitRule`).
+    turn_limit_rule: TurnLimitRule = "reply_count"
+    #: All dialogues of one profile in a rollout round share one opening line (the published
+    #: training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450).
+    shared_opening: bool = False
 
     @classmethod
     def evaluation(cls, **overrides: Any) -> EnvConfig:
@@ -76,10 +102,45 @@ class EnvConfig(BaseModel):
         }
         return cls(**{**base, **overrides})
 
+    @classmethod
+    def published_training(cls, **overrides: Any) -> EnvConfig:
+        """The published RLVER training dynamics (docs/protocol.md has the file:line of each)."""
+        base: dict[str, Any] = {
+            "max_assistant_turns": 8,
+            "appraise_final_reply": True,
+            "start_emotion": TRAIN_START,
+            "bound_change": False,
+            "floor_emotion": False,
+            "end_at_high": False,
+            "end_below": 1,
+            "turn_limit_rule": "after_user_exceeds",
+            "shared_opening": True,
+        }
+        return cls(**{**base, **overrides})
+
     @property
     def max_appraisals(self) -> int:
         """The most appraisals one dialogue can have under this config."""
+        if self.turn_limit_rule == "after_user_exceeds":
+            return self.max_assistant_turns + 1
         return self.max_assistant_turns - (0 if self.appraise_final_reply else 1)
+
+    @property
+    def reply_limit(self) -> int:
+        """The most assistant replies one dialogue can have under this config."""
+        if self.turn_limit_rule == "after_user_exceeds":
+            return self.max_assistant_turns + 1
+        return self.max_assistant_turns
+
+    def emotion_end(self, emotion: int) -> str | None:
+        """The end reason an emotion value implies under these settings, or ``None``."""
+        if not self.stop_on_emotion:
+            return None
+        if self.end_at_high and emotion >= TERMINAL_HIGH:
+            return "emotion_high"
+        if emotion < self.end_below:
+            return "emotion_low"
+        return None
 
 
 @dataclass
@@ -137,6 +198,10 @@ class DialogueEnv:
         prompt = self.config.system_prompt or system_prompt(self.config.think, language)
         self._messages.append(Message(role="system", content=prompt))
         self._user = self.simulator.start(profile, start_emotion=self.config.start_emotion, seed=seed)
+        rules = self._user.emotion.rules
+        wanted = replace(rules, bound_change=self.config.bound_change, floor=self.config.floor_emotion)
+        if wanted != rules:  # the environment owns the dynamics; the simulator only states changes
+            self._user.emotion = EmotionState(self._user.emotion.value, wanted)
         self._emotion = self._user.emotion.value
         t0 = time.perf_counter()
         opening = await self._user.open()
@@ -181,7 +246,11 @@ class DialogueEnv:
             "truncated": truncated,
         }
 
-        if self.assistant_turns >= self.config.max_assistant_turns and not self.config.appraise_final_reply:
+        if (
+            self.config.turn_limit_rule == "reply_count"
+            and self.assistant_turns >= self.config.max_assistant_turns
+            and not self.config.appraise_final_reply
+        ):
             self._finish("turn_limit")
             info.update(end_reason=self._end_reason, appraised=False)
             return StepResult(user_message=None, emotion=self._emotion, done=True, info=info)
@@ -197,10 +266,10 @@ class DialogueEnv:
         else:  # a simulator may skip appraisal; the emotion then stays where it was
             self._emotion = self._user.emotion.value
 
-        reason = terminal_reason(self._emotion) if self.config.stop_on_emotion else None
+        reason = self.config.emotion_end(self._emotion)
         if reason is None and turn.ends_dialogue:
             reason = turn.end_reason or "left"
-        if reason is None and self.assistant_turns >= self.config.max_assistant_turns:
+        if reason is None and self.assistant_turns >= self.config.reply_limit:
             reason = "turn_limit"
         if reason is not None:
             self._finish(reason)

@@ -74,7 +74,7 @@ def turn_rewards(
     if n == 0:
         return []
     final = [0.0] * n
-    final[-1] = episode.final_emotion / 100.0
+    final[-1] = max(episode.final_emotion, 0) / 100.0  # floored at 0 as published (url_environment.py:38)
     delta = [d / 100.0 for d in delta_per_turn(episode)]
     if mode == "final":
         rewards = final
@@ -96,7 +96,7 @@ def episode_reward(
 ) -> float:
     """The scalar reward of a whole episode (``final``: final emotion / 100, the published setting)."""
     _check(mode, mixed_weight)
-    final = episode.final_emotion / 100.0
+    final = max(episode.final_emotion, 0) / 100.0  # an unfloored emotion may end below 0
     delta = sum(delta_per_turn(episode)) / 100.0
     if mode == "final":
         value = final

@@ -42,8 +42,9 @@ from rlver.simulator.emotion import (
     EMOTION_MAX,
     EMOTION_MIN,
     MAX_CHANGE,
+    TERMINAL_HIGH,
+    TERMINAL_LOW,
     clamp,
-    is_terminal,
     tier_of,
 )
 
@@ -59,12 +60,30 @@ class AuditRules:
     stop_on_emotion: bool = True
     max_assistant_turns: int | None = 10
     appraise_final_reply: bool = False
+    # Emotion dynamics (EnvConfig fields of the same names; the published training turns them off).
+    bound_change: bool = True
+    floor_emotion: bool = True
+    end_at_high: bool = True
+    end_below: int = TERMINAL_LOW
+    turn_limit_rule: str = "reply_count"
+
+    @property
+    def reply_limit(self) -> int | None:
+        if self.max_assistant_turns is None:
+            return None
+        return self.max_assistant_turns + (1 if self.turn_limit_rule == "after_user_exceeds" else 0)
 
     @property
     def max_appraisals(self) -> int | None:
         if self.max_assistant_turns is None:
             return None
+        if self.turn_limit_rule == "after_user_exceeds":
+            return self.max_assistant_turns + 1
         return self.max_assistant_turns - (0 if self.appraise_final_reply else 1)
+
+    def ends(self, emotion: int) -> bool:
+        """Whether this emotion ends the dialogue under these rules."""
+        return (self.end_at_high and emotion >= TERMINAL_HIGH) or emotion < self.end_below
 
 
 @dataclass
@@ -123,23 +142,28 @@ def audit_episode(
         appraisals += 1
         if stopped_at is not None and j == stopped_at + 1:
             bad(j, f"appraised, but the dialogue had to end at turn {stopped_at} (emotion {stop_value})")
-        expected_change = clamp(a.raw_change, -rules.max_change, rules.max_change)
-        if abs(a.change) > rules.max_change:
+        bound = rules.max_change if rules.bound_change else abs(a.raw_change)
+        expected_change = clamp(a.raw_change, -bound, bound)
+        if abs(a.change) > rules.max_change and rules.bound_change:
             bad(j, f"change {a.change:+d} exceeds ±{rules.max_change}")
         elif a.change != expected_change:
             bad(j, f"change {a.change:+d} but raw change {a.raw_change:+d} clamps to {expected_change:+d}")
         if a.emotion_before != value:
             bad(j, f"emotion before is {a.emotion_before}, expected {value}")
             value = a.emotion_before  # resync: the break in the chain is reported once
-        applied = clamp(a.change, -rules.max_change, rules.max_change)
-        expected_after = clamp(value + applied, rules.low, rules.high)
+        applied = clamp(a.change, -rules.max_change, rules.max_change) if rules.bound_change else a.change
+        expected_after = (
+            clamp(value + applied, rules.low, rules.high)
+            if rules.floor_emotion
+            else min(value + applied, rules.high)
+        )
         if a.emotion_after != expected_after:
             bad(j, f"emotion {a.emotion_after} recorded, but {value} {applied:+d} gives {expected_after}")
         if a.tier != tier_of(a.emotion_after):
             bad(j, f"tier {a.tier} but emotion {a.emotion_after} is tier {tier_of(a.emotion_after)}")
         value = a.emotion_after  # resync on the recorded value (one finding per wrong number)
         derived.append(value)
-        if stopped_at is None and rules.stop_on_emotion and is_terminal(value):
+        if stopped_at is None and rules.stop_on_emotion and rules.ends(value):
             stopped_at, stop_value = j, value
 
     n_assistant = episode.assistant_turns
@@ -154,8 +178,8 @@ def audit_episode(
         )
     if rules.max_appraisals is not None and appraisals > rules.max_appraisals:
         bad(None, f"{appraisals} appraisals, the protocol allows at most {rules.max_appraisals}")
-    if rules.max_assistant_turns is not None and n_assistant > rules.max_assistant_turns:
-        bad(None, f"{n_assistant} assistant replies, the limit is {rules.max_assistant_turns}")
+    if rules.reply_limit is not None and n_assistant > rules.reply_limit:
+        bad(None, f"{n_assistant} assistant replies, the limit is {rules.reply_limit}")
     if episode.final_emotion != value:
         bad(None, f"final emotion {episode.final_emotion} recorded, the appraisals give {value}")
     if episode.emotions and episode.emotions != derived:
@@ -185,6 +209,13 @@ def _rules_from_manifest(manifest: dict[str, Any], base: AuditRules) -> AuditRul
             rules.appraise_final_reply = bool(env["appraise_final_reply"])
         if "stop_on_emotion" in env:
             rules.stop_on_emotion = bool(env["stop_on_emotion"])
+        for key in ("bound_change", "floor_emotion", "end_at_high"):
+            if key in env:
+                setattr(rules, key, bool(env[key]))
+        if "end_below" in env:
+            rules.end_below = int(env["end_below"])
+        if env.get("turn_limit_rule") in ("reply_count", "after_user_exceeds"):
+            rules.turn_limit_rule = str(env["turn_limit_rule"])
     if isinstance(sim, dict) and isinstance(sim.get("max_change"), int):
         rules.max_change = sim["max_change"]
     return rules

@@ -145,11 +145,28 @@ async def run_rollouts(
             except Exception as exc:  # surfaced after the round, see docstring
                 callback_errors.append(exc)
 
+    #: ``env.shared_opening``: the first dialogue of a profile writes the opening, the others of its
+    #: group wait for it and start from it (the published training clones one user per prompt).
+    openings: dict[str, asyncio.Future[str]] = {}
+
     async def start(d: _Dialogue) -> None:
+        owned: asyncio.Future[str] | None = None
         try:
+            profile = d.profile
+            if config.env.shared_opening and not profile.opening:
+                shared = openings.get(profile.id)
+                if shared is None:
+                    owned = openings[profile.id] = asyncio.get_running_loop().create_future()
+                else:
+                    profile = profile.model_copy(update={"opening": await shared})
             async with sem:
-                await d.env.reset(d.profile, seed=d.seed, sample_index=d.sample_index)
+                opening = await d.env.reset(profile, seed=d.seed, sample_index=d.sample_index)
+            if owned is not None:
+                owned.set_result(opening)
         except Exception as exc:
+            if owned is not None and not owned.done():
+                owned.set_exception(exc)
+                owned.exception()  # retrieved here: waiting copies re-raise it, none is left unseen
             d.env.mark_failed(exc)
             await finish(d)
 

@@ -48,11 +48,21 @@ def clamp(value: int, low: int, high: int) -> int:
 
 @dataclass(frozen=True)
 class EmotionRules:
-    """How emotion moves: the per-turn bound and the value range."""
+    """How emotion moves: the per-turn bound and the value range.
+
+    The defaults are the published *evaluation* (SAGE/simulator_response.py:151 clamps the stated
+    change to ±10, :155 caps the value at 100). The published *training* simulator neither bounds the
+    change nor floors the value (RLVER hard_player_simulator_dsv3.py:219-220: ``+= change`` then
+    ``min(.., 100)``): ``bound_change=False, floor=False`` reproduce it (see docs/protocol.md).
+    """
 
     max_change: int = MAX_CHANGE
     low: int = EMOTION_MIN
     high: int = EMOTION_MAX
+    #: Clamp each stated change to ±max_change.
+    bound_change: bool = True
+    #: Keep the value at or above ``low`` (the cap at ``high`` always applies, as published).
+    floor: bool = True
 
     def __post_init__(self) -> None:
         # Checked here so that a bad config fails at start-up with a message, not mid-run.
@@ -62,12 +72,18 @@ class EmotionRules:
             raise ConfigError(f"emotion range must have low < high (got {self.low}..{self.high})")
 
     def clamp_change(self, raw_change: int) -> int:
+        if not self.bound_change:
+            return raw_change
         return clamp(raw_change, -self.max_change, self.max_change)
+
+    def bound(self, value: int) -> int:
+        """The value range: capped at ``high``; floored at ``low`` unless ``floor`` is off."""
+        return clamp(value, self.low, self.high) if self.floor else min(value, self.high)
 
     def apply(self, emotion: int, raw_change: int) -> tuple[int, int]:
         """Return ``(applied_change, new_emotion)`` for a stated change."""
         change = self.clamp_change(raw_change)
-        return change, clamp(emotion + change, self.low, self.high)
+        return change, self.bound(emotion + change)
 
 
 @dataclass
@@ -78,7 +94,7 @@ class EmotionState:
     rules: EmotionRules = EmotionRules()
 
     def __post_init__(self) -> None:
-        self.value = clamp(self.value, self.rules.low, self.rules.high)
+        self.value = self.rules.bound(self.value)
 
     @property
     def tier(self) -> Tier:

@@ -464,6 +464,18 @@ class OfflineUser(SimulatedUser):
     async def respond(self, agent_reply: str) -> UserTurn:
         return self.respond_now(agent_reply)
 
+    def restore(self, history: Sequence[Message], emotion: int) -> None:
+        """Also rebuild the derived state (earlier replies' tokens, the user's n-grams) from ``history``."""
+        super().restore([], emotion)
+        self._previous_token_sets = []
+        self._user_grams = set()
+        for message in history:
+            if message.role == "user":
+                self._heard(message.content)
+            else:
+                self.history.append(message)
+                self._previous_token_sets.append(set(tokens(message.content.strip(), self.pf.language)))
+
     def respond_now(self, agent_reply: str) -> UserTurn:
         """The synchronous core of :meth:`respond` (handy for throughput tests and tools)."""
         started = time.perf_counter()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rlver.llm.base import ChatModel, SamplingParams
@@ -82,6 +83,11 @@ class SentientUser(SimulatedUser):
 
     def _reask(self, error: str) -> Message:
         return prompts.reask_message(error, self.language)
+
+    def restore(self, history: Sequence[Message], emotion: int) -> None:
+        """Also rebuild the agent replies quoted back to the parser (echo detection) from ``history``."""
+        super().restore(history, emotion)
+        self._agent_replies = [m.content for m in history if m.role == "assistant"]
 
     async def open(self) -> UserTurn:
         started = time.perf_counter()

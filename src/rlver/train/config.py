@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -92,6 +92,29 @@ class RolloutSettings(_Strict):
     format_penalty: float = Field(default=0.0, ge=0.0)
     mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     simulator_concurrency: int = Field(default=64, ge=1)
+    # Emotion dynamics of training dialogues (EnvConfig fields of the same names; docs/protocol.md).
+    # Defaults keep rlver's bounded dynamics; the published presets set the published values.
+    bound_change: bool = True
+    floor_emotion: bool = True
+    end_at_high: bool = True
+    end_below: int = Field(default=10, ge=-1000, le=101)
+    turn_limit_rule: Literal["reply_count", "after_user_exceeds"] = "reply_count"
+    shared_opening: bool = False
+
+    def env_dynamics(self) -> dict[str, Any]:
+        """The EnvConfig fields of a training dialogue, shared by the local trainer and verl's launcher."""
+        return {
+            "max_assistant_turns": self.max_assistant_turns,
+            "appraise_final_reply": self.appraise_final_reply,
+            "start_emotion": self.start_emotion,
+            "think": self.think,
+            "bound_change": self.bound_change,
+            "floor_emotion": self.floor_emotion,
+            "end_at_high": self.end_at_high,
+            "end_below": self.end_below,
+            "turn_limit_rule": self.turn_limit_rule,
+            "shared_opening": self.shared_opening,
+        }
 
     @model_validator(mode="after")
     def _groups_fit(self) -> RolloutSettings:

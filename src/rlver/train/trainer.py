@@ -266,15 +266,15 @@ class Trainer:
 
     def _rollout_config(self, *, evaluation: bool) -> RolloutConfig:
         r, e = self.cfg.rollout, self.cfg.eval
-        env = EnvConfig(
-            max_assistant_turns=(e.max_assistant_turns or r.max_assistant_turns)
+        env = (
+            EnvConfig(
+                max_assistant_turns=e.max_assistant_turns or r.max_assistant_turns,
+                appraise_final_reply=r.appraise_final_reply,
+                start_emotion=e.start_emotion if e.start_emotion is not None else r.start_emotion,
+                think=r.think,
+            )
             if evaluation
-            else r.max_assistant_turns,
-            appraise_final_reply=r.appraise_final_reply,
-            start_emotion=(e.start_emotion if e.start_emotion is not None else r.start_emotion)
-            if evaluation
-            else r.start_emotion,
-            think=r.think,
+            else EnvConfig(**r.env_dynamics())
         )
         return RolloutConfig(
             n_per_profile=e.samples_per_profile if evaluation else r.n_per_profile,

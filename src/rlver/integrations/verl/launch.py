@@ -92,17 +92,13 @@ def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
 def _env_configs(cfg: VerlTrainConfig) -> tuple[EnvConfig, EnvConfig]:
     """The dialogue rules for training rows and for validation rows (eval settings default to training)."""
     ro, ev = cfg.rollout, cfg.eval
-    train = EnvConfig.training(
-        max_assistant_turns=ro.max_assistant_turns,
+    train = EnvConfig.training(**ro.env_dynamics())
+    # Validation dialogues keep the default (evaluation) dynamics: only the count and start differ.
+    val = EnvConfig.training(
+        max_assistant_turns=ev.max_assistant_turns or ro.max_assistant_turns,
         appraise_final_reply=ro.appraise_final_reply,
-        start_emotion=ro.start_emotion,
+        start_emotion=ev.start_emotion if ev.start_emotion is not None else ro.start_emotion,
         think=ro.think,
-    )
-    val = train.model_copy(
-        update={
-            "max_assistant_turns": ev.max_assistant_turns or ro.max_assistant_turns,
-            "start_emotion": ev.start_emotion if ev.start_emotion is not None else ro.start_emotion,
-        }
     )
     return train, val
 
@@ -123,6 +119,16 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
         raise ConfigError(f"eval.profiles: {cfg.eval.profiles} has no profiles")
 
     train_env, val_env = _env_configs(cfg)
+    if train_env.shared_opening and any(p.opening is None for p in train_profiles):
+        import warnings
+
+        # verl's agent loop runs each of the n copies of a prompt on its own, so they cannot wait
+        # for one shared opening; profiles with a recorded opening share it anyway (docs/protocol.md).
+        warnings.warn(
+            "rollout.shared_opening is not applied under verl for profiles without an opening line: "
+            "each dialogue writes its own (the local trainer shares one per group)",
+            stacklevel=2,
+        )
     reward = RewardSettings(
         mode=ro.reward_mode, format_penalty=ro.format_penalty, mixed_weight=ro.mixed_weight
     )

@@ -1,0 +1,673 @@
+"""``rlver calibrate``: how closely a simulator agrees with the published one, on released transcripts.
+
+Two checks on released SAGE result files (format: :mod:`rlver.rollout.published`):
+
+* **Teacher-forced agreement.** For every appraised turn the simulator gets the record's profile, the
+  recorded dialogue up to that turn (visible text only), the recorded emotion before and the recorded
+  agent reply (:meth:`~rlver.simulator.base.SimulatedUser.restore`). Its change (after − before) is
+  compared with the recorded one: per-turn Spearman, sign agreement, MAE, and the Spearman of the
+  files' mean changes (a file is one model, so this is the model ranking).
+* **Replay trajectories** (``--simulator replay`` only). The oracle
+  :class:`~rlver.simulator.replay.ReplaySimulator` plays back the recorded judgements while rlver's
+  :class:`~rlver.env.dialogue.DialogueEnv` runs free on the recorded agent replies under the evaluation
+  protocol; each dialogue's turns, emotions and end must come out as recorded.
+
+Predictions are appended to ``predictions.jsonl`` one line per turn as they finish, so a killed run
+(an LLM simulator costs money) resumes where it stopped: turns already on file are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import html
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rlver.env.dialogue import DialogueEnv, EnvConfig
+from rlver.env.thinking import split_think
+from rlver.errors import ConfigError, RlverError
+from rlver.io import append_jsonl, atomic_write_json, atomic_write_text, iter_jsonl
+from rlver.profiles.loaders import published_need_type, split_hidden_need
+from rlver.profiles.schema import PUBLISHED_STYLES, Profile
+from rlver.records import Episode, Message
+from rlver.rollout.published import read_published
+from rlver.simulator.base import UserSimulator
+from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW
+from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
+
+PREDICTIONS = "predictions.jsonl"
+CALIBRATION = "calibration.json"
+REPORT = "calibration.html"
+MANIFEST = "calibrate_manifest.json"
+#: Predictions per append when per-turn durability is off (fast simulators).
+FLUSH_EVERY = 500
+
+
+def append_jsonl_many(path: Path, records: Sequence[dict[str, Any]]) -> None:
+    """Append several records with one write and one fsync (a torn last line is skipped on read)."""
+    import os
+
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    text = "\n" + text
+        os.write(fd, text.encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class CalibrationIncomplete(RlverError):
+    """Some turns got no prediction (their simulator calls failed); the others are on file."""
+
+    exit_code = 1
+
+    def __init__(self, failed: Sequence[str]) -> None:
+        shown = "\n  ".join(failed[:10])
+        more = f"\n  ... and {len(failed) - 10} more" if len(failed) > 10 else ""
+        super().__init__(
+            f"{len(failed)} turn(s) got no prediction (rerun the same command to retry only them):\n  {shown}{more}"
+        )
+        self.failed = list(failed)
+
+
+# --------------------------------------------------------------------------------------------------
+# records → profiles, recordings, turns
+
+
+def profile_of(episode: Episode) -> Profile:
+    """The profile a released record was played with (its own fields; the opening is its first line)."""
+    pub = episode.meta.get("published", {}) if isinstance(episode.meta, dict) else {}
+    scene = str(pub.get("scene") or "")
+    split = split_hidden_need(scene)
+    background, hidden = split if split is not None else (scene, "")
+    task = str(pub.get("task") or "")
+    style = str(pub.get("character") or "").strip()
+    opening = episode.user_turns[0].text if episode.user_turns else None
+    return Profile(
+        id=episode.profile_id,
+        language="zh",
+        persona=str(pub.get("player") or "-") or "-",
+        background=background or "-",
+        goal=task or hidden or "-",
+        hidden_need=hidden or task or "-",
+        style=PUBLISHED_STYLES.get(style, style or "passive"),
+        topic=str(pub.get("topic") or ""),
+        need_type=published_need_type(hidden),
+        opening=opening or None,
+        source="sage-released",
+    )
+
+
+def visible_dialogue(episode: Episode) -> list[Message]:
+    """The recorded dialogue as the user saw it: user lines, and agent replies without thoughts."""
+    out: list[Message] = []
+    for m in episode.messages:
+        if m.role == "assistant":
+            out.append(Message(role="assistant", content=split_think(m.content).visible))
+        elif m.role == "user":
+            out.append(m)
+    return out
+
+
+def recording_of(episode: Episode) -> Recording:
+    replies = tuple(m.content for m in visible_dialogue(episode) if m.role == "assistant")
+    return Recording(episode.profile_id, replies, tuple(episode.user_turns))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One appraised turn to predict: context, emotion before, reply, and the recorded change."""
+
+    file: str
+    dialogue_id: str
+    turn: int  # 1-based appraisal index
+    history: tuple[Message, ...]
+    reply: str
+    emotion_before: int
+    recorded_change: int
+
+
+def appraised_turns(file: str, episode: Episode) -> list[Turn]:
+    dialogue = visible_dialogue(episode)
+    turns: list[Turn] = []
+    user_index = 0
+    k = 0
+    for i, m in enumerate(dialogue):
+        if m.role != "user":
+            continue
+        turn = episode.user_turns[user_index] if user_index < len(episode.user_turns) else None
+        user_index += 1
+        if turn is None or turn.appraisal is None or i == 0 or dialogue[i - 1].role != "assistant":
+            continue
+        k += 1
+        a = turn.appraisal
+        turns.append(
+            Turn(
+                file=file,
+                dialogue_id=episode.episode_id,
+                turn=k,
+                history=tuple(dialogue[: i - 1]),
+                reply=dialogue[i - 1].content,
+                emotion_before=a.emotion_before,
+                recorded_change=a.emotion_after - a.emotion_before,
+            )
+        )
+    return turns
+
+
+def recorded_end(episode: Episode, max_assistant_turns: int = 10) -> str:
+    """The end a released dialogue had, from its shape (the files do not store it)."""
+    roles = [m.role for m in episode.messages if m.role in ("user", "assistant")]
+    final = episode.emotions[-1] if episode.emotions else episode.start_emotion
+    if roles and roles[-1] == "assistant":
+        return "turn_limit" if roles.count("assistant") >= max_assistant_turns else "unknown"
+    if final >= TERMINAL_HIGH:
+        return "emotion_high"
+    if final < TERMINAL_LOW:
+        return "emotion_low"
+    if episode.user_turns and says_goodbye(episode.user_turns[-1].text):
+        return "goodbye"
+    return "unknown"
+
+
+# --------------------------------------------------------------------------------------------------
+# statistics (numpy only; strict JSON: ``None`` where a figure is undefined)
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x), dtype=float)
+    sx = x[order]
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and sx[j + 1] == sx[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return ranks
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Spearman's rank correlation with average ranks for ties; ``None`` if undefined."""
+    if len(a) != len(b) or len(a) < 2:
+        return None
+    ra, rb = _ranks(np.asarray(a, dtype=float)), _ranks(np.asarray(b, dtype=float))
+    if ra.std() == 0 or rb.std() == 0:
+        return None
+    value = float(np.corrcoef(ra, rb)[0, 1])
+    return round(value, 6) if math.isfinite(value) else None
+
+
+def agreement(recorded: Sequence[int], predicted: Sequence[int]) -> dict[str, Any]:
+    n = len(recorded)
+    if n == 0:
+        return {"turns": 0, "spearman": None, "sign_agreement": None, "mae": None}
+    r, p = np.asarray(recorded, dtype=float), np.asarray(predicted, dtype=float)
+    return {
+        "turns": n,
+        "spearman": spearman(recorded, predicted),
+        "sign_agreement": round(float(np.mean(np.sign(r) == np.sign(p))), 6),
+        "mae": round(float(np.mean(np.abs(r - p))), 6),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# running
+
+
+def _seed(base: int, *parts: object) -> int:
+    digest = hashlib.sha256(":".join(str(p) for p in (base, *parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+def _key(file: str, dialogue_id: str, turn: int) -> tuple[str, str, int]:
+    return (file, dialogue_id, turn)
+
+
+def load_done(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Predictions already on file (resume), keyed by (file, dialogue_id, turn)."""
+    done: dict[tuple[str, str, int], dict[str, Any]] = {}
+    if path.exists():
+        for _, rec in iter_jsonl(path):
+            if isinstance(rec, dict) and {"file", "dialogue_id", "turn"} <= rec.keys():
+                done[_key(rec["file"], str(rec["dialogue_id"]), int(rec["turn"]))] = rec
+    return done
+
+
+async def predict_turn(simulator: UserSimulator, profile: Profile, turn: Turn, seed: int) -> tuple[int, int]:
+    """Teacher-forced prediction of one turn: ``(predicted change, simulator tokens)``."""
+    user = simulator.start(profile, start_emotion=turn.emotion_before, seed=seed)
+    user.restore(turn.history, turn.emotion_before)
+    result = await user.respond(turn.reply)
+    after = result.appraisal.emotion_after if result.appraisal is not None else turn.emotion_before
+    return after - turn.emotion_before, result.tokens
+
+
+@dataclass
+class FileData:
+    path: str
+    episodes: list[Episode]
+    profiles: dict[str, Profile] = field(default_factory=dict)
+
+
+def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileData]:
+    files: list[FileData] = []
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen:
+            continue
+        seen.add(path)
+        episodes = read_published(path)
+        if limit is not None:
+            episodes = episodes[:limit]
+        ids = [e.episode_id for e in episodes]
+        if len(set(ids)) != len(ids):
+            raise ConfigError(f"{path}: a dialogue id occurs twice; calibrate needs one dialogue per profile")
+        files.append(FileData(path, episodes, {e.profile_id: profile_of(e) for e in episodes}))
+    if not files:
+        raise ConfigError("calibrate: no result files given")
+    return files
+
+
+async def run_predictions(
+    files: Sequence[FileData],
+    simulator_for: Callable[[FileData], UserSimulator],
+    out: Path,
+    *,
+    concurrency: int = 8,
+    seed: int = 0,
+    on_turn: Callable[[int, int], None] | None = None,
+    durable_each: bool = True,
+) -> list[dict[str, Any]]:
+    """Predict every appraised turn (skipping those already in ``out/predictions.jsonl``).
+
+    With ``durable_each`` each finished turn is appended and fsynced at once (an LLM turn costs
+    money: a crash loses at most the turns in flight). Without it (offline and replay simulators,
+    where one fsync costs more than a prediction) turns are appended in chunks of
+    :data:`FLUSH_EVERY`. Either way the returned list is in file/dialogue/turn order whatever the
+    completion order was.
+    """
+    path = out / PREDICTIONS
+    done = load_done(path)
+    todo: list[tuple[FileData, Turn]] = []
+    order: list[tuple[str, str, int]] = []
+    for fd in files:
+        for ep in fd.episodes:
+            for t in appraised_turns(fd.path, ep):
+                order.append(_key(t.file, t.dialogue_id, t.turn))
+                if _key(t.file, t.dialogue_id, t.turn) not in done:
+                    todo.append((fd, t))
+    total = len(order)
+    finished = total - len(todo)
+    if on_turn:
+        on_turn(finished, total)
+    gate = asyncio.Semaphore(max(1, concurrency))
+    sims = {fd.path: simulator_for(fd) for fd in files}
+    failed: list[str] = []
+    pending: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if pending:
+            append_jsonl_many(path, pending)
+            pending.clear()
+
+    async def one(fd: FileData, t: Turn) -> None:
+        nonlocal finished
+        async with gate:
+            try:
+                predicted, tokens = await predict_turn(
+                    sims[fd.path], fd.profiles[t.dialogue_id], t, _seed(seed, t.file, t.dialogue_id, t.turn)
+                )
+            except RlverError as exc:  # a simulator or LLM call failed for good: keep going, retry on resume
+                failed.append(f"{t.file}: {t.dialogue_id} turn {t.turn}: {exc}")
+                return
+        rec = {
+            "file": t.file,
+            "dialogue_id": t.dialogue_id,
+            "turn": t.turn,
+            "emotion_before": t.emotion_before,
+            "recorded_change": t.recorded_change,
+            "predicted_change": predicted,
+            "tokens": tokens,
+        }
+        if durable_each:
+            append_jsonl(path, rec)
+        else:
+            pending.append(rec)
+            if len(pending) >= FLUSH_EVERY:
+                flush()
+        done[_key(t.file, t.dialogue_id, t.turn)] = rec
+        finished += 1
+        if on_turn:
+            on_turn(finished, total)
+
+    try:
+        await asyncio.gather(*(one(fd, t) for fd, t in todo))
+    finally:
+        flush()
+        for sim in {id(s): s for s in sims.values()}.values():
+            close = getattr(sim, "aclose", None)
+            if close is not None:
+                await close()
+    if failed:
+        raise CalibrationIncomplete(failed)
+    return [done[k] for k in order]
+
+
+@dataclass
+class TrajectoryCheck:
+    dialogue_id: str
+    identical: bool
+    problems: list[str]
+
+
+async def replay_trajectory(fd: FileData, episode: Episode, config: EnvConfig) -> TrajectoryCheck:
+    """Run the environment free on the recorded agent replies with the replay user; compare."""
+    sim = ReplaySimulator({episode.profile_id: recording_of(episode)})
+    env = DialogueEnv(sim, config)
+    problems: list[str] = []
+    await env.reset(fd.profiles[episode.profile_id])
+    replies = [m.content for m in episode.messages if m.role == "assistant"]
+    used = 0
+    try:
+        for raw in replies:
+            if env.done:
+                break
+            await env.step(raw)
+            used += 1
+    except Exception as exc:  # the oracle refuses: the env asked for a turn that was never recorded
+        problems.append(f"replay stopped at agent reply {used + 1}: {exc}")
+    if not env.done and not problems:
+        problems.append(f"the environment wanted more than the {len(replies)} recorded agent replies")
+    if used != len(replies):
+        problems.append(f"the environment used {used} of {len(replies)} recorded agent replies")
+    got = env.episode
+    if got.emotions != episode.emotions:
+        problems.append(f"emotions {got.emotions} != recorded {episode.emotions}")
+    if got.final_emotion != episode.final_emotion:
+        problems.append(f"final emotion {got.final_emotion} != recorded emo_point {episode.final_emotion}")
+    want = recorded_end(episode, config.max_assistant_turns)
+    have = got.end_reason
+    if have != want:
+        problems.append(f"end {have!r} != recorded {want!r}")
+    return TrajectoryCheck(episode.episode_id, not problems, problems)
+
+
+# --------------------------------------------------------------------------------------------------
+# summary and outputs
+
+
+def summarise(
+    files: Sequence[FileData],
+    predictions: Sequence[dict[str, Any]],
+    trajectories: dict[str, list[TrajectoryCheck]] | None,
+) -> dict[str, Any]:
+    by_file: dict[str, list[dict[str, Any]]] = {fd.path: [] for fd in files}
+    for p in predictions:
+        by_file.setdefault(p["file"], []).append(p)
+    rows: list[dict[str, Any]] = []
+    for fd in files:
+        preds = by_file[fd.path]
+        rec = [int(p["recorded_change"]) for p in preds]
+        pre = [int(p["predicted_change"]) for p in preds]
+        stats = agreement(rec, pre)
+        row: dict[str, Any] = {
+            "path": fd.path,
+            "dialogues": len(fd.episodes),
+            "turns": stats["turns"],
+            "mean_recorded_change": round(float(np.mean(rec)), 6) if rec else None,
+            "mean_predicted_change": round(float(np.mean(pre)), 6) if pre else None,
+            "spearman": stats["spearman"],
+            "sign_agreement": stats["sign_agreement"],
+            "mae": stats["mae"],
+            "trajectories_identical": None,
+            "tokens": sum(int(p.get("tokens", 0) or 0) for p in preds),
+        }
+        if trajectories is not None:
+            checks = trajectories.get(fd.path, [])
+            row["trajectories_identical"] = all(c.identical for c in checks)
+            row["trajectory_mismatches"] = [
+                {"dialogue_id": c.dialogue_id, "problems": c.problems} for c in checks if not c.identical
+            ]
+        rows.append(row)
+    overall = agreement(
+        [int(p["recorded_change"]) for p in predictions], [int(p["predicted_change"]) for p in predictions]
+    )
+    ranked = [r for r in rows if r["mean_recorded_change"] is not None]
+    ranking = (
+        spearman([r["mean_recorded_change"] for r in ranked], [r["mean_predicted_change"] for r in ranked])
+        if len(ranked) >= 3
+        else None
+    )
+    return {"overall": overall, "files": rows, "model_ranking_spearman": ranking}
+
+
+def _label(path: str) -> str:
+    p = Path(path)
+    return f"{p.parent.name}/{p.name.removesuffix('_result.jsonl')}"
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(summary: dict[str, Any], simulator: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Agreement with the recorded appraisals (simulator: {simulator})")
+    for col in ("file", "dialogues", "turns", "mean rec.", "mean pred.", "spearman", "sign", "MAE", "traj."):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for r in summary["files"]:
+        table.add_row(
+            _label(r["path"]),
+            str(r["dialogues"]),
+            str(r["turns"]),
+            _fmt(r["mean_recorded_change"], 2),
+            _fmt(r["mean_predicted_change"], 2),
+            _fmt(r["spearman"]),
+            _fmt(r["sign_agreement"]),
+            _fmt(r["mae"], 2),
+            _fmt(r["trajectories_identical"]),
+        )
+    o = summary["overall"]
+    table.add_row(
+        "overall",
+        "",
+        str(o["turns"]),
+        "",
+        "",
+        _fmt(o["spearman"]),
+        _fmt(o["sign_agreement"]),
+        _fmt(o["mae"], 2),
+        "",
+    )
+    import sys
+
+    # Piped output (CI logs) gets a width that keeps the file names whole.
+    console = Console() if sys.stdout.isatty() else Console(width=130)
+    console.print(table)
+    console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
+
+
+def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: int) -> tuple[bytes, bytes]:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def png(fig: Any) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return buf.getvalue()
+
+    rng = np.random.default_rng(seed)
+    rec = np.asarray([p["recorded_change"] for p in predictions], dtype=float)
+    pre = np.asarray([p["predicted_change"] for p in predictions], dtype=float)
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    if len(rec):
+        ax.scatter(
+            rec + rng.uniform(-0.8, 0.8, len(rec)),
+            pre + rng.uniform(-0.8, 0.8, len(pre)),
+            s=4,
+            alpha=0.3,
+            color="#2563eb",
+        )
+    ax.axline((0, 0), slope=1, color="#9ca3af", lw=1)
+    ax.set_xlabel("recorded change (jittered)")
+    ax.set_ylabel("predicted change (jittered)")
+    ax.set_title("Per-turn change, teacher-forced")
+    scatter = png(fig)
+
+    rows = [r for r in summary["files"] if r["mean_recorded_change"] is not None]
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    for r in rows:
+        ax.scatter(r["mean_recorded_change"], r["mean_predicted_change"], color="#dc2626")
+        ax.annotate(
+            _label(r["path"]).replace("$", r"\$"),
+            (r["mean_recorded_change"], r["mean_predicted_change"]),
+            fontsize=7,
+        )
+    ax.set_xlabel("mean recorded change per turn")
+    ax.set_ylabel("mean predicted change per turn")
+    ax.set_title(f"Model ranking (Spearman {_fmt(summary['model_ranking_spearman'])})")
+    ranking = png(fig)
+    return scatter, ranking
+
+
+def render_html(
+    summary: dict[str, Any], predictions: Sequence[dict[str, Any]], simulator: dict[str, Any]
+) -> str:
+    import base64
+
+    scatter, ranking = _pngs(summary, predictions, 0)
+    esc = html.escape
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in (
+            "file",
+            "dialogues",
+            "turns",
+            "mean rec.",
+            "mean pred.",
+            "spearman",
+            "sign",
+            "MAE",
+            "trajectories",
+        )
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{esc(v)}</td>"
+            for v in (
+                r["path"],
+                str(r["dialogues"]),
+                str(r["turns"]),
+                _fmt(r["mean_recorded_change"], 2),
+                _fmt(r["mean_predicted_change"], 2),
+                _fmt(r["spearman"]),
+                _fmt(r["sign_agreement"]),
+                _fmt(r["mae"], 2),
+                _fmt(r["trajectories_identical"]),
+            )
+        )
+        + "</tr>"
+        for r in summary["files"]
+    )
+    o = summary["overall"]
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:; "
+        "style-src 'unsafe-inline'\"><title>rlver calibrate</title>"
+        "<style>body{font-family:sans-serif;max-width:960px;margin:2em auto}td,th{padding:2px 8px;"
+        "border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}</style></head><body>"
+        f"<h1>Simulator calibration</h1><p>Simulator: <code>{esc(json.dumps(simulator, ensure_ascii=False))}</code></p>"
+        f"<p>Overall: {o['turns']} turns, per-turn Spearman {_fmt(o['spearman'])}, sign agreement "
+        f"{_fmt(o['sign_agreement'])}, MAE {_fmt(o['mae'], 2)}; model-ranking Spearman "
+        f"{_fmt(summary['model_ranking_spearman'])}.</p>"
+        f"<table><tr>{head}</tr>{body}</table>"
+        f"<h2>Recorded vs predicted</h2><img alt='scatter' src='data:image/png;base64,{base64.b64encode(scatter).decode()}'>"
+        f"<h2>Model ranking</h2><img alt='ranking' src='data:image/png;base64,{base64.b64encode(ranking).decode()}'>"
+        "</body></html>"
+    )
+
+
+def check_manifest(out: Path, simulator: dict[str, Any], paths: Sequence[str]) -> None:
+    """Refuse to resume into a folder made with another simulator (the predictions would mix)."""
+    path = out / MANIFEST
+    manifest = {"simulator": simulator, "files": list(paths)}
+    if path.exists():
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old.get("simulator") != simulator:
+            raise ConfigError(
+                f"{path}: made with simulator {old.get('simulator')!r}, not {simulator!r}; use another --out"
+            )
+    atomic_write_json(path, manifest)
+
+
+async def calibrate(
+    paths: Sequence[str],
+    simulator_for: Callable[[FileData], UserSimulator],
+    simulator_info: dict[str, Any],
+    out: Path,
+    *,
+    replay: bool = False,
+    concurrency: int = 8,
+    seed: int = 0,
+    limit: int | None = None,
+    on_turn: Callable[[int, int], None] | None = None,
+    durable_each: bool = True,
+) -> dict[str, Any]:
+    """Run teacher-forced agreement (and, with ``replay``, the trajectory check); write the outputs."""
+    files = load_files(paths, limit=limit)
+    out.mkdir(parents=True, exist_ok=True)
+    check_manifest(out, simulator_info, [fd.path for fd in files])
+    predictions = await run_predictions(
+        files,
+        simulator_for,
+        out,
+        concurrency=concurrency,
+        seed=seed,
+        on_turn=on_turn,
+        durable_each=durable_each,
+    )
+    trajectories: dict[str, list[TrajectoryCheck]] | None = None
+    if replay:
+        config = EnvConfig.evaluation()
+        trajectories = {
+            fd.path: [await replay_trajectory(fd, ep, config) for ep in fd.episodes] for fd in files
+        }
+    summary = summarise(files, predictions, trajectories)
+    summary["simulator"] = simulator_info
+    atomic_write_json(out / CALIBRATION, summary)
+    atomic_write_text(out / REPORT, render_html(summary, predictions, simulator_info))
+    return summary
+
+
+def replay_simulator_for(fd: FileData) -> UserSimulator:
+    return ReplaySimulator({ep.profile_id: recording_of(ep) for ep in fd.episodes})

@@ -1,0 +1,335 @@
+"""`rlver calibrate`: teacher-forced agreement and replay trajectories on released result files.
+
+A small synthetic result file written here covers every way a published dialogue ends (turn limit,
+emotion below 10, the cap at 100, goodbye) so CI without the shared data still tests the code; the
+released files themselves are checked through the ``shared_data`` fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlver.eval.calibrate import (
+    appraised_turns,
+    calibrate,
+    profile_of,
+    recorded_end,
+    replay_simulator_for,
+    spearman,
+)
+from rlver.records import Message
+from rlver.rollout.published import read_published
+from rlver.simulator.offline import OfflineSimulator
+from rlver.testing.openai_server import FakeChatServer
+
+SCENE = "他最近和家人吵架了。\n####隐藏主题:\n希望被理解"
+CHANGE_OF = {"GOOD": 5, "BAD": -5, "MEH": 0, "GREAT": 10, "AWFUL": -10}
+
+
+def _record(pid: str, changes: list[int], *, final_reply: bool, goodbye: bool = False) -> dict[str, Any]:
+    """A published record whose agent replies carry a marker of the recorded change."""
+    marker = {v: k for k, v in CHANGE_OF.items()}
+    history: list[dict[str, Any]] = [{"role": "user", "content": "我最近很烦。", "emotion-point": 40}]
+    emotion = 40
+    for i, change in enumerate(changes):
+        reply: dict[str, Any] = {"role": "assistant", "content": f"回复{i} {marker[change]} 我在听。"}
+        if i == 0:
+            reply["think"] = "先共情。"
+        history.append(reply)
+        emotion = min(100, emotion + change)
+        last = i == len(changes) - 1
+        text = "好的，再见。" if goodbye and last else f"嗯，第{i}句。"
+        history.append(
+            {
+                "role": "user",
+                "content": text,
+                "thinking": "想一想",
+                "emotion-point": emotion,
+                "planning": {
+                    "content": "c",
+                    "TargetCompletion": "t",
+                    "activity": "a",
+                    "analyse": "f",
+                    "change": change,
+                },
+            }
+        )
+    if final_reply:
+        history.append({"role": "assistant", "content": f"最后 {marker[5]} 的回复"})
+    return {
+        "id": pid,
+        "emo_point": emotion,
+        "emo_state": "Emotion-B",
+        "player": "张三，35岁，工程师",
+        "scene": SCENE,
+        "character": "被动型",
+        "topic": "家庭",
+        "task": "希望被理解",
+        "history": history,
+    }
+
+
+def write_synthetic(path: Path) -> Path:
+    records = [
+        _record("limit", [5, -5, 5, -5, 5, -5, 0, 5, -5], final_reply=True),  # 10 replies, 9 appraised
+        _record("low", [-10, -10, -10, -10], final_reply=False),  # 40 → 0
+        _record("high", [5, 10, 10, 10, 10, 10, 10], final_reply=False),  # 95 + 10 capped at 100
+        _record("bye", [5, 5], final_reply=False, goodbye=True),
+    ]
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def _strict_json(path: Path) -> Any:
+    def no_nan(token: str) -> Any:
+        raise AssertionError(f"{path}: non-standard JSON number {token}")
+
+    return json.loads(path.read_text(encoding="utf-8"), parse_constant=no_nan)
+
+
+def cli(*args: str, cache_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    if cache_dir is not None:  # never the user's cache
+        env["RLVER_CACHE_DIR"] = str(cache_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "rlver", "calibrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+# -- units ------------------------------------------------------------------------------------------
+
+
+def test_spearman_handles_ties_and_constant_input() -> None:
+    assert spearman([1, 2, 3], [10, 20, 30]) == 1.0
+    assert spearman([1, 2, 3], [3, 2, 1]) == -1.0
+    assert spearman([1, 1, 2, 2], [1, 1, 2, 2]) == 1.0
+    assert spearman([1, 1, 1], [1, 2, 3]) is None  # undefined, never NaN
+    assert spearman([1], [1]) is None
+
+
+def test_turns_and_ends_read_from_a_synthetic_file(tmp_path: Path) -> None:
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    episodes = {e.episode_id: e for e in read_published(path)}
+    turns = appraised_turns(str(path), episodes["high"])
+    assert [t.turn for t in turns] == list(range(1, 8))
+    assert turns[-1].emotion_before == 95 and turns[-1].recorded_change == 5  # after − before, capped
+    assert turns[0].history == (Message(role="user", content="我最近很烦。"),)
+    assert "<think>" not in turns[1].history[1].content  # the user sees visible text only
+    assert {k: recorded_end(e) for k, e in episodes.items()} == {
+        "limit": "turn_limit",
+        "low": "emotion_low",
+        "high": "emotion_high",
+        "bye": "goodbye",
+    }
+    profile = profile_of(episodes["limit"])
+    assert profile.hidden_need == "希望被理解" and "隐藏主题" not in profile.background
+    assert profile.opening == "我最近很烦。" and profile.style == "passive"
+
+
+# -- replay -----------------------------------------------------------------------------------------
+
+
+def test_replay_reproduces_every_appraisal_and_trajectory(tmp_path: Path) -> None:
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    out = tmp_path / "out"
+    proc = cli(str(path), "--simulator", "replay", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = _strict_json(out / "calibration.json")
+    assert set(result) >= {"overall", "files", "model_ranking_spearman"}
+    assert result["overall"] == {"turns": 22, "spearman": 1.0, "sign_agreement": 1.0, "mae": 0.0}
+    (row,) = result["files"]
+    assert row["path"] == str(path) and row["dialogues"] == 4 and row["trajectories_identical"] is True
+    assert result["model_ranking_spearman"] is None  # one file: no ranking
+    lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(lines) == 22
+    assert set(lines[0]) >= {
+        "file",
+        "dialogue_id",
+        "turn",
+        "emotion_before",
+        "recorded_change",
+        "predicted_change",
+    }
+    assert all(x["predicted_change"] == x["recorded_change"] for x in lines)
+    html = (out / "calibration.html").read_text()
+    assert html.count("data:image/png;base64,") == 2
+    assert "model-ranking Spearman" in proc.stdout
+
+
+def test_replay_reports_a_trajectory_the_protocol_cannot_reproduce(tmp_path: Path) -> None:
+    """A recorded dialogue that went on after the emotion fell below 10 is not what our env does."""
+    path = tmp_path / "m_result.jsonl"
+    rec = _record("odd", [-10, -10, -10, -10, 5], final_reply=False)
+    path.write_text(json.dumps(rec, ensure_ascii=False) + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    proc = cli(str(path), "--simulator", "replay", "--out", str(out))
+    assert proc.returncode == 1
+    assert "odd" in proc.stderr and "used 4 of 5" in proc.stderr
+    result = _strict_json(out / "calibration.json")
+    assert result["files"][0]["trajectories_identical"] is False
+    # teacher forcing still reproduces each recorded appraisal
+    assert result["overall"]["mae"] == 0.0
+
+
+def test_bad_simulator_name_is_exit_code_2(tmp_path: Path) -> None:
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    proc = cli(str(path), "--simulator", "magic", "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and "replay, offline or llm" in proc.stderr
+
+
+# -- offline ----------------------------------------------------------------------------------------
+
+
+def test_offline_restore_rebuilds_the_users_memory(tmp_path: Path) -> None:
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    episode = next(e for e in read_published(path) if e.episode_id == "limit")
+    profile = profile_of(episode)
+    sim = OfflineSimulator(seed=1)
+    turns = appraised_turns(str(path), episode)
+
+    async def restored() -> list[int]:
+        changes = []
+        for t in turns:
+            user = sim.start(profile, start_emotion=t.emotion_before, seed=3)
+            user.restore(t.history, t.emotion_before)
+            assert user.history == list(t.history) and user.emotion.value == t.emotion_before
+            got = await user.respond(t.reply)
+            assert got.appraisal is not None
+            changes.append(got.appraisal.raw_change)
+        return changes
+
+    r = asyncio.run(restored())
+    assert len(r) == len(turns)
+    # repeating an earlier reply is penalised only because restore rebuilt the earlier replies
+    user = sim.start(profile, start_emotion=40, seed=3)
+    user.restore(turns[3].history, 40)
+    repeat = asyncio.run(user.respond(turns[3].history[1].content))
+    fresh = sim.start(profile, start_emotion=40, seed=3)
+    fresh.restore(turns[0].history, 40)
+    first = asyncio.run(fresh.respond(turns[3].history[1].content))
+    assert repeat.appraisal is not None and first.appraisal is not None
+    assert repeat.appraisal.raw_change < first.appraisal.raw_change
+
+
+def test_offline_calibration_runs_and_resumes(tmp_path: Path) -> None:
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    out = tmp_path / "out"
+    sim = OfflineSimulator(seed=0)
+    info = sim.describe()
+    first = asyncio.run(calibrate([str(path)], lambda _fd: sim, info, out))
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    assert first["overall"]["turns"] == len(lines) == 22
+    assert first["files"][0]["trajectories_identical"] is None
+    # a killed run: the last 5 predictions never made it; a rerun completes them, the rest is kept
+    (out / "predictions.jsonl").write_text("\n".join(lines[:17]) + "\n")
+    again = asyncio.run(calibrate([str(path)], lambda _fd: sim, info, out))
+    assert (out / "predictions.jsonl").read_text().splitlines()[:17] == lines[:17]
+    assert again["overall"] == first["overall"]
+    # another simulator's folder is not resumed into
+    from rlver.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="another --out"):
+        asyncio.run(calibrate([str(path)], replay_simulator_for, {"name": "replay"}, out))
+
+
+# -- llm over real HTTP -----------------------------------------------------------------------------
+
+
+def scripted_simulator(request: dict[str, Any]) -> str:
+    """The simulator's *text* (a test double): the change follows the last marker in the prompt,
+    which is the reply being judged (it comes after the history)."""
+    text = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+    markers = re.findall(r"\b(GOOD|BAD|MEH|GREAT|AWFUL)\b", text)
+    change = CHANGE_OF[markers[-1]] if markers else 0
+    return json.dumps(
+        {
+            "understanding": "u",
+            "goal_fit": "g",
+            "inner_reaction": "i",
+            "feeling": "f",
+            "change": change,
+            "reply": "嗯。",
+            "end_dialogue": False,
+        },
+        ensure_ascii=False,
+    )
+
+
+def test_llm_calibration_is_concurrent_resumable_and_counts_tokens(tmp_path: Path) -> None:
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    out = tmp_path / "out"
+    with FakeChatServer(scripted_simulator) as server:
+        args = [str(path), "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim"]
+        args += ["--sim-key-env", "", "--sim-temperature", "0.5", "--concurrency", "4", "--out", str(out)]
+        proc = cli(*args, cache_dir=tmp_path / "cache")
+        assert proc.returncode == 0, proc.stderr
+        served = server.served
+        lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+        assert len(lines) == 22 and all(x["tokens"] > 0 for x in lines)
+        result = _strict_json(out / "calibration.json")
+        assert result["overall"]["spearman"] == 1.0 and result["overall"]["sign_agreement"] == 1.0
+        assert result["files"][0]["tokens"] == sum(x["tokens"] for x in lines)
+        # resume: drop 4 turns; only they are asked again
+        (out / "predictions.jsonl").write_text(
+            "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines[:18])
+        )
+        assert cli(*args, cache_dir=tmp_path / "cache").returncode == 0
+        asked_again = server.served - served
+        assert 0 < asked_again <= served * 4 // 22 + 4
+        # complete: nothing is asked
+        before = server.served
+        assert cli(*args, cache_dir=tmp_path / "cache").returncode == 0
+        assert server.served == before
+
+
+# -- released files ---------------------------------------------------------------------------------
+
+
+def test_replay_reproduces_the_released_files(shared_data: Path, tmp_path: Path) -> None:
+    files = sorted(str(p) for p in (shared_data / "sage_released").glob("*/*_result.jsonl"))
+    if not files:
+        pytest.skip("no released result files in the shared data")
+    out = tmp_path / "out"
+    proc = cli(*files, "--simulator", "replay", "--limit", "25", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = _strict_json(out / "calibration.json")
+    assert result["overall"]["mae"] == 0.0 and result["overall"]["sign_agreement"] == 1.0
+    assert all(r["trajectories_identical"] is True for r in result["files"])
+    assert result["model_ranking_spearman"] == 1.0
+
+
+def test_failed_llm_turns_are_reported_and_retried_on_rerun(tmp_path: Path) -> None:
+    """A simulator that answers nonsense for some replies: those turns fail (exit 1, named), the rest
+    are kept, and a rerun against a healthy simulator asks only for the failed ones."""
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    out = tmp_path / "out"
+
+    def flaky(request: dict[str, Any]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in request.get("messages", []))
+        return "not json at all" if "AWFUL" in text else scripted_simulator(request)
+
+    with FakeChatServer(flaky) as server:
+        args = [str(path), "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim"]
+        args += ["--sim-key-env", "", "--sim-temperature", "0.5", "--out", str(out)]
+        proc = cli(*args, cache_dir=tmp_path / "cache")
+        assert proc.returncode == 1
+        assert "got no prediction" in proc.stderr and "low turn" in proc.stderr
+        kept = (out / "predictions.jsonl").read_text().splitlines()
+        assert 0 < len(kept) < 22
+        server.responder = scripted_simulator
+        proc = cli(*args, cache_dir=tmp_path / "cache")
+        assert proc.returncode == 0, proc.stderr
+        assert len((out / "predictions.jsonl").read_text().splitlines()) == 22
