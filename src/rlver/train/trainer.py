@@ -80,11 +80,15 @@ def seed_everything(seed: int) -> None:
 
 
 def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
-    """Multiplier of the base learning rate after ``n`` optimiser-schedule steps (one per RL step)."""
+    """Multiplier of the base learning rate after ``n`` optimiser-schedule steps (one per RL step).
+
+    The same curve as verl's FSDP schedulers (0-indexed, so with warm-up the first step runs at lr 0):
+    a run means the same thing on both engines.
+    """
 
     def f(n: int) -> float:
         if warmup and n < warmup:
-            return (n + 1) / warmup
+            return n / warmup
         if schedule == "constant":
             return 1.0
         progress = min(1.0, (n - warmup) / max(1, total - warmup))

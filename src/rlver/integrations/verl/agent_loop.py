@@ -149,6 +149,21 @@ def stop_token_ids(tokenizer: Any) -> set[int]:
     return ids
 
 
+def turn_end_token_id(tokenizer: Any) -> int:
+    """The token the chat template closes an assistant turn with (``<|im_end|>`` for Qwen/ChatML).
+
+    A reply cut at ``max_tokens`` has none; the loop appends this one with mask 0 (never trained, as the
+    local trainer does), so the template's newline and the next user turn follow a closed turn.
+    """
+    vocab = tokenizer.get_vocab()
+    for name in _STOP_TOKENS:
+        if name in vocab:
+            return int(vocab[name])
+    if isinstance(tokenizer.eos_token_id, int):
+        return int(tokenizer.eos_token_id)
+    raise ValueError("the tokenizer has no end-of-turn token (none of " + ", ".join(_STOP_TOKENS) + ")")
+
+
 def _scalar(value: Any, default: int = 0) -> int:
     """Row values arrive as numpy scalars/0-d arrays; make a plain int."""
     try:
@@ -169,6 +184,7 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
         self._stop_ids = stop_token_ids(self.tokenizer)
+        self._close_id = turn_end_token_id(self.tokenizer)
 
     # -- helpers --------------------------------------------------------------------------------
     def _reply_text(self, token_ids: list[int]) -> str:
@@ -222,7 +238,8 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         end_reason: str | None = None
 
         while True:
-            budget = self.response_length - len(response_mask)
+            # one token is kept back for the end token that closes a reply cut at max_tokens
+            budget = self.response_length - len(response_mask) - 1
             params = {**sampling_params, "max_tokens": min(task.max_reply_tokens, budget)}
             t0 = time.perf_counter()
             out = await self.server_manager.generate(
@@ -247,6 +264,14 @@ class RlverDialogueAgentLoop(AgentLoopBase):
             )
             token_ids = merged.token_ids
             logprobs = list(aligned) if aligned is not None else logprobs
+            if out.token_ids[-1] not in self._stop_ids:
+                # Cut at max_tokens (vLLM/SGLang add no end token then): close the turn, untrained.
+                token_ids = [*token_ids, self._close_id]
+                response_mask = [*response_mask, 0]
+                if logprobs:
+                    logprobs = [*logprobs, 0.0]
+                metrics.setdefault("truncated_replies", 0)
+                metrics["truncated_replies"] += 1
 
             raw_reply = self._reply_text(list(out.token_ids))
             messages.append({"role": "assistant", "content": raw_reply})
