@@ -40,6 +40,7 @@ from rlver.integrations.verl.dataset import build_rows, write_parquet
 from rlver.integrations.verl.settings import RewardSettings
 from rlver.io import atomic_write_text
 from rlver.profiles.sets import load_profile_set
+from rlver.train.algos import ALGORITHMS
 from rlver.train.config import resolve_config_path
 
 
@@ -135,7 +136,14 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
         "transcript_dir": transcripts,
     }
     train_file = write_parquet(
-        build_rows(train_profiles, env=train_env, seed=cfg.run.seed, split="train", **common),
+        build_rows(
+            train_profiles,
+            env=train_env,
+            seed=cfg.run.seed,
+            split="train",
+            group_size=ro.n_per_profile if ALGORITHMS[cfg.algorithm.name].min_group_size > 1 else 1,
+            **common,
+        ),
         out_dir / "train.parquet",
     )
     val_file = write_parquet(
