@@ -239,7 +239,7 @@ def test_engine_differences_are_mapped_or_refused(tmp_path: Path) -> None:
     assert (optim.lr_scheduler_type, optim.lr_warmup_steps, optim.min_lr_ratio) == ("cosine", 5, 0.0)
     assert vc.actor_rollout_ref.actor.clip_ratio_c >= 1e9  # dual-clip off on both engines
     assert vc.trainer.v1.sampler.sync_refill_failed_groups
-    with pytest.raises(ConfigError, match="optim.schedule=linear"):
+    with pytest.raises(ConfigError, match=r"optim\.schedule=linear"):
         _plan(tmp_path, "optim.schedule=linear")
     with pytest.raises(ConfigError, match="n_per_profile >= 2"):
         _plan(tmp_path, "rollout.n_per_profile=1")
