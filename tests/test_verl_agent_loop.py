@@ -38,10 +38,13 @@ SECRET = "SECRET-PLAN"
 
 class TinyModelServer:
     """verl's server-manager contract (``generate(request_id, *, prompt_ids, sampling_params)`` →
-    ``TokenOutput``), answered by the tiny model; ``think`` prefixes each reply with a think block."""
+    ``TokenOutput``), answered by the tiny model; ``think`` prefixes each reply with a think block.
 
-    def __init__(self, model: Any, tokenizer: Any, *, think: bool = False) -> None:
-        self.model, self.tokenizer, self.think = model, tokenizer, think
+    ``truncate``: like vLLM at ``max_tokens``: every reply runs to ``max_tokens`` (end tokens are
+    suppressed) and no end token is added."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, think: bool = False, truncate: bool = False) -> None:
+        self.model, self.tokenizer, self.think, self.truncate = model, tokenizer, think, truncate
         self.replies: list[list[int]] = []
         self.prompts: list[list[int]] = []
         self.im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -55,6 +58,20 @@ class TinyModelServer:
         prefix = prefix[: max(0, budget - 2)]
         ids = torch.tensor([list(prompt_ids) + prefix])
         torch.manual_seed(len(self.replies))
+        if self.truncate:
+            ends = [self.im_end, *([self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id else [])]
+            out = self.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                min_new_tokens=budget - len(prefix),
+                max_new_tokens=budget - len(prefix),
+                do_sample=True,
+                pad_token_id=self.tokenizer.pad_token_id,
+                suppress_tokens=ends,
+            )
+            new = prefix + out[0, ids.shape[1] :].tolist()
+            self.replies.append(new)
+            return TokenOutput(token_ids=new, log_probs=[-0.5] * len(new), extra_fields={"global_steps": 3})
         out = self.model.generate(
             ids,
             attention_mask=torch.ones_like(ids),
@@ -305,3 +322,55 @@ def test_context_budget_stops_on_an_assistant_turn(tmp_path: Path, tiny: tuple[A
     assert out.extra_fields["end_reason"] == "context_full"
     assert [v for v, _, _ in _runs(out.response_mask)][-1] == 1
     assert len(server.replies) == out.extra_fields["reward_extra_info"]["assistant_turns"] < 8
+
+
+def test_a_reply_cut_at_max_tokens_is_closed_untrained(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    """vLLM at max_tokens adds no end token: the loop closes the turn (mask 0) before the user's turn."""
+    model, tokenizer = tiny
+    plan, vc, rows = _setup(tmp_path, tokenizer, "rollout.max_new_tokens=6")
+    server = TinyModelServer(model, tokenizer, truncate=True)
+    out = _run(vc, plan, server, tokenizer, rows[0])
+    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert all(len(r) == 6 and im_end not in r for r in server.replies)  # every reply was cut
+    runs = _runs(out.response_mask)
+    turns = len(server.replies)
+    assert turns >= 2 and [v for v, _, _ in runs] == [1, 0] * (turns - 1) + [1]
+    # trained: exactly the sampled tokens; the closing token right after each cut reply is mask 0
+    assert [out.response_ids[s:e] for v, s, e in runs if v == 1] == server.replies
+    for _v, s, _e in runs[1::2]:
+        assert out.response_ids[s] == im_end
+        assert tokenizer.decode(out.response_ids[s : s + 8]).startswith("<|im_end|>\n<|im_start|>user")
+    text = tokenizer.decode(out.prompt_ids + out.response_ids)
+    assert text.count("<|im_start|>") == text.count("\n<|im_start|>") + text.startswith("<|im_start|>")
+    assert len(out.response_logprobs or []) == len(out.response_ids)
+    assert out.extra_fields["truncated_replies"] == turns
+    assert out.response_mask[-1] == 1  # the last reply is not closed: nothing follows it
+
+
+def test_a_failed_dialogue_fails_its_whole_group(tmp_path: Path, tiny: tuple[Any, Any]) -> None:
+    """verl keeps a failed group's survivors; we fail every sibling so verl refills the group."""
+    model, tokenizer = tiny
+
+    class OneEmptyReply(TinyModelServer):
+        async def generate(self, request_id: str, **kw: Any):  # type: ignore[no-untyped-def]
+            out = await super().generate(request_id, **kw)
+            return TokenOutput(token_ids=[], log_probs=[]) if len(self.replies) == 3 else out
+
+    plan, vc, rows = _setup(tmp_path, tokenizer, "rollout.n_per_profile=2", "rollout.batch_size=4")
+    assert vc.trainer.v1.sampler.sync_refill_failed_groups
+    server = OneEmptyReply(model, tokenizer)
+
+    async def group(uid: str) -> list[Any]:
+        loop = _loop(vc, plan, server, tokenizer)
+        return await asyncio.gather(
+            *(loop.run(_sampling(), **rows[0], uid=uid, session_id=i) for i in range(2)),
+            return_exceptions=True,
+        )
+
+    results = asyncio.run(group("u1"))
+    assert all(isinstance(r, DialogueFailed) for r in results), results
+    assert sum("of its group" in str(r) for r in results) == 1  # the sibling that had finished
+    assert _episodes(plan) == []  # neither the failure nor its sibling is logged as trained
+    # a group without failures returns both dialogues, and logs them
+    ok = asyncio.run(group("u2"))
+    assert all(isinstance(r, AgentLoopOutput) for r in ok) and len(_episodes(plan)) == 2

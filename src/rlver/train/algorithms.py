@@ -176,11 +176,16 @@ def policy_loss(
     clip_eps: float = 0.2,
     clip_eps_high: float | None = None,
     normalizer: float | None = None,
+    dual_clip: float | None = None,
 ) -> PolicyLossOut:
     """The PPO-clip surrogate shared by PPO and GRPO (only the advantages differ).
 
     ratio = exp(logp - old_logp)
     loss  = mean over action tokens of max(-A * ratio, -A * clip(ratio, 1 - eps, 1 + eps_high))
+
+    ``dual_clip = c`` (Ye et al., 2020, arXiv:1912.09729; verl's ``clip_ratio_c``) also bounds a token
+    with a negative advantage by ``-A * c``: when a stale token's ratio has run far above 1, the plain
+    surrogate's penalty grows without limit; dual-clip caps it (and its gradient is then 0).
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
@@ -188,6 +193,8 @@ def policy_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * torch.clamp(ratio, 1.0 - clip_eps, 1.0 + high)
     per_token = torch.maximum(unclipped, clipped)
+    if dual_clip is not None:
+        per_token = torch.where(advantages < 0, torch.minimum(per_token, -advantages * dual_clip), per_token)
     with torch.no_grad():
         clip_fraction = masked_mean((clipped > unclipped).float(), mask, normalizer=normalizer)
         approx_kl = masked_mean(kl_k3(old_logp, logp), mask, normalizer=normalizer)

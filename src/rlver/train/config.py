@@ -11,10 +11,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlver.env.rewards import RewardMode
 from rlver.simulator.factory import SimulatorSpec
+from rlver.train.algos import ALGORITHMS
 
 
 class _Strict(BaseModel):
@@ -46,11 +47,18 @@ class ModelSettings(_Strict):
 
 
 class AlgorithmSettings(_Strict):
-    """PPO (GAE + critic) or GRPO (group-relative advantages); one shared clipped policy loss."""
+    """An algorithm of the table ``rlver.train.algos.ALGORITHMS`` (PPO: GAE + critic; GRPO:
+    group-relative advantages) and its knobs; one shared clipped policy loss."""
 
-    name: Literal["ppo", "grpo"] = "ppo"
+    name: str = Field(default="ppo", description="a key of rlver.train.algos.ALGORITHMS")
     clip_eps: float = Field(default=0.2, gt=0.0)
     clip_eps_high: float | None = Field(default=None, gt=0.0)
+    dual_clip: float | None = Field(
+        default=3.0,
+        gt=1.0,
+        description="dual-clip bound c (Ye et al., 2020) for negative advantages; verl's clip_ratio_c; "
+        "null: off on both engines",
+    )
     kl_coef: float = Field(default=0.0, ge=0.0, description="PPO: k1 penalty in the reward; GRPO: k3 loss")
     entropy_coef: float = Field(default=0.0, ge=0.0)
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
@@ -62,6 +70,13 @@ class AlgorithmSettings(_Strict):
     epochs: int = Field(default=1, ge=1, description="passes over each batch of dialogues")
     minibatches: int = Field(default=1, ge=1, description="optimiser steps per epoch")
     micro_batch_tokens: int = Field(default=16384, ge=16, description="padded tokens per forward pass")
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, name: str) -> str:
+        if name not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {name!r}; choices: {', '.join(sorted(ALGORITHMS))}")
+        return name
 
 
 class OptimSettings(_Strict):
@@ -162,6 +177,16 @@ class TrainConfig(_Strict):
     simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
     eval: EvalSettings = Field(default_factory=EvalSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+
+    @model_validator(mode="after")
+    def _groups_big_enough(self) -> TrainConfig:
+        algo = ALGORITHMS[self.algorithm.name]
+        if self.rollout.n_per_profile < algo.min_group_size:
+            raise ValueError(
+                f"algorithm.name={algo.name} needs rollout.n_per_profile >= {algo.min_group_size} "
+                f"(got {self.rollout.n_per_profile}): a group of one has no baseline to compare with"
+            )
+        return self
 
 
 PRESETS_PACKAGE = "rlver.train.presets"

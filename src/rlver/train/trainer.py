@@ -43,6 +43,7 @@ from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.rollout.tokenize import TokenizationError, TokenizedEpisode, episode_to_tensors
 from rlver.train import algorithms as alg
+from rlver.train.algos import AdvantageInputs, get_algorithm
 from rlver.train.batch import collate, micro_batches, pad_rows, policy_forward, unpad_rows, value_forward
 from rlver.train.checkpoint import (
     latest_checkpoint,
@@ -52,6 +53,7 @@ from rlver.train.checkpoint import (
     set_rng_state,
 )
 from rlver.train.config import TrainConfig
+from rlver.train.context_budget import cut_to_turns
 from rlver.train.logger import MetricsLogger
 from rlver.train.models import (
     ValueModel,
@@ -78,11 +80,15 @@ def seed_everything(seed: int) -> None:
 
 
 def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
-    """Multiplier of the base learning rate after ``n`` optimiser-schedule steps (one per RL step)."""
+    """Multiplier of the base learning rate after ``n`` optimiser-schedule steps (one per RL step).
+
+    The same curve as verl's FSDP schedulers (0-indexed, so with warm-up the first step runs at lr 0):
+    a run means the same thing on both engines.
+    """
 
     def f(n: int) -> float:
         if warmup and n < warmup:
-            return (n + 1) / warmup
+            return n / warmup
         if schedule == "constant":
             return 1.0
         progress = min(1.0, (n - warmup) / max(1, total - warmup))
@@ -142,12 +148,12 @@ class Trainer:
         self.device = resolve_device(config.model.device)
         self.base = base_model_path(config.model, self.out)
         self.tokenizer = load_tokenizer(self.base)
-        self.is_ppo = config.algorithm.name == "ppo"
+        self.algo = get_algorithm(config.algorithm.name)
 
         policy_from = checkpoint / "policy" if checkpoint else None
         self.policy = load_policy(self.base, config.model, self.device, resume_from=policy_from)
         self.critic: ValueModel | None = None
-        if self.is_ppo:
+        if self.algo.needs_critic:
             value_from = checkpoint / "value" if checkpoint else None
             self.critic = load_critic(self.base, config.model, self.device, resume_from=value_from)
         # LoRA: the reference is the base model = the policy with its adapter disabled.
@@ -316,7 +322,7 @@ class Trainer:
         for ep in episodes:
             try:
                 seqs.append(episode_to_tensors(ep, self.tokenizer, max_length=self.cfg.model.max_length))
-                kept_eps.append(ep)
+                kept_eps.append(cut_to_turns(ep, seqs[-1].kept_turns))  # as verl: ends "context_full"
             except TokenizationError:
                 dropped += 1
         return kept_eps, seqs, dropped
@@ -381,40 +387,35 @@ class Trainer:
         mask = pad_rows([torch.tensor(q.assistant_mask[1:], dtype=torch.float32) for q in s.seqs])
         # None only when on-policy, i.e. without a KL term: the two uses below need the reference.
         old = pad_rows(s.old_logp) if s.old_logp is not None else None
-        if self.is_ppo:
-            assert s.values is not None
-            values = pad_rows(s.values)
-            rewards = alg.token_rewards(
-                [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)],
-                [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
-                tuple(mask.shape),  # type: ignore[arg-type]
-            )
-            if a.kl_coef > 0 and s.ref_logp is not None and old is not None:
-                rewards = rewards - a.kl_coef * alg.kl_k1(old, pad_rows(s.ref_logp)) * mask
-            adv, ret = alg.gae_advantages(rewards, values, mask, gamma=a.gamma, lam=a.lam)
-            s.stats["train/value_mean"] = alg.masked_mean(values, mask).item()
-            s.stats["train/return_mean"] = alg.masked_mean(ret, mask).item()
-            if a.whiten_advantages:
-                adv = alg.masked_whiten(adv, mask)
-            s.returns = unpad_rows(ret, lengths)
-        else:
-            scores = torch.tensor(
-                [
-                    episode_reward(
-                        ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
-                    )
-                    for ep in s.episodes
-                ]
-            )
-            groups = [ep.profile_id for ep in s.episodes]
-            ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
-            group_ids = torch.tensor([ids[g] for g in groups])
-            per_seq = alg.group_advantages(scores, group_ids, eps=a.grpo_eps, scale=a.grpo_scale_by_std)
-            adv = alg.broadcast_to_tokens(per_seq, mask)
-            # groups whose dialogues all scored the same teach nothing: worth watching
-            s.stats["train/flat_groups"] = float(
-                sum(bool((per_seq[group_ids == g] == 0).all()) for g in ids.values())
-            )
+        rewards = alg.token_rewards(
+            [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)],
+            [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
+            tuple(mask.shape),  # type: ignore[arg-type]
+        )
+        scores = torch.tensor(
+            [
+                episode_reward(
+                    ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
+                )
+                for ep in s.episodes
+            ]
+        )
+        groups = [ep.profile_id for ep in s.episodes]
+        ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+        inputs = AdvantageInputs(
+            mask=mask,
+            token_rewards=rewards,
+            scores=scores,
+            groups=torch.tensor([ids[g] for g in groups]),
+            values=pad_rows(s.values) if s.values is not None else None,
+            old_logp=old,
+            ref_logp=pad_rows(s.ref_logp) if s.ref_logp is not None else None,
+        )
+        result = self.algo.advantages(inputs, a)
+        adv = result.advantages
+        s.stats.update(result.stats)
+        if result.returns is not None:
+            s.returns = unpad_rows(result.returns, lengths)
         if s.ref_logp is not None and old is not None:
             s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
         s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
@@ -463,12 +464,13 @@ class Trainer:
                     out = alg.policy_loss(
                         logp, old_logp, rows(s.advantages), mb.action_mask,
                         clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, normalizer=n_tok,
+                        dual_clip=a.dual_clip,
                     )  # fmt: skip
                     ent = alg.masked_mean(entropy, mb.action_mask, normalizer=n_tok)
                     loss = out.loss
                     if a.entropy_coef > 0:
                         loss = loss - a.entropy_coef * ent
-                    if not self.is_ppo and a.kl_coef > 0 and s.ref_logp is not None:
+                    if self.algo.kl_in == "loss" and a.kl_coef > 0 and s.ref_logp is not None:
                         kl = alg.masked_mean(
                             alg.kl_k3(logp, rows(s.ref_logp)), mb.action_mask, normalizer=n_tok
                         )
@@ -496,7 +498,7 @@ class Trainer:
                 for key, value in mb_stats.items():
                     if key.startswith("value") and self.critic is None:
                         continue
-                    if key == "kl_loss" and (self.is_ppo or a.kl_coef == 0):
+                    if key == "kl_loss" and (self.algo.kl_in != "loss" or a.kl_coef == 0):
                         continue
                     add(f"train/{key}", value)
         out_stats = {k: sums[k] / counts[k] for k in sums}

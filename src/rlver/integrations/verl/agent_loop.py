@@ -57,10 +57,17 @@ _STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of
 
 
 class DialogueFailed(SimulatorError):
-    """A dialogue could not be completed (simulator failure, no tokens, prompt too long).
+    """A dialogue could not be completed (simulator failure, no tokens, prompt too long), or a sibling
+    of its GRPO group could not.
 
-    Raised out of ``run``: verl's v1 worker marks the whole group of that prompt failed and leaves it
-    out of the batch, which is the honest outcome (a reward from a half-run dialogue would be noise).
+    What verl 0.9.1 does with it (``trainer/ppo/v1/agent_loop_tq.py``, ``replay_buffer.py``): the
+    prompt's status becomes ``failure``, but the siblings that finished stay stored and *sampleable*, and
+    the missing trajectories are padded downstream, so GRPO would normalise over the survivors (a lone
+    survivor gets its raw score as advantage). A failure is not independent of the replies (a reply that
+    derails the simulator is one of the group), so survivors are a biased group. We therefore fail the
+    whole group (:class:`GroupSettlement`: every sibling raises once one failed), which leaves the prompt
+    with no trajectories, and turn on ``trainer.v1.sampler.sync_refill_failed_groups``, with which verl
+    replaces exactly such groups by fresh prompts. The batch keeps its size and every group its ``n``.
     """
 
     kind = "dialogue_failed"
@@ -120,6 +127,48 @@ class SimulatorGate:
 #: The process-wide gate.
 SIMULATOR_GATE = SimulatorGate()
 
+
+class GroupSettlement:
+    """All-or-nothing groups: the ``n`` dialogues verl runs for one prompt (same ``uid``) succeed together.
+
+    verl's v1 worker starts a prompt's ``n`` sessions as tasks of one worker's event loop, so a group is
+    visible within one process. Each dialogue reports here when it ends: a failure marks the group; a
+    success waits until every sibling has ended and raises :class:`DialogueFailed` if one failed.
+    """
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def _group(self, uid: str, size: int) -> dict[str, Any]:
+        key = (id(asyncio.get_running_loop()), uid)
+        if key not in self._groups:
+            self._groups[key] = {"size": size, "ended": 0, "failed": None, "event": asyncio.Event()}
+        return self._groups[key]
+
+    def _end(self, uid: str, group: dict[str, Any]) -> None:
+        group["ended"] += 1
+        if group["ended"] >= group["size"]:
+            group["event"].set()
+            self._groups.pop((id(asyncio.get_running_loop()), uid), None)
+
+    def failed(self, uid: str, size: int, reason: str) -> None:
+        group = self._group(uid, size)
+        group["failed"] = group["failed"] or reason
+        group["event"].set()  # siblings waiting can give up now
+        self._end(uid, group)
+
+    async def succeeded(self, uid: str, size: int) -> None:
+        group = self._group(uid, size)
+        self._end(uid, group)
+        if group["failed"] is None:
+            await group["event"].wait()
+        if group["failed"] is not None:
+            raise DialogueFailed(f"a dialogue of its group (uid {uid}) failed: {group['failed']}")
+
+
+#: The process-wide group bookkeeping.
+GROUPS = GroupSettlement()
+
 _SIMULATORS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, UserSimulator]] = (
     weakref.WeakKeyDictionary()
 )
@@ -149,6 +198,21 @@ def stop_token_ids(tokenizer: Any) -> set[int]:
     return ids
 
 
+def turn_end_token_id(tokenizer: Any) -> int:
+    """The token the chat template closes an assistant turn with (``<|im_end|>`` for Qwen/ChatML).
+
+    A reply cut at ``max_tokens`` has none; the loop appends this one with mask 0 (never trained, as the
+    local trainer does), so the template's newline and the next user turn follow a closed turn.
+    """
+    vocab = tokenizer.get_vocab()
+    for name in _STOP_TOKENS:
+        if name in vocab:
+            return int(vocab[name])
+    if isinstance(tokenizer.eos_token_id, int):
+        return int(tokenizer.eos_token_id)
+    raise ValueError("the tokenizer has no end-of-turn token (none of " + ", ".join(_STOP_TOKENS) + ")")
+
+
 def _scalar(value: Any, default: int = 0) -> int:
     """Row values arrive as numpy scalars/0-d arrays; make a plain int."""
     try:
@@ -169,6 +233,7 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
         self._stop_ids = stop_token_ids(self.tokenizer)
+        self._close_id = turn_end_token_id(self.tokenizer)
 
     # -- helpers --------------------------------------------------------------------------------
     def _reply_text(self, token_ids: list[int]) -> str:
@@ -196,6 +261,24 @@ class RlverDialogueAgentLoop(AgentLoopBase):
     # -- the loop -------------------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         task = DialogueTask.from_row(kwargs.get("extra_info"))
+        uid = kwargs.get("uid")
+        grouped = task.group_size > 1 and isinstance(uid, str)
+        try:
+            output, episode, reward = await self._dialogue(task, sampling_params, kwargs)
+        except Exception as exc:
+            if grouped:
+                GROUPS.failed(str(uid), task.group_size, f"{type(exc).__name__}: {exc}")
+            raise
+        if grouped:
+            await GROUPS.succeeded(str(uid), task.group_size)
+        if task.transcript_dir:
+            self._log_transcript(task, episode, reward, kwargs)
+        return output
+
+    async def _dialogue(
+        self, task: DialogueTask, sampling_params: dict[str, Any], kwargs: dict[str, Any]
+    ) -> tuple[AgentLoopOutput, Episode, float]:
+        """One dialogue, start to end; raises :class:`DialogueFailed` when it cannot be completed."""
         seed = dialogue_seed(
             task.seed, _scalar(kwargs.get("session_id")), _scalar(kwargs.get("global_steps"))
         )
@@ -220,6 +303,7 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         logprobs: list[float] = []
         extra: dict[str, Any] = {}
         end_reason: str | None = None
+        truncated = 0
 
         while True:
             budget = self.response_length - len(response_mask)
@@ -247,6 +331,8 @@ class RlverDialogueAgentLoop(AgentLoopBase):
             )
             token_ids = merged.token_ids
             logprobs = list(aligned) if aligned is not None else logprobs
+            cut = out.token_ids[-1] not in self._stop_ids  # at max_tokens vLLM/SGLang add no end token
+            truncated += cut
 
             raw_reply = self._reply_text(list(out.token_ids))
             messages.append({"role": "assistant", "content": raw_reply})
@@ -268,10 +354,18 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                 end_reason = "context_full"
                 break
 
+            # A cut reply is closed before the user's turn, untrained (mask 0), as the local engine
+            # does: verl's token builder writes the template's newline only after an end token, so the
+            # next "<|im_start|>user" would otherwise be glued to the cut reply.
+            close = [self._close_id] if cut else []
             previous = list(messages)
             candidate = [*messages, {"role": "user", "content": step.user_message}]
             merged, new_mask, aligned = await self.ct_merge_context_msg(
-                previous, candidate, token_ids, response_mask, logprobs or None
+                previous,
+                candidate,
+                [*token_ids, *close],
+                [*response_mask, *[0] * len(close)],
+                [*logprobs, *[0.0] * len(close)] if logprobs else None,
             )
             if len(new_mask) > self.response_length - MIN_REPLY_TOKENS:
                 # No room for another reply: stop on the assistant turn, without this user message.
@@ -282,29 +376,31 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                 logprobs = list(aligned)
 
         episode = env.episode
+        extra["truncated_replies"] = truncated
         if end_reason == "context_full":
             episode = episode.model_copy(update={"end_reason": "context_full"})
         num_turns = sum(1 for m in messages if m["role"] != "system")
-        return self._output(
-            task, episode, token_ids, response_mask, logprobs, metrics, extra, num_turns, kwargs
+        reward = episode_reward(
+            episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
         )
+        output = self._output(
+            task, episode, reward, token_ids, response_mask, logprobs, metrics, extra, num_turns
+        )
+        return output, episode, reward
 
     def _output(
         self,
         task: DialogueTask,
         episode: Episode,
+        reward: float,
         token_ids: list[int],
         response_mask: list[int],
         logprobs: list[float],
         metrics: dict[str, Any],
         extra: dict[str, Any],
         num_turns: int,
-        row: dict[str, Any],
     ) -> AgentLoopOutput:
-        """Score the episode with our reward code and package the trajectory for verl."""
-        reward = episode_reward(
-            episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
-        )
+        """Package the trajectory, scored with our reward code, for verl."""
         per_turn = turn_rewards(
             episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
         )
@@ -328,14 +424,6 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                 },
             }
         )
-        if task.transcript_dir:
-            steps = _scalar(row.get("global_steps"), -1)
-            line = episode.model_copy(
-                update={"reward": reward, "meta": {**episode.meta, "global_steps": steps, "engine": "verl"}}
-            )
-            path = Path(task.transcript_dir) / f"episodes-{os.uname().nodename}-{os.getpid()}.jsonl"
-            append_jsonl(path, line.model_dump(mode="json"))
-
         # The builder may insert or trim boundary tokens; the mask always covers the response part.
         n = len(response_mask)
         return AgentLoopOutput(
@@ -348,3 +436,14 @@ class RlverDialogueAgentLoop(AgentLoopBase):
             metrics=AgentLoopMetrics(**metrics),
             extra_fields=extra,
         )
+
+    @staticmethod
+    def _log_transcript(task: DialogueTask, episode: Episode, reward: float, row: dict[str, Any]) -> None:
+        """Append the finished dialogue (only once its whole group succeeded: what is logged was trained)."""
+        assert task.transcript_dir is not None
+        steps = _scalar(row.get("global_steps"), -1)
+        line = episode.model_copy(
+            update={"reward": reward, "meta": {**episode.meta, "global_steps": steps, "engine": "verl"}}
+        )
+        path = Path(task.transcript_dir) / f"episodes-{os.uname().nodename}-{os.getpid()}.jsonl"
+        append_jsonl(path, line.model_dump(mode="json"))

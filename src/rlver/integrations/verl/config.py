@@ -7,8 +7,17 @@ knobs (cluster shape, rollout engine, parallelism) live in an optional ``verl:``
 
 How our settings map to verl (see docs/multinode.md for the table against the published run):
 
-* ``algorithm.name: ppo`` → ``algorithm.adv_estimator=gae`` with a critic; ``grpo`` →
-  ``adv_estimator=grpo`` with ``rollout.n = rollout.n_per_profile`` and no critic.
+* ``algorithm.name`` is looked up in the algorithm table (:data:`rlver.train.algos.ALGORITHMS`), the
+  same one the local trainer reads: its ``verl_adv_estimator`` (``gae`` for PPO, ``grpo`` for GRPO), its
+  ``needs_critic``, its ``kl_in`` and its ``min_group_size`` (``rollout.n = rollout.n_per_profile``
+  for group algorithms) decide the overrides, so a new algorithm cannot silently run as another one.
+* ``algorithm.dual_clip`` → ``actor.clip_ratio_c`` (verl's default 3.0 is ours too; ``null`` turns it
+  off on both engines).
+* ``optim.schedule``: ``constant`` and ``cosine`` map to verl's ``lr_scheduler_type`` (cosine decays to
+  0, ``min_lr_ratio=0``); ``linear`` has no verl FSDP scheduler and is refused. ``warmup_steps`` →
+  ``lr_warmup_steps`` (both engines ramp as ``step / warmup`` from a 0-indexed step).
+* Failed dialogues: a dialogue that fails takes its GRPO group with it and verl refills the group with a
+  fresh prompt (``trainer.v1.sampler.sync_refill_failed_groups``), see ``agent_loop.py``.
 * ``rollout.batch_size`` counts dialogues, verl's ``data.train_batch_size`` counts prompts (profiles):
   it is ``batch_size / n_per_profile``.
 * ``kl_coef``: PPO puts it in the reward (``algorithm.use_kl_in_reward``), GRPO in the loss
@@ -28,6 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.errors import ConfigError
+from rlver.train.algos import ALGORITHMS
 from rlver.train.config import TrainConfig
 
 
@@ -105,6 +115,21 @@ def prompt_budget(cfg: VerlTrainConfig) -> int:
     return budget
 
 
+def refuse_unsupported(cfg: VerlTrainConfig) -> None:
+    """Settings the local trainer honours and verl cannot: a clear error instead of a silent change."""
+    if cfg.optim.schedule == "linear":
+        raise ConfigError(
+            "optim.schedule=linear: verl's FSDP workers have only 'constant' and 'cosine' learning-rate "
+            "schedules; choose one of those to train with --engine verl"
+        )
+    think_context = getattr(cfg.rollout, "think_context", "full")
+    if cfg.rollout.think and think_context != "full":
+        raise ConfigError(
+            f"rollout.think_context={think_context}: verl's agent loop extends one token sequence turn by "
+            "turn, so later turns always see earlier think blocks; use think_context=full with --engine verl"
+        )
+
+
 def batches_per_epoch(n_profiles: int, prompts_per_step: int) -> int:
     """verl's train dataloader drops the last partial batch."""
     return max(1, n_profiles // prompts_per_step)
@@ -126,7 +151,17 @@ def verl_overrides(
     prompt_tokens = prompt_budget(cfg)
     response_tokens = cfg.model.max_length - prompt_tokens
     epochs = math.ceil(run.steps / batches_per_epoch(n_train_profiles, prompts_per_step))
-    grpo = algo.name == "grpo"
+    spec = ALGORITHMS[algo.name]
+    grouped = spec.min_group_size > 1
+    refuse_unsupported(cfg)
+    schedule = {
+        "lr_scheduler_type": optim.schedule,
+        "lr_warmup_steps": optim.warmup_steps or -1,
+        "lr_warmup_steps_ratio": 0.0,
+        "min_lr_ratio": 0.0,
+        "num_cycles": 0.5,
+        "zero_indexed_step": True,
+    }
 
     out: dict[str, Any] = {
         # data: one row per profile; the agent loop reads the rest of the row
@@ -141,11 +176,11 @@ def verl_overrides(
         "data.return_raw_chat": True,
         "data.seed": run.seed,
         # algorithm
-        "algorithm.adv_estimator": "grpo" if grpo else "gae",
+        "algorithm.adv_estimator": spec.verl_adv_estimator,
         "algorithm.gamma": algo.gamma,
         "algorithm.lam": algo.lam,
         "algorithm.norm_adv_by_std_in_grpo": algo.grpo_scale_by_std,
-        "algorithm.use_kl_in_reward": (not grpo) and algo.kl_coef > 0,
+        "algorithm.use_kl_in_reward": spec.kl_in == "reward" and algo.kl_coef > 0,
         "algorithm.kl_ctrl.kl_coef": algo.kl_coef,
         # the policy
         "actor_rollout_ref.model.path": model_path,
@@ -154,10 +189,7 @@ def verl_overrides(
         "actor_rollout_ref.actor.optim.lr": optim.actor_lr,
         "actor_rollout_ref.actor.optim.weight_decay": optim.weight_decay,
         "actor_rollout_ref.actor.optim.betas": list(optim.betas),
-        "actor_rollout_ref.actor.optim.lr_scheduler_type": "cosine"
-        if optim.schedule == "cosine"
-        else "constant",
-        "actor_rollout_ref.actor.optim.lr_warmup_steps": optim.warmup_steps or -1,
+        **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in schedule.items()},
         "actor_rollout_ref.actor.grad_clip": optim.max_grad_norm or 1e9,
         "actor_rollout_ref.actor.ppo_mini_batch_size": mini_batch,
         "actor_rollout_ref.actor.ppo_epochs": algo.epochs,
@@ -167,8 +199,10 @@ def verl_overrides(
         ),
         "actor_rollout_ref.actor.clip_ratio_low": algo.clip_eps,
         "actor_rollout_ref.actor.clip_ratio_high": algo.clip_eps_high or algo.clip_eps,
+        # verl always applies dual-clip; a bound no ratio reaches turns it off
+        "actor_rollout_ref.actor.clip_ratio_c": algo.dual_clip if algo.dual_clip is not None else 1e9,
         "actor_rollout_ref.actor.entropy_coeff": algo.entropy_coef,
-        "actor_rollout_ref.actor.use_kl_loss": grpo and algo.kl_coef > 0,
+        "actor_rollout_ref.actor.use_kl_loss": spec.kl_in == "loss" and algo.kl_coef > 0,
         "actor_rollout_ref.actor.kl_loss_coef": algo.kl_coef,
         "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
         "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
@@ -178,7 +212,7 @@ def verl_overrides(
         # rollout: an async server engine driven by our agent loop
         "actor_rollout_ref.rollout.name": v.rollout_engine,
         "actor_rollout_ref.rollout.mode": "async",
-        "actor_rollout_ref.rollout.n": ro.n_per_profile if grpo else 1,
+        "actor_rollout_ref.rollout.n": ro.n_per_profile if grouped else 1,
         "actor_rollout_ref.rollout.temperature": ro.temperature,
         "actor_rollout_ref.rollout.top_p": ro.top_p,
         "actor_rollout_ref.rollout.tensor_model_parallel_size": v.tensor_parallel_size,
@@ -206,12 +240,14 @@ def verl_overrides(
         # absolute like every other path here: verl's workers may run in another working directory
         "trainer.default_local_dir": str(Path(v.out_dir).expanduser().resolve() / "checkpoints"),
         "trainer.critic_warmup": 0,
+        # a group with a failed dialogue is failed whole (agent_loop.py) and replaced by a fresh prompt
+        "trainer.v1.sampler.sync_refill_failed_groups": True,
     }
     if cfg.model.lora.enabled:
         out["actor_rollout_ref.model.lora_rank"] = cfg.model.lora.r
         out["actor_rollout_ref.model.lora_alpha"] = cfg.model.lora.alpha
         out["actor_rollout_ref.model.target_modules"] = cfg.model.lora.target_modules
-    if grpo:
+    if not spec.needs_critic:
         out["critic.enable"] = False
     else:
         out.update(
@@ -221,6 +257,7 @@ def verl_overrides(
                 "critic.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
                 "critic.optim.lr": optim.critic_lr,
                 "critic.optim.weight_decay": optim.weight_decay,
+                **{f"critic.optim.{k}": val for k, val in schedule.items()},
                 "critic.cliprange_value": algo.value_clip or 1e9,
                 "critic.grad_clip": optim.max_grad_norm or 1e9,
                 "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,

@@ -52,6 +52,7 @@ def build_rows(
     seed: int = 0,
     split: str = "train",
     transcript_dir: str | None = None,
+    group_size: int = 1,
 ) -> list[dict[str, Any]]:
     """One verl dataset row per profile (row ``i`` gets seed ``seed + i``)."""
     rows = []
@@ -65,6 +66,7 @@ def build_rows(
             simulator_concurrency=simulator_concurrency,
             seed=seed + i,
             transcript_dir=transcript_dir,
+            group_size=group_size,
         )
         rows.append(
             {

@@ -20,10 +20,14 @@ On a cluster ``out_dir`` must be on storage every node sees, and rlver must be i
 from __future__ import annotations
 
 import argparse
+import atexit
+import functools
 import importlib.util
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +44,7 @@ from rlver.integrations.verl.dataset import build_rows, write_parquet
 from rlver.integrations.verl.settings import RewardSettings
 from rlver.io import atomic_write_text
 from rlver.profiles.sets import load_profile_set
+from rlver.train.algos import ALGORITHMS
 from rlver.train.config import resolve_config_path
 
 
@@ -141,7 +146,14 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
         "transcript_dir": transcripts,
     }
     train_file = write_parquet(
-        build_rows(train_profiles, env=train_env, seed=cfg.run.seed, split="train", **common),
+        build_rows(
+            train_profiles,
+            env=train_env,
+            seed=cfg.run.seed,
+            split="train",
+            group_size=ro.n_per_profile if ALGORITHMS[cfg.algorithm.name].min_group_size > 1 else 1,
+            **common,
+        ),
         out_dir / "train.parquet",
     )
     val_file = write_parquet(
@@ -205,13 +217,17 @@ def compose_verl_config(overrides: Sequence[str]) -> Any:
         raise ConfigError(f"verl rejected the configuration: {exc}") from None
     # verl's validator loads the model's config.json; never wait on a hub from a dry run.
     model_path = str(cfg.actor_rollout_ref.model.path)
+    checked = cfg
     if not _model_config_here(model_path):
-        raise ModelNotHere(
-            f"verl's checks need the model's config.json, and {model_path} is neither a local folder nor "
-            "in the Hugging Face cache here"
-        )
+        shipped = shipped_model_config(model_path)
+        if shipped is None:
+            raise ModelNotHere(
+                f"verl's checks need the model's config.json, and {model_path} is neither a local folder "
+                f"nor in the Hugging Face cache here, nor one of the shipped configs ({', '.join(SHIPPED)})"
+            )
+        checked = _with_model_folder(cfg, model_path, str(_stand_in_folder(shipped)))
     try:
-        validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        validate_config(checked, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     except (HydraException, OmegaConfBaseException, AssertionError, ValueError, OSError) as exc:
         if "HFModelConfig" in str(exc) or isinstance(exc, OSError):
             raise ModelNotHere(
@@ -220,6 +236,46 @@ def compose_verl_config(overrides: Sequence[str]) -> Any:
             ) from None
         raise ConfigError(f"verl rejected the configuration: {exc}") from None
     return cfg
+
+
+#: Shipped ``config.json`` files (facts, no weights) of the models the presets name, by hub id.
+SHIPPED_CONFIGS = Path(__file__).parent / "model_configs"
+SHIPPED = sorted(
+    p.name.replace("--", "/", 1) for p in SHIPPED_CONFIGS.iterdir() if (p / "config.json").is_file()
+)
+
+
+def shipped_model_config(model_path: str) -> Path | None:
+    """The shipped ``config.json`` of a hub model (``Qwen/Qwen2.5-7B-Instruct``), or None."""
+    path = SHIPPED_CONFIGS / model_path.replace("/", "--", 1) / "config.json"
+    return path if "/" in model_path and path.is_file() else None
+
+
+@functools.cache
+def _stand_in_folder(config_json: Path) -> Path:
+    """A model folder for verl's validator: the shipped config.json, the tiny model's ChatML tokenizer.
+
+    The validator reads the architecture (config.json) and loads a tokenizer; it checks batch and length
+    arithmetic, not the vocabulary, so a stand-in tokenizer changes no verdict. Never used for training.
+    """
+    from rlver.models.tiny import train_tokenizer
+
+    folder = Path(tempfile.mkdtemp(prefix="rlver-verl-check-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    train_tokenizer().save_pretrained(folder)
+    shutil.copyfile(config_json, folder / "config.json")
+    return folder
+
+
+def _with_model_folder(cfg: Any, model_path: str, folder: str) -> Any:
+    """A copy of verl's config whose model paths equal to ``model_path`` point at ``folder``."""
+    from omegaconf import OmegaConf
+
+    copy = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    for section in (copy.actor_rollout_ref.model, copy.critic.model):
+        if str(section.get("path")) == model_path:
+            section.path = folder
+    return copy
 
 
 def _model_config_here(path: str) -> bool:

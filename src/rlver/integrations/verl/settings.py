@@ -48,6 +48,8 @@ class DialogueTask(BaseModel):
     simulator_concurrency: int = Field(default=64, ge=1)
     #: When set, each worker appends every finished dialogue (an Episode) to a JSONL file here.
     transcript_dir: str | None = None
+    #: Dialogues verl samples for this row at once (rollout.n): a GRPO group, failed as a whole.
+    group_size: int = Field(default=1, ge=1)
     #: Base seed of this row's dialogues (combined with the sample index and the training step).
     seed: int = 0
 

@@ -1,0 +1,1 @@
+"""Shipped config.json files of the models the presets name (facts only, no weights); see README.md."""

@@ -1,0 +1,39 @@
+"""GRPO (Shao et al., 2024): no critic; each dialogue's score against its group's.
+
+A group is the ``n_per_profile`` dialogues sampled for one profile in a step. Advantage of a dialogue =
+``(score - group mean) / (group std + eps)`` (``grpo_scale_by_std=False``: no division, Dr. GRPO), the
+same on every action token. With ``kl_coef > 0`` the loss gains ``kl_coef * k3(policy || ref)``.
+Needs groups of two or more (``min_group_size``); a group that lost members to failures still gets 0
+for a lone survivor locally, and verl refills failed groups (docs/training.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import torch
+
+from rlver.train import algorithms as alg
+from rlver.train.algos.base import AdvantageInputs, Advantages, Algorithm
+
+if TYPE_CHECKING:
+    from rlver.train.config import AlgorithmSettings
+
+
+class GRPO(Algorithm):
+    name: ClassVar[str] = "grpo"
+    needs_critic: ClassVar[bool] = False
+    kl_in: ClassVar[Literal["reward", "loss"]] = "loss"
+    min_group_size: ClassVar[int] = 2
+    loss_terms: ClassVar[tuple[str, ...]] = ("policy_clip", "kl_k3", "entropy")
+    verl_adv_estimator: ClassVar[str] = "grpo"
+
+    def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
+        per_seq = alg.group_advantages(
+            inputs.scores, inputs.groups, eps=settings.grpo_eps, scale=settings.grpo_scale_by_std
+        )
+        # groups whose dialogues all scored the same teach nothing: worth watching
+        flat = sum(bool((per_seq[inputs.groups == g] == 0).all()) for g in torch.unique(inputs.groups))
+        return Advantages(
+            alg.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
+        )

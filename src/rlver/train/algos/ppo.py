@@ -1,0 +1,41 @@
+"""PPO (Schulman et al., 2017): a critic, per-token rewards, GAE advantages.
+
+Rewards sit on each turn's last token; with ``kl_coef > 0`` every action token's reward also pays
+``kl_coef * k1(old || ref)`` (the KL lives in the reward, as in InstructGPT and verl's
+``use_kl_in_reward``). GAE runs over the assistant tokens only, then advantages are whitened over the
+batch (``whiten_advantages``). Loss: clipped policy surrogate (dual-clip as configured) + clipped
+value loss + optional entropy bonus.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from rlver.train import algorithms as alg
+from rlver.train.algos.base import AdvantageInputs, Advantages, Algorithm
+
+if TYPE_CHECKING:
+    from rlver.train.config import AlgorithmSettings
+
+
+class PPO(Algorithm):
+    name: ClassVar[str] = "ppo"
+    needs_critic: ClassVar[bool] = True
+    kl_in: ClassVar[Literal["reward", "loss"]] = "reward"
+    min_group_size: ClassVar[int] = 1
+    loss_terms: ClassVar[tuple[str, ...]] = ("policy_clip", "value_clip", "entropy")
+    verl_adv_estimator: ClassVar[str] = "gae"
+
+    def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
+        mask, rewards = inputs.mask, inputs.token_rewards
+        assert inputs.values is not None, "PPO needs the critic's values"
+        if settings.kl_coef > 0 and inputs.ref_logp is not None and inputs.old_logp is not None:
+            rewards = rewards - settings.kl_coef * alg.kl_k1(inputs.old_logp, inputs.ref_logp) * mask
+        adv, ret = alg.gae_advantages(rewards, inputs.values, mask, gamma=settings.gamma, lam=settings.lam)
+        stats = {
+            "train/value_mean": alg.masked_mean(inputs.values, mask).item(),
+            "train/return_mean": alg.masked_mean(ret, mask).item(),
+        }
+        if settings.whiten_advantages:
+            adv = alg.masked_whiten(adv, mask)
+        return Advantages(adv, ret, stats)
