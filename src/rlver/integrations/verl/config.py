@@ -9,8 +9,8 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
 
 * ``algorithm.name: ppo`` → ``algorithm.adv_estimator=gae`` with a critic; ``grpo`` →
   ``adv_estimator=grpo`` with ``rollout.n = rollout.n_per_profile`` and no critic.
-* ``rollout.batch_size`` counts dialogues, verl's ``data.train_batch_size`` counts prompts (profiles):
-  it is ``batch_size / n_per_profile``.
+* ``rollout.batch_size`` counts prompts (profiles) per step, as verl's ``data.train_batch_size`` does;
+  a step runs ``batch_size x n_per_profile`` dialogues (verl's ``rollout.n``).
 * ``kl_coef``: PPO puts it in the reward (``algorithm.use_kl_in_reward``), GRPO in the loss
   (``actor.use_kl_loss``, k3 = ``low_var_kl``), as in our local trainer. With 0 (the published
   setting) verl builds no reference model.
