@@ -59,7 +59,7 @@ def export_checkpoint(checkpoint: Path, out_dir: Path, *, dtype: str | None = No
     else:
         model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch_dtype)
     if dtype:  # merge_and_unload may leave fp32 adapter-merged weights beside a bf16 base
-        model = model.to(torch_dtype)
+        model = model.to(getattr(torch, dtype))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(policy).save_pretrained(out_dir)
