@@ -83,7 +83,9 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
             name="grpo", kl_coef=0.0, epochs=1, minibatches=1, micro_batch_tokens=args.batch * seq_tokens
         ),
         optim=OptimSettings(actor_lr=1e-6, max_grad_norm=1.0),
-        rollout=RolloutSettings(batch_size=args.batch, n_per_profile=args.group, temperature=1.0),
+        rollout=RolloutSettings(
+            batch_size=args.batch // args.group, n_per_profile=args.group, temperature=1.0
+        ),
         run=RunSettings(steps=1000, tensorboard=False, progress=False),
     )
     seqs = [

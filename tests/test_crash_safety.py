@@ -217,7 +217,7 @@ def test_torn_trailing_line_is_reported_and_skipped_by_every_reader(tmp_path: Pa
 
 STEPS = 10
 TRAIN_SET = [
-    "rollout.batch_size=4", "rollout.n_per_profile=2", "rollout.max_assistant_turns=2",
+    "rollout.batch_size=2", "rollout.n_per_profile=2", "rollout.max_assistant_turns=2",
     "rollout.max_new_tokens=12", "eval.limit=1", "eval.every=0", "eval.at_start=false",
     "eval.samples_per_profile=1", f"run.steps={STEPS}", "run.checkpoint_every=1",
     "run.keep_checkpoints=2", "run.progress=false", "run.tensorboard=false",

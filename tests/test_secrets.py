@@ -239,7 +239,7 @@ def test_train_sends_the_key_but_never_writes_it(server: FakeChatServer, tmp_pat
         "model": {"path": "tiny", "device": "cpu", "max_length": 1024},
         "algorithm": {"name": "grpo"},
         "rollout": {
-            "profiles": str(profiles), "batch_size": 8, "n_per_profile": 2,
+            "profiles": str(profiles), "batch_size": 4, "n_per_profile": 2,
             "max_assistant_turns": 2, "max_new_tokens": 8,
         },
         "simulator": {

@@ -16,7 +16,7 @@ from rlver.train.config import TrainConfig, load_train_config, preset_names
 from rlver.train.logger import read_metrics
 
 TINY = [
-    "rollout.batch_size=4",
+    "rollout.batch_size=2",  # profiles: 2 x 2 = 4 dialogues per step
     "rollout.n_per_profile=2",
     "rollout.max_assistant_turns=2",
     "rollout.max_new_tokens=8",
@@ -55,7 +55,7 @@ def test_presets_load_and_bad_keys_are_named() -> None:
     assert {"ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink", "tiny-offline"} <= set(preset_names())
     for name in preset_names():
         cfg = load_train_config(name)
-        assert cfg.rollout.batch_size % cfg.rollout.n_per_profile == 0
+        assert cfg.rollout.dialogues_per_step == cfg.rollout.batch_size * cfg.rollout.n_per_profile
     published = load_train_config("ppo-think")
     assert (published.optim.actor_lr, published.optim.critic_lr, published.algorithm.kl_coef) == (
         1e-6,
@@ -68,11 +68,10 @@ def test_presets_load_and_bad_keys_are_named() -> None:
         published.rollout.start_emotion,
     ) == (32, 8, 30)
     assert published.rollout.think and published.simulator.kind == "llm"
-    assert load_train_config("grpo-nothink").rollout.n_per_profile == 4
+    # batch_size counts prompts, as verl's data.train_batch_size: 32 x 4 = 128 dialogues per GRPO step
+    assert load_train_config("grpo-nothink").rollout.dialogues_per_step == 128
     with pytest.raises(ConfigError, match=r"optim\.actor_learning_rate: unknown key"):
         load_train_config("tiny-offline", ["optim.actor_learning_rate=1"])
-    with pytest.raises(ConfigError, match="multiple of n_per_profile"):
-        load_train_config("tiny-offline", ["rollout.batch_size=6", "rollout.n_per_profile=4"])
     with pytest.raises(ConfigError, match="neither a config file nor a preset"):
         load_train_config("no-such-preset")
 

@@ -34,7 +34,7 @@ PUBLISHED_PPO = [
     "algorithm.kl_coef=0.0",
     "optim.actor_lr=1e-6",
     "optim.critic_lr=5e-6",
-    "rollout.batch_size=16",  # the bundled en-train set has 18 profiles; 32 is checked below via GRPO
+    "rollout.batch_size=16",  # profiles per step; the bundled en-train set has 18
     "rollout.n_per_profile=1",
     "rollout.max_assistant_turns=8",
     "rollout.start_emotion=30",
@@ -72,11 +72,11 @@ def test_ppo_overrides_compose_and_validate_with_verl(tmp_path: Path) -> None:
 
 
 def test_grpo_overrides_group_size_and_batch(tmp_path: Path) -> None:
-    _, plan = _plan(tmp_path, "rollout.batch_size=32", "rollout.n_per_profile=4", "algorithm.kl_coef=0.01")
+    _, plan = _plan(tmp_path, "rollout.batch_size=8", "rollout.n_per_profile=4", "algorithm.kl_coef=0.01")
     vc = compose_verl_config(plan.overrides)
     assert vc.algorithm.adv_estimator == "grpo" and not need_critic(vc)
     assert vc.actor_rollout_ref.rollout.n == 4
-    assert vc.data.train_batch_size == 8  # 32 dialogues = 8 profiles x 4
+    assert vc.data.train_batch_size == 8  # batch_size counts prompts: 8 profiles x 4 = 32 dialogues
     assert vc.actor_rollout_ref.actor.use_kl_loss and vc.actor_rollout_ref.actor.kl_loss_coef == 0.01
     assert need_reference_policy(vc)
     assert not vc.algorithm.use_kl_in_reward

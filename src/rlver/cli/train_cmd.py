@@ -78,7 +78,9 @@ def export_command(
         ..., help="A checkpoint folder or a run folder (its latest checkpoint)."
     ),
     out_dir: Path = typer.Argument(..., help="Where to write the Hugging Face model folder."),
-    dtype: str | None = typer.Option(None, "--dtype", help="float32 or bfloat16 (default: as saved)."),
+    dtype: str | None = typer.Option(
+        None, "--dtype", help="float32, bfloat16 or float16 (default: the run's model.dtype)."
+    ),
 ) -> None:
     """Export a checkpoint as a plain Hugging Face model folder (LoRA merged)."""
     if dtype not in (None, "float32", "bfloat16", "float16"):

@@ -242,7 +242,7 @@ def eval_config(server_url: str, profiles: Path, out: Path, *, turns: int = 3, r
 def train_config(server_url: str, profiles: Path, *, turns: int = 2) -> Any:
     """A TrainConfig: the tiny local policy (GRPO) against the LLM simulator on the local server.
 
-    ``batch_size`` = 2 x the 4 profiles, so every step runs every profile (victims and others).
+    ``batch_size`` = the 4 profiles (x 2 dialogues each), so every step runs every profile (victims and others).
     """
     from rlver.train.config import TrainConfig
 
@@ -253,7 +253,7 @@ def train_config(server_url: str, profiles: Path, *, turns: int = 2) -> Any:
             "optim": {"actor_lr": 1e-3},
             "rollout": {
                 "profiles": str(profiles),
-                "batch_size": 8,
+                "batch_size": 4,
                 "n_per_profile": 2,
                 "max_assistant_turns": turns,
                 "max_new_tokens": 8,

@@ -87,14 +87,38 @@ class OptimSettings(_Strict):
     eps: float = 1e-8
     max_grad_norm: float | None = Field(default=1.0, gt=0.0)
     schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(default=0, ge=0)
+    warmup_steps: int = Field(default=0, ge=0, description="linear lr warm-up, both optimisers")
+    # verl's `optim.lr_warmup_steps_ratio`, per optimiser: warm-up = int(ratio * run.steps) steps
+    actor_warmup_ratio: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="actor warm-up, share of steps"
+    )
+    critic_warmup_ratio: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="critic warm-up, share of steps"
+    )
+
+    @model_validator(mode="after")
+    def _one_warmup(self) -> OptimSettings:
+        if self.warmup_steps and (self.actor_warmup_ratio or self.critic_warmup_ratio):
+            raise ValueError(
+                "optim.warmup_steps and optim.{actor,critic}_warmup_ratio both set: use one of the two"
+            )
+        return self
+
+    def warmup(self, which: Literal["actor", "critic"], total_steps: int) -> int:
+        """Warm-up steps of one optimiser: ``warmup_steps``, or ``int(ratio * total_steps)`` as verl does."""
+        ratio = self.actor_warmup_ratio if which == "actor" else self.critic_warmup_ratio
+        return self.warmup_steps or int(ratio * total_steps)
 
 
 class RolloutSettings(_Strict):
     """Which users, how many dialogues, how they run, and what they are worth."""
 
     profiles: str = "en-train"  # a profile set name (``rlver profiles list``) or a file
-    batch_size: int = Field(default=32, ge=1, description="dialogues per step (profiles x n_per_profile)")
+    # Prompts (profiles) per step, as verl's `data.train_batch_size` counts them: a step runs
+    # batch_size x n_per_profile dialogues (the published GRPO run: 32 x 4 = 128).
+    batch_size: int = Field(
+        default=32, ge=1, description="profiles per step; dialogues = this x n_per_profile"
+    )
     n_per_profile: int = Field(default=1, ge=1, description="GRPO group size")
     max_assistant_turns: int = Field(default=8, ge=1)
     appraise_final_reply: bool = True
@@ -131,21 +155,25 @@ class RolloutSettings(_Strict):
             "shared_opening": self.shared_opening,
         }
 
-    @model_validator(mode="after")
-    def _groups_fit(self) -> RolloutSettings:
-        if self.batch_size % self.n_per_profile:
-            raise ValueError(
-                f"batch_size ({self.batch_size}) must be a multiple of n_per_profile ({self.n_per_profile})"
-            )
-        return self
-
     @property
     def profiles_per_step(self) -> int:
-        return self.batch_size // self.n_per_profile
+        return self.batch_size
+
+    @property
+    def dialogues_per_step(self) -> int:
+        return self.batch_size * self.n_per_profile
 
 
 class EvalSettings(_Strict):
-    """Periodic evaluation on held-out profiles: one dialogue each, fixed seed."""
+    """Periodic evaluation on held-out profiles: one dialogue each, fixed seed.
+
+    ``protocol: benchmark`` (the default) runs the dialogues exactly as ``rlver eval`` does — the
+    published Sentient Benchmark protocol of ``EnvConfig.evaluation()`` (start emotion 40, 10 replies
+    counting the one to the opening line, the last one unappraised, the eval's default agent prompt) —
+    so ``eval/score`` is comparable with ``rlver eval`` on the same profiles. ``training`` runs them
+    like the training dialogues (start emotion, turns and appraisal of ``rollout``).
+    ``max_assistant_turns``/``start_emotion`` override either protocol's value when set.
+    """
 
     profiles: str = "en-test"
     limit: int | None = Field(default=None, ge=1, description="use the first N profiles only")
@@ -153,8 +181,9 @@ class EvalSettings(_Strict):
     every: int = Field(default=0, ge=0, description="evaluate every k steps (0: only at the end)")
     at_start: bool = False
     temperature: float = Field(default=1.0, ge=0.0)
-    max_assistant_turns: int | None = Field(default=None, ge=1, description="default: the training value")
-    start_emotion: int | None = Field(default=None, ge=0, le=100, description="default: the training value")
+    protocol: Literal["benchmark", "training"] = "benchmark"
+    max_assistant_turns: int | None = Field(default=None, ge=1, description="default: the protocol's")
+    start_emotion: int | None = Field(default=None, ge=0, le=100, description="default: the protocol's")
     seed: int = 12345
 
 

@@ -27,22 +27,28 @@ def resolve_checkpoint(path: Path) -> Path:
 
 
 def export_checkpoint(checkpoint: Path, out_dir: Path, *, dtype: str | None = None) -> Path:
-    """Write ``out_dir`` with the merged model and its tokenizer; return it."""
+    """Write ``out_dir`` with the merged model and its tokenizer; return it.
+
+    ``dtype`` (float32, bfloat16, float16) defaults to the run's ``model.dtype`` as recorded in the
+    checkpoint's ``state.json``: a bf16 run's checkpoints hold fp32 master weights (mixed precision), but
+    what it serves is a bf16 model, half the size. Older checkpoints without the record keep their dtype.
+    """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     ckpt = resolve_checkpoint(checkpoint)
     policy = ckpt / "policy"
     adapter = policy / "adapter_config.json"
+    info = (
+        json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+        if (ckpt / "state.json").exists()
+        else {}
+    )
+    dtype = dtype or info.get("model_dtype")
     torch_dtype = getattr(torch, dtype) if dtype else "auto"
     if adapter.exists():
         from peft import PeftModel
 
-        info = (
-            json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
-            if (ckpt / "state.json").exists()
-            else {}
-        )
         base = info.get("base_model") or json.loads(adapter.read_text(encoding="utf-8")).get(
             "base_model_name_or_path"
         )
@@ -52,6 +58,8 @@ def export_checkpoint(checkpoint: Path, out_dir: Path, *, dtype: str | None = No
         model = PeftModel.from_pretrained(model, policy).merge_and_unload()
     else:
         model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch_dtype)
+    if dtype:  # merge_and_unload may leave fp32 adapter-merged weights beside a bf16 base
+        model = model.to(getattr(torch, dtype))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(policy).save_pretrained(out_dir)

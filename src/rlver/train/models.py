@@ -7,6 +7,10 @@
   learning rate and optimiser.
 * Dropout is switched off everywhere: RL's importance ratios assume that the model that scored the
   rollout (old log-probs) and the model being updated agree exactly at step 0.
+* ``dtype: bfloat16`` is mixed precision (``rlver.train.precision``): fully fine-tuned weights (policy and
+  critic) are kept in fp32 — the master copy AdamW updates and checkpoints hold — and every forward pass
+  computes in bf16 under autocast. With LoRA the frozen base is loaded in bf16 (it never changes, so
+  rounding costs nothing) and peft keeps the trainable adapter in fp32.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import torch
 from torch import nn
 
 from rlver.train.config import ModelSettings
+from rlver.train.precision import compute_in_bf16
 
 VALUE_HEAD_FILE = "value_head.pt"
 
@@ -112,15 +117,22 @@ def load_policy(
     """The trainable policy; ``resume_from`` is a checkpoint's ``policy/`` folder."""
     from transformers import AutoModelForCausalLM
 
-    model = _load_trainable(AutoModelForCausalLM, base, settings, resume_from)
+    model = _load_trainable(AutoModelForCausalLM, base, settings, device, resume_from)
     return model.to(device)  # type: ignore[no-any-return]
 
 
 def _load_trainable(
-    auto_class: Any, base: Path | str, settings: ModelSettings, resume_from: Path | None
+    auto_class: Any,
+    base: Path | str,
+    settings: ModelSettings,
+    device: torch.device,
+    resume_from: Path | None,
 ) -> Any:
     """Load ``base`` with ``auto_class`` as a trainable module: a (resumed) LoRA adapter on the frozen
-    base when LoRA is on, else the full weights (from the checkpoint when resuming)."""
+    base when LoRA is on, else the full weights (from the checkpoint when resuming).
+
+    Full fine-tuning always holds fp32 weights; ``bfloat16`` then means bf16 *compute* (autocast), never
+    bf16 weights, whose rounding would swallow small updates (see ``rlver.train.precision``)."""
     dtype = torch_dtype(settings.dtype)
     if settings.lora.enabled:
         model: Any = auto_class.from_pretrained(base, dtype=dtype)
@@ -131,7 +143,9 @@ def _load_trainable(
         else:
             model = _lora(model, settings)
     else:
-        model = auto_class.from_pretrained(resume_from or base, dtype=dtype)
+        model = auto_class.from_pretrained(resume_from or base, dtype=torch.float32)
+        if dtype == torch.bfloat16:
+            compute_in_bf16(model, device)
     _no_dropout(model)
     _enable_checkpointing(model, settings)
     return model
@@ -142,6 +156,8 @@ def load_reference(base: Path | str, settings: ModelSettings, device: torch.devi
     from transformers import AutoModelForCausalLM
 
     model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype(settings.dtype))
+    if settings.dtype == "bfloat16":  # frozen: bf16 weights lose nothing; compute like the policy does
+        compute_in_bf16(model, device)
     _no_dropout(model)
     model.requires_grad_(False)
     return model.to(device).eval()  # type: ignore[no-any-return]
@@ -163,6 +179,7 @@ class ValueModel(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         out = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
         hidden = out.last_hidden_state
+        # the head stays fp32 even when the body computes in bf16 (it is not wrapped by autocast)
         return self.head(hidden.float()).squeeze(-1)
 
     def save(self, folder: Path) -> None:
@@ -176,7 +193,7 @@ def load_critic(
 ) -> ValueModel:
     from transformers import AutoModel
 
-    backbone = _load_trainable(AutoModel, base, settings, resume_from)
+    backbone = _load_trainable(AutoModel, base, settings, device, resume_from)
     hidden = int(backbone.config.hidden_size)
     critic = ValueModel(backbone, hidden)
     if resume_from is not None:

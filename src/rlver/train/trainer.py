@@ -52,7 +52,7 @@ from rlver.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from rlver.train.config import TrainConfig
+from rlver.train.config import EvalSettings, TrainConfig
 from rlver.train.context_budget import cut_to_turns
 from rlver.train.logger import MetricsLogger
 from rlver.train.models import (
@@ -97,6 +97,22 @@ def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return f
+
+
+def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
+    """The dialogue settings of in-training evaluation (see ``EvalSettings``).
+
+    ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
+    included, so the two scores are comparable — keeping only the training's think mode (a think-mode
+    policy is evaluated thinking, and its thoughts are hidden from the user either way).
+    """
+    base = EnvConfig.evaluation(think=training.think) if e.protocol == "benchmark" else training
+    overrides: dict[str, Any] = {}
+    if e.max_assistant_turns is not None:
+        overrides["max_assistant_turns"] = e.max_assistant_turns
+    if e.start_emotion is not None:
+        overrides["start_emotion"] = e.start_emotion
+    return base.model_copy(update=overrides) if overrides else base
 
 
 def profiles_at(profiles: list[Profile], position: int, count: int, seed: int) -> list[Profile]:
@@ -171,7 +187,7 @@ class Trainer:
             weight_decay=o.weight_decay,
         )
         self.sched_actor = torch.optim.lr_scheduler.LambdaLR(
-            self.opt_actor, lr_lambda(o.schedule, o.warmup_steps, total)
+            self.opt_actor, lr_lambda(o.schedule, o.warmup("actor", total), total)
         )
         self.opt_critic: torch.optim.Optimizer | None = None
         self.sched_critic: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -184,7 +200,7 @@ class Trainer:
                 weight_decay=o.weight_decay,
             )
             self.sched_critic = torch.optim.lr_scheduler.LambdaLR(
-                self.opt_critic, lr_lambda(o.schedule, o.warmup_steps, total)
+                self.opt_critic, lr_lambda(o.schedule, o.warmup("critic", total), total)
             )
 
         from rlver.llm.local import LocalChatModel
@@ -253,6 +269,8 @@ class Trainer:
             "algorithm": self.cfg.algorithm.name,
             "base_model": str(self.base),
             "lora": self.cfg.model.lora.enabled,
+            # weights are saved in fp32 (mixed precision); `rlver export` casts to this by default
+            "model_dtype": self.cfg.model.dtype,
         }
         return save_checkpoint(
             self.ckpt_root,
@@ -272,16 +290,9 @@ class Trainer:
 
     def _rollout_config(self, *, evaluation: bool) -> RolloutConfig:
         r, e = self.cfg.rollout, self.cfg.eval
-        env = (
-            EnvConfig(
-                max_assistant_turns=e.max_assistant_turns or r.max_assistant_turns,
-                appraise_final_reply=r.appraise_final_reply,
-                start_emotion=e.start_emotion if e.start_emotion is not None else r.start_emotion,
-                think=r.think,
-            )
-            if evaluation
-            else EnvConfig(**r.env_dynamics())
-        )
+        env = EnvConfig(**r.env_dynamics())
+        if evaluation:
+            env = eval_env(env, e)
         return RolloutConfig(
             n_per_profile=e.samples_per_profile if evaluation else r.n_per_profile,
             simulator_concurrency=r.simulator_concurrency,

@@ -14,12 +14,13 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
 * ``algorithm.dual_clip`` → ``actor.clip_ratio_c`` (verl's default 3.0 is ours too; ``null`` turns it
   off on both engines).
 * ``optim.schedule``: ``constant`` and ``cosine`` map to verl's ``lr_scheduler_type`` (cosine decays to
-  0, ``min_lr_ratio=0``); ``linear`` has no verl FSDP scheduler and is refused. ``warmup_steps`` →
-  ``lr_warmup_steps`` (both engines ramp as ``step / warmup`` from a 0-indexed step).
+  0, ``min_lr_ratio=0``); ``linear`` has no verl FSDP scheduler and is refused. Each optimiser's warm-up
+  (``warmup_steps``, or ``{actor,critic}_warmup_ratio × run.steps``) → its ``lr_warmup_steps`` (both
+  engines ramp as ``step / warmup`` from a 0-indexed step).
 * Failed dialogues: a dialogue that fails takes its GRPO group with it and verl refills the group with a
   fresh prompt (``trainer.v1.sampler.sync_refill_failed_groups``), see ``agent_loop.py``.
-* ``rollout.batch_size`` counts dialogues, verl's ``data.train_batch_size`` counts prompts (profiles):
-  it is ``batch_size / n_per_profile``.
+* ``rollout.batch_size`` counts prompts (profiles) per step, as verl's ``data.train_batch_size`` does;
+  a step runs ``batch_size x n_per_profile`` dialogues (verl's ``rollout.n``).
 * ``kl_coef``: PPO puts it in the reward (``algorithm.use_kl_in_reward``), GRPO in the loss
   (``actor.use_kl_loss``, k3 = ``low_var_kl``), as in our local trainer. With 0 (the published
   setting) verl builds no reference model.
@@ -154,14 +155,18 @@ def verl_overrides(
     spec = ALGORITHMS[algo.name]
     grouped = spec.min_group_size > 1
     refuse_unsupported(cfg)
-    schedule = {
-        "lr_scheduler_type": optim.schedule,
-        "lr_warmup_steps": optim.warmup_steps or -1,
-        "lr_warmup_steps_ratio": 0.0,
-        "min_lr_ratio": 0.0,
-        "num_cycles": 0.5,
-        "zero_indexed_step": True,
-    }
+
+    def schedule(which: Literal["actor", "critic"]) -> dict[str, Any]:
+        # Warm-up in steps, worked out as the local trainer does (``OptimSettings.warmup``), so the
+        # per-optimiser ratios of the published run (actor 2 %, critic 5 %) mean the same on both engines.
+        return {
+            "lr_scheduler_type": optim.schedule,
+            "lr_warmup_steps": optim.warmup(which, run.steps) or -1,
+            "lr_warmup_steps_ratio": 0.0,
+            "min_lr_ratio": 0.0,
+            "num_cycles": 0.5,
+            "zero_indexed_step": True,
+        }
 
     out: dict[str, Any] = {
         # data: one row per profile; the agent loop reads the rest of the row
@@ -189,7 +194,7 @@ def verl_overrides(
         "actor_rollout_ref.actor.optim.lr": optim.actor_lr,
         "actor_rollout_ref.actor.optim.weight_decay": optim.weight_decay,
         "actor_rollout_ref.actor.optim.betas": list(optim.betas),
-        **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in schedule.items()},
+        **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in schedule("actor").items()},
         "actor_rollout_ref.actor.grad_clip": optim.max_grad_norm or 1e9,
         "actor_rollout_ref.actor.ppo_mini_batch_size": mini_batch,
         "actor_rollout_ref.actor.ppo_epochs": algo.epochs,
@@ -257,7 +262,7 @@ def verl_overrides(
                 "critic.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
                 "critic.optim.lr": optim.critic_lr,
                 "critic.optim.weight_decay": optim.weight_decay,
-                **{f"critic.optim.{k}": val for k, val in schedule.items()},
+                **{f"critic.optim.{k}": val for k, val in schedule("critic").items()},
                 "critic.cliprange_value": algo.value_clip or 1e9,
                 "critic.grad_clip": optim.max_grad_norm or 1e9,
                 "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,

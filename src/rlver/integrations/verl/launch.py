@@ -118,7 +118,7 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
     if len(train_profiles) < ro.profiles_per_step:
         raise ConfigError(
             f"rollout.profiles: {ro.profiles} has {len(train_profiles)} profiles, fewer than the "
-            f"{ro.profiles_per_step} one step needs (rollout.batch_size / rollout.n_per_profile)"
+            f"{ro.profiles_per_step} one step needs (rollout.batch_size)"
         )
     if not val_profiles:
         raise ConfigError(f"eval.profiles: {cfg.eval.profiles} has no profiles")
