@@ -47,7 +47,8 @@ def calibrate_command(
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
     ``--simulator replay``, a free run of rlver's environment that must reproduce every trajectory)."""
-    from rlver.eval.calibrate import FileData, calibrate, print_table, replay_simulator_for
+    from rlver.eval.calibrate import FileData, calibrate, replay_simulator_for
+    from rlver.eval.calibrate_report import print_table
     from rlver.simulator.base import UserSimulator
 
     if simulator not in ("replay", "offline", "llm"):

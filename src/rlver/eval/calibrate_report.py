@@ -1,0 +1,175 @@
+"""The outputs of ``rlver calibrate`` a person reads: the terminal table and the HTML page.
+
+Kept apart from :mod:`rlver.eval.calibrate` (the measurement) so that the numbers have no plotting
+dependency; matplotlib is imported only when the page is drawn.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _label(path: str) -> str:
+    p = Path(path)
+    return f"{p.parent.name}/{p.name.removesuffix('_result.jsonl')}"
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(summary: dict[str, Any], simulator: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Agreement with the recorded appraisals (simulator: {simulator})")
+    for col in ("file", "dialogues", "turns", "mean rec.", "mean pred.", "spearman", "sign", "MAE", "traj."):
+        table.add_column(col, justify="left" if col == "file" else "right")
+    for r in summary["files"]:
+        table.add_row(
+            _label(r["path"]),
+            str(r["dialogues"]),
+            str(r["turns"]),
+            _fmt(r["mean_recorded_change"], 2),
+            _fmt(r["mean_predicted_change"], 2),
+            _fmt(r["spearman"]),
+            _fmt(r["sign_agreement"]),
+            _fmt(r["mae"], 2),
+            _fmt(r["trajectories_identical"]),
+        )
+    o = summary["overall"]
+    table.add_row(
+        "overall",
+        "",
+        str(o["turns"]),
+        "",
+        "",
+        _fmt(o["spearman"]),
+        _fmt(o["sign_agreement"]),
+        _fmt(o["mae"], 2),
+        "",
+    )
+    import sys
+
+    # Piped output (CI logs) gets a width that keeps the file names whole.
+    console = Console() if sys.stdout.isatty() else Console(width=130)
+    console.print(table)
+    console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
+
+
+def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: int) -> tuple[bytes, bytes]:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def png(fig: Any) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        return buf.getvalue()
+
+    rng = np.random.default_rng(seed)
+    rec = np.asarray([p["recorded_change"] for p in predictions], dtype=float)
+    pre = np.asarray([p["predicted_change"] for p in predictions], dtype=float)
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    if len(rec):
+        ax.scatter(
+            rec + rng.uniform(-0.8, 0.8, len(rec)),
+            pre + rng.uniform(-0.8, 0.8, len(pre)),
+            s=4,
+            alpha=0.3,
+            color="#2563eb",
+        )
+    ax.axline((0, 0), slope=1, color="#9ca3af", lw=1)
+    ax.set_xlabel("recorded change (jittered)")
+    ax.set_ylabel("predicted change (jittered)")
+    ax.set_title("Per-turn change, teacher-forced")
+    scatter = png(fig)
+
+    rows = [r for r in summary["files"] if r["mean_recorded_change"] is not None]
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    for r in rows:
+        ax.scatter(r["mean_recorded_change"], r["mean_predicted_change"], color="#dc2626")
+        ax.annotate(
+            _label(r["path"]).replace("$", r"\$"),
+            (r["mean_recorded_change"], r["mean_predicted_change"]),
+            fontsize=7,
+        )
+    ax.set_xlabel("mean recorded change per turn")
+    ax.set_ylabel("mean predicted change per turn")
+    ax.set_title(f"Model ranking (Spearman {_fmt(summary['model_ranking_spearman'])})")
+    ranking = png(fig)
+    return scatter, ranking
+
+
+def render_html(
+    summary: dict[str, Any], predictions: Sequence[dict[str, Any]], simulator: dict[str, Any]
+) -> str:
+    import base64
+
+    scatter, ranking = _pngs(summary, predictions, 0)
+    esc = html.escape
+    head = "".join(
+        f"<th>{c}</th>"
+        for c in (
+            "file",
+            "dialogues",
+            "turns",
+            "mean rec.",
+            "mean pred.",
+            "spearman",
+            "sign",
+            "MAE",
+            "trajectories",
+        )
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            f"<td>{esc(v)}</td>"
+            for v in (
+                r["path"],
+                str(r["dialogues"]),
+                str(r["turns"]),
+                _fmt(r["mean_recorded_change"], 2),
+                _fmt(r["mean_predicted_change"], 2),
+                _fmt(r["spearman"]),
+                _fmt(r["sign_agreement"]),
+                _fmt(r["mae"], 2),
+                _fmt(r["trajectories_identical"]),
+            )
+        )
+        + "</tr>"
+        for r in summary["files"]
+    )
+    o = summary["overall"]
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:; "
+        "style-src 'unsafe-inline'\"><title>rlver calibrate</title>"
+        "<style>body{font-family:sans-serif;max-width:960px;margin:2em auto}td,th{padding:2px 8px;"
+        "border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}</style></head><body>"
+        f"<h1>Simulator calibration</h1><p>Simulator: <code>{esc(json.dumps(simulator, ensure_ascii=False))}</code></p>"
+        f"<p>Overall: {o['turns']} turns, per-turn Spearman {_fmt(o['spearman'])}, sign agreement "
+        f"{_fmt(o['sign_agreement'])}, MAE {_fmt(o['mae'], 2)}; model-ranking Spearman "
+        f"{_fmt(summary['model_ranking_spearman'])}.</p>"
+        f"<table><tr>{head}</tr>{body}</table>"
+        f"<h2>Recorded vs predicted</h2><img alt='scatter' src='data:image/png;base64,{base64.b64encode(scatter).decode()}'>"
+        f"<h2>Model ranking</h2><img alt='ranking' src='data:image/png;base64,{base64.b64encode(ranking).decode()}'>"
+        "</body></html>"
+    )
