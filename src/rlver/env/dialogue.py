@@ -267,6 +267,8 @@ class DialogueEnv:
             format_errors=self._format_errors,
             policy_tokens=self._policy_tokens,
             simulator_tokens=self._simulator_tokens,
+            simulator_prompt_tokens=sum(t.prompt_tokens for t in self._user_turns),
+            simulator_completion_tokens=sum(t.completion_tokens for t in self._user_turns),
             timings=list(self._timings),
             wall_s=wall,
             meta={
