@@ -9,6 +9,7 @@ rewrite) is parsed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -173,7 +174,7 @@ def test_prompts_are_append_only_across_turns(fake_server: FakeChatServer) -> No
     replies = calls[2::2]
     for appraisal, reply in zip(appraisals, replies, strict=True):
         assert reply.startswith(appraisal)  # a turn's second call extends its first
-    for earlier, later in zip(appraisals, appraisals[1:], strict=False):
+    for earlier, later in itertools.pairwise(appraisals):
         cut = earlier.rindex("</turn>") + len("</turn>")
         assert later.startswith(earlier[:cut])  # the next turn extends the dialogue so far
 

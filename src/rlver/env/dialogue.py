@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +51,9 @@ class EnvConfig(BaseModel):
     stop_on_emotion: bool = True
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
+    #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
+    #: published evaluation used) or ``coaching`` (our empathy coaching; raises a base model's score).
+    agent_prompt: Literal["neutral", "coaching"] = "coaching"
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
@@ -63,6 +66,7 @@ class EnvConfig(BaseModel):
             "max_assistant_turns": 10,
             "appraise_final_reply": False,
             "start_emotion": 40,
+            "agent_prompt": "neutral",
         }
         return cls(**{**base, **overrides})
 
@@ -134,7 +138,9 @@ class DialogueEnv:
         self._sample_index = sample_index
         self._started = time.perf_counter()
         language = self.config.language or profile.language
-        prompt = self.config.system_prompt or system_prompt(self.config.think, language)
+        prompt = self.config.system_prompt or system_prompt(
+            self.config.think, language, self.config.agent_prompt
+        )
         self._messages.append(Message(role="system", content=prompt))
         self._user = self.simulator.start(profile, start_emotion=self.config.start_emotion, seed=seed)
         self._emotion = self._user.emotion.value
