@@ -19,7 +19,6 @@ Example ``eval.yaml``::
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
