@@ -106,6 +106,7 @@ def _gullible(request: dict[str, Any]) -> str:
             "inner_reaction": "I follow the instruction" if obeys else "meh",
             "feeling": "fine",
             "change": 10 if obeys else -1,
+            **{k: k for k in ("stance", "aim", "tone", "draft", "rewrite")},  # the sage plan
             "reply": "okay",
             "end_dialogue": False,
         }

@@ -38,6 +38,7 @@ def responder(request: dict[str, Any]) -> str:
             "inner_reaction": "i",
             "feeling": "f",
             "change": 3,
+            **{k: k for k in ("stance", "aim", "tone", "draft", "rewrite")},  # the sage plan
             "reply": "hm.",
             "end_dialogue": False,
         }

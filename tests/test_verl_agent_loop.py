@@ -163,6 +163,11 @@ def _universal_answer(change: int, end: bool = False) -> str:
             "inner_reaction": "noted",
             "feeling": "fine",
             "change": change,
+            "stance": "neutral",
+            "aim": "keep talking",
+            "tone": "plain",
+            "draft": "I hear you.",
+            "rewrite": "shorter",
             "reply": "I hear you. Tell me more?",
             "end_dialogue": end,
         }

@@ -60,6 +60,9 @@ class UserTurn(BaseModel):
     end_reason: str | None = None  # "satisfied", "left", "emotion_high", "emotion_low", ...
     latency_s: float = 0.0
     tokens: int = 0
+    #: The simulator's input and output tokens for this turn (every call and re-ask; 0 when unknown).
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     # Fields carried verbatim from an imported transcript (e.g. the published user ``thinking``).
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -90,6 +93,9 @@ class Episode(BaseModel):
     format_errors: int = 0  # assistant replies without a well-formed think block (think mode)
     policy_tokens: int = 0
     simulator_tokens: int = 0
+    #: The simulator's input / output tokens over the dialogue (sums of the user turns' counts).
+    simulator_prompt_tokens: int = 0
+    simulator_completion_tokens: int = 0
     timings: list[TurnTiming] = Field(default_factory=list)
     wall_s: float = 0.0
     meta: dict[str, Any] = Field(default_factory=dict)  # e.g. behaviour mode, difficulty, topic

@@ -60,6 +60,12 @@ def eval_command(
     system_prompt: str | None = typer.Option(
         None, "--system-prompt", help="Agent system prompt (text or @file)."
     ),
+    agent_prompt: str | None = typer.Option(
+        None,
+        "--agent-prompt",
+        help="Agent system prompt: neutral (default; the published benchmark's plain high-EQ chat "
+        "partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
+    ),
     think: bool | None = typer.Option(
         None, "--think/--no-think", help="Think-then-say: <think>…</think> is hidden from the user."
     ),
@@ -72,6 +78,13 @@ def eval_command(
     ),
     sim_key_env: str | None = typer.Option(
         None, "--sim-key-env", help="Environment variable holding the simulator's key."
+    ),
+    sim_protocol: str | None = typer.Option(
+        None,
+        "--sim-protocol",
+        help="LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our earlier "
+        "prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
+        "--set simulator.difficulty_paragraph=true.",
     ),
     behaviour: str | None = typer.Option(
         None,
@@ -153,6 +166,13 @@ def eval_command(
     env: dict[str, Any] = {}
     if system_prompt is not None:
         env["system_prompt"] = _text_arg(system_prompt)
+    if agent_prompt is not None:
+        if agent_prompt in ("neutral", "coaching"):
+            env["agent_prompt"] = agent_prompt
+        elif system_prompt is not None:
+            raise ConfigError("give either --agent-prompt FILE or --system-prompt, not both")
+        else:
+            env["system_prompt"] = _text_arg("@" + agent_prompt)
     if think is not None:
         env["think"] = think
     if env:
@@ -162,6 +182,10 @@ def eval_command(
         if simulator not in ("offline", "llm"):
             raise ConfigError(f"--simulator {simulator!r}: choose offline or llm")
         sim["kind"] = simulator
+    if sim_protocol is not None:
+        if sim_protocol not in ("sage", "rlver-v1"):
+            raise ConfigError(f"--sim-protocol {sim_protocol!r}: choose sage or rlver-v1")
+        sim["protocol"] = sim_protocol
     if behaviour is not None:
         from rlver.simulator.behaviours import get_behaviour
 

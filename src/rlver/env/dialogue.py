@@ -63,6 +63,9 @@ class EnvConfig(BaseModel):
     stop_on_emotion: bool = True
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
+    #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
+    #: published evaluation used) or ``coaching`` (our empathy coaching; raises a base model's score).
+    agent_prompt: Literal["neutral", "coaching"] = "coaching"
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
@@ -89,6 +92,7 @@ class EnvConfig(BaseModel):
             "max_assistant_turns": 10,
             "appraise_final_reply": False,
             "start_emotion": 40,
+            "agent_prompt": "neutral",
         }
         return cls(**{**base, **overrides})
 
@@ -195,7 +199,9 @@ class DialogueEnv:
         self._sample_index = sample_index
         self._started = time.perf_counter()
         language = self.config.language or profile.language
-        prompt = self.config.system_prompt or system_prompt(self.config.think, language)
+        prompt = self.config.system_prompt or system_prompt(
+            self.config.think, language, self.config.agent_prompt
+        )
         self._messages.append(Message(role="system", content=prompt))
         self._user = self.simulator.start(profile, start_emotion=self.config.start_emotion, seed=seed)
         rules = self._user.emotion.rules
@@ -336,6 +342,8 @@ class DialogueEnv:
             format_errors=self._format_errors,
             policy_tokens=self._policy_tokens,
             simulator_tokens=self._simulator_tokens,
+            simulator_prompt_tokens=sum(t.prompt_tokens for t in self._user_turns),
+            simulator_completion_tokens=sum(t.completion_tokens for t in self._user_turns),
             timings=list(self._timings),
             wall_s=wall,
             meta={

@@ -117,7 +117,23 @@ _THINK = {
 }
 
 
-def system_prompt(think: bool, language: Language | str = "en") -> str:
-    """The policy's system prompt for no-think or think-then-say mode, in English or Chinese."""
-    lang = language if language in _BASE else "en"
-    return _BASE[lang] + (_THINK[lang] if think else "")
+#: The benchmark's plain agent prompt, equivalent in content to the published one (SAGE/npc_response.py:14:
+#: a chat partner who talks with high EQ so the user feels comfortable, happy or helped); no coaching.
+_NEUTRAL = {
+    "en": (
+        "You are a conversational partner with high emotional intelligence. Chat with the user so that "
+        "they feel comfortable and glad they talked, or get the help they need."
+    ),
+    "zh": "你是一个善解人意的聊天伙伴，情商很高。和用户聊天时，让对方觉得舒服、开心，或者得到所需要的帮助。",
+}
+
+#: Named agent prompts: ``neutral`` (the benchmark default) and ``coaching`` (our empathy coaching,
+#: which raises a base model's score, so it is not comparable with the published leaderboard).
+AGENT_PROMPTS: dict[str, dict[str, str]] = {"neutral": _NEUTRAL, "coaching": _BASE}
+
+
+def system_prompt(think: bool, language: Language | str = "en", name: str = "coaching") -> str:
+    """The policy's system prompt ``name`` for no-think or think-then-say mode, in English or Chinese."""
+    texts = AGENT_PROMPTS[name]
+    lang = language if language in texts else "en"
+    return texts[lang] + (_THINK[lang] if think else "")

@@ -1,8 +1,9 @@
 """``EvalConfig``: everything one benchmark run needs, loadable from YAML with ``--set`` overrides.
 
 Defaults follow the published Sentient Benchmark protocol (start emotion 40, 10 assistant replies
-counting from the user's opening line, the 10th never appraised, opening line from the profile) via
-:meth:`rlver.env.dialogue.EnvConfig.evaluation`. Keys are never stored here, only the *names* of the
+counting from the user's opening line, the 10th never appraised, opening line from the profile, the
+plain "high-EQ chat partner" agent prompt: ``env.agent_prompt: neutral``) via
+:meth:`rlver.env.dialogue.EnvConfig.evaluation`; the LLM simulator defaults to the ``sage`` protocol. Keys are never stored here, only the *names* of the
 environment variables that hold them (``agent.api_key_env``, ``simulator.model.api_key_env``).
 
 Example ``eval.yaml``::
@@ -18,8 +19,9 @@ Example ``eval.yaml``::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
@@ -53,6 +55,18 @@ class EvalConfig(BaseModel):
     out: str = Field(default="runs/eval", description="output folder (transcript, metrics, report)")
     run_name: str | None = None
     report: bool = True
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _neutral_agent_prompt(cls, value: Any) -> Any:
+        """A partial ``env`` block (e.g. ``--set env.think=true``) keeps the benchmark's neutral prompt.
+
+        ``EnvConfig``'s own default is the coaching prompt (what training uses); a benchmark run uses
+        the plain, published-equivalent one unless ``env.agent_prompt`` / ``--agent-prompt`` says so.
+        """
+        if isinstance(value, dict) and "agent_prompt" not in value:
+            return {"agent_prompt": "neutral", **value}
+        return value
 
     @model_validator(mode="after")
     def _agent_given(self) -> EvalConfig:

@@ -99,6 +99,10 @@ class Metrics(BaseModel):
     trajectory_live: list[int] = Field(default_factory=list)
     mean_policy_tokens: float = 0.0
     mean_simulator_tokens: float = 0.0
+    #: The simulator's input / output tokens per dialogue, and input tokens per appraised turn.
+    mean_simulator_prompt_tokens: float = 0.0
+    mean_simulator_completion_tokens: float = 0.0
+    mean_simulator_prompt_tokens_per_turn: float = 0.0
     format_errors: int = 0
     end_reasons: dict[str, int] = Field(default_factory=dict)
     final_emotions: list[int] = Field(default_factory=list, description="per counted dialogue, in order")
@@ -213,6 +217,7 @@ def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTST
         trajectory_live=live,
         mean_policy_tokens=float(np.mean([ep.policy_tokens for ep in done])) if done else 0.0,
         mean_simulator_tokens=float(np.mean([ep.simulator_tokens for ep in done])) if done else 0.0,
+        **_simulator_cost(done),
         format_errors=sum(ep.format_errors for ep in done),
         end_reasons=dict(Counter(ep.end_reason or "unknown" for ep in done)),
         final_emotions=finals,
@@ -302,3 +307,17 @@ def metrics_table_rows(named: Sequence[tuple[str, Metrics]]) -> list[dict[str, A
             }
         )
     return rows
+
+
+def _simulator_cost(done: Sequence[Episode]) -> dict[str, float]:
+    """Mean simulator input/output tokens per dialogue and input tokens per appraised turn."""
+    if not done:
+        return {}
+    turns = [t for ep in done for t in ep.user_turns if t.appraisal is not None]
+    return {
+        "mean_simulator_prompt_tokens": float(np.mean([ep.simulator_prompt_tokens for ep in done])),
+        "mean_simulator_completion_tokens": float(np.mean([ep.simulator_completion_tokens for ep in done])),
+        "mean_simulator_prompt_tokens_per_turn": (
+            float(np.mean([t.prompt_tokens for t in turns])) if turns else 0.0
+        ),
+    }

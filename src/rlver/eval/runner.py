@@ -100,6 +100,28 @@ def build_agent(spec: ModelSpec) -> ChatModel:
     return build_chat_model(spec)
 
 
+def agent_prompt_record(env: Any) -> dict[str, Any]:
+    """Which agent system prompt the run used: its name and, per language, the SHA-256 and text.
+
+    A reader can tell a neutral (leaderboard-comparable) run from a coached one at a glance.
+    """
+    import hashlib
+
+    from rlver.env.thinking import system_prompt
+
+    if env.system_prompt:
+        texts = {"any": env.system_prompt}
+        name = "custom"
+    else:
+        texts = {lang: system_prompt(env.think, lang, env.agent_prompt) for lang in ("en", "zh")}
+        name = env.agent_prompt
+    return {
+        "name": name,
+        "sha256": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in texts.items()},
+        "text": texts,
+    }
+
+
 def _manifest(
     config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int
 ) -> dict[str, Any]:
@@ -114,6 +136,7 @@ def _manifest(
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),
+        agent_prompt=agent_prompt_record(config.env),
         profiles=config.profiles,
         limit=config.limit,
         n_profiles=n_profiles,

@@ -40,6 +40,13 @@ class SimulatorSpec(BaseModel):
     #: llm only: cache answers of a greedy (temperature 0) simulator in this sqlite file;
     #: ``"auto"`` = ``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off.
     cache: str | None = "auto"
+    #: llm only: the prompts. ``sage`` (default) follows the published simulator's structure;
+    #: ``rlver-v1`` is our earlier prompt set (-10..+10 rubric, difficulty paragraph, one-JSON reply).
+    protocol: Literal["sage", "rlver-v1"] = "sage"
+    #: llm + sage only: add the -10..+10 magnitude rubric (the published prompt states no scale).
+    magnitude_rubric: bool = False
+    #: llm + sage only: add the difficulty paragraph (the published benchmark simulator has none).
+    difficulty_paragraph: bool = False
 
     @model_validator(mode="after")
     def _model_for_llm(self) -> SimulatorSpec:
@@ -105,6 +112,9 @@ def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> U
         behaviour=spec.behaviour,
         rules=rules,
         prompt_language=spec.prompt_language,
+        protocol=spec.protocol,
+        magnitude_rubric=spec.magnitude_rubric,
+        difficulty_paragraph=spec.difficulty_paragraph,
     )
 
 

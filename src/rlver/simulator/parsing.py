@@ -95,6 +95,31 @@ class ReplyAnswer(BaseModel):
     _blank = field_validator("reply", mode="before")(_text_field)
 
 
+class PlannedReplyAnswer(BaseModel):
+    """The ``sage`` protocol's reply step: a plan, a draft, its rewrite for realism, the final words.
+
+    The published simulator plans its message (stance, aim, tone), writes a first version and then
+    rewrites it to sound like a real person; only the final words are said. Every step is a required
+    field so a model that skips the plan is re-asked rather than silently accepted.
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    stance: str = Field(max_length=MAX_REASON_CHARS)
+    aim: str = Field(max_length=MAX_REASON_CHARS)
+    tone: str = Field(max_length=MAX_REASON_CHARS)
+    draft: str = Field(max_length=MAX_REPLY_CHARS)
+    rewrite: str = Field(max_length=MAX_REASON_CHARS)
+    reply: str = Field(max_length=MAX_REPLY_CHARS)
+    end_dialogue: bool
+
+    _blank = field_validator("stance", "aim", "tone", "draft", "rewrite", "reply", mode="before")(_text_field)
+
+    def plan(self) -> dict[str, str]:
+        """The steps before the final words (kept in the user turn's ``extra`` for inspection)."""
+        return {k: getattr(self, k) for k in ("stance", "aim", "tone", "draft", "rewrite")}
+
+
 class OpeningAnswer(BaseModel):
     """The opening step's answer: the user's first message."""
 
@@ -200,6 +225,15 @@ class StructuredResult:
     @property
     def tokens(self) -> int:
         return sum(c.prompt_tokens + c.completion_tokens for c in self.completions)
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Input tokens of every attempt (what a hosted simulator bills as input)."""
+        return sum(c.prompt_tokens for c in self.completions)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(c.completion_tokens for c in self.completions)
 
 
 async def ask_structured(

@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
+from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
@@ -28,7 +29,20 @@ from rlver.simulator import prompts
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.parsing import AppraisalAnswer, OpeningAnswer, ReplyAnswer, ask_structured
+from rlver.simulator.parsing import (
+    AppraisalAnswer,
+    OpeningAnswer,
+    PlannedReplyAnswer,
+    ReplyAnswer,
+    StructuredResult,
+    ask_structured,
+)
+from rlver.simulator.prompts import sage
+
+#: ``sage``: the published simulator's structure (see :mod:`rlver.simulator.prompts.sage`);
+#: ``rlver-v1``: our earlier prompts (a -10..+10 rubric, a difficulty paragraph, one-JSON reply).
+Protocol = Literal["sage", "rlver-v1"]
+PROTOCOLS: tuple[str, ...] = ("sage", "rlver-v1")
 
 #: The default sampling of the simulator LLM (see the module docstring for why).
 DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=1024)
@@ -70,6 +84,20 @@ class SentientUser(SimulatedUser):
         self.seed = seed
         self._calls = 0
         self._agent_replies: list[str] = []
+        self._system: Message | None = None
+
+    def _sage_system(self) -> Message:
+        """The sage system message: built once per dialogue, so every call shares it byte for byte."""
+        if self._system is None:
+            sim = self.simulator
+            self._system = sage.system_message(
+                self.profile,
+                language=self.language,
+                magnitude_rubric=sim.magnitude_rubric,
+                difficulty=self.difficulty if sim.difficulty_paragraph else None,
+                behaviour=self.behaviour,
+            )
+        return self._system
 
     def _sampling(self) -> SamplingParams:
         """Per-call sampling: a fixed base seed becomes a distinct, reproducible seed per call."""
@@ -82,6 +110,8 @@ class SentientUser(SimulatedUser):
         )
 
     def _reask(self, error: str) -> Message:
+        if self.simulator.protocol == "sage":
+            return sage.reask_message(error, self.language)
         return prompts.reask_message(error, self.language)
 
     def restore(self, history: Sequence[Message], emotion: int) -> None:
@@ -93,6 +123,24 @@ class SentientUser(SimulatedUser):
         started = time.perf_counter()
         if self.profile.opening:
             text, tokens = self.profile.opening, 0
+        elif self.simulator.protocol == "sage":
+            planned, result = await ask_structured(
+                self.simulator.model,
+                sage.opening_messages(self._sage_system(), self.emotion.value, language=self.language),
+                self._sampling(),
+                PlannedReplyAnswer,
+                reask_builder=self._reask,
+                step="opening",
+            )
+            self.history.append(Message(role="user", content=planned.reply))
+            return UserTurn(
+                text=planned.reply,
+                latency_s=time.perf_counter() - started,
+                tokens=result.tokens,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                extra={"plan": planned.plan()},
+            )
         else:
             answer, result = await ask_structured(
                 self.simulator.model,
@@ -103,14 +151,95 @@ class SentientUser(SimulatedUser):
                 step="opening",
             )
             text, tokens = answer.reply, result.tokens
+            self.history.append(Message(role="user", content=text))
+            return UserTurn(
+                text=text,
+                latency_s=time.perf_counter() - started,
+                tokens=tokens,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+            )
         self.history.append(Message(role="user", content=text))
         return UserTurn(text=text, latency_s=time.perf_counter() - started, tokens=tokens)
+
+    def _appraisal(self, answer: AppraisalAnswer) -> Appraisal:
+        """Apply the stated change (our arithmetic, not the LLM's) and keep both raw and applied."""
+        before, change, after = self.emotion.apply(answer.change)
+        return Appraisal(
+            understanding=answer.understanding,
+            goal_fit=answer.goal_fit,
+            inner_reaction=answer.inner_reaction,
+            feeling=answer.feeling,
+            raw_change=answer.change,
+            change=change,
+            emotion_before=before,
+            emotion_after=after,
+            tier=self.emotion.tier,
+        )
+
+    async def _respond_sage(self, agent_reply: str, quoted: tuple[str, ...], started: float) -> UserTurn:
+        model = self.simulator.model
+        appraisal_prompt = sage.appraisal_messages(
+            self._sage_system(), self.history, agent_reply, self.emotion.value, language=self.language
+        )
+        appraisal_answer, appraisal_result = await ask_structured(
+            model,
+            appraisal_prompt,
+            self._sampling(),
+            AppraisalAnswer,
+            reask_builder=self._reask,
+            quoted=quoted,
+            step="appraisal",
+        )
+        appraisal = self._appraisal(appraisal_answer)
+        planned, reply_result = await ask_structured(
+            model,
+            sage.reply_messages(appraisal_prompt, appraisal, language=self.language),
+            self._sampling(),
+            PlannedReplyAnswer,
+            reask_builder=self._reask,
+            quoted=quoted,
+            step="reply",
+        )
+        self.history.append(Message(role="assistant", content=agent_reply))
+        self.history.append(Message(role="user", content=planned.reply))
+        return self._turn(
+            planned.reply,
+            planned.end_dialogue,
+            appraisal,
+            (appraisal_result, reply_result),
+            started,
+            extra={"plan": planned.plan()},
+        )
+
+    def _turn(
+        self,
+        text: str,
+        ends: bool,
+        appraisal: Appraisal,
+        results: tuple[StructuredResult, ...],
+        started: float,
+        extra: dict[str, Any] | None = None,
+    ) -> UserTurn:
+        return UserTurn(
+            text=text,
+            appraisal=appraisal,
+            ends_dialogue=ends,
+            end_reason=end_reason_for(appraisal.tier) if ends else None,
+            latency_s=time.perf_counter() - started,
+            tokens=sum(r.tokens for r in results),
+            prompt_tokens=sum(r.prompt_tokens for r in results),
+            completion_tokens=sum(r.completion_tokens for r in results),
+            extra=extra or {},
+        )
 
     async def respond(self, agent_reply: str) -> UserTurn:
         started = time.perf_counter()
         model = self.simulator.model
         self._agent_replies.append(agent_reply)
         quoted = tuple(self._agent_replies)
+        if self.simulator.protocol == "sage":
+            return await self._respond_sage(agent_reply, quoted, started)
 
         appraisal_answer, appraisal_result = await ask_structured(
             model,
@@ -129,18 +258,7 @@ class SentientUser(SimulatedUser):
             quoted=quoted,
             step="appraisal",
         )
-        before, change, after = self.emotion.apply(appraisal_answer.change)
-        appraisal = Appraisal(
-            understanding=appraisal_answer.understanding,
-            goal_fit=appraisal_answer.goal_fit,
-            inner_reaction=appraisal_answer.inner_reaction,
-            feeling=appraisal_answer.feeling,
-            raw_change=appraisal_answer.change,
-            change=change,
-            emotion_before=before,
-            emotion_after=after,
-            tier=self.emotion.tier,
-        )
+        appraisal = self._appraisal(appraisal_answer)
 
         reply_answer, reply_result = await ask_structured(
             model,
@@ -160,14 +278,12 @@ class SentientUser(SimulatedUser):
         )
         self.history.append(Message(role="assistant", content=agent_reply))
         self.history.append(Message(role="user", content=reply_answer.reply))
-        ends = reply_answer.end_dialogue
-        return UserTurn(
-            text=reply_answer.reply,
-            appraisal=appraisal,
-            ends_dialogue=ends,
-            end_reason=end_reason_for(appraisal.tier) if ends else None,
-            latency_s=time.perf_counter() - started,
-            tokens=appraisal_result.tokens + reply_result.tokens,
+        return self._turn(
+            reply_answer.reply,
+            reply_answer.end_dialogue,
+            appraisal,
+            (appraisal_result, reply_result),
+            started,
         )
 
 
@@ -177,6 +293,12 @@ class SentientSimulator(UserSimulator):
     ``difficulty`` / ``behaviour`` of ``None`` fall back to the profile's own setting, then to
     ``normal`` / ``cooperative``; a value given here overrides the profile (a run-wide choice).
     ``prompt_language`` of ``None`` follows each profile's language.
+
+    ``protocol`` picks the prompts: ``sage`` (the published structure; what ``SimulatorSpec`` and so
+    ``rlver eval`` and the published presets use) or ``rlver-v1`` (our earlier prompts; this class's
+    default so direct constructions keep their behaviour). Under ``sage``, ``magnitude_rubric`` adds
+    the -10..+10 scale and ``difficulty_paragraph`` the difficulty text; both are off by default
+    because the published benchmark simulator has neither.
     """
 
     name = "sentient"
@@ -190,8 +312,16 @@ class SentientSimulator(UserSimulator):
         behaviour: str | None = None,
         rules: EmotionRules | None = None,
         prompt_language: str | None = None,
+        protocol: str = "rlver-v1",
+        magnitude_rubric: bool = False,
+        difficulty_paragraph: bool = False,
     ) -> None:
         super().__init__(rules)
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"simulator protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+        self.protocol = protocol
+        self.magnitude_rubric = magnitude_rubric
+        self.difficulty_paragraph = difficulty_paragraph
         self.model = model
         self.sampling = sampling or DEFAULT_SAMPLING
         self.difficulty = difficulty
@@ -200,6 +330,8 @@ class SentientSimulator(UserSimulator):
         self.behaviour = behaviour
         if prompt_language is not None:
             prompts.prompt_set(prompt_language)
+            if protocol == "sage":
+                sage.sage_texts(prompt_language)
         self.prompt_language = prompt_language
 
     def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SentientUser:
@@ -227,7 +359,10 @@ class SentientSimulator(UserSimulator):
             "difficulty": self.difficulty or "per-profile (default normal)",
             "behaviour": self.behaviour or "per-profile (default cooperative)",
             "prompt_language": self.prompt_language or "per-profile",
-            "prompt_version": prompts.PROMPT_VERSION,
+            "protocol": self.protocol,
+            "prompt_version": sage.SAGE_PROMPT_VERSION if self.protocol == "sage" else prompts.PROMPT_VERSION,
+            "magnitude_rubric": self.magnitude_rubric if self.protocol == "sage" else True,
+            "difficulty_paragraph": self.difficulty_paragraph if self.protocol == "sage" else True,
             "max_change": self.rules.max_change,
             "emotion_range": [self.rules.low, self.rules.high],
         }

@@ -2,7 +2,7 @@
 for a server in its own process).
 
 ``policy_and_simulator`` answers requests for model ``"policy"`` with a fixed supportive reply and
-every other model with a valid simulator answer (appraisal and reply fields in one JSON object, change
+every other model with a valid simulator answer (appraisal, plan and reply fields in one JSON object, valid for both protocols, change
 +1, never ending the dialogue), so every dialogue runs to its turn limit.
 """
 
@@ -20,6 +20,11 @@ SIMULATOR_TEXT = json.dumps(
         "inner_reaction": "A little relieved.",
         "feeling": "Somewhat heard.",
         "change": 1,
+        "stance": "neutral",
+        "aim": "say what worries me",
+        "tone": "plain",
+        "draft": "I think it's mostly the uncertainty.",
+        "rewrite": "shorter and more casual",
         "reply": "Okay. I guess it's mostly the uncertainty.",
         "end_dialogue": False,
     }

@@ -35,7 +35,8 @@ from rlver.simulator.factory import SimulatorSpec
 def opening_messages(profile: Profile, env: EnvConfig) -> list[dict[str, str]]:
     """The policy's first context as far as it is known before the dialogue runs."""
     language = env.language or profile.language
-    messages = [{"role": "system", "content": env.system_prompt or system_prompt(env.think, language)}]
+    prompt = env.system_prompt or system_prompt(env.think, language, env.agent_prompt)
+    messages = [{"role": "system", "content": prompt}]
     if profile.opening:
         messages.append({"role": "user", "content": profile.opening})
     return messages

@@ -1,0 +1,190 @@
+"""The ``sage`` protocol end to end over a real local OpenAI-compatible server.
+
+Only the simulator LLM's *text* is scripted; prompts, HTTP, parsing, emotion arithmetic and records
+are the real code. One test per prompt set (en, zh) checks the two things the protocol promises: the
+hidden need is shown once per prompt (never also as a stated goal), and the planned reply (draft and
+rewrite) is parsed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from typing import Any
+
+import pytest
+
+from rlver.llm.openai_client import OpenAIChatModel
+from rlver.profiles.schema import Profile
+from rlver.records import UserTurn
+from rlver.simulator.factory import SimulatorSpec, build_simulator
+from rlver.simulator.prompts import sage
+from rlver.simulator.sentient import SentientSimulator
+from rlver.testing.openai_server import FakeChatServer
+
+NEED = {"en": "To hear that being angry about it is fair.", "zh": "希望自己的付出被认可。"}
+
+PROFILES = {
+    # published profiles set ``task`` (our goal) equal to the hidden need: it must not be shown twice
+    "en": Profile(
+        id="en-1",
+        language="en",
+        persona="Sam, 29, a line cook who jokes when things get heavy.",
+        background="Sam's restaurant closed suddenly and the owner still owes two weeks of pay.",
+        goal=NEED["en"],
+        hidden_need=NEED["en"],
+        traits=["proud", "blunt"],
+        style="negative",
+    ),
+    "zh": Profile(
+        id="zh-1",
+        language="zh",
+        persona="小林，26岁，程序员，说话直接。",
+        background="小林加班三个月做的项目被领导拿去邀功。",
+        goal=NEED["zh"],
+        hidden_need=NEED["zh"],
+        traits=["敏感", "要强"],
+        style="passive",
+    ),
+}
+
+
+def _appraisal(change: int) -> str:
+    return json.dumps(
+        {
+            "understanding": "they acknowledged it",
+            "goal_fit": "close to what I need",
+            "inner_reaction": "a bit calmer",
+            "feeling": "heard",
+            "change": change,
+        }
+    )
+
+
+def _planned(n: int, end: bool = False) -> str:
+    return "Sure, here it is:\n" + json.dumps(
+        {
+            "stance": "neutral",
+            "aim": "say a bit more",
+            "tone": "dry",
+            "draft": f"draft {n}",
+            "rewrite": "shorter, more casual",
+            "reply": f"final words {n}",
+            "end_dialogue": end,
+        }
+    )
+
+
+class Script:
+    """Answers by the step the last user message asks for; a bad plan first when ``bad_plan``."""
+
+    def __init__(self, changes: list[int], bad_plan: bool = False) -> None:
+        self.changes = list(changes)
+        self.bad_plan = bad_plan
+        self.n = 0
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        last = request["messages"][-1]["content"]
+        if "Step 1." in last or "第一步。" in last:
+            return _appraisal(self.changes.pop(0))
+        if self.bad_plan:
+            self.bad_plan = False
+            return json.dumps({"reply": "no plan", "end_dialogue": False})  # draft/rewrite missing
+        self.n += 1
+        return _planned(self.n)
+
+
+def _run(server: FakeChatServer, profile: Profile, replies: list[str], **kwargs: Any) -> list[UserTurn]:
+    async def go() -> list[UserTurn]:
+        model = OpenAIChatModel(server.url, "sim", api_key_env=None, max_attempts=1, timeout_s=10)
+        try:
+            sim = SentientSimulator(model, protocol="sage", **kwargs)
+            user = sim.start(profile, start_emotion=40, seed=1)
+            turns = [await user.open()]
+            for reply in replies:
+                turns.append(await user.respond(reply))
+            return turns
+        finally:
+            await model.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_hidden_need_once_and_plan_parsed(fake_server: FakeChatServer, language: str) -> None:
+    profile = PROFILES[language]
+    fake_server.responder = Script([5, -10], bad_plan=True)
+    turns = _run(fake_server, profile, ["agent one", "agent two"])
+
+    # opening (written: the profile has none; its first plan is bad: +1 re-ask) + 2 x (appraisal, reply)
+    assert len(fake_server.requests) == 1 + 1 + 2 * 2
+    texts = sage.SAGE_TEXTS[language]
+    for request in fake_server.requests:
+        prompt = "\n".join(m["content"] for m in request["messages"])
+        assert prompt.count(NEED[language]) == 1, prompt  # once, as hidden, even though goal == need
+        system = request["messages"][0]["content"]
+        assert system.index(texts.hidden_heading) < system.index(NEED[language])
+        assert system.rstrip().endswith(NEED[language])  # at the end of the scene
+        assert texts.stated_topic_line.split("{")[0] not in prompt
+    # the reply call carries the appraisal as the simulator's own answer, then the step-2 task
+    reply_call = fake_server.requests[3]["messages"]
+    assert [m["role"] for m in reply_call] == ["system", "user", "assistant", "user"]
+    assert json.loads(reply_call[2]["content"])["change"] == 5
+    # the first plan lacked draft/rewrite: re-asked once, in the prompt's language
+    reask = fake_server.requests[1]["messages"][-1]["content"]
+    assert ("draft" in reask) and (texts.reask.split("{")[0] in reask)
+
+    opening, first, second = turns
+    assert opening.text == "final words 1" and opening.extra["plan"]["draft"] == "draft 1"
+    assert first.text == "final words 2"
+    assert first.extra["plan"] == {
+        "stance": "neutral",
+        "aim": "say a bit more",
+        "tone": "dry",
+        "draft": "draft 2",
+        "rewrite": "shorter, more casual",
+    }
+    assert first.appraisal is not None and first.appraisal.emotion_after == 45
+    assert second.appraisal is not None and second.appraisal.emotion_after == 35
+    # token cost per turn: input and output of every call, the re-ask included
+    assert all(t.prompt_tokens > 0 and t.completion_tokens > 0 for t in turns)
+    assert first.tokens == first.prompt_tokens + first.completion_tokens
+
+
+def test_no_scale_by_default_rubric_and_difficulty_are_options(fake_server: FakeChatServer) -> None:
+    def system_of(**kwargs: Any) -> str:
+        fake_server.requests.clear()
+        fake_server.responder = Script([1])
+        _run(fake_server, PROFILES["en"], ["hi"], **kwargs)
+        return str(fake_server.requests[0]["messages"][0]["content"])
+
+    plain = system_of()
+    assert "-10" not in plain and "+10" not in plain and "How demanding" not in plain
+    assert "garbled" in plain  # the published training simulator's rule
+    with_options = system_of(magnitude_rubric=True, difficulty_paragraph=True, difficulty="hard")
+    assert "-10 to +10" in with_options and "How demanding you are" in with_options
+
+
+def test_prompts_are_append_only_across_turns(fake_server: FakeChatServer) -> None:
+    fake_server.responder = Script([1, 1, 1])
+    _run(fake_server, PROFILES["en"], ["one", "two", "three"])
+    calls = ["".join(m["content"] for m in r["messages"]) for r in fake_server.requests]
+    appraisals = calls[1::2]
+    replies = calls[2::2]
+    for appraisal, reply in zip(appraisals, replies, strict=True):
+        assert reply.startswith(appraisal)  # a turn's second call extends its first
+    for earlier, later in itertools.pairwise(appraisals):
+        cut = earlier.rindex("</turn>") + len("</turn>")
+        assert later.startswith(earlier[:cut])  # the next turn extends the dialogue so far
+
+
+def test_spec_defaults_to_sage_and_manifest_records_options() -> None:
+    spec = SimulatorSpec.model_validate({"kind": "llm", "model": {"model": "m"}, "cache": None})
+    assert spec.protocol == "sage" and not spec.magnitude_rubric and not spec.difficulty_paragraph
+    described = build_simulator(spec).describe()
+    assert described["protocol"] == "sage"
+    assert described["prompt_version"] == sage.SAGE_PROMPT_VERSION
+    assert described["magnitude_rubric"] is False and described["difficulty_paragraph"] is False
+    v1 = build_simulator(spec.model_copy(update={"protocol": "rlver-v1"})).describe()
+    assert v1["protocol"] == "rlver-v1" and v1["magnitude_rubric"] is True
