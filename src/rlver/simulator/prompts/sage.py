@@ -1,6 +1,6 @@
 """Prompts of the ``sage`` protocol: the published simulator's structure and inputs, in our own words.
 
-Structure (facts with file:line in docs/protocol-simulator.md):
+Structure (facts with file:line in docs/protocol.md ("Simulator prompts")):
 
 * two calls per agent reply: an **appraisal** (what the agent meant, fit with the hidden theme, inner
   activity, feeling, a signed change with *no* imposed scale) and a **reply** that is given the
