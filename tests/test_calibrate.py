@@ -261,6 +261,12 @@ def scripted_simulator(request: dict[str, Any]) -> str:
             "inner_reaction": "i",
             "feeling": "f",
             "change": change,
+            # the sage protocol's reply step plans before it answers
+            "stance": "neutral",
+            "aim": "a",
+            "tone": "t",
+            "draft": "嗯……",
+            "rewrite": "更短",
             "reply": "嗯。",
             "end_dialogue": False,
         },
