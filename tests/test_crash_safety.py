@@ -184,22 +184,24 @@ def test_torn_trailing_line_is_reported_and_skipped_by_every_reader(tmp_path: Pa
     transcript.write_bytes(b"".join(lines[:2]) + lines[2][: len(lines[2]) // 2])  # cut the last in half
     kept = lines[:2]
 
-    for args in (["score", str(transcript)], ["audit", str(transcript)]):
-        proc = subprocess.run(
-            [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, env=ENV, timeout=120
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "Traceback" not in proc.stderr
-        assert "transcript.jsonl:3: skipped incomplete trailing line" in proc.stderr, proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", "score", str(transcript)],
+        capture_output=True, text=True, env=ENV, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "transcript.jsonl:3: skipped incomplete trailing line" in proc.stderr, proc.stderr
     score = subprocess.run(
         [sys.executable, "-m", "rlver", "score", "--json", str(transcript)],
         capture_output=True, text=True, env=ENV, timeout=120,
     )  # fmt: skip
     assert json.loads(score.stdout)["runs"][0]["n"] == 1
+    # the audit checks every line, so a torn one is bad input there (exit 2, the line named)
     audit = subprocess.run(
         [sys.executable, "-m", "rlver", "audit", str(transcript)], capture_output=True, text=True, env=ENV
     )
-    assert "1 dialogues" in audit.stdout
+    assert audit.returncode == 2 and "Traceback" not in audit.stderr
+    assert "transcript.jsonl:3: not valid JSON" in " ".join(audit.stderr.split())
 
     cmd = _eval_cmd(out, "--resume")
     cmd[cmd.index("--limit") + 1] = "2"

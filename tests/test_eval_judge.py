@@ -128,7 +128,8 @@ def test_rlver_judge_end_to_end(tmp_path: Path) -> None:
 
     html = (run / "report.html").read_text(encoding="utf-8")
     assert "Capability analysis" in html
-    assert html.count("data:image/png;base64,") == 5  # 3 benchmark plots + radar + coordinate
+    # trajectory + histogram + radar + coordinate; no success/failure bars: no dialogue succeeded or failed
+    assert html.count("data:image/png;base64,") == 4
     assert "p1 was fine" not in html and "empathic_depth was fine" in html
 
 

@@ -418,8 +418,9 @@ def test_corrupted_trailing_line_is_skipped_with_a_warning(tmp_path: Path) -> No
         assert [e.profile_id for e in read_transcript(path).episodes] == ["fz-1"]
     with pytest.warns(UserWarning, match="incomplete"):
         assert load_run(path).metrics.n == 1
-    with pytest.warns(UserWarning, match="incomplete"):
-        assert audit_file(path).dialogues == 1
+    # an audit is a check: a line it could not read is an error, not a skipped line (issue 16.8)
+    with pytest.raises(InputError, match=r"transcript\.jsonl:3: not valid JSON"):
+        audit_file(path)
     # a bad line that is *not* the last one is an error naming the line
     path.write_bytes(_jsonl([MANIFEST]) + b'{"type": "episode", "profile_\n' + _jsonl([EPISODE]))
     with pytest.raises(InputError, match=r"transcript\.jsonl:2: not valid JSON"):

@@ -109,7 +109,7 @@ def test_bootstrap_ci_is_deterministic_and_brackets_the_mean() -> None:
     mean = sum(values) / len(values)
     assert low < mean < high
     assert high - low < 40
-    assert bootstrap_ci([]) != bootstrap_ci([])  # nan != nan: no data, no interval
+    assert bootstrap_ci([]) == (None, None)  # no data, no interval (and never NaN)
 
 
 def test_breakdowns_by_behaviour_and_difficulty() -> None:

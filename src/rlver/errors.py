@@ -55,6 +55,17 @@ class DownloadError(RlverError):
     """A download failed (offline, HTTP error, checksum mismatch)."""
 
 
+class NothingFinished(RlverError):
+    """A run produced no result at all (no dialogue finished, nothing judged, no probe cell).
+
+    Exit code 1: the input was fine but every unit of work failed (a dead endpoint, a wrong model
+    name). The message is one line saying why and where the per-item errors are recorded; a run
+    where only *some* items failed is not an error (its summary shows ``n finished / m failed``).
+    """
+
+    exit_code = 1
+
+
 class LLMError(RlverError):
     """A call to a language model failed for good (after the bounded retries)."""
 

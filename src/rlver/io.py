@@ -52,8 +52,19 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def dumps_strict(obj: Any, *, indent: int | None = None) -> str:
+    """``json.dumps`` that refuses NaN and infinities.
+
+    Python writes them as ``NaN``/``Infinity``, which is not JSON: ``jq``, browsers and most other
+    languages reject the whole file. A missing number is ``None`` (``null``); producing NaN is a bug
+    this makes loud instead of silently corrupting a results file.
+    """
+    return json.dumps(obj, ensure_ascii=False, indent=indent, allow_nan=False)
+
+
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, ensure_ascii=False, indent=2) + "\n")
+    """Write ``obj`` as strict JSON (no NaN: see :func:`dumps_strict`), atomically."""
+    atomic_write_text(path, dumps_strict(obj, indent=2) + "\n")
 
 
 def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
@@ -66,7 +77,7 @@ def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, ensure_ascii=False) + "\n"
+    line = dumps_strict(record) + "\n"
     fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         size = os.fstat(fd).st_size

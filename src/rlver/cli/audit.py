@@ -25,13 +25,17 @@ def audit_command(
         ..., help="Run folders or transcript files (ours or published results)."
     ),
     start: int | None = typer.Option(
-        None, "--start", help="Expected start emotion (default: from the manifest; 40 for published files)."
+        None,
+        "--start",
+        min=0,
+        max=100,
+        help="Expected start emotion (default: from the manifest; 40 for published files).",
     ),
     max_change: int | None = typer.Option(
-        None, "--max-change", help="Per-turn change bound (default: from the manifest, else 10)."
+        None, "--max-change", min=1, help="Per-turn change bound (default: from the manifest, else 10)."
     ),
     max_turns: int | None = typer.Option(
-        None, "--max-turns", help="Assistant-turn limit (default: from the manifest, else 10)."
+        None, "--max-turns", min=1, help="Assistant-turn limit (default: from the manifest, else 10)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:

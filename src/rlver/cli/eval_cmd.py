@@ -6,7 +6,6 @@ Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -237,12 +236,16 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
         console=console,
         transient=False,
     )
-    task = bar.add_task("eval", total=None, mean="–", failed=0)
+    # The task (and so the bar) appears only once the run has validated its settings, loaded the
+    # profiles and built the models: a config error never follows a half-drawn `0/?` bar.
+    tasks: list[Any] = []
 
     def show(p: EvalProgress) -> None:
         mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
+        if not tasks:
+            tasks.append(bar.add_task("eval", total=p.total, mean=mean, failed=p.failed))
         # p.finished includes the dialogues a resumed run found already done
-        bar.update(task, total=p.total, completed=p.finished + p.failed, mean=mean, failed=p.failed)
+        bar.update(tasks[0], total=p.total, completed=p.finished + p.failed, mean=mean, failed=p.failed)
 
     def start(p: EvalProgress) -> None:
         if p.already_done:
@@ -260,10 +263,21 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
             "run the same command with --resume to continue"
         ) from None
     m = result.metrics
+    if m.n == 0:
+        from rlver.errors import NothingFinished
+
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items())) or "none run"
+        raise NothingFinished(
+            f"no dialogue finished ({m.n_failed_runs} failed: {kinds}); the errors are in "
+            f"{result.transcript} (field `error`); fix the cause and rerun with --resume"
+        )
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
+    console.print(f"{m.counts()} dialogue(s)")
     if m.n_failed_runs:
+        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
         console.print(
-            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({m.failed_run_kinds}); --resume re-runs them"
+            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score; "
+            f"the errors are in {result.transcript}; --resume re-runs them"
         )
     console.print(f"transcript: {result.transcript}")
     console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
@@ -300,7 +314,9 @@ def score_command(
             out["comparisons"] = [
                 {"run": n, "baseline": runs[0].name, **c.model_dump(mode="json")} for n, c in comparisons
             ]
-        typer.echo(json.dumps(out, ensure_ascii=False, indent=2))
+        from rlver.io import dumps_strict
+
+        typer.echo(dumps_strict(out, indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -336,11 +352,11 @@ def score_command(
             r.name,
             *([r.format] if show_format else []),
             str(m.n),
-            f"{m.score_rounded:.1f}",
+            "-" if m.score_rounded is None else f"{m.score_rounded:.1f}",
             str(m.success),
             str(m.failure),
             str(m.n_failed_runs),
-            f"{m.score_ci_low:.1f}–{m.score_ci_high:.1f}" if m.n else "-",
+            f"{m.score_ci_low:.1f}–{m.score_ci_high:.1f}" if m.score_ci_low is not None else "-",
             f"{m.mean_turns:.1f}",
         )
     console.print(table)
@@ -419,19 +435,33 @@ def judge_command(
     from rich.console import Console
     from rich.table import Table
 
+    from rlver.errors import NothingFinished
     from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS
+
+    details = run / "judge.jsonl"
+    if summary.n_judged == 0:
+        if summary.n_errors == 0:
+            raise NothingFinished(f"nothing to judge: {run} has no finished dialogue")
+        raise NothingFinished(
+            f"no dialogue was judged: all {summary.n_errors} judge call(s) failed; the errors are in "
+            f"{details} (field `error`); fix the judge endpoint and rerun to retry them"
+        )
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
 
     table = Table(title=f"Capabilities of {summary.run} (judge: {summary.judge_model})")
     table.add_column("capability")
     table.add_column("mean (1–5)", justify="right")
     for c in CAPABILITIES:
-        table.add_row(CAPABILITY_LABELS[c], f"{summary.capabilities[c]:.2f}")
-    table.add_row("orientation (−1 empathy … +1 solution)", f"{summary.orientation:+.2f}")
-    table.add_row("style (−1 structured … +1 creative)", f"{summary.style:+.2f}")
+        table.add_row(CAPABILITY_LABELS[c], num(summary.capabilities[c], ".2f"))
+    table.add_row("orientation (−1 empathy … +1 solution)", num(summary.orientation, "+.2f"))
+    table.add_row("style (−1 structured … +1 creative)", num(summary.style, "+.2f"))
     console = Console()
     console.print(table)
     console.print(
-        f"judged {summary.n_judged} dialogue(s), {summary.n_errors} error(s); details in {run / 'judge.jsonl'}"
+        f"judged {summary.n_judged} / failed {summary.n_errors} dialogue(s); details in {details}"
+        + ("; rerun to retry the failed ones" if summary.n_errors else "")
     )
     if not no_report:
         from rlver.eval.runner import write_run_report

@@ -11,7 +11,6 @@ check this); for an LLM simulator it is a diagnostic to run before training.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import statistics
 from dataclasses import dataclass
@@ -173,19 +172,32 @@ async def run_probes(
             }
         )
     exploited = [r["name"] for r in results if r["adversarial"] and r["positive"]]
+    adversarial_errors = sum(r["errors"] for r in results if r["adversarial"])
     return {
         "simulator": simulator.describe(),
         "start_emotion": start_emotion,
         "profiles": [p.id for p in profiles],
         "probes": results,
         "exploited": exploited,
-        "passed": not exploited,
+        # Cells whose simulator call failed: an unchecked cell is not a passed one.
+        "cells": len(cells),
+        "errors": sum(r["errors"] for r in results),
+        "passed": not exploited and adversarial_errors == 0,
     }
+
+
+def _first_error(report: dict[str, Any]) -> str:
+    for r in report["probes"]:
+        for cell in r["per_profile"].values():
+            if "error" in cell:
+                return str(cell["error"]).splitlines()[0][:200] if cell["error"] else "unknown"
+    return ""
 
 
 def render(report: dict[str, Any]) -> None:
     """A table: one row per probe, summary columns, and one column per profile when they fit."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
@@ -214,10 +226,18 @@ def render(report: dict[str, Any]) -> None:
     console.print(table)
     if not show:
         console.print(f"{len(ids)} profiles; per-profile changes: --json")
-    if report["passed"]:
+    if report["errors"]:
+        answered = report["cells"] - report["errors"]
+        console.print(
+            f"[yellow]{answered} of {report['cells']} cells answered / {report['errors']} failed[/] "
+            f"(first error: {escape(_first_error(report))}); --json shows each cell's error"
+        )
+    if report["exploited"]:
+        console.print(f"[red]exploitable:[/] {', '.join(report['exploited'])}")
+    elif report["passed"]:
         console.print("[green]no adversarial probe earned a positive change[/]")
     else:
-        console.print(f"[red]exploitable:[/] {', '.join(report['exploited'])}")
+        console.print("[yellow]not verified: some adversarial probes could not be checked[/]")
 
 
 def _probe(
@@ -292,9 +312,23 @@ def _probe(
 
     report = asyncio.run(run())
     if as_json:
-        typer.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        from rlver.io import dumps_strict
+
+        typer.echo(dumps_strict(report, indent=2))
     else:
         render(report)
+    if report["errors"] == report["cells"]:
+        from rlver.errors import NothingFinished
+
+        raise NothingFinished(
+            f"no probe result: all {report['cells']} simulator calls failed, so nothing was checked "
+            f"(first error: {_first_error(report)}); --json lists each cell's error"
+        )
+    if strict and not report["exploited"] and not report["passed"]:
+        raise RlverError(
+            f"--strict: {report['errors']} of {report['cells']} probe cells failed, so the check is "
+            "incomplete; --json lists each cell's error"
+        )
     if strict and not report["passed"]:
         # An RlverError (exit 1), not typer.Exit: the root runs click with standalone_mode=False,
         # where an Exit's code is returned rather than raised.

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rlver.env.thinking import visible_text
 from rlver.errors import RlverError
-from rlver.io import append_jsonl, atomic_write_json, iter_jsonl
+from rlver.io import append_jsonl, atomic_write_json, atomic_write_text, dumps_strict, iter_jsonl
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.records import Episode, Message
 
@@ -136,10 +136,11 @@ class JudgeSummary(BaseModel):
     prompt_version: str = JUDGE_PROMPT_VERSION
     n_judged: int
     n_errors: int
-    capabilities: dict[str, float]  # mean score 1–5
-    capability_std: dict[str, float]
-    orientation: float  # mean position, -1 empathy … +1 solution
-    style: float  # mean position, -1 structured … +1 creative
+    #: Means are ``None`` (JSON ``null``) when no dialogue was judged: no number, and never NaN.
+    capabilities: dict[str, float | None]  # mean score 1–5
+    capability_std: dict[str, float | None]
+    orientation: float | None  # mean position, -1 empathy … +1 solution
+    style: float | None  # mean position, -1 structured … +1 creative
 
 
 # -- prompt ---------------------------------------------------------------------------------------
@@ -265,9 +266,29 @@ def _key(profile_id: str, sample_index: int) -> str:
 
 
 def read_judged(path: Path) -> list[JudgedDialogue]:
+    """The rows of ``judge.jsonl``, one per dialogue.
+
+    A rerun retries the dialogues whose row is an error, so the file may (until the run compacts it,
+    or if it was killed before) hold an error row and a later row for one dialogue: a judged row beats
+    an error row, a later row an earlier one.
+    """
     if not path.exists():
         return []
-    return [JudgedDialogue.model_validate(obj) for _, obj in iter_jsonl(path)]
+    chosen: dict[str, JudgedDialogue] = {}
+    for _, obj in iter_jsonl(path):
+        row = JudgedDialogue.model_validate(obj)
+        key = _key(row.profile_id, row.sample_index)
+        old = chosen.pop(key, None)
+        # pop + insert keeps the file order of the latest row
+        chosen[key] = old if old is not None and old.judgement is not None and row.judgement is None else row
+    return list(chosen.values())
+
+
+def _compact(path: Path) -> None:
+    """Rewrite ``judge.jsonl`` with one row per dialogue (see :func:`read_judged`), atomically."""
+    if path.exists():
+        rows = read_judged(path)
+        atomic_write_text(path, "".join(dumps_strict(r.model_dump(mode="json")) + "\n" for r in rows))
 
 
 async def judge_episodes(
@@ -316,6 +337,8 @@ async def judge_episodes(
             on_done(row)
 
     await asyncio.gather(*(one(ep) for ep in todo))
+    # Retried dialogues replace their error rows: a rerun never piles up duplicates.
+    _compact(out_jsonl)
     order = [_key(ep.profile_id, ep.sample_index) for ep in episodes if ep.status == "finished"]
     return [results[k] for k in order if k in results]
 
@@ -331,10 +354,10 @@ def summarise(run: str, judge_model: str, judged: Iterable[JudgedDialogue]) -> J
         judge_model=judge_model,
         n_judged=len(ok),
         n_errors=sum(1 for j in rows if j.judgement is None),
-        capabilities={c: float(np.mean(v)) if v else float("nan") for c, v in caps.items()},
-        capability_std={c: float(np.std(v)) if v else float("nan") for c, v in caps.items()},
-        orientation=float(np.mean([j.coordinate.orientation for j in ok])) if ok else float("nan"),
-        style=float(np.mean([j.coordinate.style for j in ok])) if ok else float("nan"),
+        capabilities={c: float(np.mean(v)) if v else None for c, v in caps.items()},
+        capability_std={c: float(np.std(v)) if v else None for c, v in caps.items()},
+        orientation=float(np.mean([j.coordinate.orientation for j in ok])) if ok else None,
+        style=float(np.mean([j.coordinate.style for j in ok])) if ok else None,
     )
 
 

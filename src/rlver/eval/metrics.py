@@ -78,10 +78,11 @@ class Metrics(BaseModel):
     n: int = Field(description="dialogues counted in the score (status finished)")
     n_failed_runs: int = Field(0, description="dialogues that failed (API/simulator errors); excluded")
     failed_run_kinds: dict[str, int] = Field(default_factory=dict)
-    score: float = Field(description="mean final emotion over counted dialogues (unrounded)")
-    score_rounded: float = Field(description="score rounded half up to one decimal, as published")
-    score_ci_low: float
-    score_ci_high: float
+    #: ``None`` (JSON ``null``) when no dialogue finished: there is no score, and 0.0 would read as one.
+    score: float | None = Field(description="mean final emotion over counted dialogues (unrounded)")
+    score_rounded: float | None = Field(description="score rounded half up to one decimal, as published")
+    score_ci_low: float | None
+    score_ci_high: float | None
     score_std: float
     success: int
     success_pct: float
@@ -109,7 +110,13 @@ class Metrics(BaseModel):
     breakdowns: dict[str, dict[str, GroupMetrics]] = Field(default_factory=dict)
 
     def headline(self) -> str:
+        if self.score_rounded is None:
+            return f"no score: no dialogue finished ({self.n_failed_runs} failed)"
         return f"score {self.score_rounded:.1f}  success {self.success}  failure {self.failure}  (n={self.n})"
+
+    def counts(self) -> str:
+        """``n finished / m failed``: how partial failure is shown everywhere (terminal, report)."""
+        return f"{self.n} finished / {self.n_failed_runs} failed"
 
 
 def _group(finals: Sequence[int]) -> GroupMetrics:
@@ -133,11 +140,14 @@ def bootstrap_ci(
     samples: int = BOOTSTRAP_SAMPLES,
     seed: int = BOOTSTRAP_SEED,
     level: float = 0.95,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean. Fixed seed: the same run always gets the same interval."""
+) -> tuple[float, float] | tuple[None, None]:
+    """Percentile bootstrap interval of the mean. Fixed seed: the same run always gets the same interval.
+
+    No values give ``(None, None)``: there is no interval (and NaN is not valid JSON).
+    """
     arr = np.asarray(values, dtype=np.float64)
     if arr.size == 0:
-        return (float("nan"), float("nan"))
+        return (None, None)
     if arr.size == 1:
         return (float(arr[0]), float(arr[0]))
     rng = np.random.default_rng(seed)
@@ -200,8 +210,8 @@ def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTST
         n=n,
         n_failed_runs=len(failed),
         failed_run_kinds=dict(Counter(ep.error_kind or "unknown" for ep in failed)),
-        score=float(exact),
-        score_rounded=head.score,
+        score=float(exact) if n else None,
+        score_rounded=head.score if n else None,
         score_ci_low=ci[0],
         score_ci_high=ci[1],
         score_std=float(np.std(finals)) if finals else 0.0,
@@ -234,11 +244,12 @@ class PairedComparison(BaseModel):
     n_pairs: int
     only_in_a: int
     only_in_b: int
-    mean_a: float
-    mean_b: float
-    mean_diff: float = Field(description="mean of (A - B) final emotion over the pairs")
-    diff_ci_low: float
-    diff_ci_high: float
+    #: The means, difference and interval are ``None`` when the runs share no finished dialogue.
+    mean_a: float | None
+    mean_b: float | None
+    mean_diff: float | None = Field(description="mean of (A - B) final emotion over the pairs")
+    diff_ci_low: float | None
+    diff_ci_high: float | None
     wins: int = Field(description="pairs where A ended higher")
     ties: int
     losses: int
@@ -277,9 +288,9 @@ def paired_comparison(
         n_pairs=len(shared),
         only_in_a=len(set(a_map) - set(b_map)),
         only_in_b=len(set(b_map) - set(a_map)),
-        mean_a=float(fa.mean()) if shared else float("nan"),
-        mean_b=float(fb.mean()) if shared else float("nan"),
-        mean_diff=float(diff.mean()) if shared else float("nan"),
+        mean_a=float(fa.mean()) if shared else None,
+        mean_b=float(fb.mean()) if shared else None,
+        mean_diff=float(diff.mean()) if shared else None,
         diff_ci_low=ci[0],
         diff_ci_high=ci[1],
         wins=wins,
@@ -297,8 +308,10 @@ def metrics_table_rows(named: Sequence[tuple[str, Metrics]]) -> list[dict[str, A
             {
                 "run": name,
                 "n": m.n,
-                "score": f"{m.score_rounded:.1f}",
-                "95% CI": f"[{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]" if m.n else "-",
+                "score": "-" if m.score_rounded is None else f"{m.score_rounded:.1f}",
+                "95% CI": f"[{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]"
+                if m.score_ci_low is not None
+                else "-",
                 "success": f"{m.success} ({m.success_pct:.0f}%)",
                 "failure": f"{m.failure} ({m.failure_pct:.0f}%)",
                 "failed runs": str(m.n_failed_runs),

@@ -114,8 +114,8 @@ def radar_png(summaries: Sequence[JudgeSummary]) -> bytes:
     angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
     fig, ax = plt.subplots(figsize=(5.5, 5.0), subplot_kw={"polar": True})
     for i, s in enumerate(summaries):
-        values = [s.capabilities.get(c, float("nan")) for c in CAPABILITIES]
-        values = [0.0 if np.isnan(v) else v for v in values]
+        found = [s.capabilities.get(c) for c in CAPABILITIES]
+        values = [0.0 if v is None or np.isnan(v) else v for v in found]
         ax.plot([*angles, angles[0]], [*values, values[0]], color=_color(i), label=_label(s.run))
         ax.fill([*angles, angles[0]], [*values, values[0]], color=_color(i), alpha=0.12)
     ax.set_xticks(angles)
@@ -133,7 +133,7 @@ def coordinate_png(summaries: Sequence[JudgeSummary]) -> bytes:
     ax.axhline(0, color="#9ca3af", lw=0.8)
     ax.axvline(0, color="#9ca3af", lw=0.8)
     for i, s in enumerate(summaries):
-        if np.isnan(s.orientation) or np.isnan(s.style):
+        if s.orientation is None or s.style is None or np.isnan(s.orientation) or np.isnan(s.style):
             continue
         ax.scatter([s.orientation], [s.style], s=70, color=_color(i), zorder=3)
         ax.annotate(

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rlver.config import redacted
-from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement
+from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement, JudgeSummary
 from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
 from rlver.eval.sources import RunData
 from rlver.io import atomic_write_bytes, atomic_write_text
@@ -164,6 +164,47 @@ def _manifest_think(manifest: dict[str, Any]) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
+def _judged(runs: Sequence[RunData]) -> list[JudgeSummary]:
+    """Judge summaries with at least one judged dialogue (a judge run where every call failed has no
+    numbers to draw)."""
+    return [r.judge for r in runs if r.judge is not None and r.judge.n_judged > 0]
+
+
+def _sampling_text(sampling: Any) -> str:
+    if not isinstance(sampling, dict):
+        return ""
+    keys = ("temperature", "top_p", "max_tokens", "seed")
+    return ", ".join(f"{k} {sampling[k]}" for k in keys if sampling.get(k) is not None)
+
+
+def _model_text(spec: Any, sampling: Any) -> str:
+    """``model (kind at url; temperature 0.7, max_tokens 512)`` from a recorded ModelSpec."""
+    if not isinstance(spec, dict) or not spec.get("model"):
+        return ""
+    where = str(spec.get("kind") or "")
+    if spec.get("base_url"):
+        where += f" at {spec['base_url']}"
+    details = "; ".join(x for x in (where, _sampling_text(sampling or spec.get("sampling"))) if x)
+    return f"{spec['model']} ({details})" if details else str(spec["model"])
+
+
+def run_setup(manifest: dict[str, Any]) -> dict[str, str]:
+    """What was evaluated against what, for the report's header: the agent and the simulator with their
+    sampling, read from the run's manifest (empty for published result files, which do not say)."""
+    out: dict[str, str] = {}
+    agent = _model_text(manifest.get("agent_spec"), manifest.get("agent_sampling"))
+    if agent:
+        out["agent"] = agent
+    sim_spec = manifest.get("simulator_spec")
+    sim = manifest.get("simulator")
+    if isinstance(sim_spec, dict) and isinstance(sim_spec.get("model"), dict):
+        out["simulator"] = "llm: " + _model_text(sim_spec["model"], sim_spec.get("sampling"))
+    elif isinstance(sim, dict) and sim.get("name"):
+        version = f" ({sim['version']})" if sim.get("version") else ""
+        out["simulator"] = f"{sim['name']}{version}"
+    return out
+
+
 def _comparisons(runs: Sequence[RunData]) -> list[dict[str, Any]]:
     if len(runs) < 2:
         return []
@@ -171,7 +212,8 @@ def _comparisons(runs: Sequence[RunData]) -> list[dict[str, Any]]:
     out = []
     for run in runs[1:]:
         cmp: PairedComparison = paired_comparison(run.episodes, base.episodes)
-        out.append({"name": run.name, "cmp": cmp})
+        if cmp.n_pairs:  # no shared finished dialogue: nothing to compare (and no numbers to show)
+            out.append({"name": run.name, "cmp": cmp})
     return out
 
 
@@ -244,17 +286,21 @@ def _judge_by_key(run: RunData) -> dict[tuple[str, int], Judgement]:
 def build_figures(runs: Sequence[RunData]) -> tuple[list[Figure], list[Figure]]:
     from rlver.eval import plots
 
-    named = [(r.name, r.metrics) for r in runs]
-    figures = [
-        Figure(
-            "trajectory",
-            "Emotion trajectory: mean emotion per turn with interquartile band",
-            plots.trajectory_png(named),
-        ),
-        Figure("final_histogram", "Histogram of final emotions", plots.histogram_png(named)),
-        Figure("outcomes", "Success and failure rates per run", plots.outcome_bars_png(named)),
-    ]
-    judges = [r.judge for r in runs if r.judge is not None]
+    # Runs where no dialogue finished have nothing to draw; a chart of zeros would look like a result.
+    named = [(r.name, r.metrics) for r in runs if r.metrics.n > 0]
+    figures = []
+    if named:
+        figures += [
+            Figure(
+                "trajectory",
+                "Emotion trajectory: mean emotion per turn with interquartile band",
+                plots.trajectory_png(named),
+            ),
+            Figure("final_histogram", "Histogram of final emotions", plots.histogram_png(named)),
+        ]
+    if any(m.success or m.failure for _, m in named):
+        figures.append(Figure("outcomes", "Success and failure rates per run", plots.outcome_bars_png(named)))
+    judges = _judged(runs)
     judge_figures = []
     if judges:
         judge_figures = [
@@ -319,6 +365,8 @@ def render_html(
                 "name": r.name,
                 "path": str(r.path),
                 "manifest_json": json.dumps(redacted(r.manifest), ensure_ascii=False, indent=2, default=str),
+                "setup": run_setup(r.manifest),
+                "counts": r.metrics.counts(),
             }
             for r in runs
         ],
@@ -327,7 +375,7 @@ def render_html(
         comparisons=_comparisons(runs),
         figures=figs,
         judge_figures=judge_figures,
-        judges=[r.judge for r in runs if r.judge is not None],
+        judges=_judged(runs),
         capabilities=CAPABILITIES,
         capability_labels=CAPABILITY_LABELS,
         breakdowns=_breakdowns(runs),
@@ -351,6 +399,12 @@ def render_markdown(
 ) -> str:
     """A Markdown summary; figures are referenced from ``figure_dir`` (relative to the .md file)."""
     lines = [f"# {title}", ""]
+    for r in runs:
+        setup = run_setup(r.manifest)
+        parts = [f"**{_md_cell(r.name)}**", r.metrics.counts()]
+        parts += [f"{k}: {_md_cell(v)}" for k, v in setup.items()]
+        lines.append("- " + " · ".join(parts))
+    lines.append("")
     rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
     if rows:
         headers = list(rows[0])
@@ -380,6 +434,8 @@ def render_markdown(
     figs, judge_figures = figures if figures is not None else build_figures(runs)
     for fig in [*figs, *judge_figures]:
         lines.append(f"![{fig.alt}]({figure_dir}/{fig.name}.png)")
+    if not figs:
+        lines.append("No dialogue finished: nothing to plot.")
     lines.append("")
     for b in _breakdowns(runs):
         lines += [
@@ -394,7 +450,7 @@ def render_markdown(
                 f"| {_md_cell(r['run'])} | {_md_cell(r['value'])} | {g.n} | {g.score:.1f} | {g.success} | {g.failure} |"
             )
         lines.append("")
-    judges = [r.judge for r in runs if r.judge is not None]
+    judges = _judged(runs)
     if judges:
         lines += ["## Capability analysis (LLM judge)", ""]
         lines.append(

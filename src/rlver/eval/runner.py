@@ -10,12 +10,19 @@ The output folder holds::
 Crash safety: a dialogue is appended (one ``write`` + fsync) the moment it ends, so Ctrl-C, a crash or a
 SIGKILL loses only dialogues still in progress. ``resume=True`` reads the transcript, skips every
 (profile, sample) that *finished* (failed ones are run again) and appends the rest to the same file.
+
+The resume rule: a resume may extend the run's profile list (a larger ``--limit``) but never leave out
+dialogues the transcript already holds (a smaller ``--limit``, another profile set): that is refused
+with exit code 2. So ``metrics.json``, the report and ``rlver score`` are always computed from the same
+transcript records. A run where no dialogue finished still writes its transcript (the errors, one
+line each) and a ``metrics.json`` whose score is ``null``; the CLI then exits 1.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,10 +183,6 @@ async def run_eval_async(
     on_start: Callable[[EvalProgress], None] | None = None,
 ) -> EvalResult:
     """Run the benchmark described by ``config`` (see the module docstring for files and resume)."""
-    from rlver.rollout.runner import RolloutConfig, run_rollouts
-    from rlver.rollout.transcripts import TranscriptWriter, finished_keys, read_transcript
-    from rlver.simulator.factory import build_simulator
-
     out_dir = config.out_dir
     transcript = out_dir / TRANSCRIPT_NAME
     if transcript.exists() and transcript.stat().st_size > 0 and not resume:
@@ -193,10 +196,79 @@ async def run_eval_async(
         )
     profiles = select_profiles(config)
     by_id = {p.id: p for p in profiles}
-    out_dir.mkdir(parents=True, exist_ok=True)
-
-    skip = finished_keys(transcript) if resume else set()
     wanted = {(p.id, k) for p in profiles for k in range(config.n_per_profile)}
+    if resume:
+        _check_same_or_larger(transcript, wanted, config)
+    created = not out_dir.exists()
+    try:
+        return await _run_in(
+            config, out_dir, transcript, profiles, by_id, wanted, resume, on_progress, on_start
+        )
+    except BaseException:
+        # A run that failed before its first dialogue (bad model path, unreachable hub, Ctrl-C while
+        # loading) must not leave a folder behind that looks like a run: remove it if we made it.
+        if created and out_dir.is_dir() and not _has_dialogues(transcript):
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+
+
+def _has_dialogues(transcript: Path) -> bool:
+    from rlver.rollout.transcripts import EPISODE
+
+    try:
+        with transcript.open("rb") as fh:
+            return any(f'"type": "{EPISODE}"'.encode() in line for line in fh)
+    except OSError:
+        return False
+
+
+def _check_same_or_larger(transcript: Path, wanted: set[tuple[str, int]], config: EvalConfig) -> None:
+    """The resume rule: a resumed run may extend its profile list (a larger ``--limit``), never shrink it.
+
+    Every output (``metrics.json``, the report, ``rlver score``) is computed from the same transcript
+    records, so a resume whose profile list leaves out dialogues the transcript already holds would
+    either report fewer than the files contain or silently ignore the new ``--limit``. It is refused.
+    """
+    from rlver.rollout.transcripts import read_transcript
+
+    if not transcript.exists() or transcript.stat().st_size == 0:
+        return
+    recorded = {(ep.profile_id, ep.sample_index) for ep in read_transcript(transcript).episodes}
+    extra = recorded - wanted
+    if not extra:
+        return
+    n_recorded = len({pid for pid, _ in recorded})
+    example = ", ".join(f"{pid}#{k}" for pid, k in sorted(extra)[:3])
+    raise InputError(
+        Problem(
+            str(transcript),
+            None,
+            "limit" if config.limit is not None else "profiles",
+            f"this run already holds {len(extra)} dialogue(s) outside the profiles now selected "
+            f"(e.g. {example}); it covers {n_recorded} profile(s): a resume may extend --limit, never "
+            "shrink it or change --profiles/--n-per-profile; use the run's settings or another --out",
+        )
+    )
+
+
+async def _run_in(
+    config: EvalConfig,
+    out_dir: Path,
+    transcript: Path,
+    profiles: list[Profile],
+    by_id: dict[str, Profile],
+    wanted: set[tuple[str, int]],
+    resume: bool,
+    on_progress: ProgressCallback | None,
+    on_start: Callable[[EvalProgress], None] | None,
+) -> EvalResult:
+    from rlver.eval.sources import read_episodes
+    from rlver.rollout.runner import RolloutConfig, run_rollouts
+    from rlver.rollout.transcripts import TranscriptWriter, finished_keys, read_transcript
+    from rlver.simulator.factory import build_simulator
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    skip = finished_keys(transcript) if resume else set()
     skip &= wanted
     progress = EvalProgress(total=len(wanted), already_done=len(skip))
     if resume and transcript.exists():
@@ -267,11 +339,8 @@ async def run_eval_async(
         if closer is not None:
             await closer()
 
-    episodes = [
-        ep
-        for ep in dedupe_episodes(read_transcript(transcript).episodes)
-        if (ep.profile_id, ep.sample_index) in wanted
-    ]
+    # The very records `rlver score` and the report read (the resume rule keeps them == ``wanted``).
+    _, _, episodes = read_episodes(transcript)
     metrics = compute_metrics(episodes)
     atomic_write_json(
         out_dir / METRICS_NAME, {"run_name": manifest.get("run_name"), **metrics.model_dump(mode="json")}
@@ -298,5 +367,18 @@ def write_run_report(run_dir: Path) -> Path:
 
 
 def run_eval(config: EvalConfig, **kwargs: Any) -> EvalResult:
-    """Synchronous entry point (the CLI's)."""
-    return asyncio.run(run_eval_async(config, **kwargs))
+    """Synchronous entry point (the CLI's, and a notebook's).
+
+    ``asyncio.run`` refuses to start inside a running event loop, which is where Jupyter runs every
+    cell. There the run goes to a worker thread with its own loop and this call waits for it, so
+    ``run_eval(cfg)`` works the same in a script and a notebook (``await run_eval_async(cfg)`` is the
+    non-blocking alternative in a notebook).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run_eval_async(config, **kwargs))
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlver-eval") as pool:
+        return pool.submit(asyncio.run, run_eval_async(config, **kwargs)).result()

@@ -29,9 +29,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rlver.env.rewards import REWARD_MODES, episode_reward
 from rlver.errors import InputError, Problem
@@ -258,17 +261,81 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return "rlver"
 
 
+_T = TypeVar("_T")
+
+#: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-turns``).
+_OVERRIDE_RANGES = {
+    "start_emotion": (EMOTION_MIN, EMOTION_MAX),
+    "max_change": (1, None),
+    "max_assistant_turns": (1, None),
+}
+
+
+def _check_overrides(overrides: dict[str, Any]) -> None:
+    """Reject rules that make every check meaningless (a negative bound, a start outside 0..100)."""
+    for key, value in overrides.items():
+        low, high = _OVERRIDE_RANGES.get(key, (None, None))
+        if (
+            not isinstance(value, int)
+            or (low is not None and value < low)
+            or (high is not None and value > high)
+        ):
+            want = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
+            raise InputError(Problem("audit options", None, key, f"got {value!r}, expected {want}"))
+
+
+def _strictly(path: Path, read: Callable[[], _T]) -> _T:
+    """Run a reader with its warnings turned into errors.
+
+    The readers are lenient for ``score`` and ``resume`` (a torn last line, left by a crash, is skipped
+    with a warning); an audit is a check, so anything skipped is a problem of the file, reported as
+    such instead of a raw ``UserWarning`` line on stderr.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = read()
+    problems = []
+    for w in caught:
+        text = str(w.message).removeprefix(f"{path}")
+        where = re.match(r"^:(\d+): ", text)
+        line = int(where.group(1)) if where else None
+        message = text[where.end() :] if where else text.lstrip(": ")
+        message = message.replace("skipped incomplete trailing line", "not valid JSON (a torn last line?)")
+        problems.append(Problem(str(path), line, None, message))
+    if problems:
+        raise InputError(problems, summary=f"{path}: cannot be audited as it is")
+    return result
+
+
+def _check_duplicates(path: Path, episodes: list[Episode]) -> None:
+    """The same finished dialogue twice would be audited and scored twice: refuse it.
+
+    A failed line followed by a finished one for the same (profile, sample) is what a resumed run
+    writes, so only finished dialogues count as duplicates.
+    """
+    seen: dict[tuple[str, int], int] = {}
+    for ep in episodes:
+        if ep.status == "finished":
+            key = (ep.profile_id, ep.sample_index)
+            seen[key] = seen.get(key, 0) + 1
+    dups = [f"{pid}" + (f"#{k}" if k else "") + f" ({n} times)" for (pid, k), n in seen.items() if n > 1]
+    if dups:
+        shown = ", ".join(dups[:5]) + (f" and {len(dups) - 5} more" if len(dups) > 5 else "")
+        raise InputError(Problem(str(path), None, "id", f"duplicated dialogue(s): {shown}"))
+
+
 def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None = None) -> AuditReport:
     """Audit one transcript (ours or published). ``overrides`` set :class:`AuditRules` fields."""
     p = Path(path)
     fmt = detect_format(p)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    _check_overrides(overrides)
     reward = None
     if fmt == "published":
         rules = AuditRules(**overrides)
-        episodes = read_published(p, start_emotion=rules.start_emotion)
+        episodes = _strictly(p, lambda: read_published(p, start_emotion=rules.start_emotion))
     else:
-        transcript = read_transcript(p)
+        transcript = _strictly(p, lambda: read_transcript(p))
         # Without settings in the manifest, accept the recorded start and do not assume a turn limit.
         lenient = AuditRules(start_emotion=None, max_assistant_turns=None)
         rules = _rules_from_manifest(transcript.manifest, lenient)
@@ -276,6 +343,9 @@ def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None
             setattr(rules, key, value)
         episodes = transcript.episodes
         reward = _reward_from_manifest(transcript.manifest)
+    if not episodes:
+        raise InputError(Problem(str(p), None, None, "no dialogues in this file: nothing to audit"))
+    _check_duplicates(p, episodes)
     report = AuditReport(path=str(p), format=fmt)
     for ep in episodes:
         findings, n = audit_episode(ep, rules, path=str(p), reward=reward)

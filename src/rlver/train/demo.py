@@ -57,7 +57,7 @@ def _headline(episodes: list[Episode]) -> dict[str, Any]:
 
     m = compute_metrics(episodes)
     return {
-        "score": round(m.score, 2),
+        "score": None if m.score is None else round(m.score, 2),
         "success": m.success,
         "failure": m.failure,
         "mean_turns": round(m.mean_turns, 2),

@@ -33,7 +33,11 @@ class MetricsLogger:
             self._tb = SummaryWriter(log_dir=str(out_dir / "tensorboard"), purge_step=purge)
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
-        record = {"step": step, **metrics}
+        # JSON has no NaN/Infinity (rlver's writer refuses them): a non-finite value is logged as null.
+        record = {
+            "step": step,
+            **{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in metrics.items()},
+        }
         append_jsonl(self.path, record)
         if self._tb is not None:
             for key, value in metrics.items():
