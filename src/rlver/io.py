@@ -71,6 +71,24 @@ def make_temp_dir(parent: Path, prefix: str) -> Path:
     return tmp
 
 
+def share_like_umask(root: Path) -> None:
+    """Give every file and folder under ``root`` (itself included) the umask's mode.
+
+    For trees written by libraries we don't control: ``save_pretrained`` writes ``model.safetensors``
+    owner-only (0600) while the tokenizer files next to it get 0644, so an exported model or a
+    checkpoint could not be served by a vLLM process running as another user. Executable bits are kept.
+    """
+    fmode, dmode = file_mode(), dir_mode()
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, dmode)
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            executable = os.stat(path).st_mode & 0o111
+            os.chmod(path, dmode if executable else fmode)
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see either the old file or the whole new one.
 

@@ -79,13 +79,16 @@ def export_command(
     ),
     out_dir: Path = typer.Argument(..., help="Where to write the Hugging Face model folder."),
     dtype: str | None = typer.Option(None, "--dtype", help="float32 or bfloat16 (default: as saved)."),
+    force: bool = typer.Option(
+        False, "--force", help="Write into a non-empty folder that is not an earlier export."
+    ),
 ) -> None:
     """Export a checkpoint as a plain Hugging Face model folder (LoRA merged)."""
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ConfigError(f"--dtype {dtype!r}: choose float32, bfloat16 or float16")
     from rlver.train.export import export_checkpoint
 
-    path = export_checkpoint(checkpoint, out_dir, dtype=dtype)
+    path = export_checkpoint(checkpoint, out_dir, dtype=dtype, force=force)
     typer.echo(f"exported to {path}")
 
 

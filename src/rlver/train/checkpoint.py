@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlver.io import _fsync_dir, atomic_write_json, atomic_write_text, make_temp_dir
+from rlver.io import _fsync_dir, atomic_write_json, atomic_write_text, make_temp_dir, share_like_umask
 
 LATEST = "latest"
 
@@ -86,6 +86,7 @@ def save_checkpoint(
             critic.save(tmp / "value")
         torch.save(trainer_state, tmp / "trainer_state.pt")
         atomic_write_json(tmp / "state.json", info)
+        share_like_umask(tmp)  # save_pretrained writes the weights 0600
         _fsync_tree(tmp)
         old = _hide(final) if final.exists() else None  # an earlier attempt at this step (a re-run)
         os.replace(tmp, final)
