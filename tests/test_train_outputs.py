@@ -37,7 +37,7 @@ def rlver(
         env=env,
         cwd=cwd,
         timeout=timeout,
-        preexec_fn=lambda: os.umask(umask),  # noqa: PLW1509 - only sets the umask
+        preexec_fn=lambda: os.umask(umask),  # only sets the umask
     )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc
