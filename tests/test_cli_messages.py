@@ -12,9 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from test_generate import STORIES, ScriptedResponder, story_answer
-
 from rlver.testing.openai_server import FakeChatServer
+from test_generate import STORIES, ScriptedResponder, story_answer
 
 TINY = [
     "rollout.batch_size=2",

@@ -7,7 +7,6 @@ The eval and train config models belong to their own packages (``rlver.eval.conf
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 import yaml
@@ -77,7 +76,11 @@ def show_cmd(
     if chosen not in ("eval", "train"):
         raise ConfigError(f"--kind {chosen!r}: expected eval or train")
     header = f"# {chosen} config" + (f" from {file}" if file else " (defaults)")
-    if file is None and chosen == "eval" and not any(o.split("=")[0].strip().startswith("agent") for o in overrides):
+    if (
+        file is None
+        and chosen == "eval"
+        and not any(o.split("=")[0].strip().startswith("agent") for o in overrides)
+    ):
         # An eval config is invalid without an agent; show the defaults with the tiny one and say so.
         overrides = [*overrides, "agent_tiny=true"]
         header += (

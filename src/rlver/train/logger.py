@@ -34,7 +34,8 @@ def start_wandb(out_dir: Path, settings: Any, config: dict[str, Any], *, resume:
     """Open the W&B run for ``out_dir`` (``settings``: :class:`rlver.train.config.WandbSettings`).
 
     ``config`` must already be redacted: it is uploaded as the run's config. Keys are never passed
-    here: wandb reads ``WANDB_API_KEY`` or its own login.
+    here: wandb reads ``WANDB_API_KEY`` or its own login. The command line and git metadata are
+    not collected (they can hold credentials).
     """
     try:
         import wandb
@@ -46,7 +47,9 @@ def start_wandb(out_dir: Path, settings: Any, config: dict[str, Any], *, resume:
     id_file = out_dir / WANDB_ID_FILE
     run_id = id_file.read_text(encoding="utf-8").strip() if resume and id_file.exists() else None
     if not run_id:
-        run_id = wandb.util.generate_id()
+        import secrets
+
+        run_id = secrets.token_hex(4)  # W&B ids: lower-case letters and digits
         atomic_write_text(id_file, run_id + "\n")
     return wandb.init(
         project=settings.project,
@@ -58,6 +61,9 @@ def start_wandb(out_dir: Path, settings: Any, config: dict[str, Any], *, resume:
         resume="allow",
         config=config,
         reinit="create_new",
+        # wandb's metadata records the command line, where a --set may hold a URL with a password,
+        # and the git remote URL, which may hold a token; neither is sent.
+        settings=wandb.Settings(x_disable_meta=True, disable_git=True, save_code=False),
     )
 
 

@@ -215,7 +215,7 @@ class Trainer:
 
         atomic_write_text(
             self.out / "config.yaml",
-            yaml.safe_dump(redacted(config.model_dump(mode="json")), sort_keys=False),
+            yaml.safe_dump(mask_secret_values(redacted(config.model_dump(mode="json"))), sort_keys=False),
         )
 
     # ------------------------------------------------------------------------------------- state
