@@ -43,3 +43,32 @@ def test_demo_writes_report_and_transcripts(tmp_path: Path) -> None:
     assert 'href="compare.html"' in page
     compare = (out / "compare.html").read_text()
     assert "before training" in compare and "Paired comparison" in compare
+
+
+@pytest.mark.slow
+def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> None:
+    """The headline is reproducible (issue 16, defect 10): a fixed number of steps, not a time budget,
+    so two runs with the same seed print the same numbers (CPU, float32)."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    outputs = []
+    for name in ("a", "b"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlver", "demo", "--out", str(tmp_path / name), "--steps", "2"],
+            capture_output=True, text=True, env=env, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "training it for 2 GRPO steps" in proc.stdout
+        outputs.append(proc.stdout.splitlines())
+    heads = [next(line for line in out if line.startswith("held-out score")) for out in outputs]
+    assert heads[0] == heads[1] and heads[0].endswith("(2 steps)")
+    a, b = (json.loads((tmp_path / n / "summary.json").read_text()) for n in ("a", "b"))
+    assert (a["before"], a["after"], a["steps"]) == (b["before"], b["after"], b["steps"])
+
+    from rlver.train.demo import DEMO_STEPS
+
+    both = subprocess.run(
+        [sys.executable, "-m", "rlver", "demo", "--out", str(tmp_path / "c"), "--steps", "1", "--minutes", "1"],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert both.returncode == 2 and "not both" in both.stderr
+    assert DEMO_STEPS >= 10

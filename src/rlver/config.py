@@ -149,3 +149,26 @@ def redacted(obj: Any) -> Any:
     if isinstance(obj, list):
         return [redacted(v) for v in obj]
     return obj
+
+
+#: Values that look like credentials whatever their key is called (OpenAI/HF/GitHub/Slack-style tokens).
+_SECRET_VALUE = re.compile(r"^(?:sk|pk|rk|hf|ghp|gho|github_pat|xox[abp])[-_][A-Za-z0-9_\-]{16,}$")
+#: ``scheme://user:password@host`` — keep the user, mask the password.
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.\-]*://[^/:@\s]+:)[^/@\s]+(@)", re.IGNORECASE)
+
+
+def mask_secret_values(obj: Any) -> Any:
+    """Mask credential-looking *values* (``sk-...`` tokens, passwords in URLs) anywhere in a dump.
+
+    :func:`redacted` goes by key names; this catches a key pasted where a URL or a name belongs.
+    Used by ``rlver config show`` and for the config sent to Weights & Biases.
+    """
+    if isinstance(obj, dict):
+        return {k: mask_secret_values(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [mask_secret_values(v) for v in obj]
+    if isinstance(obj, str):
+        if _SECRET_VALUE.match(obj.strip()):
+            return "***"
+        return _URL_PASSWORD.sub(r"\1***\2", obj)
+    return obj

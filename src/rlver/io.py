@@ -31,12 +31,74 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where the OS allows (Linux: /proc).
+
+    ``os.umask`` can only be read by setting it, which races with other threads creating files; the
+    fallback sets it back at once.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a plain ``open(path, "w")`` would give a new file (0644 under umask 022)."""
+    return 0o666 & ~current_umask()
+
+
+def dir_mode() -> int:
+    """The mode ``mkdir`` would give a new folder (0755 under umask 022)."""
+    return 0o777 & ~current_umask()
+
+
+def make_temp_dir(parent: Path, prefix: str) -> Path:
+    """``tempfile.mkdtemp`` beside a target, but with the umask's mode instead of 0700.
+
+    The folder is renamed into place afterwards (checkpoints, the built base model); ``mkdtemp``'s
+    owner-only mode would then make the final folder unreadable to teammates and to a model server
+    running as another user.
+    """
+    tmp = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(tmp, dir_mode())
+    return tmp
+
+
+def share_like_umask(root: Path) -> None:
+    """Give every file and folder under ``root`` (itself included) the umask's mode.
+
+    For trees written by libraries we don't control: ``save_pretrained`` writes ``model.safetensors``
+    owner-only (0600) while the tokenizer files next to it get 0644, so an exported model or a
+    checkpoint could not be served by a vLLM process running as another user. Executable bits are kept.
+    """
+    fmode, dmode = file_mode(), dir_mode()
+    for dirpath, _dirs, files in os.walk(root):
+        os.chmod(dirpath, dmode)
+        for name in files:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                continue
+            executable = os.stat(path).st_mode & 0o111
+            os.chmod(path, dmode if executable else fmode)
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one."""
+    """Write ``data`` to ``path`` so that readers see either the old file or the whole new one.
+
+    The file ends with the mode a plain write would give it (the umask's), not ``mkstemp``'s 0600.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -78,7 +140,7 @@ def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     line = dumps_strict(record) + "\n"
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask applies
     try:
         size = os.fstat(fd).st_size
         if size:

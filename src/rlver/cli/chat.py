@@ -107,6 +107,10 @@ def _build_policy(
     from rlver.llm.spec import ModelSpec
 
     if local is not None:
+        if local.is_dir():  # a training run or checkpoint folder: its latest policy
+            from rlver.train.export import resolve_model_folder
+
+            local = resolve_model_folder(local)
         return build_chat_model(ModelSpec(kind="local", model=str(local)))
     if model:
         return build_chat_model(

@@ -6,39 +6,19 @@ The eval and train config models belong to their own packages (``rlver.eval.conf
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 import typer
 import yaml
 from pydantic import BaseModel
 
-from rlver.config import load_config, redacted
+from rlver.config import load_config, mask_secret_values, redacted
 from rlver.errors import ConfigError
 
 app = typer.Typer(no_args_is_help=True, help="Inspect configuration files.")
 
-#: Values that look like credentials whatever their key is called (OpenAI/HF/GitHub/Slack-style tokens).
-_SECRET_VALUE = re.compile(r"^(?:sk|pk|rk|hf|ghp|gho|github_pat|xox[abp])[-_][A-Za-z0-9_\-]{16,}$")
-#: ``scheme://user:password@host`` — keep the user, mask the password.
-_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.\-]*://[^/:@\s]+:)[^/@\s]+(@)", re.IGNORECASE)
-
 _TRAIN_ONLY_KEYS = {"model", "algorithm", "optim", "rollout", "run"}
 _EVAL_ONLY_KEYS = {"agent", "agent_tiny", "profiles", "limit", "n_per_profile", "env", "out", "report"}
-
-
-def mask_secret_values(obj: Any) -> Any:
-    """Mask credential-looking *values* (``sk-...`` tokens, passwords in URLs) anywhere in a dump."""
-    if isinstance(obj, dict):
-        return {k: mask_secret_values(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [mask_secret_values(v) for v in obj]
-    if isinstance(obj, str):
-        if _SECRET_VALUE.match(obj.strip()):
-            return "***"
-        return _URL_PASSWORD.sub(r"\1***\2", obj)
-    return obj
 
 
 def render_config(
@@ -95,6 +75,19 @@ def show_cmd(
     chosen = kind or _guess_kind(file)
     if chosen not in ("eval", "train"):
         raise ConfigError(f"--kind {chosen!r}: expected eval or train")
+    header = f"# {chosen} config" + (f" from {file}" if file else " (defaults)")
+    if (
+        file is None
+        and chosen == "eval"
+        and not any(o.split("=")[0].strip().startswith("agent") for o in overrides)
+    ):
+        # An eval config is invalid without an agent; show the defaults with the tiny one and say so.
+        overrides = [*overrides, "agent_tiny=true"]
+        header += (
+            "\n# an evaluation needs an agent: shown with agent_tiny: true; pass a config file, or e.g."
+            "\n#   --set agent.kind=openai --set agent.model=NAME --set agent.base_url=URL"
+            "\n# training defaults: rlver config show --kind train (or a preset: rlver config show tiny-offline)"
+        )
     config = _load(chosen, file, overrides)
-    typer.echo(f"# {chosen} config" + (f" from {file}" if file else " (defaults)"))
+    typer.echo(header)
     typer.echo(render_config(config), nl=False)

@@ -45,7 +45,9 @@ def eval_command(
         help="Environment variable holding the agent's API key (never the key itself).",
     ),
     agent_local: str | None = typer.Option(
-        None, "--agent-local", help="Local transformers model folder or hub id."
+        None,
+        "--agent-local",
+        help="Local transformers model folder, hub id, or a training run/checkpoint folder (latest policy).",
     ),
     agent_tiny: bool = typer.Option(
         False, "--agent-tiny", help="Use the tiny built-in test model (offline smoke run)."
@@ -132,6 +134,10 @@ def eval_command(
         # A local folder is recorded by its absolute path: the manifest must name the model whatever
         # the working directory of a later --resume or reader (a hub id stays as given).
         local = Path(agent_local).expanduser()
+        if local.is_dir():  # a training run or checkpoint folder: its latest policy
+            from rlver.train.export import resolve_model_folder
+
+            local = resolve_model_folder(local)
         model_ref = str(local.resolve()) if local.exists() else agent_local
         agent = {"kind": "local", "model": model_ref, "api_key_env": None}
     elif agent_base_url or agent_model:

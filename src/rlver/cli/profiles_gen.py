@@ -96,14 +96,17 @@ def _generate(
     err = Console(stderr=True)
 
     def on_result(kind: str, record: dict[str, Any]) -> None:
+        # Text, not markup: ids, topics and reasons come from the model (untrusted), while the
+        # +/- marks are ours and coloured; markup=False on a markup string printed "[yellow]" raw.
+        from rich.text import Text
+
         if kind == "accepted":
-            err.print(f"[green]+[/] {record['id']}  ({record['topic']})", highlight=False)
+            line = Text.assemble(("+", "green"), f" {record['id']}  ({record['topic']})")
         else:
-            err.print(
-                f"[yellow]-[/] attempt {record['attempt']}: {record['kind']}: {record['reason'][:200]}",
-                highlight=False,
-                markup=False,
+            line = Text.assemble(
+                ("-", "yellow"), f" attempt {record['attempt']}: {record['kind']}: {record['reason'][:200]}"
             )
+        err.print(line, highlight=False)
 
     async def run() -> Any:
         llm = OpenAIChatModel(

@@ -64,13 +64,69 @@ def train_command(
         raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
     else:
         cfg = load_train_config(config, overrides)
-    trainer = Trainer(cfg, out, resume=resume)
-    typer.echo(f"training {cfg.algorithm.name} from step {trainer.step} to {cfg.run.steps}; run folder {out}")
-    trainer.train()
+    existed = out.exists()
+    trainer = None
+    try:
+        trainer = Trainer(cfg, out, resume=resume)
+        typer.echo(
+            f"training {cfg.algorithm.name} from step {trainer.step} to {cfg.run.steps}; run folder {out}"
+        )
+        trainer.train()
+    except KeyboardInterrupt:
+        raise TrainInterrupted(_interrupted_message(out, existed, trainer)) from None
+    except BaseException:
+        if _drop_if_untrained(out, existed):
+            typer.echo(f"removed the run folder {out}: nothing was trained", err=True)
+        raise
     last = trainer.eval_history[-1] if trainer.eval_history else None
     if last is not None:
         typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f}")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
+
+
+class TrainInterrupted(RlverError):
+    """Ctrl-C during ``rlver train``: say what was saved and how to go on; exit 130 like a shell."""
+
+    exit_code = 130
+
+
+def _drop_if_untrained(out: Path, existed: bool) -> bool:
+    """Remove a run folder this command created when it failed before anything worth keeping.
+
+    A failed start (bad simulator endpoint, a config error found late) used to leave a folder with
+    only the built base model and config.yaml: nothing to resume, and the next try with the same
+    --out then looks like a second run. Kept when it has a checkpoint or logged steps.
+    """
+    import shutil
+
+    from rlver.train.checkpoint import latest_checkpoint
+
+    if existed or not out.is_dir():
+        return False
+    metrics = out / "metrics.jsonl"
+    if latest_checkpoint(out / "checkpoints") is not None or (metrics.exists() and metrics.stat().st_size):
+        return False
+    shutil.rmtree(out, ignore_errors=True)
+    return True
+
+
+def _interrupted_message(out: Path, existed: bool, trainer: object | None) -> str:
+    from rlver.train.checkpoint import latest_checkpoint
+
+    if _drop_if_untrained(out, existed):
+        return f"interrupted before the first checkpoint: nothing was saved (removed {out})"
+    ckpt = latest_checkpoint(out / "checkpoints")
+    step = getattr(trainer, "step", None)
+    at = f" at step {step}" if step is not None else ""
+    if ckpt is None:
+        return (
+            f"interrupted{at}: no checkpoint was written yet (metrics so far: {out / 'metrics.jsonl'}); "
+            f"start again with the same command (use a new --out, or delete {out})"
+        )
+    return (
+        f"interrupted{at}: the last checkpoint is {ckpt} (steps after it are redone); "
+        f"continue with: rlver train --resume --out {out}"  # --resume reads the run's config.yaml
+    )
 
 
 def export_command(
@@ -81,28 +137,47 @@ def export_command(
     dtype: str | None = typer.Option(
         None, "--dtype", help="float32, bfloat16 or float16 (default: the run's model.dtype)."
     ),
+    force: bool = typer.Option(
+        False, "--force", help="Write into a non-empty folder that is not an earlier export."
+    ),
 ) -> None:
     """Export a checkpoint as a plain Hugging Face model folder (LoRA merged)."""
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ConfigError(f"--dtype {dtype!r}: choose float32, bfloat16 or float16")
     from rlver.train.export import export_checkpoint
 
-    path = export_checkpoint(checkpoint, out_dir, dtype=dtype)
+    path = export_checkpoint(checkpoint, out_dir, dtype=dtype, force=force)
     typer.echo(f"exported to {path}")
 
 
 def demo_command(
     out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
-    minutes: float = typer.Option(3.0, "--minutes", min=0.5, max=120.0, help="Total time budget."),
+    steps: int | None = typer.Option(
+        None, "--steps", min=1, help="GRPO steps (default 100: about 3 minutes on 2 CPU cores)."
+    ),
+    minutes: float | None = typer.Option(
+        None,
+        "--minutes",
+        "--time-budget",
+        min=0.5,
+        max=120.0,
+        help="Train for a time budget instead of --steps (the step count, and so the numbers, "
+        "then depend on the machine's speed).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Run seed."),
 ) -> None:
     """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
-    from rlver.train.demo import run_demo
+    from rlver.train.demo import DEMO_STEPS, run_demo
 
-    typer.echo(
-        f"rlver demo: building a tiny model and training it for about {minutes:g} minutes (offline)..."
-    )
-    result = run_demo(out, minutes=minutes, seed=seed)
+    if steps is not None and minutes is not None:
+        raise ConfigError("give --steps or --minutes, not both")
+    if minutes is not None:
+        plan = f"for about {minutes:g} minutes"
+    else:
+        steps = steps or DEMO_STEPS
+        plan = f"for {steps} GRPO steps"
+    typer.echo(f"rlver demo: building a tiny model and training it {plan} (offline)...")
+    result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed)
     b, a = result.before, result.after
     typer.echo(f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({result.steps} steps)")
     typer.echo(f"wall {result.wall_s:.0f} s, peak memory {result.peak_rss_mb:.0f} MB")

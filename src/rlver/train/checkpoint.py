@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rlver.io import _fsync_dir, atomic_write_json, atomic_write_text
+from rlver.io import _fsync_dir, atomic_write_json, atomic_write_text, make_temp_dir, share_like_umask
 
 LATEST = "latest"
 
@@ -79,7 +78,7 @@ def save_checkpoint(
     """Write checkpoint ``step`` under ``root`` atomically; prune to the newest ``keep``; return it."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / step_dir_name(step)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+    tmp = make_temp_dir(root, f".{final.name}.")
     try:
         policy.save_pretrained(tmp / "policy")
         tokenizer.save_pretrained(tmp / "policy")
@@ -87,6 +86,7 @@ def save_checkpoint(
             critic.save(tmp / "value")
         torch.save(trainer_state, tmp / "trainer_state.pt")
         atomic_write_json(tmp / "state.json", info)
+        share_like_umask(tmp)  # save_pretrained writes the weights 0600
         _fsync_tree(tmp)
         old = _hide(final) if final.exists() else None  # an earlier attempt at this step (a re-run)
         os.replace(tmp, final)

@@ -187,6 +187,22 @@ class EvalSettings(_Strict):
     seed: int = 12345
 
 
+class WandbSettings(_Strict):
+    """Weights & Biases logging (``pip install 'rlver[wandb]'``), next to metrics.jsonl and TensorBoard.
+
+    The API key comes from ``WANDB_API_KEY`` or ``wandb login``, never from this file; the run's config
+    is sent redacted, like config.yaml.
+    """
+
+    enabled: bool = False
+    project: str = "rlver"
+    entity: str | None = None
+    name: str | None = Field(default=None, description="default: the run folder's name")
+    mode: Literal["online", "offline", "disabled"] | None = Field(
+        default=None, description="default: $WANDB_MODE, else online"
+    )
+
+
 class RunSettings(_Strict):
     steps: int = Field(default=100, ge=1)
     seed: int = 0
@@ -194,6 +210,7 @@ class RunSettings(_Strict):
     keep_checkpoints: int = Field(default=2, ge=1)
     tensorboard: bool = True
     progress: bool = True
+    wandb: WandbSettings = Field(default_factory=WandbSettings)
 
 
 class TrainConfig(_Strict):

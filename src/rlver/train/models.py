@@ -48,14 +48,16 @@ def base_model_path(settings: ModelSettings, work_dir: Path) -> Path | str:
         # Built beside the target and renamed into place: a run killed mid-build must not leave a
         # folder with config.json but no weights, which every later start would trip over.
         import shutil
-        import tempfile
+
+        from rlver.io import make_temp_dir, share_like_umask
 
         work_dir.mkdir(parents=True, exist_ok=True)
         for stale in work_dir.glob(".base_model.*"):
             shutil.rmtree(stale, ignore_errors=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".base_model.", dir=work_dir))
+        tmp = make_temp_dir(work_dir, ".base_model.")
         try:
             build_tiny_model(tmp, seed=settings.tiny_seed, size=settings.tiny_size)
+            share_like_umask(tmp)
             if target.exists():  # a partial folder from an older, non-atomic build
                 shutil.rmtree(target)
             tmp.replace(target)

@@ -23,7 +23,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rlver.config import redacted
+from rlver.config import mask_secret_values, redacted
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import episode_reward, turn_rewards
 from rlver.errors import RlverError
@@ -227,13 +227,17 @@ class Trainer:
         if checkpoint is not None:
             self._load_state(load_trainer_state(checkpoint))
         self.logger = MetricsLogger(
-            self.out, tensorboard=config.run.tensorboard, resume_step=self.step if checkpoint else None
+            self.out,
+            tensorboard=config.run.tensorboard,
+            resume_step=self.step if checkpoint else None,
+            wandb=config.run.wandb,
+            config=mask_secret_values(redacted(config.model_dump(mode="json"))),
         )
         import yaml
 
         atomic_write_text(
             self.out / "config.yaml",
-            yaml.safe_dump(redacted(config.model_dump(mode="json")), sort_keys=False),
+            yaml.safe_dump(mask_secret_values(redacted(config.model_dump(mode="json"))), sort_keys=False),
         )
 
     # ------------------------------------------------------------------------------------- state
@@ -307,15 +311,31 @@ class Trainer:
         temperature = self.cfg.eval.temperature if evaluation else self.cfg.rollout.temperature
         with torch.no_grad():
             return asyncio.run(
-                run_rollouts(
-                    self.chat,
-                    self.simulator,
-                    profiles,
-                    self._rollout_config(evaluation=evaluation),
-                    self._sampling(temperature),
-                    seed=seed,
+                self._closing(
+                    run_rollouts(
+                        self.chat,
+                        self.simulator,
+                        profiles,
+                        self._rollout_config(evaluation=evaluation),
+                        self._sampling(temperature),
+                        seed=seed,
+                    )
                 )
             )
+
+    async def _closing(self, rollouts: Awaitable[list[Episode]]) -> list[Episode]:
+        """Run ``rollouts``, then close the simulator's HTTP client on the same event loop.
+
+        Each batch runs in its own ``asyncio.run``; a client left open when its loop ends is never
+        closed and aiohttp prints "Unclosed client session" at exit (after a failed run, too).
+        The client is opened again on the next batch's loop.
+        """
+        try:
+            return await rollouts
+        finally:
+            closer = getattr(self.simulator, "aclose", None)
+            if closer is not None:
+                await closer()
 
     def evaluate_episodes(self) -> list[Episode]:
         """The held-out dialogues (fixed seed; the training random stream is left untouched)."""

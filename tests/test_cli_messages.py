@@ -1,0 +1,90 @@
+"""What the command line says when things go wrong or are left out (issue 16, defect 11): markup is
+rendered, `config show` without a file shows the defaults, a failed `train` leaves no empty run
+folder and no aiohttp noise, and Ctrl-C on `train` says what was saved and how to resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rlver.testing.openai_server import FakeChatServer
+from test_generate import STORIES, ScriptedResponder, story_answer
+
+TINY = [
+    "rollout.batch_size=2",
+    "rollout.n_per_profile=2",
+    "rollout.max_assistant_turns=1",
+    "rollout.max_new_tokens=8",
+    "eval.every=0",
+    "eval.at_start=false",
+    "run.progress=false",
+    "run.tensorboard=false",
+]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+
+
+def rlver(*args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rlver", *map(str, args)],
+        capture_output=True, text=True, env=_env(), cwd=cwd, timeout=timeout,
+    )  # fmt: skip
+
+
+def test_profiles_generate_renders_its_marks(tmp_path: Path) -> None:
+    answers = ["this is not a profile", *[json.dumps(story_answer(s)) for s in STORIES[:2]]]
+    with FakeChatServer(ScriptedResponder(answers)) as server:
+        proc = rlver(
+            "profiles", "generate", "--n", "2", "--out", tmp_path / "p.jsonl", "--model", "fake",
+            "--base-url", server.url, "--key-env", "RLVER_NO_SUCH_KEY", "--concurrency", "1",
+            cwd=tmp_path,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "- attempt" in proc.stderr and "+ " in proc.stderr
+    assert "[yellow]" not in proc.stderr and "[green]" not in proc.stderr and "[/]" not in proc.stderr
+
+
+def test_config_show_without_a_file_shows_the_defaults(tmp_path: Path) -> None:
+    proc = rlver("config", "show", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "no agent" not in proc.stderr
+    assert "# eval config (defaults)" in proc.stdout and "agent_tiny: true" in proc.stdout
+    assert "--set agent.model=" in proc.stdout and "--kind train" in proc.stdout
+
+
+def test_failed_train_leaves_no_run_folder_and_no_open_session(tmp_path: Path) -> None:
+    sets = [*TINY, "simulator.kind=llm", "simulator.model.kind=openai", "simulator.model.model=x",
+            "simulator.model.base_url=http://127.0.0.1:9/v1", "simulator.model.max_attempts=1"]  # fmt: skip
+    args = [x for item in sets for x in ("--set", item)]
+    proc = rlver("train", "--config", "tiny-offline", "--steps", "1", "--out", "run", *args, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "every dialogue failed" in proc.stderr
+    assert "Unclosed client session" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "run").exists()
+    assert "removed the run folder run" in proc.stderr
+
+
+def test_ctrl_c_on_train_says_what_was_saved(tmp_path: Path) -> None:
+    args = [x for item in [*TINY, "run.checkpoint_every=1"] for x in ("--set", item)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rlver", "train", "--config", "tiny-offline", "--steps", "500", "--out", "run", *args],
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (tmp_path / "run" / "checkpoints" / "latest").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted at step" in err and "the last checkpoint is run/checkpoints/step_" in err
+    assert "rlver train --resume --out run" in err
+    assert "Traceback" not in err
