@@ -91,7 +91,13 @@ def test_dual_clip_matches_verl() -> None:
     mask = (torch.rand(4, 9, generator=g) > 0.3).float()
     ours = policy_loss(logp, old, adv, mask, clip_eps=0.2, clip_eps_high=0.28, dual_clip=3.0)
     cfg = OmegaConf.create(
-        {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "clip_ratio_c": 3.0}
+        {
+            "clip_ratio": 0.2,
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.28,
+            "clip_ratio_c": 3.0,
+            "global_batch_info": {},
+        }
     )
     theirs = core.compute_policy_loss_vanilla(
         old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask,

@@ -556,8 +556,13 @@ class Trainer:
 
         # 2. drop failed dialogues, tokenise
         finished = [ep for ep in episodes if ep.status == "finished"]
-        kept, seqs, untokenisable = self._tokenise(finished)
+        broken = {ep.profile_id for ep in episodes if ep.status != "finished"}
+        grouped = self.algo.min_group_size > 1 and broken
+        # a group algorithm drops a group with a failed dialogue whole (verl refills it): no survivor bias
+        trainable = [ep for ep in finished if ep.profile_id not in broken] if grouped else finished
+        kept, seqs, untokenisable = self._tokenise(trainable)
         metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
+        metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
         metrics["rollout/untokenisable"] = untokenisable
         _warn_failures(step, episodes)
         if not seqs:

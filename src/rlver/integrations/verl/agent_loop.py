@@ -8,7 +8,8 @@ actor holding many trajectories on one asyncio loop). The loop is token in, toke
    benchmark use) runs the dialogue, so termination rules and think stripping are the same code;
 2. the policy's context is rendered once with verl's Continuous Token builder; each reply is generated
    by verl's server manager from *token ids* and appended as generated (mask 1, logprobs kept), so
-   the trained tokens are exactly the sampled tokens (no decode/re-encode drift);
+   the trained tokens are exactly the sampled tokens (no decode/re-encode drift); a reply cut at
+   ``max_tokens`` is closed with a mask-0 end token before the next user turn;
 3. the raw reply is decoded and handed to the env, which strips ``<think>`` blocks before the simulated
    user sees it; the user's answer is appended with the chat template's tokens (mask 0);
 4. the trajectory always ends on an assistant turn (a user answer that no reply follows is not
@@ -16,6 +17,9 @@ actor holding many trajectories on one asyncio loop). The loop is token in, toke
    verl puts on the last assistant token;
 5. the emotion trajectory, appraisals and per-turn rewards go into ``extra_fields`` (verl logs
    ``extra_fields["reward_extra_info"]`` per data source), and optionally a transcript line per dialogue.
+
+A dialogue that fails takes its whole GRPO group with it (:class:`GroupSettlement`), and verl refills
+the group (see :class:`DialogueFailed`).
 
 Simulator work of all dialogues in one worker process shares one limit (:data:`SIMULATOR_GATE`), and
 simulators are built once per process and settings, so an LLM simulator's HTTP client and its own
