@@ -12,7 +12,18 @@ import sys
 import typer
 
 from rlver import __version__
-from rlver.cli import audit, chat, config_cmd, data, eval_cmd, inspect_cmd, probe, profiles, train_cmd
+from rlver.cli import (
+    audit,
+    chat,
+    config_cmd,
+    data,
+    eval_cmd,
+    inspect_cmd,
+    probe,
+    profiles,
+    simulator_cmd,
+    train_cmd,
+)
 from rlver.errors import RlverError
 
 app = typer.Typer(
@@ -29,6 +40,7 @@ app.add_typer(profiles.app, name="profiles")
 app.add_typer(config_cmd.app, name="config")
 for module in (audit, chat, eval_cmd, inspect_cmd, probe, train_cmd):
     module.register(app)
+simulator_cmd.register(app)
 
 
 def _version_callback(value: bool) -> None:

@@ -8,6 +8,7 @@ object is what lets the rollout runner advance hundreds of dialogues concurrentl
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any
 
 from rlver.profiles.schema import Profile
@@ -24,6 +25,15 @@ class SimulatedUser(abc.ABC):
         #: The dialogue as the user saw it: ``user`` = the simulated user, ``assistant`` = the agent's
         #: *visible* replies (think blocks already stripped).
         self.history: list[Message] = []
+
+    def restore(self, history: Sequence[Message], emotion: int) -> None:
+        """Put this user mid-dialogue: ``history`` as it saw it (visible text only), emotion now ``emotion``.
+
+        Teacher-forced calibration uses it to have the simulator judge a recorded reply in its recorded context.
+        Subclasses that keep derived state (n-gram sets, previous replies) override it and call super().
+        """
+        self.history = list(history)
+        self.emotion = EmotionState(emotion, self.emotion.rules)
 
     @abc.abstractmethod
     async def open(self) -> UserTurn:

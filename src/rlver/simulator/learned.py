@@ -28,7 +28,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +223,7 @@ class AppraisalModel:
 
 
 def artefact_path() -> Path:
-    return Path(str(resources.files("rlver.simulator") / "data" / ARTEFACT_NAME))
+    return Path(__file__).resolve().parent / "data" / ARTEFACT_NAME
 
 
 @lru_cache(maxsize=4)

@@ -42,7 +42,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "user_ngram": 2,
     "min_df": 3,
     "l2": 3.0,
-    "cg_steps": 200,
+    "cg_steps": 60,
     "profile_folds": 5,
     "weight_digits": 6,
     "joint_holdout": False,
@@ -110,7 +110,9 @@ def read_turns(files: Sequence[Path], root: Path, settings: dict[str, Any]) -> l
             split = split_hidden_need(str(pub.get("scene", "")))
             background, need = split if split else (str(pub.get("scene", "")), "")
             style = str(pub.get("character", "")).strip()
-            profile = ProfileText.of(need, background, str(pub.get("task", "")), PUBLISHED_STYLES.get(style, style))
+            profile = ProfileText.of(
+                need, background, str(pub.get("task", "")), PUBLISHED_STYLES.get(style, style)
+            )
             users = iter(ep.user_turns)
             last_user = ""
             replies: list[str] = []
@@ -262,7 +264,7 @@ def fit(turns: Sequence[Turn], keys: Sequence[str], settings: dict[str, Any]) ->
     kept = np.flatnonzero(df >= int(settings["min_df"]))
     column = np.full(len(keys), -1, dtype=np.int64)
     column[kept] = np.arange(len(kept))
-    vocab = [keys[i] for i in kept]
+    vocab = [keys[int(i)] for i in kept]
     dense = np.array([t.dense for t in turns], dtype=np.float64)
     mean = dense.mean(axis=0)
     scale = dense.std(axis=0)
@@ -283,7 +285,7 @@ def fit(turns: Sequence[Turn], keys: Sequence[str], settings: dict[str, Any]) ->
 # validation
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+def spearman(a: Any, b: Any) -> float:
     """Spearman's rho with average ranks for ties (nan when either side is constant)."""
     ra, rb = _ranks(np.asarray(a, dtype=np.float64)), _ranks(np.asarray(b, dtype=np.float64))
     if len(ra) < 2 or ra.std() == 0 or rb.std() == 0:
