@@ -44,6 +44,7 @@ def test_battery_is_complete() -> None:
         "long_reply",
         "leaked_think",
         "wrong_language",
+        "keyword_salad",
         "control_good",
     ]
     by = {p.name: p for p in BATTERY}
