@@ -320,6 +320,10 @@ def agreement(turns: Sequence[Turn], predicted: np.ndarray) -> dict[str, Any]:
         "mae": round(float(np.mean(np.abs(predicted - rec))), 4),
         "files": len(files),
         "model_ranking_spearman": round(spearman(mean_pred, mean_rec), 4) if len(files) > 2 else None,
+        "per_file": [
+            {"file": f, "mean_recorded_change": round(r, 3), "mean_predicted_change": round(p, 3)}
+            for f, r, p in zip(files, mean_rec, mean_pred, strict=True)
+        ],
     }
 
 
