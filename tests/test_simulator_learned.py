@@ -195,3 +195,38 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
             history.append(Message(role="user", content=msg.content))
     assert len(rec) > 150
     assert spearman(pred, rec) > 0.4  # in-sample file; held-out figures are in the artefact
+
+
+def _cli(*args: str, data: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RLVER_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, timeout=400, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_path: Path) -> None:
+    """`rlver eval --simulator offline --profiles sage` and `rlver train` on `rlver-train`, no LLM."""
+    if not (shared_data / "rlver_train_profiles.jsonl").exists():
+        pytest.skip("no published profiles in the shared data")
+    out = tmp_path / "eval"
+    _cli(
+        "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "sage", "--limit", "2",
+        "--agent-max-tokens", "16", "--set", "env.max_assistant_turns=2", "--no-report", "--out", str(out),
+        data=shared_data,
+    )  # fmt: skip
+    lines = [json.loads(x) for x in (out / "transcript.jsonl").read_text(encoding="utf-8").splitlines()]
+    manifest = lines[0]
+    assert manifest["simulator"]["appraisal"]["zh"] == "learned"
+    episodes = [x for x in lines if x.get("type") == "episode"]
+    assert len(episodes) == 2
+    _cli(
+        "train", "--config", "tiny-offline", "--steps", "1", "--out", str(tmp_path / "train"),
+        "--set", "rollout.profiles=rlver-train", "--set", "rollout.batch_size=2",
+        "--set", "rollout.max_assistant_turns=1", "--set", "eval.profiles=sage", "--set", "eval.limit=1",
+        data=shared_data,
+    )  # fmt: skip
