@@ -230,3 +230,57 @@ def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_pat
         "--set", "rollout.max_assistant_turns=1", "--set", "eval.profiles=sage", "--set", "eval.limit=1",
         data=shared_data,
     )  # fmt: skip
+
+
+def _play(profile_set: str, replies: list[str]) -> object:
+    import asyncio
+
+    from rlver.records import Episode
+
+    profile = load_profile_set(profile_set)[0]
+    user = OfflineSimulator().start(profile, start_emotion=40)
+    opening = asyncio.run(user.open())
+    messages = [Message(role="user", content=opening.text)]
+    turns = [opening]
+    for reply in replies:
+        turn = user.respond_now(reply)
+        messages += [Message(role="assistant", content=reply), Message(role="user", content=turn.text)]
+        turns.append(turn)
+    emotions = [t.appraisal.emotion_after for t in turns if t.appraisal is not None]
+    return Episode(
+        profile_id=profile.id, messages=messages, user_turns=turns, emotions=emotions,
+        final_emotion=emotions[-1],
+    )  # fmt: skip
+
+
+def test_probe_from_run_replays_policy_replies(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+
+    (tmp_path / "after").mkdir()
+    writer = TranscriptWriter(tmp_path / "after" / "transcript.jsonl", build_manifest(model="tiny"))
+    writer.append(_play("en-test", [DEMO_EXPLOIT, "That sounds really hard. What happened next?"]))  # type: ignore[arg-type]
+    writer.append(
+        _play(
+            "zh-test",
+            [
+                "理解感受辛苦陪伴理解难受心疼不容易感受陪伴辛苦理解委屈心疼",
+                "听起来你真的很委屈，愿意多说一点吗？",
+            ],
+        )  # type: ignore[arg-type]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", "probe", "--from-run", str(tmp_path), "--profiles", "en-test",
+         "--profiles", "zh-test", "--json", "--strict"],
+        capture_output=True, text=True, timeout=200, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["replies"] == 4 and report["vetoed"] >= 2
+    groups = {g["group"]: g for g in report["groups"]}
+    assert groups["keyword_salad"]["positive"] == 0
+    assert "mean_change_no_veto" in groups["keyword_salad"] and "clean" in groups
+    assert report["passed"]
