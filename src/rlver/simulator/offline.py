@@ -496,25 +496,27 @@ def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
         chars = [c for c in text if CJK_CHAR.match(c)]
         if len(chars) < 8:
             return ""
-        if sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars) < 0.08:
+        grammar = sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars)
+        if grammar < 0.08:
             return "almost no grammatical words"
         bigrams = [a + b for a, b in itertools.pairwise(chars)]
         if len(bigrams) >= 12 and len(set(bigrams)) / len(bigrams) < 0.6:
             return "the same phrases over and over"
         covered = sum(len(p) for p in lex.empathy.findall(view) + lex.solution.findall(view))
-        if covered / len(chars) > 0.6:
+        if covered / len(chars) > 0.6 and grammar < 0.15:
             return "mostly stock sympathy words"
         return ""
     words = view.words
     if len(words) < 6:
         return ""
-    if sum(w in _EN_GRAMMAR for w in words) / len(words) < 0.12:
+    grammar = sum(w in _EN_GRAMMAR for w in words) / len(words)
+    if grammar < 0.12:
         return "almost no grammatical words"
     doubled = sum(1 for a, b in itertools.pairwise(words) if a == b)
     if doubled >= 2 or (doubled and len(words) < 15):
         return "words doubled"
     hits = len(lex.empathy.findall(view)) + len(lex.solution.findall(view))
-    if hits / len(words) > 0.45:
+    if hits / len(words) > 0.5 and grammar < 0.25:
         return "mostly stock sympathy words"
     return ""
 
