@@ -179,7 +179,7 @@ def run_demo(out_dir: Path, *, minutes: float = 3.0, seed: int = 0, progress: bo
         "steps": trainer.step,
         "wall_s": round(wall, 1),
         "peak_rss_mb": round(rss, 1),
-        "offline_user": offline_user_statement(manifest["simulator"], _languages(config)),
+        "offline_user": offline_user_statement(trainer.simulator.describe(), _languages(config)),
     }
     atomic_write_json(out_dir / "summary.json", summary)
     md, page = _render(summary, png, before_eps, after_eps)
