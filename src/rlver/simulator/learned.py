@@ -161,6 +161,8 @@ class AppraisalModel:
         self.dense_mean: list[float] = list(data["dense_mean"])
         self.dense_scale: list[float] = list(data["dense_scale"])
         self.intercept: float = float(data["intercept"])
+        #: The largest n-gram part of any reply in the fitting data: above it, the reply is vetoed.
+        self.ngram_ceiling: float = float(data.get("ngram_ceiling", math.inf))
         #: predicted change = clip(round(slope * score + offset)) — matched to the recorded spread.
         self.slope: float = float(data["calibration"]["slope"])
         self.offset: float = float(data["calibration"]["offset"])

@@ -402,7 +402,7 @@ def fit_artefact(
 
     keep = [i for i, w in enumerate(final.weights) if abs(w) >= 10 ** -(digits - 1)]
     log(f"fitted in {time.perf_counter() - started:.1f} s; {len(keep)} n-gram weights")
-    return {
+    artefact = {
         "features_version": FEATURES_VERSION,
         "language": "zh",
         "target": "emotion change after - before of the released SAGE simulator, per appraised turn",
@@ -422,6 +422,22 @@ def fit_artefact(
         "vocab": [final.vocab[i] for i in keep],
         "weights": rnd(final.weights[keep]),
     }
+    artefact["ngram_ceiling"] = ngram_ceiling(artefact, turns)
+    return artefact
+
+
+def ngram_ceiling(artefact: dict[str, Any], turns: Sequence[Turn]) -> float:
+    """The highest n-gram part any real reply of the data earns under the final weights.
+
+    A reply above it is out of the range the model was fitted and validated on — in practice a stack of
+    rewarded phrases (keyword salad built from the weights): the offline user vetoes it.
+    """
+    weights = dict(zip(artefact["vocab"], artefact["weights"], strict=True))
+    best = 0.0
+    for t in turns:
+        if t.keys:
+            best = max(best, sum(weights.get(k, 0.0) for k in t.keys) / math.sqrt(len(t.keys)))
+    return float(f"{best:.6g}")
 
 
 def dump_artefact(artefact: dict[str, Any]) -> bytes:

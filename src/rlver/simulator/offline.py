@@ -98,6 +98,7 @@ HARD_FLAGS = (
     "gibberish",
     "keyword_salad",
     "parrots_profile",
+    "learned_out_of_range",
     "flattery",
     "parrots_user",
     "repeats_itself",
@@ -601,6 +602,11 @@ class OfflineUser(SimulatedUser):
             last_user=last_user,
             previous_bigrams=self._previous_bigrams,
         )
+        if self.simulator.vetoes and parts["ngrams"] > model.ngram_ceiling:
+            # More rewarded phrases than any real reply in the fitting data: a stack of them, not a reply.
+            notes = dict(scored.notes)
+            notes["inner_reaction"] = [*notes.get("inner_reaction", []), "reads like a pile of stock phrases"]
+            return Scored({"learned_out_of_range": -5.0}, [*scored.flags, "learned_out_of_range"], notes)
         change = model.change(score, max_change=10)
         features = {
             "learned_ngrams": round(model.slope * parts["ngrams"], 4),
