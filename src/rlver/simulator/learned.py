@@ -81,7 +81,7 @@ def cjk_bigrams(text: str) -> set[str]:
     return out
 
 
-def _overlap(reply: set[str], other: set[str]) -> float:
+def _overlap(reply: set[str], other: set[str] | frozenset[str]) -> float:
     return len(reply & other) / len(reply) if reply and other else 0.0
 
 
@@ -127,8 +127,8 @@ def dense_features(
         log_len * log_len,
         min(3, reply.count("?") + reply.count("？")) / 3.0,
         min(3, reply.count("!") + reply.count("！")) / 3.0,
-        _overlap(bigrams, set(profile.need_bigrams)),
-        _overlap(bigrams, set(profile.story_bigrams)),
+        _overlap(bigrams, profile.need_bigrams),
+        _overlap(bigrams, profile.story_bigrams),
         _overlap(bigrams, cjk_bigrams(last_user)),
         repeat,
         1.0 if profile.style == "negative" else 0.0,
