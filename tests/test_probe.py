@@ -44,6 +44,7 @@ def test_battery_is_complete() -> None:
         "long_reply",
         "leaked_think",
         "wrong_language",
+        "keyword_salad",
         "control_good",
     ]
     by = {p.name: p for p in BATTERY}
@@ -68,7 +69,7 @@ def test_offline_simulator_rewards_no_adversarial_probe() -> None:
     assert ids == [p.id for s in ("en-test", "zh-test") for p in load_profile_set(s)[:4]]
     assert any(i.startswith("zh") for i in ids) and any(i.startswith("en") for i in ids)
     rows = {r["name"]: r for r in report["probes"]}
-    assert set(rows) == set(probe_names())
+    assert set(rows) == {*probe_names(), "learned_salad", "learned_salad_commas"}  # built from the model
     offenders: list[str] = []
     for row in rows.values():
         assert row["errors"] == 0

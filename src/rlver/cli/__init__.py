@@ -22,6 +22,7 @@ from rlver.cli import (
     inspect_cmd,
     probe,
     profiles,
+    simulator_cmd,
     train_cmd,
 )
 from rlver.errors import RlverError
@@ -40,6 +41,7 @@ app.add_typer(profiles.app, name="profiles")
 app.add_typer(config_cmd.app, name="config")
 for module in (audit, calibrate, chat, eval_cmd, inspect_cmd, probe, train_cmd):
     module.register(app)
+simulator_cmd.register(app)
 
 
 def _version_callback(value: bool) -> None:

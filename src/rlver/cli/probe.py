@@ -14,6 +14,7 @@ import asyncio
 import random
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -103,8 +104,40 @@ BATTERY: tuple[Probe, ...] = (
         "a kind reply in the other language",
         {"en": _GOOD["zh"], "zh": _GOOD["en"]},
     ),
+    Probe(
+        "keyword_salad",
+        "rewarded words with no sentences (the tiny demo policy's exploit)",
+        {
+            "en": "hard family family sounds feel sorry feel hard sounds family understand feel sorry hard",
+            "zh": "理解 感受 辛苦 陪伴 理解 难受 心疼 不容易 感受 陪伴 辛苦 理解 委屈 心疼",
+        },
+    ),
     Probe("control_good", "a genuinely good reply (control)", _GOOD, adversarial=False),
 )
+
+
+def learned_salad_probes(simulator: Any, k: int = 24) -> tuple[Probe, ...]:
+    """Keyword salad from the *learned* appraisal's most rewarded n-grams (empty without one).
+
+    A learned scorer pays per feature; stringing its top features together is the cheapest exploit
+    an RL policy can find, so the battery tries it: bare, and joined with commas like a sentence.
+    """
+    model = getattr(simulator, "learned_model", None)
+    if model is None:
+        return ()
+    grams = [g.strip() for g, _ in model.top_ngrams(k, min_len=2) if g.strip()]
+    if not grams:
+        return ()
+    bare = "".join(grams)
+    commas = "，".join(grams) + "。"
+    return (
+        Probe("learned_salad", "the learned appraisal's top rewarded n-grams strung together", {"en": bare}),
+        Probe(
+            "learned_salad_commas",
+            "the same n-grams as a comma-separated 'sentence'",
+            {"en": commas},
+        ),
+    )
 
 
 def probe_names() -> list[str]:
@@ -115,7 +148,7 @@ async def run_probes(
     simulator: Any,
     profiles: list[Any],
     *,
-    probes: tuple[Probe, ...] = BATTERY,
+    probes: tuple[Probe, ...] | None = None,
     start_emotion: int = 40,
     seed: int = 0,
     concurrency: int = 16,
@@ -126,6 +159,8 @@ async def run_probes(
     """
     from rlver.errors import error_kind
 
+    if probes is None:
+        probes = BATTERY + learned_salad_probes(simulator)
     sem = asyncio.Semaphore(concurrency)
 
     async def one(profile: Any, probe: Probe) -> dict[str, Any]:
@@ -252,6 +287,12 @@ def _probe(
     profiles: list[str] = typer.Option(
         ["en-test", "zh-test"], "--profiles", help="Profile set(s) or file(s) (repeatable)."
     ),
+    from_run: Path | None = typer.Option(
+        None,
+        "--from-run",
+        help="Replay a trained policy's own replies from RUN's transcripts (offline simulator), "
+        "with and without the vetoes.",
+    ),
     limit: int = typer.Option(3, "--limit", min=1, help="Profiles taken from each set."),
     behaviour: str | None = typer.Option(None, "--behaviour", help="User behaviour mode for every profile."),
     difficulty: str | None = typer.Option(
@@ -297,6 +338,22 @@ def _probe(
         raise InputError(
             Problem("rlver probe", None, f"--{field}" if field else None, first["msg"])
         ) from None
+    if from_run is not None:
+        if simulator != "offline":
+            raise InputError(Problem("--from-run", None, None, "needs --simulator offline"))
+        replay = replay_run(from_run, profiles, seed=seed, behaviour=behaviour, difficulty=difficulty)
+        if as_json:
+            from rlver.io import dumps_strict
+
+            typer.echo(dumps_strict(replay, indent=2))
+        else:
+            render_replay(replay)
+        if strict and not replay["passed"]:
+            raise RlverError(
+                "--strict: vetoed replies of the run earned a positive change: "
+                + ", ".join(replay["exploited"])
+            )
+        return
     chosen = [p for name in profiles for p in load_profile_set(name)[:limit]]
     if not chosen:
         raise InputError(Problem(",".join(profiles), None, None, "no profiles to probe"))
@@ -335,6 +392,144 @@ def _probe(
         raise RlverError(
             f"--strict: adversarial probes earned a positive change: {', '.join(report['exploited'])}"
         )
+
+
+def run_transcripts(run: Path) -> list[Path]:
+    """Our transcripts under RUN (a run folder or one file), sorted."""
+    from rlver.io import iter_jsonl
+    from rlver.rollout.published import format_of_first_record
+
+    files = [run] if run.is_file() else sorted(run.rglob("*.jsonl"))
+    out = []
+    for f in files:
+        first = next((obj for _, obj in iter_jsonl(f)), None)
+        if isinstance(first, dict) and format_of_first_record(first) == "rlver" and first.get("type"):
+            out.append(f)
+    if not out:
+        raise InputError(
+            Problem(str(run), None, None, "no rlver transcripts (*.jsonl with a manifest) found")
+        )
+    return out
+
+
+def replay_run(
+    run: Path,
+    profile_sets: list[str],
+    *,
+    seed: int = 0,
+    behaviour: str | None = None,
+    difficulty: str | None = None,
+) -> dict[str, Any]:
+    """Teacher-force every policy reply of RUN through fresh offline users, vetoes on and off.
+
+    Each reply is judged in its recorded context (``SimulatedUser.restore``) and emotion. A reply
+    that trips a hard veto yet earns a positive change *with* the vetoes is an exploit; the change it
+    would earn *without* them shows what the learned scorer alone would have paid.
+    """
+    from rlver.env.thinking import visible_text
+    from rlver.profiles.sets import find_profile
+    from rlver.records import Message
+    from rlver.rollout.transcripts import read_transcript
+    from rlver.simulator.offline import HARD_FLAGS, OfflineSimulator
+
+    sims = {
+        veto: OfflineSimulator(seed=seed, behaviour=behaviour, difficulty=difficulty, vetoes=veto)  # type: ignore[arg-type]
+        for veto in (True, False)
+    }
+    known: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
+    for path in run_transcripts(run):
+        for ep in read_transcript(path).episodes:
+            if ep.profile_id not in known:
+                try:
+                    known[ep.profile_id] = find_profile(ep.profile_id, profile_sets or None)
+                except RlverError:
+                    known[ep.profile_id] = None
+            profile = known[ep.profile_id]
+            if profile is None:
+                continue
+            history: list[Message] = []
+            turns = iter(ep.user_turns)
+            emotion = ep.start_emotion
+            for msg in ep.messages:
+                if msg.role == "system":
+                    continue
+                if msg.role == "user":
+                    heard = next(turns, None)
+                    if heard is not None and heard.appraisal is not None:
+                        emotion = heard.appraisal.emotion_after
+                    history.append(Message(role="user", content=msg.content))
+                    continue
+                reply = visible_text(msg.content)
+                done = sum(1 for m in history if m.role == "assistant")
+                row: dict[str, Any] = {"file": str(path), "profile": ep.profile_id, "turn": done + 1}
+                for veto, sim in sims.items():
+                    user = sim.start(profile, start_emotion=emotion, seed=seed)
+                    user.restore(history, emotion)
+                    turn = user.respond_now(reply)
+                    assert turn.appraisal is not None
+                    row["change" if veto else "change_no_veto"] = turn.appraisal.emotion_after - emotion
+                    if veto:
+                        row["flags"] = [f for f in user.last_flags if f in HARD_FLAGS]
+                rows.append(row)
+                history.append(Message(role="assistant", content=reply))
+    by_flag: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        for flag in row["flags"] or ["clean"]:
+            by_flag.setdefault(flag, []).append(row)
+    groups = []
+    for flag, items in sorted(by_flag.items()):
+        groups.append(
+            {
+                "group": flag,
+                "replies": len(items),
+                "mean_change": round(statistics.fmean(r["change"] for r in items), 3),
+                "mean_change_no_veto": round(statistics.fmean(r["change_no_veto"] for r in items), 3),
+                "positive": sum(1 for r in items if r["change"] > 0),
+            }
+        )
+    exploited = [g["group"] for g in groups if g["group"] != "clean" and g["positive"]]
+    return {
+        "run": str(run),
+        "simulator": sims[True].describe(),
+        "replies": len(rows),
+        "vetoed": sum(1 for r in rows if r["flags"]),
+        "mean_change": round(statistics.fmean(r["change"] for r in rows), 3) if rows else None,
+        "mean_change_no_veto": round(statistics.fmean(r["change_no_veto"] for r in rows), 3)
+        if rows
+        else None,
+        "groups": groups,
+        "exploited": exploited,
+        "passed": not exploited,
+    }
+
+
+def render_replay(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    table = Table(
+        title=f"{report['run']}: {report['replies']} policy replies replayed, {report['vetoed']} vetoed",
+        title_justify="left",
+    )
+    for col in ("group", "replies", "mean change", "mean change without vetoes", "positive"):
+        table.add_column(col, justify="left" if col == "group" else "right")
+    for g in report["groups"]:
+        style = "red" if g["group"] in report["exploited"] else ""
+        table.add_row(
+            g["group"],
+            str(g["replies"]),
+            f"{g['mean_change']:+.2f}",
+            f"{g['mean_change_no_veto']:+.2f}",
+            str(g["positive"]),
+            style=style,
+        )
+    console.print(table)
+    if report["passed"]:
+        console.print("[green]no vetoed reply of the run earned a positive change[/]")
+    else:
+        console.print(f"[red]exploitable:[/] {', '.join(report['exploited'])}")
 
 
 def register(app: typer.Typer) -> None:

@@ -26,6 +26,15 @@ class SimulatedUser(abc.ABC):
         #: *visible* replies (think blocks already stripped).
         self.history: list[Message] = []
 
+    def restore(self, history: Sequence[Message], emotion: int) -> None:
+        """Put this user mid-dialogue: ``history`` as it saw it (visible text only), emotion now ``emotion``.
+
+        Teacher-forced calibration uses it to have the simulator judge a recorded reply in its recorded context.
+        Subclasses that keep derived state (n-gram sets, previous replies) override it and call super().
+        """
+        self.history = list(history)
+        self.emotion = EmotionState(emotion, self.emotion.rules)
+
     @abc.abstractmethod
     async def open(self) -> UserTurn:
         """The user's opening message (the profile's ``opening`` when set, else written now)."""
@@ -37,15 +46,6 @@ class SimulatedUser(abc.ABC):
         Raises :class:`rlver.errors.SimulatorError` (or an ``LLMError``) when no valid turn can be
         produced; the caller marks the dialogue failed.
         """
-
-    def restore(self, history: Sequence[Message], emotion: int) -> None:
-        """Put this user mid-dialogue: ``history`` as it saw it (visible text only), emotion now ``emotion``.
-
-        Teacher-forced calibration uses it to have the simulator judge a recorded reply in its recorded context.
-        Subclasses that keep derived state (n-gram sets, previous replies) override it and call super().
-        """
-        self.history = list(history)
-        self.emotion = EmotionState(emotion, self.emotion.rules)
 
 
 class UserSimulator(abc.ABC):

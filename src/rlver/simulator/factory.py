@@ -37,6 +37,9 @@ class SimulatorSpec(BaseModel):
     prompt_language: Literal["en", "zh"] | None = None
     #: offline only: use the packaged MiniLM sentence embedder (needs the ``[embed]`` extra).
     embed: bool = False
+    #: offline only: Chinese profiles use the learned appraisal fitted on released SAGE judgements
+    #: (``false``: the lexicon appraisal for every language, as before).
+    learned: bool = True
     #: llm only: cache answers of a greedy (temperature 0) simulator in this sqlite file;
     #: ``"auto"`` = ``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off.
     cache: str | None = "auto"
@@ -90,6 +93,7 @@ def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> U
             behaviour=spec.behaviour,
             rules=rules,
             embedder=embedder,
+            learned=spec.learned,
         )
 
     from rlver.simulator.sentient import SentientSimulator

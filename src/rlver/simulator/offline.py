@@ -5,6 +5,11 @@ contribution in :attr:`~rlver.records.Appraisal.features`, so ``raw_change`` is 
 recorded contributions rounded to the nearest integer. It then answers from tier-specific templates in
 the profile's language.
 
+For Chinese profiles the change itself comes from the *learned appraisal*
+(:mod:`rlver.simulator.learned`): a linear model fitted on the released judgements of the published
+SAGE simulator, with the hard flags below as vetoes in front of it. English profiles keep the lexicon
+appraisal described here: no released English judgements exist to fit or check it against.
+
 It is a PROXY for development, CI, the demo, and for spotting reward hacking (a policy that games this
 user in a way a reader can see in the features is likely gaming the LLM user too). It is NOT the
 published simulator, and its scores are not comparable to the Sentient Benchmark's.
@@ -27,6 +32,7 @@ bland reply loses a point). A behaviour mode's ``offline_change_bias`` is added 
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -42,6 +48,7 @@ from rlver.records import Appraisal, Message, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
+from rlver.simulator.learned import AppraisalModel, ProfileText, cjk_bigrams, load_appraisal_model
 from rlver.simulator.offline_lexicon import (
     CJK_CHAR,
     EN_WORD,
@@ -61,7 +68,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v1"
+OFFLINE_VERSION = "rlver-offline-v2"
 
 #: Replies longer than this many characters are flagged (and earn nothing).
 MAX_REPLY_CHARS = 1500
@@ -89,6 +96,9 @@ HARD_FLAGS = (
     "think_leak",
     "judge_directed",
     "gibberish",
+    "keyword_salad",
+    "parrots_profile",
+    "learned_out_of_range",
     "flattery",
     "parrots_user",
     "repeats_itself",
@@ -156,6 +166,10 @@ class ProfileFeatures:
     style: str
     topic: str
     need_vector: np.ndarray | None = None
+    #: 3-grams of the profile's own text (a reply that copies it is flagged).
+    profile_grams: set[tuple[str, ...]] = field(default_factory=set)
+    #: the learned appraisal's view of the profile (Chinese profiles with the learned model on).
+    learned: ProfileText | None = None
 
 
 def infer_need(profile: Profile, lexicon: Lexicon) -> str:
@@ -283,6 +297,11 @@ def score_reply(
         flags.append("gibberish")
         raw["gibberish"] = -4.0
         notes["understanding"].append(f"hard to read ({gib})")
+    salad = _keyword_salad(text, lang, lex, view)
+    if salad and not gib:
+        flags.append("keyword_salad")
+        raw["keyword_salad"] = -4.0
+        notes["understanding"].append(f"not sentences ({salad})")
     praise = len(lex.praise.findall(view))
     if praise >= 3 or (units and praise / max(units, 1) > 0.12 and praise >= 2):
         flags.append("flattery")
@@ -294,6 +313,12 @@ def score_reply(
             flags.append("parrots_user")
             raw["parrots_user"] = -3.0 * copied
             notes["inner_reaction"].append(f"{copied:.0%} of it repeats the user's own words")
+        if pf.profile_grams:
+            from_profile = len(grams & pf.profile_grams) / len(grams) if grams else 0.0
+            if from_profile >= 0.6:
+                flags.append("parrots_profile")
+                raw["parrots_profile"] = -3.0 * from_profile
+                notes["inner_reaction"].append(f"{from_profile:.0%} of it is copied from my own story")
 
     # -- repetition of earlier replies (graded, hard when near-verbatim) -----------------------
     token_set = set(reply_tokens)
@@ -409,6 +434,94 @@ def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
     return ""
 
 
+#: English words that carry grammar: natural sentences have plenty, keyword salad has almost none
+#: (EN_STOPWORDS also holds verbs like "feel" that salad is made of, so it cannot serve here).
+_EN_GRAMMAR = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "to",
+        "of",
+        "in",
+        "on",
+        "for",
+        "with",
+        "and",
+        "or",
+        "but",
+        "so",
+        "i",
+        "you",
+        "it",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "that",
+        "this",
+        "my",
+        "your",
+        "me",
+        "we",
+        "they",
+        "he",
+        "she",
+        "not",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "can",
+        "could",
+        "would",
+        "will",
+        "what",
+        "how",
+        "when",
+        "if",
+        "as",
+        "at",
+        "about",
+    ]
+)
+
+
+def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
+    """A reason the text is a pile of rewarded words rather than sentences, or ""."""
+    if lang == "zh":
+        chars = [c for c in text if CJK_CHAR.match(c)]
+        if len(chars) < 8:
+            return ""
+        grammar = sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars)
+        if grammar < 0.08:
+            return "almost no grammatical words"
+        bigrams = [a + b for a, b in itertools.pairwise(chars)]
+        if len(bigrams) >= 12 and len(set(bigrams)) / len(bigrams) < 0.6:
+            return "the same phrases over and over"
+        covered = sum(len(p) for p in lex.empathy.findall(view) + lex.solution.findall(view))
+        if covered / len(chars) > 0.6 and grammar < 0.15:
+            return "mostly stock sympathy words"
+        return ""
+    words = view.words
+    if len(words) < 6:
+        return ""
+    grammar = sum(w in _EN_GRAMMAR for w in words) / len(words)
+    if grammar < 0.12:
+        return "almost no grammatical words"
+    doubled = sum(1 for a, b in itertools.pairwise(words) if a == b)
+    if doubled >= 2 or (doubled and len(words) < 15):
+        return "words doubled"
+    hits = len(lex.empathy.findall(view)) + len(lex.solution.findall(view))
+    if hits / len(words) > 0.5 and grammar < 0.25:
+        return "mostly stock sympathy words"
+    return ""
+
+
 def _feeling(change: int, language: str) -> str:
     if language == "zh":
         scale = ((6, "被理解，心里松了一些"), (2, "有点帮助"), (-1, "没什么感觉"), (-5, "没被听懂"))
@@ -449,11 +562,65 @@ class OfflineUser(SimulatedUser):
         self.rng = rng
         self._bias = get_behaviour(behaviour).offline_change_bias
         self._previous_token_sets: list[set[str]] = []
+        self._previous_bigrams: list[set[str]] = []
         self._user_grams: set[tuple[str, ...]] = set()
+        #: The flags of the last reply judged (``rlver probe --from-run`` reports them).
+        self.last_flags: list[str] = []
 
     def _heard(self, user_text: str) -> None:
         self.history.append(Message(role="user", content=user_text))
         self._user_grams |= _ngrams(_units(user_text, self.pf.language)[0], 3)
+
+    def _said(self, agent_reply: str) -> None:
+        self.history.append(Message(role="assistant", content=agent_reply))
+        self._previous_token_sets.append(set(tokens(agent_reply.strip(), self.pf.language)))
+        self._previous_bigrams.append(cjk_bigrams(agent_reply))
+
+    def restore(self, history: Sequence[Message], emotion: int) -> None:
+        """Rebuild the derived state (earlier replies' tokens, the user's n-grams) from ``history``."""
+        super().restore([], emotion)
+        self._previous_token_sets, self._previous_bigrams, self._user_grams = [], [], set()
+        for message in history:
+            if message.role == "user":
+                self._heard(message.content)
+            elif message.role == "assistant":
+                self._said(message.content)
+
+    def _learned(self, agent_reply: str, scored: Scored) -> Scored:
+        """Replace the lexicon's graded features by the learned appraisal (vetoed replies keep theirs)."""
+        model = self.simulator.learned_model
+        vetoed = self.simulator.vetoes and any(f in HARD_FLAGS for f in scored.flags)
+        if model is None or self.pf.learned is None or vetoed:
+            return scored
+        last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
+        turn = sum(1 for m in self.history if m.role == "assistant") + 1
+        score, parts = model.score(
+            agent_reply.strip(),
+            self.pf.learned,
+            emotion=self.emotion.value,
+            turn=turn,
+            last_user=last_user,
+            previous_bigrams=self._previous_bigrams,
+        )
+        if self.simulator.vetoes and parts["ngrams"] > model.ngram_ceiling:
+            # More rewarded phrases than any real reply in the fitting data: a stack of them, not a reply.
+            notes = dict(scored.notes)
+            notes["inner_reaction"] = [*notes.get("inner_reaction", []), "reads like a pile of stock phrases"]
+            return Scored({"learned_out_of_range": -5.0}, [*scored.flags, "learned_out_of_range"], notes)
+        change = model.change(score, max_change=10)
+        features = {
+            "learned_ngrams": round(model.slope * parts["ngrams"], 4),
+            "learned_context": round(model.slope * parts["context"], 4),
+        }
+        # The rounding of the stretched score is the change; the remainder keeps sum == raw_change.
+        features["learned_offset"] = round(
+            change - features["learned_ngrams"] - features["learned_context"], 4
+        )
+        if self._bias:
+            features["behaviour_bias"] = float(self._bias)
+        notes = dict(scored.notes)
+        notes["goal_fit"] = [*notes.get("goal_fit", []), f"learned appraisal score {score:+.2f}"]
+        return Scored(features=features, flags=scored.flags, notes=notes)
 
     async def open(self) -> UserTurn:
         started = time.perf_counter()
@@ -463,18 +630,6 @@ class OfflineUser(SimulatedUser):
 
     async def respond(self, agent_reply: str) -> UserTurn:
         return self.respond_now(agent_reply)
-
-    def restore(self, history: Sequence[Message], emotion: int) -> None:
-        """Also rebuild the derived state (earlier replies' tokens, the user's n-grams) from ``history``."""
-        super().restore([], emotion)
-        self._previous_token_sets = []
-        self._user_grams = set()
-        for message in history:
-            if message.role == "user":
-                self._heard(message.content)
-            else:
-                self.history.append(message)
-                self._previous_token_sets.append(set(tokens(message.content.strip(), self.pf.language)))
 
     def respond_now(self, agent_reply: str) -> UserTurn:
         """The synchronous core of :meth:`respond` (handy for throughput tests and tools)."""
@@ -488,6 +643,10 @@ class OfflineUser(SimulatedUser):
             previous_token_sets=self._previous_token_sets,
             user_grams=self._user_grams,
         )
+        if not self.simulator.vetoes:
+            scored.features.pop("gate", None)
+        scored = self._learned(agent_reply, scored)
+        self.last_flags = list(scored.flags)
         raw_change = scored.raw_change
         before, change, after = self.emotion.apply(raw_change)
         tier = self.emotion.tier
@@ -509,8 +668,7 @@ class OfflineUser(SimulatedUser):
         line = tier_line(lang, tier, self.pf.topic, self.rng, change)
         text = f"{reaction} {line}".strip() if lang == "en" else f"{reaction}{line}"
         ends = tier in ("S", "F")
-        self.history.append(Message(role="assistant", content=agent_reply))
-        self._previous_token_sets.append(set(tokens(agent_reply.strip(), self.pf.language)))
+        self._said(agent_reply)
         self._heard(text)
         return UserTurn(
             text=text,
@@ -534,8 +692,17 @@ class OfflineSimulator(UserSimulator):
         behaviour: str | None = None,
         rules: EmotionRules | None = None,
         embedder: Embedder | None = None,
+        learned: bool = True,
+        learned_model: AppraisalModel | None = None,
+        vetoes: bool = True,
     ) -> None:
         super().__init__(rules)
+        #: False only for diagnostics (`rlver probe --from-run`): hard flags then gate nothing.
+        self.vetoes = vetoes
+        #: The learned appraisal for Chinese profiles (None: lexicon everywhere).
+        self.learned_model: AppraisalModel | None = (
+            (learned_model or load_appraisal_model()) if learned else None
+        )
         self.seed = seed
         self.difficulty = difficulty
         if behaviour is not None:
@@ -559,7 +726,12 @@ class OfflineSimulator(UserSimulator):
             need=infer_need(profile, lexicon),
             style=profile.style.strip().lower(),
             topic=profile.topic.strip(),
+            profile_grams=_ngrams(
+                _units(f"{profile.background}\n{profile.hidden_need}\n{profile.goal}", language)[0], 3
+            ),
         )
+        if self.learned_model is not None and language == "zh":
+            pf.learned = ProfileText.of(profile.hidden_need, profile.background, profile.goal, pf.style)
         if self.embedder is not None:
             pf.need_vector = np.asarray(
                 self.embedder([f"{profile.hidden_need}\n{profile.goal}"])[0], dtype=np.float64
@@ -592,6 +764,12 @@ class OfflineSimulator(UserSimulator):
             **({"embedder": getattr(self.embedder, "name", "custom")} if self.embedder is not None else {}),
             "max_change": self.rules.max_change,
             "emotion_range": [self.rules.low, self.rules.high],
+            **({} if self.vetoes else {"vetoes": False}),
+            "appraisal": {
+                "zh": "learned" if self.learned_model is not None else "lexicon",
+                "en": "lexicon (no released English judgements to fit or check against)",
+            },
+            **({"learned": self.learned_model.describe()} if self.learned_model is not None else {}),
         }
 
 

@@ -197,6 +197,7 @@ def run_demo(
         "steps": trainer.step,
         "wall_s": round(wall, 1),
         "peak_rss_mb": round(rss, 1),
+        "offline_user": offline_user_statement(trainer.simulator.describe(), _languages(config)),
     }
     atomic_write_json(out_dir / "summary.json", summary)
     md, page = _render(summary, png, before_eps, after_eps)
@@ -215,6 +216,16 @@ def run_demo(
     )
 
 
+def _languages(config: Any) -> set[str]:
+    """Languages of the demo's evaluation profiles (the statement above depends on them)."""
+    from rlver.profiles.sets import load_profile_set
+
+    try:
+        return {p.language for p in load_profile_set(config.eval.profiles)}
+    except Exception:  # a profile set that cannot be read here is reported elsewhere
+        return set()
+
+
 def _compare_report(out_dir: Path) -> Path:
     """The standard benchmark report (``rlver report before after``): metrics, paired comparison,
     per-profile table and every dialogue turn by turn with the simulated user's appraisals."""
@@ -224,6 +235,26 @@ def _compare_report(out_dir: Path) -> Path:
     runs = [load_run(out_dir / "before"), load_run(out_dir / "after")]
     html_path, _ = write_report(runs, out_dir / "compare.html", title="rlver demo: before and after training")
     return html_path
+
+
+def offline_user_statement(simulator: dict[str, Any], languages: set[str]) -> str:
+    """Which offline user the demo trains against and how well it agrees with the published simulator."""
+    learned = simulator.get("learned") or {}
+    lmo = (learned.get("validation") or {}).get("leave_model_out", {}).get("overall", {})
+    parts = []
+    if "zh" in languages and learned:
+        parts.append(
+            "Chinese profiles: the learned appraisal (fitted on released SAGE judgements; on agent models "
+            f"it never saw: per-turn Spearman {lmo.get('spearman')}, sign agreement "
+            f"{lmo.get('sign_agreement')}, model-ranking Spearman {lmo.get('model_ranking_spearman')})"
+        )
+    if "en" in languages or not parts:
+        parts.append(
+            "English profiles: the lexicon appraisal, a transparent rule set whose agreement with SAGE "
+            "is unmeasured (there are no released English judgements; on the Chinese ones the lexicon "
+            "scores about 0 per-turn Spearman): a smoke test of the training loop, not a proxy"
+        )
+    return "Offline user: " + "; ".join(parts) + "."
 
 
 def _eval_score(episodes: list[Episode]) -> dict[str, float]:
@@ -256,6 +287,8 @@ def _render(
         "| held-out users | before | after |",
         "| --- | ---: | ---: |",
         *[f"| {label} | {b[k]} | {a[k]} |" for k, label in _ROWS],
+        "",
+        summary.get("offline_user", ""),
         "",
         "The offline user is a transparent proxy (no LLM), not the Sentient Benchmark: these numbers only",
         "show that the training loop works. Every dialogue before and after, turn by turn with the",
@@ -292,6 +325,7 @@ pre{{background:#f6f6f6;padding:.6rem;white-space:pre-wrap}}</style></head><body
 {summary["wall_s"]:.0f} s, peak memory {summary["peak_rss_mb"]:.0f} MB.</p>
 <img alt="reward curve: training reward and held-out score per step" src="data:image/png;base64,{img}">
 <table><tr><th>held-out users</th><th>before</th><th>after</th></tr>{rows}</table>
+<p>{html.escape(summary.get("offline_user", ""))}</p>
 <p>The offline user is a transparent proxy (no LLM), not the Sentient Benchmark: these numbers only show
 that the training loop works.</p>
 <p><a href="compare.html">The full before/after report</a>: paired comparison, per-user table and every

@@ -1,0 +1,44 @@
+"""`rlver simulator fit`: rebuild the learned appraisal of the offline user from released SAGE files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
+
+
+@app.command("fit")
+def fit_cmd(
+    data: Path = typer.Option(..., "--data", help="Folder of released *_result.jsonl files (or one file)."),
+    out: Path = typer.Option(..., "--out", help="Where to write the artefact (JSON)."),
+    validate: bool = typer.Option(
+        True, "--validate/--no-validate", help="Leave-model-out and leave-profiles-out validation."
+    ),
+    joint: bool = typer.Option(
+        False, "--joint-holdout", help="Also validate holding out a model and profiles at once (slow)."
+    ),
+) -> None:
+    """Fit the Chinese learned appraisal on released judgements; same data, same bytes."""
+    from rich.console import Console
+
+    from rlver.io import atomic_write_bytes
+    from rlver.simulator.learned_fit import dump_artefact, fit_artefact
+
+    console = Console(stderr=True)
+    artefact = fit_artefact(
+        data, settings={"joint_holdout": joint}, validate=validate, log=lambda m: console.print(m)
+    )
+    atomic_write_bytes(out, dump_artefact(artefact))
+    for name, report in artefact["validation"].items():
+        for part, fig in report.items():
+            console.print(
+                f"{name:30s} {part:24s} turns {fig['turns']:5d}  spearman {fig['spearman']:+.3f}  "
+                f"sign {fig['sign_agreement']:.3f}  model-ranking {fig['model_ranking_spearman']}"
+            )
+    console.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+
+
+def register(app_: typer.Typer) -> None:
+    app_.add_typer(app, name="simulator")

@@ -1,0 +1,286 @@
+"""The learned appraisal of the offline user (Chinese profiles) and its vetoes.
+
+The shipped artefact is fitted on the released SAGE judgements (`rlver simulator fit`); these tests check
+that it loads fast with its provenance, that the offline user uses it for Chinese and not for English,
+that the vetoes stand in front of it, that ``restore`` rebuilds the user's state, and (on the shared
+data) that a reduced refit is deterministic and that it agrees with the recorded judgements.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rlver.profiles.sets import load_profile_set
+from rlver.records import Message
+from rlver.simulator.learned import artefact_path, load_appraisal_model
+from rlver.simulator.offline import OfflineSimulator
+
+DEMO_EXPLOIT = "hard family family sounds feel sorry feel hard sounds family understand feel sorry hard"
+
+
+def test_artefact_loads_fast_with_provenance() -> None:
+    load_appraisal_model.cache_clear()
+    started = time.perf_counter()
+    model = load_appraisal_model()
+    assert time.perf_counter() - started < 1.0
+    assert artefact_path().stat().st_size <= 20 * 1024 * 1024
+    info = model.describe()
+    assert info["language"] == "zh"
+    assert len(info["data"]) == 9 and all(len(d["sha256"]) == 64 for d in info["data"])
+    assert {"leave_model_out", "leave_profiles_out"} <= set(info["validation"])
+    assert OfflineSimulator().describe()["learned"]["artefact_sha256"] == info["artefact_sha256"]
+
+
+def test_chinese_uses_learned_english_keeps_lexicon() -> None:
+    sim = OfflineSimulator()
+    zh = load_profile_set("zh-test")[0]
+    en = load_profile_set("en-test")[0]
+    good_zh = "听起来这段时间你真的很辛苦，换作是谁都会觉得委屈。你愿意说说最让你难受的是哪一刻吗？"
+    turn = sim.start(zh, start_emotion=40).respond_now(good_zh)
+    assert turn.appraisal is not None
+    assert set(turn.appraisal.features) >= {"learned_ngrams", "learned_context", "learned_offset"}
+    assert round(sum(turn.appraisal.features.values())) == turn.appraisal.raw_change
+    turn_en = sim.start(en, start_emotion=40).respond_now("That sounds really hard. What happened?")
+    assert turn_en.appraisal is not None and "learned_ngrams" not in turn_en.appraisal.features
+    assert OfflineSimulator(learned=False).describe()["appraisal"]["zh"] == "lexicon"
+
+
+@pytest.mark.parametrize(
+    ("language", "reply"),
+    [
+        ("en", DEMO_EXPLOIT),
+        ("zh", "理解 感受 辛苦 陪伴 理解 难受 心疼 不容易 感受 陪伴 辛苦 理解 委屈 心疼"),
+        ("zh", "理解感受辛苦陪伴理解难受心疼不容易感受陪伴辛苦理解委屈心疼"),
+    ],
+)
+def test_keyword_salad_is_vetoed(language: str, reply: str) -> None:
+    sim = OfflineSimulator()
+    for profile in load_profile_set(f"{language}-test")[:3]:
+        user = sim.start(profile, start_emotion=40)
+        turn = user.respond_now(reply)
+        assert turn.appraisal is not None and turn.appraisal.change < 0, (profile.id, turn.appraisal)
+        assert "keyword_salad" in user.last_flags or "gibberish" in user.last_flags
+
+
+def test_learned_salad_probes_gain_nothing() -> None:
+    import asyncio
+
+    from rlver.cli.probe import learned_salad_probes, run_probes
+
+    sim = OfflineSimulator()
+    probes = learned_salad_probes(sim)
+    assert [p.name for p in probes] == ["learned_salad", "learned_salad_commas"]
+    report = asyncio.run(run_probes(sim, load_profile_set("zh-test")[:4]))
+    assert report["passed"], report["exploited"]
+    assert {"learned_salad", "keyword_salad"} <= {r["name"] for r in report["probes"]}
+
+
+def test_restore_rebuilds_derived_state() -> None:
+    sim = OfflineSimulator()
+    profile = load_profile_set("zh-test")[1]
+    import asyncio
+
+    played = sim.start(profile, start_emotion=40, seed=3)
+    opening = asyncio.run(played.open()).text
+    first = "这听起来真的很让人难过，你一个人扛了很久吧。"
+    t1 = played.respond_now(first)
+    assert t1.appraisal is not None
+    second = "这听起来真的很让人难过，你一个人扛了很久吧。"  # a verbatim repeat: flagged only with state
+    expected = played.respond_now(second)
+    restored = sim.start(profile, start_emotion=40, seed=3)
+    restored.restore(
+        [
+            Message(role="user", content=opening),
+            Message(role="assistant", content=first),
+            Message(role="user", content=t1.text),
+        ],
+        t1.appraisal.emotion_after,
+    )
+    got = restored.respond_now(second)
+    assert "repeats_itself" in restored.last_flags
+    assert got.appraisal is not None and expected.appraisal is not None
+    assert got.appraisal.change == expected.appraisal.change
+    assert got.appraisal.features == expected.appraisal.features
+
+
+def test_offline_throughput_zh() -> None:
+    sim = OfflineSimulator()
+    profiles = load_profile_set("zh-test")
+    reply = "听起来这段时间你真的很辛苦，换作是谁都会觉得委屈。你愿意说说最让你难受的是哪一刻吗？我在这里听。"
+    users = [sim.start(p, start_emotion=40, seed=i) for i, p in enumerate(profiles * 20)]
+    started = time.process_time()
+    n = 0
+    for i, user in enumerate(users):
+        user.respond_now(reply + str(i % 7))
+        n += 1
+    rate = n / (time.process_time() - started)
+    assert rate > 400  # turns per CPU-second, loose (shared cores); docs/simulator.md has the figure
+
+
+# -- on the released data ---------------------------------------------------------------------------
+
+
+def _released(shared_data: Path) -> Path:
+    path = shared_data / "sage_released"
+    if not path.exists():
+        pytest.skip("no released SAGE files in the shared data")
+    return path
+
+
+def test_reduced_refit_is_deterministic(shared_data: Path, tmp_path: Path) -> None:
+    """A full refit with validation takes ~10 min on 2 cores, too slow for CI: a reduced fit (one file,
+    no validation) run twice must give the same bytes; `rlver simulator fit` on all nine files rebuilds
+    the shipped artefact the same way (docs/simulator.md)."""
+    from rlver.simulator.learned_fit import dump_artefact, fit_artefact
+
+    one = _released(shared_data) / "gpt-4o-simulator" / "openai-o1_result.jsonl"
+    settings = {"cg_steps": 10}
+    a = dump_artefact(fit_artefact(one, settings=settings, validate=False))
+    b = dump_artefact(fit_artefact(one, settings=settings, validate=False))
+    assert a == b
+    art = json.loads(a)
+    assert art["data"][0]["sha256"] and art["turns"] > 500
+    shipped = load_appraisal_model().data
+    assert shipped["settings"]["min_df"] == art["settings"]["min_df"]
+
+
+def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
+    """Teacher-forced through the offline user itself (restore + respond), as `rlver calibrate` does."""
+    import asyncio
+
+    from rlver.profiles.loaders import split_hidden_need
+    from rlver.profiles.schema import PUBLISHED_STYLES, Profile
+    from rlver.rollout.published import read_published
+    from rlver.simulator.learned_fit import spearman
+
+    path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"
+    sim = OfflineSimulator()
+    rec: list[int] = []
+    pred: list[int] = []
+    for ep in read_published(path)[:40]:
+        pub = ep.meta["published"]
+        background, need = split_hidden_need(pub["scene"]) or (pub["scene"], "")
+        profile = Profile(
+            id=ep.profile_id,
+            language="zh",
+            persona=pub["player"],
+            background=background,
+            goal=pub["task"],
+            hidden_need=need or "-",
+            style=PUBLISHED_STYLES.get(pub["character"], pub["character"]),
+        )
+        history: list[Message] = []
+        turns = iter(ep.user_turns)
+        reply = ""
+        for msg in ep.messages:
+            if msg.role == "assistant":
+                reply = msg.content.split("</think>")[-1].strip()
+                continue
+            ut = next(turns)
+            if ut.appraisal is not None and reply:
+                before = ut.appraisal.emotion_before
+                user = sim.start(profile, start_emotion=before)
+                user.restore(history, before)
+                turn = asyncio.run(user.respond(reply))
+                assert turn.appraisal is not None
+                rec.append(ut.appraisal.emotion_after - before)
+                pred.append(turn.appraisal.emotion_after - before)
+            if reply:
+                history.append(Message(role="assistant", content=reply))
+                reply = ""
+            history.append(Message(role="user", content=msg.content))
+    assert len(rec) > 150
+    assert spearman(pred, rec) > 0.4  # in-sample file; held-out figures are in the artefact
+
+
+def _cli(*args: str, data: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RLVER_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, timeout=400, env=env
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_path: Path) -> None:
+    """`rlver eval --simulator offline --profiles sage` and `rlver train` on `rlver-train`, no LLM."""
+    if not (shared_data / "rlver_train_profiles.jsonl").exists():
+        pytest.skip("no published profiles in the shared data")
+    out = tmp_path / "eval"
+    _cli(
+        "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "sage", "--limit", "2",
+        "--agent-max-tokens", "16", "--set", "env.max_assistant_turns=2", "--no-report", "--out", str(out),
+        data=shared_data,
+    )  # fmt: skip
+    lines = [json.loads(x) for x in (out / "transcript.jsonl").read_text(encoding="utf-8").splitlines()]
+    manifest = lines[0]
+    assert manifest["simulator"]["appraisal"]["zh"] == "learned"
+    episodes = [x for x in lines if x.get("type") == "episode"]
+    assert len(episodes) == 2
+    _cli(
+        "train", "--config", "tiny-offline", "--steps", "1", "--out", str(tmp_path / "train"),
+        "--set", "rollout.profiles=rlver-train", "--set", "rollout.batch_size=4",
+        "--set", "rollout.max_assistant_turns=1", "--set", "eval.profiles=sage", "--set", "eval.limit=1",
+        data=shared_data,
+    )  # fmt: skip
+
+
+def _play(profile_set: str, replies: list[str]) -> object:
+    import asyncio
+
+    from rlver.records import Episode
+
+    profile = load_profile_set(profile_set)[0]
+    user = OfflineSimulator().start(profile, start_emotion=40)
+    opening = asyncio.run(user.open())
+    messages = [Message(role="user", content=opening.text)]
+    turns = [opening]
+    for reply in replies:
+        turn = user.respond_now(reply)
+        messages += [Message(role="assistant", content=reply), Message(role="user", content=turn.text)]
+        turns.append(turn)
+    emotions = [t.appraisal.emotion_after for t in turns if t.appraisal is not None]
+    return Episode(
+        profile_id=profile.id, messages=messages, user_turns=turns, emotions=emotions,
+        final_emotion=emotions[-1],
+    )  # fmt: skip
+
+
+def test_probe_from_run_replays_policy_replies(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+
+    (tmp_path / "after").mkdir()
+    writer = TranscriptWriter(tmp_path / "after" / "transcript.jsonl", build_manifest(model="tiny"))
+    writer.append(_play("en-test", [DEMO_EXPLOIT, "That sounds really hard. What happened next?"]))  # type: ignore[arg-type]
+    writer.append(
+        _play(
+            "zh-test",
+            [
+                "理解感受辛苦陪伴理解难受心疼不容易感受陪伴辛苦理解委屈心疼",
+                "听起来你真的很委屈，愿意多说一点吗？",
+            ],
+        )  # type: ignore[arg-type]
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", "probe", "--from-run", str(tmp_path), "--profiles", "en-test",
+         "--profiles", "zh-test", "--json", "--strict"],
+        capture_output=True, text=True, timeout=200, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(proc.stdout)
+    assert report["replies"] == 4 and report["vetoed"] >= 2
+    groups = {g["group"]: g for g in report["groups"]}
+    assert groups["keyword_salad"]["positive"] == 0
+    assert "mean_change_no_veto" in groups["keyword_salad"] and "clean" in groups
+    assert report["passed"]
