@@ -34,7 +34,7 @@ from rlver.env.thinking import split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
-from rlver.records import Episode, Message, TurnTiming, UserTurn
+from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import TRAIN_START, terminal_reason
 
@@ -97,6 +97,14 @@ class EnvStateError(RuntimeError):
     """``step`` before ``reset`` or after the dialogue ended: a bug in the caller, not bad input."""
 
 
+class PolicyMessages(list[Message]):
+    """The policy's messages plus, per assistant message, the token ids it sampled (or ``None``)."""
+
+    def __init__(self, messages: list[Message], sampled: list[SampledTurn | None]) -> None:
+        super().__init__(messages)
+        self.assistant_token_ids: list[list[int] | None] = [t.token_ids if t else None for t in sampled]
+
+
 class DialogueEnv:
     """One dialogue. Create one per dialogue; the simulator object may be shared by many."""
 
@@ -109,6 +117,7 @@ class DialogueEnv:
         self._user: SimulatedUser | None = None
         self._profile: Profile | None = None
         self._messages: list[Message] = []
+        self._sampled: list[SampledTurn | None] = []
         self._user_turns: list[UserTurn] = []
         self._timings: list[TurnTiming] = []
         self._emotion = self.config.start_emotion
@@ -168,6 +177,16 @@ class DialogueEnv:
         if truncated:
             visible = visible[: self.config.max_reply_chars]
         self._messages.append(Message(role="assistant", content=agent_raw_text))
+        ids = completion.token_ids if completion is not None else None
+        self._sampled.append(
+            SampledTurn(
+                token_ids=ids,
+                logprobs=completion.token_logprobs if completion is not None else None,
+                finish_reason=completion.finish_reason if completion is not None else None,
+            )
+            if ids
+            else None
+        )
         if completion is not None:
             self._policy_tokens += completion.completion_tokens
         timing = TurnTiming(
@@ -241,8 +260,12 @@ class DialogueEnv:
         return self._profile
 
     def messages_for_policy(self) -> list[Message]:
-        """The policy's context: system prompt + dialogue, assistant messages raw (think kept)."""
-        return list(self._messages)
+        """The policy's context: system prompt + dialogue, assistant messages raw (think kept).
+
+        The list carries the assistant turns' sampled ids (``assistant_token_ids``) so that a local
+        backend conditions on exactly the tokens it sampled, not on a re-tokenisation of their text.
+        """
+        return PolicyMessages(self._messages, list(self._sampled))
 
     @property
     def episode(self) -> Episode:
@@ -269,6 +292,7 @@ class DialogueEnv:
             simulator_tokens=self._simulator_tokens,
             timings=list(self._timings),
             wall_s=wall,
+            sampled=list(self._sampled) if any(t is not None for t in self._sampled) else [],
             meta={
                 "seed": self._seed,
                 "think": self.config.think,

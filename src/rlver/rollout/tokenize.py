@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlver.errors import RlverError
+from rlver.llm.sequence import SequenceError, chat_ids
 from rlver.records import Episode, Message
 
 
@@ -50,6 +51,9 @@ class TokenizedEpisode:
     kept_turns: int
     truncated: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Per position, the log-prob the token had when the policy sampled it (``None`` elsewhere);
+    #: ``None`` altogether when the episode came without sampled ids.
+    sample_logprobs: list[float | None] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -89,6 +93,10 @@ def _template_kwargs(tokenizer: Any) -> dict[str, Any]:
 def _spells_control_tokens(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
     specials = [t for t in getattr(tokenizer, "all_special_tokens", []) if t]
     return any(t in m["content"] for m in chat for t in specials)
+
+
+def _sanitize_first(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
+    return _can_sanitize(tokenizer) and _spells_control_tokens(tokenizer, chat)
 
 
 def _dialogue_for_training(episode: Episode, system_prompt: str | None) -> list[Message]:
@@ -179,13 +187,27 @@ def episode_to_tensors(
     """
     messages = _dialogue_for_training(episode, system_prompt)
     chat = [{"role": m.role, "content": m.content} for m in messages]
-    sanitize_first = _can_sanitize(tokenizer) and _spells_control_tokens(tokenizer, chat)
-    if _has_generation_tags(tokenizer) and not sanitize_first:
+    n_assistant = sum(1 for m in messages if m.role == "assistant")
+    sample_logprobs: list[float | None] | None = None
+    if episode.sampled and any(t is not None for t in episode.sampled[:n_assistant]):
+        # Token-exact: the sampled ids themselves, template tokens only around them (rlver.llm.sequence).
+        turns = episode.sampled[:n_assistant]
+        try:
+            built = chat_ids(
+                tokenizer,
+                chat,
+                [t.token_ids if t else None for t in turns],
+                [t.logprobs if t else None for t in turns],
+                add_generation_prompt=False,
+            )
+        except SequenceError as exc:
+            raise TokenizationError(str(exc)) from exc
+        ids, mask, sample_logprobs = built.ids, built.mask, built.logprobs
+    elif _has_generation_tags(tokenizer) and not _sanitize_first(tokenizer, chat):
         ids, mask = _mask_from_generation_tags(tokenizer, chat)
     else:
         ids, mask = _mask_by_prefixes(tokenizer, chat)
     runs = _runs(mask)
-    n_assistant = sum(1 for m in messages if m.role == "assistant")
     if len(runs) != n_assistant:
         raise TokenizationError(
             f"expected {n_assistant} assistant turns in the token mask, found {len(runs)} "
@@ -209,6 +231,7 @@ def episode_to_tensors(
         cut = runs[-1][1]
         ids, mask = ids[:cut], mask[:cut]
     return TokenizedEpisode(
+        sample_logprobs=sample_logprobs[:cut] if sample_logprobs is not None else None,
         input_ids=ids,
         assistant_mask=mask,
         turn_end_positions=[end - 1 for _, end in runs],
