@@ -418,6 +418,8 @@ class Trainer:
         if s.ref_logp is not None and old is not None:
             s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
         s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
+        if s.old_logp is not None:  # scored before the update: compare with the sampling-time log-probs
+            s.stats.update(logprob_diff_stats(s.seqs, s.old_logp))
         s.advantages = unpad_rows(adv, lengths)
 
     # ------------------------------------------------------------------------------------ update
@@ -435,6 +437,7 @@ class Trainer:
             sums[key] = sums.get(key, 0.0) + value
             counts[key] = counts.get(key, 0) + 1
 
+        before_update: dict[int, torch.Tensor] = {}
         self.policy.train()
         if self.critic is not None:
             self.critic.train()
@@ -460,6 +463,12 @@ class Trainer:
                     )
                     assert entropy is not None
                     old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
+                    if s.old_logp is None:  # on-policy: one epoch, one minibatch, before its step
+                        before_update.update(
+                            zip(
+                                group, (old_logp[row].float().cpu() for row in range(len(group))), strict=True
+                            )
+                        )
                     out = alg.policy_loss(
                         logp, old_logp, rows(s.advantages), mb.action_mask,
                         clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, normalizer=n_tok,
@@ -500,6 +509,8 @@ class Trainer:
                         continue
                     add(f"train/{key}", value)
         out_stats = {k: sums[k] / counts[k] for k in sums}
+        if before_update:
+            out_stats.update(logprob_diff_stats(s.seqs, [before_update[i] for i in range(n)]))
         out_stats["train/lr_actor"] = float(self.sched_actor.get_last_lr()[0])
         self.sched_actor.step()
         if self.sched_critic is not None:
@@ -636,6 +647,27 @@ def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
         return 0.0
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
     return float(norm)
+
+
+def logprob_diff_stats(seqs: list[TokenizedEpisode], trainer_logp: list[torch.Tensor]) -> dict[str, float]:
+    """``rollout/logprob_diff_{max,mean}``: |sampling-time log-prob − trainer's log-prob before the
+    update| over the trained tokens that carry a sampling-time log-prob (local backend).
+
+    Why: if sampling and scoring ever differ (a generation_config extra, a re-tokenised reply, a
+    precision change) the policy gradient is silently computed for a distribution nobody sampled;
+    this number makes that visible every step. ``trainer_logp[i][j]`` scores token ``j + 1``.
+    """
+    diffs: list[float] = []
+    for q, logp in zip(seqs, trainer_logp, strict=True):
+        if q.sample_logprobs is None:
+            continue
+        for j in range(1, len(q.input_ids)):
+            sampled = q.sample_logprobs[j]
+            if q.assistant_mask[j] and sampled is not None and j - 1 < len(logp):
+                diffs.append(abs(float(logp[j - 1]) - sampled))
+    if not diffs:
+        return {}
+    return {"rollout/logprob_diff_max": max(diffs), "rollout/logprob_diff_mean": sum(diffs) / len(diffs)}
 
 
 def failures_by_kind(episodes: list[Episode]) -> dict[str, int]:
