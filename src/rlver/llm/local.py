@@ -110,6 +110,14 @@ class LocalChatModel(ChatModel):
             "device": str(self.device),
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "max_batch_size": self.max_batch_size,
+            # what the sampler does beyond SamplingParams: nothing from the model's generation_config
+            "sampler": {
+                "generation_config": "ignored",
+                "repetition_penalty": 1.0,
+                "top_k": "SamplingParams.extra.top_k, else off",
+                "seeding": "one torch.Generator per row (per-dialogue seed)",
+                "stop_token_ids": list(self.stop_token_ids),
+            },
         }
 
     def __repr__(self) -> str:

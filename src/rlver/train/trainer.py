@@ -19,6 +19,7 @@ exactly what an uninterrupted one does (on CPU; GPU kernels may add their own no
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -209,6 +210,21 @@ class Trainer:
         )
         import yaml
 
+        from rlver.llm.local import sampling_settings
+
+        # The sampling actually used (every setting explicit; see rlver.llm.local), next to the config.
+        atomic_write_text(
+            self.out / "sampling.json",
+            json.dumps(
+                {
+                    "rollout": sampling_settings(self._sampling(config.rollout.temperature)),
+                    "eval": sampling_settings(self._sampling(config.eval.temperature)),
+                    "agent_seed": "rollout.runner.agent_seed(step seed, dialogue seed, turn)",
+                    "sampler": self.chat.describe()["sampler"],
+                },
+                indent=2,
+            ),
+        )
         atomic_write_text(
             self.out / "config.yaml",
             yaml.safe_dump(redacted(config.model_dump(mode="json")), sort_keys=False),
