@@ -86,13 +86,13 @@ def dialogue_seed(base_seed: int, profile_index: int, sample_index: int, n_per_p
 
 
 def agent_seed(run_seed: int, dialogue: int, turn: int) -> int:
-    """The agent's sampling seed for one turn of one dialogue (63-bit, stable across processes).
+    """The agent's sampling seed for one turn of one dialogue (31-bit: every server takes it).
 
     A function of the dialogue alone (never of its batch), so the same dialogue samples the same
     replies whatever the batch size or resumption; hashed so that nearby seeds give unrelated streams.
     """
     digest = hashlib.sha256(f"agent:{run_seed}:{dialogue}:{turn}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
 async def run_rollouts(
