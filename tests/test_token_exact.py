@@ -171,3 +171,66 @@ def test_logprob_diff_is_logged_every_step_and_tiny(tmp_path: Path, extra: list[
         assert 0.0 <= r["rollout/logprob_diff_mean"] <= r["rollout/logprob_diff_max"] <= 1e-3
     sampling = json.loads((tmp_path / "sampling.json").read_text())
     assert sampling["rollout"]["repetition_penalty"] == 1.0
+
+
+def test_think_mode_visible_context_gives_one_sample_per_turn(tiny: tuple[Any, Any]) -> None:
+    from rlver.rollout.tokenize import episode_turn_samples
+
+    _, tokenizer = tiny
+    think = tokenizer.convert_tokens_to_ids(["<think>", "</think>"])
+    r1 = [think[0], *_pieces(tokenizer, "she is sad"), think[1], *_pieces(tokenizer, "I hear you")]
+    r2 = _pieces(tokenizer, "tell me more")  # cut: no end token
+    eos = tokenizer.eos_token_id
+    messages = [
+        Message(role="system", content="Be kind."),
+        Message(role="user", content="hi"),
+        Message(role="assistant", content=tokenizer.decode(r1)),
+        Message(role="user", content="ok"),
+        Message(role="assistant", content=tokenizer.decode(r2)),
+    ]
+    ep = Episode(
+        profile_id="p",
+        messages=messages,
+        sampled=[SampledTurn(token_ids=[*r1, eos]), SampledTurn(token_ids=r2)],
+    )
+    first, second = episode_turn_samples(ep, tokenizer)
+    assert [t for t, m in zip(first.input_ids, first.assistant_mask, strict=True) if m] == [*r1, eos]
+    assert [t for t, m in zip(second.input_ids, second.assistant_mask, strict=True) if m] == r2
+    assert len(second.input_ids) == len(second.assistant_mask) and second.turn_end_positions == [
+        len(second) - 1
+    ]
+    # the second sample's prompt is the thought-free history the policy saw, rendered by the template
+    visible = [{"role": m.role, "content": m.content} for m in messages[:4]]
+    visible[2]["content"] = "I hear you"
+    prompt = tokenizer.apply_chat_template(visible, add_generation_prompt=True, return_dict=True)["input_ids"]
+    assert second.input_ids[: len(prompt)] == list(prompt) and len(second) == len(prompt) + len(r2)
+    assert think[0] not in second.input_ids
+    # a budget that the second prompt does not fit drops that sample only
+    (only,) = episode_turn_samples(ep, tokenizer, max_length=len(prompt))
+    assert only.meta == {"per_turn": True, "turn": 0, "dropped": 1}
+
+
+def test_think_visible_training_scores_what_was_sampled(tmp_path: Path) -> None:
+    from rlver.train.config import load_train_config
+    from rlver.train.logger import read_metrics
+    from rlver.train.trainer import Trainer
+
+    overrides = [
+        "rollout.batch_size=4",
+        "rollout.n_per_profile=2",
+        "rollout.max_assistant_turns=3",
+        "rollout.max_new_tokens=8",
+        "rollout.think=true",
+        "rollout.think_context=visible",
+        "eval.every=0",
+        "eval.at_start=false",
+        "eval.limit=1",
+        "run.steps=1",
+        "run.checkpoint_every=0",
+        "run.progress=false",
+        "run.tensorboard=false",
+    ]
+    Trainer(load_train_config("tiny-offline", overrides), tmp_path).train()
+    (rec,) = [r for r in read_metrics(tmp_path) if r.get("step", 0) == 1]
+    assert rec["rollout/untokenisable"] == 0
+    assert rec["rollout/logprob_diff_max"] <= 1e-3

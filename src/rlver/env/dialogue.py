@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,6 +48,10 @@ class EnvConfig(BaseModel):
     appraise_final_reply: bool = False
     start_emotion: int = Field(default=40, ge=0, le=100)
     think: bool = False
+    #: Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block
+    #: included; ``visible`` = only the visible text (the published think-mode rollout,
+    #: RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
+    think_context: Literal["full", "visible"] = "full"
     stop_on_emotion: bool = True
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
@@ -265,6 +269,13 @@ class DialogueEnv:
         The list carries the assistant turns' sampled ids (``assistant_token_ids``) so that a local
         backend conditions on exactly the tokens it sampled, not on a re-tokenisation of their text.
         """
+        if self.config.think and self.config.think_context == "visible":
+            # thought-free history: earlier replies as their visible text, so no sampled ids apply
+            visible = [
+                Message(role=m.role, content=split_think(m.content).visible) if m.role == "assistant" else m
+                for m in self._messages
+            ]
+            return PolicyMessages(visible, [None] * len(self._sampled))
         return PolicyMessages(self._messages, list(self._sampled))
 
     @property

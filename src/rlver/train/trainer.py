@@ -42,7 +42,12 @@ from rlver.llm.base import SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
-from rlver.rollout.tokenize import TokenizationError, TokenizedEpisode, episode_to_tensors
+from rlver.rollout.tokenize import (
+    TokenizationError,
+    TokenizedEpisode,
+    episode_to_tensors,
+    episode_turn_samples,
+)
 from rlver.train import algorithms as alg
 from rlver.train.batch import collate, micro_batches, pad_rows, policy_forward, unpad_rows, value_forward
 from rlver.train.checkpoint import (
@@ -291,6 +296,7 @@ class Trainer:
             if evaluation
             else r.start_emotion,
             think=r.think,
+            think_context=r.think_context,
         )
         return RolloutConfig(
             n_per_profile=e.samples_per_profile if evaluation else r.n_per_profile,
@@ -329,8 +335,14 @@ class Trainer:
     # ----------------------------------------------------------------------------------- scoring
     def _tokenise(self, episodes: list[Episode]) -> tuple[list[Episode], list[TokenizedEpisode], int]:
         kept_eps, seqs, dropped = [], [], 0
+        per_turn = self.cfg.rollout.think and self.cfg.rollout.think_context == "visible"
         for ep in episodes:
             try:
+                if per_turn:  # one sample per assistant turn, each with the dialogue's reward
+                    samples = episode_turn_samples(ep, self.tokenizer, max_length=self.cfg.model.max_length)
+                    seqs.extend(samples)
+                    kept_eps.extend([ep] * len(samples))
+                    continue
                 seqs.append(episode_to_tensors(ep, self.tokenizer, max_length=self.cfg.model.max_length))
                 kept_eps.append(ep)
             except TokenizationError:
@@ -380,6 +392,12 @@ class Trainer:
 
     def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
         r = self.cfg.rollout
+        if seq.meta.get("per_turn"):  # published think mode: the dialogue's reward on every turn sample
+            return [
+                episode_reward(
+                    ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
+                )
+            ]
         rewards = turn_rewards(
             ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
         )
