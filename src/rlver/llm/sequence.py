@@ -94,13 +94,19 @@ def chat_ids(
         # the template's own end token of this turn, and what it writes after it (ChatML: "\n")
         end = len(turn) - turn[::-1].index(eos) - 1 if eos in turn else len(turn)
         tail = turn[end + 1 :]
-        body = list(sampled[k]) if k < len(sampled) and sampled[k] is not None else None
-        if body is None:
+        given = sampled[k] if k < len(sampled) else None
+        body_ids: list[int]
+        body_lp: list[float | None]
+        if given is None:
             body_ids, body_lp = turn[: end + 1], [None] * (end + 1)
         else:
             lps = sampled_logprobs[k] if sampled_logprobs and k < len(sampled_logprobs) else None
-            body_ids = body
-            body_lp = list(lps) if lps is not None and len(lps) == len(body) else [None] * len(body)
+            body_ids = list(given)
+            body_lp = (
+                [float(x) for x in lps]
+                if lps is not None and len(lps) == len(body_ids)
+                else [None] * len(body_ids)
+            )
         if not body_ids:
             raise SequenceError(f"assistant turn {k} has no tokens")
         ids += body_ids
