@@ -277,8 +277,10 @@ def episode_turn_samples(
             for m in messages[:i]
         ] + [{"role": "assistant", "content": message.content}]
         turn = turns[k] if k < len(turns) else None
-        sampled: list[list[int] | None] = [None] * k + [turn.token_ids if turn else None]
-        logps: list[list[float] | None] = [None] * k + [turn.logprobs if turn else None]
+        sampled: list[list[int] | None] = [None] * k
+        sampled.append(turn.token_ids if turn else None)
+        logps: list[list[float] | None] = [None] * k
+        logps.append(turn.logprobs if turn else None)
         try:
             built = chat_ids(tokenizer, chat, sampled, logps, add_generation_prompt=False)
         except SequenceError as exc:
