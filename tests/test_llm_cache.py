@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,8 +125,12 @@ def test_complete_many_sends_only_misses_as_one_batch(tmp_path: Path) -> None:
     net, tokenizer = tiny_model_and_tokenizer(0)
     local = LocalChatModel(net, tokenizer, device="cpu", name="tiny")
     batches: list[int] = []
-    generate = local.model.generate
-    local.model.generate = lambda *a, **k: (batches.append(k["input_ids"].shape[0]), generate(*a, **k))[1]
+
+    def prefill(mod: Any, args: Any, kwargs: Any) -> None:  # one prefill pass per batched generation
+        if kwargs.get("past_key_values") is None:
+            batches.append(kwargs["input_ids"].shape[0])
+
+    local.model.register_forward_pre_hook(prefill, with_kwargs=True)
     model = CachedChatModel(local, tmp_path / "c.sqlite")
     prompts = [[Message(role="user", content=f"prompt {i}")] for i in range(3)]
     sampling = SamplingParams(temperature=1.0, max_tokens=5, seed=7)

@@ -43,17 +43,16 @@ def ok(results: list[Completion | BaseException]) -> list[Completion]:
 def test_batched_left_padded_generation_equals_one_by_one(decisive_dir: Path) -> None:
     model = LocalChatModel.from_pretrained(decisive_dir, device="cpu", name="tiny")
     calls: list[tuple[int, int]] = []
-    generate = model.model.generate
 
-    def counting_generate(*args: Any, **kwargs: Any) -> Any:
-        calls.append(tuple(kwargs["input_ids"].shape))
-        # Left padding: every row's last prompt token sits at the right edge.
-        assert bool(kwargs["attention_mask"][:, -1].all())
-        return generate(*args, **kwargs)
+    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+        if kwargs.get("past_key_values") is None:  # the prefill pass of one batched generation
+            calls.append(tuple(kwargs["input_ids"].shape))
+            # Left padding: every row's last prompt token sits at the right edge.
+            assert bool(kwargs["attention_mask"][:, -1].all())
 
-    model.model.generate = counting_generate
+    model.model.register_forward_pre_hook(hook, with_kwargs=True)
     batched = ok(asyncio.run(model.complete_many(PROMPTS, GREEDY)))
-    assert len(calls) == 1 and calls[0][0] == 3  # ONE generate for the whole batch
+    assert len(calls) == 1 and calls[0][0] == 3  # ONE batched generation for the whole batch
     singles = [asyncio.run(model.complete(p, GREEDY)) for p in PROMPTS]
     assert [b.token_ids for b in batched] == [s.token_ids for s in singles]
     assert (
@@ -66,8 +65,12 @@ def test_batched_left_padded_generation_equals_one_by_one(decisive_dir: Path) ->
 def test_chunks_of_max_batch_size(decisive_dir: Path) -> None:
     model = LocalChatModel.from_pretrained(decisive_dir, device="cpu", max_batch_size=2)
     sizes: list[int] = []
-    generate = model.model.generate
-    model.model.generate = lambda *a, **k: (sizes.append(k["input_ids"].shape[0]), generate(*a, **k))[1]
+
+    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+        if kwargs.get("past_key_values") is None:
+            sizes.append(kwargs["input_ids"].shape[0])
+
+    model.model.register_forward_pre_hook(hook, with_kwargs=True)
     out = ok(asyncio.run(model.complete_many(PROMPTS, GREEDY)))
     assert sizes == [2, 1] and len(out) == 3
 
@@ -91,11 +94,15 @@ def test_completion_fields_and_stop_at_end_of_turn(decisive_dir: Path) -> None:
     model = LocalChatModel.from_pretrained(decisive_dir, device="cpu")
     tokenizer = model.tokenizer
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
-    # A bias towards <|im_end|> (passed through ``extra`` to generate) makes some seeded samples end
-    # early (stop, then padding in the batch) and others run into max_tokens (length).
-    sampling = SamplingParams(
-        temperature=1.0, max_tokens=6, seed=1, extra={"sequence_bias": {(im_end,): 6.0}}
-    )
+
+    # A bias towards <|im_end|> makes some seeded samples end early (stop, then padding in the batch)
+    # and others run into max_tokens (length).
+    def bias(mod: Any, args: Any, out: Any) -> Any:
+        out.logits[..., im_end] += 3.0
+        return out
+
+    model.model.register_forward_hook(bias)
+    sampling = SamplingParams(temperature=1.0, max_tokens=6, seed=1)
     out = ok(asyncio.run(model.complete_many(PROMPTS * 4, sampling)))
     reasons = [c.finish_reason for c in out]
     assert "stop" in reasons and "length" in reasons
@@ -129,7 +136,8 @@ def test_training_mode_restored_and_generation_runs_in_eval(decisive_dir: Path) 
 def test_event_loop_keeps_running_during_generation() -> None:
     net, tokenizer = tiny_model_and_tokenizer(0)
     model = LocalChatModel(net, tokenizer, device="cpu")
-    sampling = SamplingParams(temperature=1.0, max_tokens=48, seed=0, extra={"min_new_tokens": 48})
+    sampling = SamplingParams(temperature=1.0, max_tokens=48, seed=0)
+    model.stop_token_ids = [-1]  # never stop early: every reply runs to max_tokens
 
     async def main() -> tuple[int, float]:
         ticks = 0
@@ -147,7 +155,7 @@ def test_event_loop_keeps_running_during_generation() -> None:
         elapsed = time.perf_counter() - start
         done.set()
         await task
-        assert all(len(c.token_ids or []) == 48 for c in out)  # extra reaches generate
+        assert all(len(c.token_ids or []) == 48 for c in out)
         return ticks, elapsed
 
     ticks, elapsed = asyncio.run(main())

@@ -168,11 +168,11 @@ class CountingPolicy(ScriptedChatModel):
         super().__init__(replies, name="counting")
         self.batches: list[tuple[int, int | None]] = []
 
-    async def complete_many(
-        self, batch: Sequence[MessagesLike], sampling: SamplingParams
+    async def complete_each(
+        self, batch: Sequence[MessagesLike], samplings: Sequence[SamplingParams]
     ) -> list[Completion | BaseException]:
-        self.batches.append((len(batch), sampling.seed))
-        return await super().complete_many(batch, sampling)
+        self.batches.append((len(batch), len({s.seed for s in samplings})))
+        return await super().complete_each(batch, samplings)
 
 
 def scripted_simulator(fail_ids: set[str] = frozenset(), change: int = 1) -> SentientSimulator:  # type: ignore[assignment]
@@ -196,7 +196,8 @@ def test_one_policy_call_per_round_and_group_sampling() -> None:
         seed=7,
     )
     assert len(eps) == 12
-    assert policy.batches == [(12, None), (12, None)]  # one call per round for all live dialogues
+    # one call per round for all live dialogues, each dialogue with its own agent seed
+    assert policy.batches == [(12, 12), (12, 12)]
     assert [(e.profile_id, e.sample_index) for e in eps[:4]] == [("p000", k) for k in range(4)]
     seeds = {e.meta["seed"] for e in eps}
     assert len(seeds) == 12  # every dialogue has its own simulator seed
@@ -212,7 +213,15 @@ def test_fixed_sampling_seed_gives_each_group_member_its_own_seed() -> None:
         RolloutConfig(n_per_profile=2, env=EnvConfig.training(max_assistant_turns=1)),
         SamplingParams(seed=5),
     )
-    assert sorted(policy.batches) == [(2, 1005), (2, 1006)]
+    assert policy.batches == [(4, 4)]  # one call, four distinct seeds
+
+
+def test_agent_seed_depends_on_the_dialogue_only() -> None:
+    from rlver.rollout.runner import agent_seed
+
+    assert agent_seed(1, 10, 1) == agent_seed(1, 10, 1)
+    assert len({agent_seed(1, d, t) for d in range(20) for t in range(1, 4)}) == 60
+    assert agent_seed(1, 10, 1) != agent_seed(2, 10, 1)
 
 
 def test_failed_simulator_marks_only_that_dialogue_and_callbacks_may_be_async() -> None:
@@ -268,7 +277,9 @@ def test_skip_resumes_and_callback_errors_stop_the_run() -> None:
 
 def test_policy_returning_the_wrong_number_of_completions_fails_the_round_cleanly() -> None:
     class Short(ScriptedChatModel):
-        async def complete_many(self, batch: Sequence[MessagesLike], sampling: SamplingParams) -> list[Any]:
+        async def complete_each(
+            self, batch: Sequence[MessagesLike], samplings: Sequence[SamplingParams]
+        ) -> list[Any]:
             return []
 
     eps = rollout(Short([POLICY_TEXT]), scripted_simulator(), profiles(2), RolloutConfig())

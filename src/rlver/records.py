@@ -74,6 +74,18 @@ class TurnTiming(BaseModel):
     simulator_s: float = 0.0
 
 
+class SampledTurn(BaseModel):
+    """What the local policy sampled for one assistant turn: its token ids and their log-probs.
+
+    Kept in memory only (never written to a transcript): the trainer builds its sequences from these
+    ids instead of re-tokenising the reply text, and compares the log-probs with its own scoring.
+    """
+
+    token_ids: list[int]
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+
+
 class Episode(BaseModel):
     """One dialogue: a line of a transcript."""
 
@@ -99,6 +111,9 @@ class Episode(BaseModel):
     timings: list[TurnTiming] = Field(default_factory=list)
     wall_s: float = 0.0
     meta: dict[str, Any] = Field(default_factory=dict)  # e.g. behaviour mode, difficulty, topic
+    # One entry per assistant message when the policy reported its sampled ids (local backend), else
+    # empty. Memory only: ``exclude=True`` keeps token ids out of transcripts.
+    sampled: list[SampledTurn | None] = Field(default_factory=list, exclude=True)
 
     @property
     def assistant_turns(self) -> int:

@@ -40,7 +40,7 @@ from rlver.env.thinking import split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
-from rlver.records import Episode, Message, TurnTiming, UserTurn
+from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW, TRAIN_START, EmotionState
 
@@ -60,6 +60,10 @@ class EnvConfig(BaseModel):
     appraise_final_reply: bool = False
     start_emotion: int = Field(default=40, ge=0, le=100)
     think: bool = False
+    #: Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block
+    #: included; ``visible`` = only the visible text (the published think-mode rollout,
+    #: RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
+    think_context: Literal["full", "visible"] = "full"
     stop_on_emotion: bool = True
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
@@ -162,6 +166,14 @@ class EnvStateError(RuntimeError):
     """``step`` before ``reset`` or after the dialogue ended: a bug in the caller, not bad input."""
 
 
+class PolicyMessages(list[Message]):
+    """The policy's messages plus, per assistant message, the token ids it sampled (or ``None``)."""
+
+    def __init__(self, messages: list[Message], sampled: list[SampledTurn | None]) -> None:
+        super().__init__(messages)
+        self.assistant_token_ids: list[list[int] | None] = [t.token_ids if t else None for t in sampled]
+
+
 class DialogueEnv:
     """One dialogue. Create one per dialogue; the simulator object may be shared by many."""
 
@@ -174,6 +186,7 @@ class DialogueEnv:
         self._user: SimulatedUser | None = None
         self._profile: Profile | None = None
         self._messages: list[Message] = []
+        self._sampled: list[SampledTurn | None] = []
         self._user_turns: list[UserTurn] = []
         self._timings: list[TurnTiming] = []
         self._emotion = self.config.start_emotion
@@ -239,6 +252,16 @@ class DialogueEnv:
         if truncated:
             visible = visible[: self.config.max_reply_chars]
         self._messages.append(Message(role="assistant", content=agent_raw_text))
+        ids = completion.token_ids if completion is not None else None
+        self._sampled.append(
+            SampledTurn(
+                token_ids=ids,
+                logprobs=completion.token_logprobs if completion is not None else None,
+                finish_reason=completion.finish_reason if completion is not None else None,
+            )
+            if ids
+            else None
+        )
         if completion is not None:
             self._policy_tokens += completion.completion_tokens
         timing = TurnTiming(
@@ -316,8 +339,19 @@ class DialogueEnv:
         return self._profile
 
     def messages_for_policy(self) -> list[Message]:
-        """The policy's context: system prompt + dialogue, assistant messages raw (think kept)."""
-        return list(self._messages)
+        """The policy's context: system prompt + dialogue, assistant messages raw (think kept).
+
+        The list carries the assistant turns' sampled ids (``assistant_token_ids``) so that a local
+        backend conditions on exactly the tokens it sampled, not on a re-tokenisation of their text.
+        """
+        if self.config.think and self.config.think_context == "visible":
+            # thought-free history: earlier replies as their visible text, so no sampled ids apply
+            visible = [
+                Message(role=m.role, content=split_think(m.content).visible) if m.role == "assistant" else m
+                for m in self._messages
+            ]
+            return PolicyMessages(visible, [None] * len(self._sampled))
+        return PolicyMessages(self._messages, list(self._sampled))
 
     @property
     def episode(self) -> Episode:
@@ -346,6 +380,7 @@ class DialogueEnv:
             simulator_completion_tokens=sum(t.completion_tokens for t in self._user_turns),
             timings=list(self._timings),
             wall_s=wall,
+            sampled=list(self._sampled) if any(t is not None for t in self._sampled) else [],
             meta={
                 "seed": self._seed,
                 "think": self.config.think,

@@ -34,7 +34,7 @@ from rlver.eval.config import EvalConfig
 from rlver.eval.metrics import Metrics, compute_metrics
 from rlver.eval.sources import METRICS_NAME, TRANSCRIPT_NAME, dedupe_episodes
 from rlver.io import atomic_write_json
-from rlver.llm.base import ChatModel
+from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.spec import ModelSpec
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
@@ -129,6 +129,14 @@ def agent_prompt_record(env: Any) -> dict[str, Any]:
     }
 
 
+def agent_seeding(sampling: SamplingParams, run_seed: int) -> dict[str, Any]:
+    """How the agent's sampling was seeded (see ``rollout.runner.agent_seed``), for the manifest."""
+    return {
+        "agent_seed": sampling.seed if sampling.seed is not None else run_seed,
+        "per_dialogue": "agent_seed(agent_seed, dialogue seed, turn): independent of batch size and resume",
+    }
+
+
 def _manifest(
     config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int
 ) -> dict[str, Any]:
@@ -140,6 +148,7 @@ def _manifest(
         agent=agent.describe(),
         agent_spec=redacted(spec.model_dump(mode="json")),
         agent_sampling=config.agent_sampling().model_dump(mode="json"),
+        agent_seeding=agent_seeding(config.agent_sampling(), config.seed),
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),

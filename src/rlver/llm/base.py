@@ -42,6 +42,9 @@ class Completion(BaseModel):
     # Token ids of the completion when the backend knows them (local models): lets the trainer
     # skip re-tokenisation. Not serialised into transcripts.
     token_ids: list[int] | None = Field(default=None, exclude=True)
+    # Log-prob of each of ``token_ids`` at sampling time, under softmax(logits / temperature) (local
+    # models): the trainer compares it with its own scoring (rollout/logprob_diff_*). Not serialised.
+    token_logprobs: list[float] | None = Field(default=None, exclude=True)
 
 
 MessagesLike = Sequence[Message]
@@ -70,6 +73,19 @@ class ChatModel(abc.ABC):
         others go on.
         """
         results = await asyncio.gather(*(self.complete(m, sampling) for m in batch), return_exceptions=True)
+        return list(results)
+
+    async def complete_each(
+        self, batch: Sequence[MessagesLike], samplings: Sequence[SamplingParams]
+    ) -> list[Completion | BaseException]:
+        """Like :meth:`complete_many` with one :class:`SamplingParams` per conversation (per-dialogue
+        seeds); failures are returned in place. Local backends still batch rows that differ only in seed.
+        """
+        if len(batch) != len(samplings):
+            raise ValueError("complete_each: one SamplingParams per conversation")
+        results = await asyncio.gather(
+            *(self.complete(m, s) for m, s in zip(batch, samplings, strict=True)), return_exceptions=True
+        )
         return list(results)
 
     def describe(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
+from rlver.llm.sequence import chat_ids
 
 if TYPE_CHECKING:
     import torch
@@ -109,6 +110,14 @@ class LocalChatModel(ChatModel):
             "device": str(self.device),
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "max_batch_size": self.max_batch_size,
+            # what the sampler does beyond SamplingParams: nothing from the model's generation_config
+            "sampler": {
+                "generation_config": "ignored",
+                "repetition_penalty": 1.0,
+                "top_k": "SamplingParams.extra.top_k, else off",
+                "seeding": "one torch.Generator per row (per-dialogue seed)",
+                "stop_token_ids": list(self.stop_token_ids),
+            },
         }
 
     def __repr__(self) -> str:
@@ -131,17 +140,51 @@ class LocalChatModel(ChatModel):
             results.extend(await asyncio.to_thread(self._generate_chunk, chunk, sampling))
         return results
 
+    async def complete_each(
+        self, batch: Sequence[MessagesLike], samplings: Sequence[SamplingParams]
+    ) -> list[Completion | BaseException]:
+        """Rows whose settings differ only in ``seed`` share one batched forward; each keeps its seed."""
+        if len(batch) != len(samplings):
+            raise ValueError("complete_each: one SamplingParams per conversation")
+        results: list[Completion | BaseException | None] = [None] * len(batch)
+        groups: dict[str, list[int]] = {}
+        for i, s in enumerate(samplings):
+            groups.setdefault(s.model_copy(update={"seed": None}).model_dump_json(), []).append(i)
+        for positions in groups.values():
+            shared = samplings[positions[0]]
+            for start in range(0, len(positions), self.max_batch_size):
+                part = positions[start : start + self.max_batch_size]
+                seeds = [samplings[i].seed for i in part]
+                out = await asyncio.to_thread(self._generate_chunk, [batch[i] for i in part], shared, seeds)
+                for i, r in zip(part, out, strict=True):
+                    results[i] = r
+        return [r if r is not None else RuntimeError("no result") for r in results]
+
     # -- generation (worker thread) ------------------------------------------------------------------
     def _encode(self, messages: MessagesLike) -> list[int]:
+        """The prompt's ids; earlier assistant turns as *sampled* when the caller knows their ids
+        (``assistant_token_ids``, set by the dialogue environment), so the policy conditions on its own
+        tokens, as the trainer will score them (see :mod:`rlver.llm.sequence`)."""
         conversation = [{"role": m.role, "content": m.content} for m in messages]
+        sampled = getattr(messages, "assistant_token_ids", None)
+        if sampled and any(t is not None for t in sampled):
+            return chat_ids(self.tokenizer, conversation, sampled, add_generation_prompt=True).ids
         out = self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)
         return list(out["input_ids"])
 
     def _generate_chunk(
-        self, chunk: Sequence[MessagesLike], sampling: SamplingParams
+        self,
+        chunk: Sequence[MessagesLike],
+        sampling: SamplingParams,
+        seeds: Sequence[int | None] | None = None,
     ) -> list[Completion | BaseException]:
         results: list[Completion | BaseException | None] = [None] * len(chunk)
         prompts: list[tuple[int, list[int]]] = []
+        row_seeds = list(seeds) if seeds is not None else [sampling.seed] * len(chunk)
+        try:
+            sampling_settings(sampling)
+        except ValueError as exc:  # a setting we cannot honour fails every row, loudly
+            return [exc] * len(chunk)
         for i, messages in enumerate(chunk):
             try:
                 prompts.append((i, self._encode(messages)))
@@ -149,7 +192,9 @@ class LocalChatModel(ChatModel):
                 results[i] = exc
         if prompts:
             try:
-                completions = self._generate([ids for _, ids in prompts], sampling)
+                completions = self._generate(
+                    [ids for _, ids in prompts], sampling, [row_seeds[i] for i, _ in prompts]
+                )
             except Exception as exc:  # e.g. out of memory: the whole chunk failed
                 completions = [exc] * len(prompts)
             for (i, _), completion in zip(prompts, completions, strict=True):
@@ -157,53 +202,120 @@ class LocalChatModel(ChatModel):
         return [r if r is not None else RuntimeError("no result") for r in results]
 
     def _generate(
-        self, prompts: list[list[int]], sampling: SamplingParams
+        self, prompts: list[list[int]], sampling: SamplingParams, seeds: Sequence[int | None] | None = None
     ) -> list[Completion | BaseException]:
+        """Our own sampling loop (KV cache, left padding) instead of ``model.generate``.
+
+        Why not ``generate``: it merges the call's settings with the model's ``generation_config``, so a
+        checkpoint's shipped extras (Qwen2.5-Instruct: ``repetition_penalty`` 1.05, ``top_k`` 20) would
+        shape the sampled distribution while the trainer scores the plain softmax. Here the distribution
+        is exactly ``softmax(logits / temperature)`` filtered by the explicit ``top_p``/``top_k`` and
+        nothing else, each row draws from its own ``torch.Generator`` seeded with its own seed (so a
+        completion depends only on its messages and sampling params, not on its batch), and the
+        log-prob of every sampled token under ``softmax(logits / temperature)`` (the trainer's
+        convention) is kept for the rollout-vs-trainer check.
+        """
         import torch
 
+        settings = sampling_settings(sampling)
+        rows = len(prompts)
+        row_seeds = list(seeds) if seeds is not None else [sampling.seed] * rows
         width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((rows, width), dtype=torch.long)
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids) :] = 1
-        kwargs: dict[str, Any] = {
-            "max_new_tokens": sampling.max_tokens,
-            "eos_token_id": self.stop_token_ids,
-            "pad_token_id": self.pad_token_id,
-            "do_sample": sampling.temperature > 0,
-        }
-        if sampling.temperature > 0:
-            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        else:  # greedy: neutralise sampling defaults from the model's generation_config
-            kwargs.update(temperature=None, top_p=None, top_k=None)
-        if sampling.stop:
-            kwargs.update(stop_strings=list(sampling.stop), tokenizer=self.tokenizer)
-        kwargs.update(sampling.extra)
-
+        stops = set(self.stop_token_ids)
         start = time.perf_counter()
         with self._lock:
             was_training = self.model.training
             self.model.eval()
             try:
-                with torch.inference_mode(), _seeded(sampling.seed, self.device):
-                    output = self.model.generate(
-                        input_ids=input_ids.to(self.device),
-                        attention_mask=attention.to(self.device),
-                        **kwargs,
+                with torch.inference_mode():
+                    generators = [self._generator(seed) for seed in row_seeds]
+                    tokens, logps = self._sample_loop(
+                        input_ids.to(self.device),
+                        attention.to(self.device),
+                        settings,
+                        generators,
+                        stops,
+                        sampling,
                     )
             finally:
                 if was_training:
                     self.model.train()
         latency = time.perf_counter() - start
-        new_tokens = output[:, width:].tolist()
         return [
-            self._to_completion(tokens, len(prompt), sampling, latency)
-            for tokens, prompt in zip(new_tokens, prompts, strict=True)
+            self._to_completion(toks, lps, len(prompt), sampling, latency)
+            for toks, lps, prompt in zip(tokens, logps, prompts, strict=True)
         ]
 
+    def _generator(self, seed: int | None) -> torch.Generator:
+        """A row's private RNG: its own seed, or (unseeded) one drawn from torch's global stream."""
+        import torch
+
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        g = torch.Generator(device="cpu")
+        g.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+        return g
+
+    def _sample_loop(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        settings: dict[str, Any],
+        generators: list[torch.Generator],
+        stops: set[int],
+        sampling: SamplingParams,
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        import torch
+
+        rows = input_ids.shape[0]
+        position = (attention.cumsum(-1) - 1).clamp(min=0)
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        logps: list[list[float]] = [[] for _ in range(rows)]
+        done = [False] * rows
+        temperature = float(settings["temperature"])
+        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True)
+        for step in range(sampling.max_tokens):
+            logits = out.logits[:, -1, :].float()
+            logp_all = torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
+            nxt = torch.full((rows,), self.pad_token_id, dtype=torch.long)
+            for row in range(rows):
+                if done[row]:
+                    continue
+                if temperature > 0:
+                    probs = _filtered_probs(logp_all[row], settings["top_p"], settings["top_k"]).cpu()
+                    tok = int(torch.multinomial(probs, 1, generator=generators[row]).item())
+                else:
+                    tok = int(logp_all[row].argmax().item())
+                tokens[row].append(tok)
+                logps[row].append(float(logp_all[row, tok].item()))
+                nxt[row] = tok
+                if tok in stops or (sampling.stop and self._hits_stop_string(tokens[row], sampling.stop)):
+                    done[row] = True
+            if all(done) or step == sampling.max_tokens - 1:
+                break
+            ones = torch.ones((rows, 1), dtype=attention.dtype, device=attention.device)
+            attention = torch.cat([attention, ones], 1)
+            position = position[:, -1:] + 1
+            out = self.model(
+                input_ids=nxt.view(rows, 1).to(input_ids.device),
+                attention_mask=attention,
+                position_ids=position,
+                past_key_values=out.past_key_values,
+                use_cache=True,
+            )
+        return tokens, logps
+
+    def _hits_stop_string(self, tokens: list[int], stop: list[str]) -> bool:
+        text = self.tokenizer.decode(tokens[-32:], skip_special_tokens=True)
+        return any(s in text for s in stop)
+
     def _to_completion(
-        self, tokens: list[int], prompt_len: int, sampling: SamplingParams, latency: float
+        self, tokens: list[int], logps: list[float], prompt_len: int, sampling: SamplingParams, latency: float
     ) -> Completion:
         """Cut at the first end-of-turn token (kept in ``token_ids``: the policy produced it)."""
         stops = set(self.stop_token_ids)
@@ -225,28 +337,54 @@ class LocalChatModel(ChatModel):
             latency_s=latency,
             finish_reason=finish,
             token_ids=ids,
+            token_logprobs=logps[: len(ids)],
         )
 
 
-class _seeded:
-    """Seed torch's RNG for one generate without disturbing the caller's random stream."""
+#: ``SamplingParams.extra`` keys the local backend understands; anything else is refused, because a
+#: silently ignored setting would make the run's recorded sampling differ from what was sampled.
+LOCAL_EXTRA_KEYS = frozenset({"top_k"})
 
-    def __init__(self, seed: int | None, device: torch.device) -> None:
-        self.seed = seed
-        self.device = device
-        self._fork: Any = None
 
-    def __enter__(self) -> None:
-        if self.seed is None:
-            return
-        import torch
+def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
+    """Every setting the local sampler uses, explicitly (recorded in run manifests).
 
-        devices = [self.device] if self.device.type == "cuda" else []
-        self._fork = torch.random.fork_rng(devices=devices)
-        self._fork.__enter__()
-        torch.manual_seed(self.seed)
+    Nothing comes from the model's ``generation_config``: no repetition penalty (1.0), no ``top_k``
+    unless ``extra`` sets it, no min_p/typical sampling.
+    """
+    unknown = sorted(set(sampling.extra) - LOCAL_EXTRA_KEYS)
+    if unknown:
+        raise ValueError(
+            f"sampling.extra: the local backend supports only {sorted(LOCAL_EXTRA_KEYS)}, got {unknown}"
+        )
+    top_k = int(sampling.extra.get("top_k", 0) or 0)
+    if top_k < 0:
+        raise ValueError(f"sampling.extra.top_k must be >= 0 (0 = off), got {top_k}")
+    return {
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
+        "top_k": top_k if sampling.temperature > 0 else 0,
+        "repetition_penalty": 1.0,
+        "max_tokens": sampling.max_tokens,
+        "seed": sampling.seed,
+        "stop": list(sampling.stop or []),
+        "logprob_convention": "log_softmax(logits / temperature), before top-p/top-k filtering",
+    }
 
-    def __exit__(self, *exc: object) -> None:
-        if self._fork is not None:
-            self._fork.__exit__(*exc)
-            self._fork = None
+
+def _filtered_probs(logp: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
+    """Probabilities after top-k then top-p (nucleus) filtering, renormalised."""
+    import torch
+
+    probs = logp.exp()
+    if top_k and top_k < probs.numel():
+        kth = torch.topk(probs, top_k).values[-1]
+        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
+    if top_p < 1.0:
+        sorted_p, order = torch.sort(probs, descending=True)
+        cum = sorted_p.cumsum(0) / sorted_p.sum()
+        # keep the smallest prefix whose mass reaches top_p (the first token always stays)
+        drop = (cum - sorted_p / sorted_p.sum()) >= top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
+    return probs / probs.sum()

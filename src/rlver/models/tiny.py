@@ -9,7 +9,8 @@ So we build one in well under a second from bundled text:
   round-trips) trained with the Hugging Face ``tokenizers`` library on ``corpus/*.txt``;
 * ChatML special tokens (``<|im_start|>``, ``<|im_end|>``, ``<|endoftext|>``) and ``<think>`` /
   ``</think>`` as added tokens, so the think-then-say format is one token per tag;
-* a ChatML chat template whose assistant content is wrapped in ``{% generation %}`` so that
+* a ChatML chat template (Qwen2.5-Instruct's structure: a default system message when none is given)
+  whose assistant content is wrapped in ``{% generation %}`` so that
   ``apply_chat_template(..., return_assistant_tokens_mask=True)`` marks exactly the tokens the policy
   produced (content + ``<|im_end|>``, not the ``<|im_start|>assistant`` header);
 * a 2-layer Qwen2 decoder built from a config with a seeded initialisation.
@@ -41,7 +42,13 @@ THINK_CLOSE = "</think>"
 #: ChatML, as used by Qwen. The assistant turn's content and its ``<|im_end|>`` sit inside
 #: ``{% generation %}`` so transformers can return an assistant-token mask; the header and the newline
 #: after ``<|im_end|>`` are the template's doing, not the policy's, so they stay outside.
+#: Qwen2.5-Instruct's default system prompt behaviour: a conversation without a system message gets one.
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
 CHAT_TEMPLATE = (
+    "{%- if not messages or messages[0]['role'] != 'system' -%}"
+    "{{- '<|im_start|>system\\n' + 'You are a helpful assistant.' + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
     "{%- for message in messages -%}"
     "{%- if message['role'] == 'assistant' -%}"
     "{{- '<|im_start|>assistant\\n' -}}"
@@ -55,6 +62,15 @@ CHAT_TEMPLATE = (
 )
 
 Size = Literal["tiny", "small"]
+
+#: Sampling defaults as Qwen2.5-7B-Instruct ships them in ``generation_config.json``.
+QWEN_GENERATION_DEFAULTS: dict[str, Any] = {
+    "do_sample": True,
+    "temperature": 0.7,
+    "top_p": 0.8,
+    "top_k": 20,
+    "repetition_penalty": 1.05,
+}
 
 #: Model shapes. "tiny" (2 layers, ~0.4M parameters) is for tests; "small" (~30M) for CPU/GPU benchmarks.
 _SHAPES: dict[str, dict[str, int]] = {
@@ -198,14 +214,17 @@ def build_tiny_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
+    # Qwen2.5-Instruct's shipped generation_config, traps included: two EOS ids and sampling defaults
+    # (repetition_penalty 1.05, top_k 20, ...) that a backend inheriting them would sample with but the
+    # trainer never scores with. Tests run against these so the local backend must neutralise them.
     model.generation_config = GenerationConfig(
-        eos_token_id=[config.eos_token_id, config.pad_token_id],
-        pad_token_id=config.pad_token_id,
-        bos_token_id=config.bos_token_id,
-        do_sample=True,
-        temperature=1.0,
-        top_p=1.0,
-        max_new_tokens=64,
+        **QWEN_GENERATION_DEFAULTS,
+        **{
+            "eos_token_id": [config.eos_token_id, config.pad_token_id],
+            "pad_token_id": config.pad_token_id,
+            "bos_token_id": config.bos_token_id,
+            "max_new_tokens": 64,
+        },
     )
     with _quiet_progress():
         model.save_pretrained(out)

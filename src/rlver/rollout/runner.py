@@ -12,15 +12,16 @@ and error kind and dropped from later rounds; the others go on. Every finished o
 handed to ``on_episode`` the moment it ends, so a transcript is written as the run progresses.
 
 Group sampling (GRPO): ``n_per_profile`` dialogues per profile, each with its own ``sample_index`` and
-simulator seed. If ``sampling.seed`` is set, identical prompts would get identical completions on a
-server that honours the seed, collapsing the group; in that case each sample index gets its own seed
-(``seed + 1000 * round + sample_index``) and the round issues one ``complete_many`` per sample index,
-concurrently. With ``sampling.seed=None`` (the default) a round is exactly one call.
+simulator seed. The agent's sampling is seeded per dialogue and turn too (:func:`agent_seed`, from the
+run seed — ``sampling.seed`` when set — the dialogue's seed and the turn), so a dialogue's replies do
+not depend on batch size, concurrency or resumption, and no two dialogues of a group share a seed.
+A round is one ``complete_each`` call: a local model still runs it as one batched forward.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -82,6 +83,16 @@ class _Dialogue:
 def dialogue_seed(base_seed: int, profile_index: int, sample_index: int, n_per_profile: int) -> int:
     """A distinct, reproducible simulator seed for every dialogue of a run."""
     return base_seed * 1_000_003 + profile_index * n_per_profile + sample_index
+
+
+def agent_seed(run_seed: int, dialogue: int, turn: int) -> int:
+    """The agent's sampling seed for one turn of one dialogue (31-bit: every server takes it).
+
+    A function of the dialogue alone (never of its batch), so the same dialogue samples the same
+    replies whatever the batch size or resumption; hashed so that nearby seeds give unrelated streams.
+    """
+    digest = hashlib.sha256(f"agent:{run_seed}:{dialogue}:{turn}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
 async def run_rollouts(
@@ -192,7 +203,7 @@ async def run_rollouts(
             break
         state.round += 1
         t0 = time.perf_counter()
-        results = await _generate(policy, live, sampling, state.round)
+        results = await _generate(policy, live, sampling, state.round, base_seed)
         policy_s = time.perf_counter() - t0
         await asyncio.gather(*(advance(d, r, policy_s) for d, r in zip(live, results, strict=True)))
         _raise_first(callback_errors)
@@ -201,33 +212,14 @@ async def run_rollouts(
 
 
 async def _generate(
-    policy: ChatModel, live: list[_Dialogue], sampling: SamplingParams, round_no: int
+    policy: ChatModel, live: list[_Dialogue], sampling: SamplingParams, round_no: int, base_seed: int
 ) -> list[Completion | BaseException]:
-    """One batched policy call per round (one per sample index when a sampling seed is fixed)."""
+    """One policy call per round, each dialogue with its own seed (see :func:`agent_seed`)."""
     batch = [d.env.messages_for_policy() for d in live]
-    if sampling.seed is None:
-        return await _complete_many(policy, batch, sampling)
-    groups: dict[int, list[int]] = {}
-    for pos, d in enumerate(live):
-        groups.setdefault(d.sample_index, []).append(pos)
-    calls = []
-    for k, positions in groups.items():
-        seeded = sampling.model_copy(update={"seed": sampling.seed + 1000 * round_no + k})
-        calls.append(_complete_many(policy, [batch[p] for p in positions], seeded))
-    outputs = await asyncio.gather(*calls)
-    results: list[Completion | BaseException] = [RuntimeError("not generated")] * len(live)
-    for positions, out in zip(groups.values(), outputs, strict=True):
-        for p, r in zip(positions, out, strict=True):
-            results[p] = r
-    return results
-
-
-async def _complete_many(
-    policy: ChatModel, batch: list[Any], sampling: SamplingParams
-) -> list[Completion | BaseException]:
-    """``complete_many`` that never raises: a whole-batch failure becomes every item's failure."""
+    run_seed = base_seed if sampling.seed is None else sampling.seed
+    samplings = [sampling.model_copy(update={"seed": agent_seed(run_seed, d.seed, round_no)}) for d in live]
     try:
-        out = await policy.complete_many(batch, sampling)
+        out = await policy.complete_each(batch, samplings)
     except Exception as exc:
         return [exc] * len(batch)
     if len(out) != len(batch):

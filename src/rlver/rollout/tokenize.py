@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlver.errors import RlverError
+from rlver.llm.sequence import SequenceError, chat_ids
 from rlver.records import Episode, Message
 
 
@@ -50,6 +51,9 @@ class TokenizedEpisode:
     kept_turns: int
     truncated: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
+    #: Per position, the log-prob the token had when the policy sampled it (``None`` elsewhere);
+    #: ``None`` altogether when the episode came without sampled ids.
+    sample_logprobs: list[float | None] | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -89,6 +93,10 @@ def _template_kwargs(tokenizer: Any) -> dict[str, Any]:
 def _spells_control_tokens(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
     specials = [t for t in getattr(tokenizer, "all_special_tokens", []) if t]
     return any(t in m["content"] for m in chat for t in specials)
+
+
+def _sanitize_first(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
+    return _can_sanitize(tokenizer) and _spells_control_tokens(tokenizer, chat)
 
 
 def _dialogue_for_training(episode: Episode, system_prompt: str | None) -> list[Message]:
@@ -179,13 +187,27 @@ def episode_to_tensors(
     """
     messages = _dialogue_for_training(episode, system_prompt)
     chat = [{"role": m.role, "content": m.content} for m in messages]
-    sanitize_first = _can_sanitize(tokenizer) and _spells_control_tokens(tokenizer, chat)
-    if _has_generation_tags(tokenizer) and not sanitize_first:
+    n_assistant = sum(1 for m in messages if m.role == "assistant")
+    sample_logprobs: list[float | None] | None = None
+    if episode.sampled and any(t is not None for t in episode.sampled[:n_assistant]):
+        # Token-exact: the sampled ids themselves, template tokens only around them (rlver.llm.sequence).
+        turns = episode.sampled[:n_assistant]
+        try:
+            built = chat_ids(
+                tokenizer,
+                chat,
+                [t.token_ids if t else None for t in turns],
+                [t.logprobs if t else None for t in turns],
+                add_generation_prompt=False,
+            )
+        except SequenceError as exc:
+            raise TokenizationError(str(exc)) from exc
+        ids, mask, sample_logprobs = built.ids, built.mask, built.logprobs
+    elif _has_generation_tags(tokenizer) and not _sanitize_first(tokenizer, chat):
         ids, mask = _mask_from_generation_tags(tokenizer, chat)
     else:
         ids, mask = _mask_by_prefixes(tokenizer, chat)
     runs = _runs(mask)
-    n_assistant = sum(1 for m in messages if m.role == "assistant")
     if len(runs) != n_assistant:
         raise TokenizationError(
             f"expected {n_assistant} assistant turns in the token mask, found {len(runs)} "
@@ -209,9 +231,90 @@ def episode_to_tensors(
         cut = runs[-1][1]
         ids, mask = ids[:cut], mask[:cut]
     return TokenizedEpisode(
+        sample_logprobs=sample_logprobs[:cut] if sample_logprobs is not None else None,
         input_ids=ids,
         assistant_mask=mask,
         turn_end_positions=[end - 1 for _, end in runs],
         kept_turns=len(runs),
         truncated=truncated,
     )
+
+
+def episode_turn_samples(
+    episode: Episode,
+    tokenizer: Any,
+    *,
+    max_length: int | None = None,
+    system_prompt: str | None = None,
+) -> list[TokenizedEpisode]:
+    """One training sample per assistant turn, for think mode with a thought-free history.
+
+    Sample *k*'s prompt is exactly what the policy saw when it sampled turn *k*: the earlier replies as
+    their visible text (think blocks removed), rendered by the template, all mask 0; its response is
+    turn *k*'s sampled ids (mask 1), closed with a mask-0 end token when it did not end on one. This is
+    the published think-mode layout (RLVER vllm_rollout_spmd_think.py:683-691 expands each dialogue
+    into one sample per turn). A sample longer than ``max_length`` keeps its prompt and the first
+    response tokens that fit; one whose prompt alone does not fit is dropped (``meta["dropped"]``
+    counts them on the first sample), so a long dialogue loses its *late* turns' samples, never
+    earlier ones.
+    """
+    from rlver.env.thinking import split_think
+
+    messages = _dialogue_for_training(episode, system_prompt)
+    turns = list(episode.sampled) if episode.sampled else []
+    out: list[TokenizedEpisode] = []
+    dropped = 0
+    k = -1
+    for i, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        k += 1
+        chat = [
+            {
+                "role": m.role,
+                "content": split_think(m.content).visible if m.role == "assistant" else m.content,
+            }
+            for m in messages[:i]
+        ] + [{"role": "assistant", "content": message.content}]
+        turn = turns[k] if k < len(turns) else None
+        sampled: list[list[int] | None] = [None] * k
+        sampled.append(turn.token_ids if turn else None)
+        logps: list[list[float] | None] = [None] * k
+        logps.append(turn.logprobs if turn else None)
+        try:
+            built = chat_ids(tokenizer, chat, sampled, logps, add_generation_prompt=False)
+        except SequenceError as exc:
+            raise TokenizationError(str(exc)) from exc
+        end = built.turn_ends[-1]
+        start = end
+        while start > 0 and built.mask[start - 1]:
+            start -= 1
+        mask = [1 if start <= j <= end else 0 for j in range(end + 1)]
+        ids, lps = built.ids[: end + 1], built.logprobs[: end + 1]
+        truncated = False
+        if max_length is not None and len(ids) > max_length:
+            if start >= max_length:
+                dropped += 1
+                continue
+            ids, mask, lps, end, truncated = (
+                ids[:max_length],
+                mask[:max_length],
+                lps[:max_length],
+                max_length - 1,
+                True,
+            )
+        out.append(
+            TokenizedEpisode(
+                input_ids=ids,
+                assistant_mask=mask,
+                turn_end_positions=[end],
+                kept_turns=1,
+                truncated=truncated,
+                meta={"per_turn": True, "turn": k},
+                sample_logprobs=lps if turn is not None else None,
+            )
+        )
+    if not out:
+        raise TokenizationError(f"episode {episode.episode_id or episode.profile_id}: no turn sample fits")
+    out[0].meta["dropped"] = dropped
+    return out

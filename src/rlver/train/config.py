@@ -124,6 +124,11 @@ class RolloutSettings(_Strict):
     appraise_final_reply: bool = True
     start_emotion: int = Field(default=30, ge=0, le=100)
     think: bool = False
+    #: Think mode only. ``full``: later turns see earlier replies raw (one training sequence per
+    #: dialogue). ``visible``: later turns see only their visible text, as the published think-mode
+    #: rollout does; then every assistant turn is its own training sample (prompt = what the policy
+    #: saw, response = its sampled ids) carrying the dialogue's reward.
+    think_context: Literal["full", "visible"] = "full"
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(default=512, ge=1)
@@ -147,6 +152,7 @@ class RolloutSettings(_Strict):
             "appraise_final_reply": self.appraise_final_reply,
             "start_emotion": self.start_emotion,
             "think": self.think,
+            "think_context": self.think_context,
             "bound_change": self.bound_change,
             "floor_emotion": self.floor_emotion,
             "end_at_high": self.end_at_high,

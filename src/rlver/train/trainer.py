@@ -19,6 +19,7 @@ exactly what an uninterrupted one does (on CPU; GPU kernels may add their own no
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -41,7 +42,12 @@ from rlver.llm.base import SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
-from rlver.rollout.tokenize import TokenizationError, TokenizedEpisode, episode_to_tensors
+from rlver.rollout.tokenize import (
+    TokenizationError,
+    TokenizedEpisode,
+    episode_to_tensors,
+    episode_turn_samples,
+)
 from rlver.train import algorithms as alg
 from rlver.train.algos import AdvantageInputs, get_algorithm
 from rlver.train.batch import collate, micro_batches, pad_rows, policy_forward, unpad_rows, value_forward
@@ -106,7 +112,11 @@ def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
     included, so the two scores are comparable — keeping only the training's think mode (a think-mode
     policy is evaluated thinking, and its thoughts are hidden from the user either way).
     """
-    base = EnvConfig.evaluation(think=training.think) if e.protocol == "benchmark" else training
+    base = (
+        EnvConfig.evaluation(think=training.think, think_context=training.think_context)
+        if e.protocol == "benchmark"
+        else training
+    )
     overrides: dict[str, Any] = {}
     if e.max_assistant_turns is not None:
         overrides["max_assistant_turns"] = e.max_assistant_turns
@@ -235,6 +245,21 @@ class Trainer:
         )
         import yaml
 
+        from rlver.llm.local import sampling_settings
+
+        # The sampling actually used (every setting explicit; see rlver.llm.local), next to the config.
+        atomic_write_text(
+            self.out / "sampling.json",
+            json.dumps(
+                {
+                    "rollout": sampling_settings(self._sampling(config.rollout.temperature)),
+                    "eval": sampling_settings(self._sampling(config.eval.temperature)),
+                    "agent_seed": "rollout.runner.agent_seed(step seed, dialogue seed, turn)",
+                    "sampler": self.chat.describe()["sampler"],
+                },
+                indent=2,
+            ),
+        )
         atomic_write_text(
             self.out / "config.yaml",
             yaml.safe_dump(mask_secret_values(redacted(config.model_dump(mode="json"))), sort_keys=False),
@@ -350,8 +375,14 @@ class Trainer:
     # ----------------------------------------------------------------------------------- scoring
     def _tokenise(self, episodes: list[Episode]) -> tuple[list[Episode], list[TokenizedEpisode], int]:
         kept_eps, seqs, dropped = [], [], 0
+        per_turn = self.cfg.rollout.think and self.cfg.rollout.think_context == "visible"
         for ep in episodes:
             try:
+                if per_turn:  # one sample per assistant turn, each with the dialogue's reward
+                    samples = episode_turn_samples(ep, self.tokenizer, max_length=self.cfg.model.max_length)
+                    seqs.extend(samples)
+                    kept_eps.extend([ep] * len(samples))
+                    continue
                 seqs.append(episode_to_tensors(ep, self.tokenizer, max_length=self.cfg.model.max_length))
                 kept_eps.append(cut_to_turns(ep, seqs[-1].kept_turns))  # as verl: ends "context_full"
             except TokenizationError:
@@ -401,6 +432,12 @@ class Trainer:
 
     def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
         r = self.cfg.rollout
+        if seq.meta.get("per_turn"):  # published think mode: the dialogue's reward on every turn sample
+            return [
+                episode_reward(
+                    ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
+                )
+            ]
         rewards = turn_rewards(
             ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
         )
@@ -450,6 +487,8 @@ class Trainer:
         if s.ref_logp is not None and old is not None:
             s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
         s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
+        if s.old_logp is not None:  # scored before the update: compare with the sampling-time log-probs
+            s.stats.update(logprob_diff_stats(s.seqs, s.old_logp))
         s.advantages = unpad_rows(adv, lengths)
 
     # ------------------------------------------------------------------------------------ update
@@ -467,6 +506,7 @@ class Trainer:
             sums[key] = sums.get(key, 0.0) + value
             counts[key] = counts.get(key, 0) + 1
 
+        before_update: dict[int, torch.Tensor] = {}
         self.policy.train()
         if self.critic is not None:
             self.critic.train()
@@ -492,6 +532,12 @@ class Trainer:
                     )
                     assert entropy is not None
                     old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
+                    if s.old_logp is None:  # on-policy: one epoch, one minibatch, before its step
+                        before_update.update(
+                            zip(
+                                group, (old_logp[row].float().cpu() for row in range(len(group))), strict=True
+                            )
+                        )
                     out = alg.policy_loss(
                         logp, old_logp, rows(s.advantages), mb.action_mask,
                         clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, normalizer=n_tok,
@@ -533,6 +579,8 @@ class Trainer:
                         continue
                     add(f"train/{key}", value)
         out_stats = {k: sums[k] / counts[k] for k in sums}
+        if before_update:
+            out_stats.update(logprob_diff_stats(s.seqs, [before_update[i] for i in range(n)]))
         out_stats["train/lr_actor"] = float(self.sched_actor.get_last_lr()[0])
         self.sched_actor.step()
         if self.sched_critic is not None:
@@ -674,6 +722,27 @@ def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
         return 0.0
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
     return float(norm)
+
+
+def logprob_diff_stats(seqs: list[TokenizedEpisode], trainer_logp: list[torch.Tensor]) -> dict[str, float]:
+    """``rollout/logprob_diff_{max,mean}``: |sampling-time log-prob − trainer's log-prob before the
+    update| over the trained tokens that carry a sampling-time log-prob (local backend).
+
+    Why: if sampling and scoring ever differ (a generation_config extra, a re-tokenised reply, a
+    precision change) the policy gradient is silently computed for a distribution nobody sampled;
+    this number makes that visible every step. ``trainer_logp[i][j]`` scores token ``j + 1``.
+    """
+    diffs: list[float] = []
+    for q, logp in zip(seqs, trainer_logp, strict=True):
+        if q.sample_logprobs is None:
+            continue
+        for j in range(1, len(q.input_ids)):
+            sampled = q.sample_logprobs[j]
+            if q.assistant_mask[j] and sampled is not None and j - 1 < len(logp):
+                diffs.append(abs(float(logp[j - 1]) - sampled))
+    if not diffs:
+        return {}
+    return {"rollout/logprob_diff_max": max(diffs), "rollout/logprob_diff_mean": sum(diffs) / len(diffs)}
 
 
 def failures_by_kind(episodes: list[Episode]) -> dict[str, int]:

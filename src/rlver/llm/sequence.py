@@ -1,0 +1,133 @@
+"""Chat token sequences built from the *sampled* ids of assistant turns (token-exact rollouts).
+
+Why: rendering a dialogue's text through the chat template again is not what the policy produced.
+Decode → re-encode drifts (other merges), a reply cut at ``max_new_tokens`` would get an end token it
+never sampled, a reply that stopped on ``<|endoftext|>`` would be recorded as ``<|im_end|>``, and a
+reply that *spelled* a control token as text would turn into the real control token. So wherever a
+turn's sampled ids are known they are used as they are; only the template's structural tokens around
+them (role headers, the newline after the end token, the other roles' messages) come from the
+template. The local backend builds its prompts with this function and the trainer its sequences, so
+what is trained is exactly what was sampled, in exactly the context it was sampled in.
+
+The rule for a reply that did not end on the template's end-of-turn token (cut at ``max_new_tokens``,
+or stopped on another EOS such as ``<|endoftext|>``, which is kept): it is *closed* with the
+template's end-of-turn token, with mask 0 (never trained: the policy did not sample it), then the
+template's own text after its end token (``"\\n"`` in ChatML) follows. The verl path does the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rlver.errors import RlverError
+
+
+class SequenceError(RlverError):
+    """The chat template cannot be split into per-turn segments (it rewrites earlier turns)."""
+
+
+@dataclass
+class ChatIds:
+    """A rendered dialogue: ids, assistant mask (1 = sampled by the policy) and sampling log-probs.
+
+    ``logprobs[j]`` is the log-prob the token ``ids[j]`` had when it was sampled (``None`` where unknown
+    or not sampled). ``turn_ends[k]`` is the index of the last mask-1 token of assistant turn *k*.
+    """
+
+    ids: list[int]
+    mask: list[int]
+    logprobs: list[float | None]
+    turn_ends: list[int]
+
+
+def _render(tokenizer: Any, chat: list[dict[str, str]], *, add_generation_prompt: bool) -> list[int]:
+    out = tokenizer.apply_chat_template(
+        chat, tokenize=True, return_dict=True, add_generation_prompt=add_generation_prompt
+    )
+    return list(out["input_ids"])
+
+
+def end_of_turn_id(tokenizer: Any) -> int:
+    """The token the template closes an assistant turn with (the tokenizer's eos, e.g. ``<|im_end|>``)."""
+    eos = tokenizer.eos_token_id
+    if not isinstance(eos, int):
+        raise SequenceError("the tokenizer has no eos token; cannot close a turn")
+    return eos
+
+
+def chat_ids(
+    tokenizer: Any,
+    chat: list[dict[str, str]],
+    sampled: Sequence[Sequence[int] | None],
+    sampled_logprobs: Sequence[Sequence[float] | None] | None = None,
+    *,
+    add_generation_prompt: bool,
+) -> ChatIds:
+    """Render ``chat`` with the assistant turns' sampled ids (``sampled[k]`` for the *k*-th assistant
+    message; ``None`` = not known, the template's tokens are used and still marked 1)."""
+    eos = end_of_turn_id(tokenizer)
+    ids: list[int] = []
+    mask: list[int] = []
+    logprobs: list[float | None] = []
+    turn_ends: list[int] = []
+    done: list[int] = []  # the template's rendering of chat[:i+1] for the last assistant turn i
+    k = 0
+    for i, message in enumerate(chat):
+        if message["role"] != "assistant":
+            continue
+        prompt = _render(tokenizer, chat[:i], add_generation_prompt=True)
+        if prompt[: len(done)] != done:
+            raise SequenceError(
+                "the chat template renders earlier turns differently once later turns are added; "
+                "the assistant turns' tokens cannot be placed"
+            )
+        head = prompt[len(done) :]
+        ids += head
+        mask += [0] * len(head)
+        logprobs += [None] * len(head)
+        full = _render(tokenizer, chat[: i + 1], add_generation_prompt=False)
+        if full[: len(prompt)] != prompt:
+            raise SequenceError("the chat template's generation prompt is not a prefix of the turn")
+        turn = full[len(prompt) :]
+        # the template's own end token of this turn, and what it writes after it (ChatML: "\n")
+        end = len(turn) - turn[::-1].index(eos) - 1 if eos in turn else len(turn)
+        tail = turn[end + 1 :]
+        given = sampled[k] if k < len(sampled) else None
+        body_ids: list[int]
+        body_lp: list[float | None]
+        if given is None:
+            body_ids, body_lp = turn[: end + 1], [None] * (end + 1)
+        else:
+            lps = sampled_logprobs[k] if sampled_logprobs and k < len(sampled_logprobs) else None
+            body_ids = list(given)
+            body_lp = (
+                [float(x) for x in lps]
+                if lps is not None and len(lps) == len(body_ids)
+                else [None] * len(body_ids)
+            )
+        if not body_ids:
+            raise SequenceError(f"assistant turn {k} has no tokens")
+        ids += body_ids
+        mask += [1] * len(body_ids)
+        logprobs += body_lp
+        turn_ends.append(len(ids) - 1)
+        if body_ids[-1] != eos:  # cut at max_new_tokens, or stopped on another EOS: close, untrained
+            ids.append(eos)
+            mask.append(0)
+            logprobs.append(None)
+        ids += tail
+        mask += [0] * len(tail)
+        logprobs += [None] * len(tail)
+        done = full
+        k += 1
+    if add_generation_prompt or not turn_ends:
+        rest = _render(tokenizer, chat, add_generation_prompt=add_generation_prompt)
+        if rest[: len(done)] != done:
+            raise SequenceError("the chat template renders earlier turns differently at the end")
+        extra = rest[len(done) :]
+        ids += extra
+        mask += [0] * len(extra)
+        logprobs += [None] * len(extra)
+    return ChatIds(ids=ids, mask=mask, logprobs=logprobs, turn_ends=turn_ends)
