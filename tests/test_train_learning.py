@@ -9,7 +9,8 @@ by one token in either direction. Masks are mutated where the trainer gets them,
 source. Fixed seeds make each run deterministic on CPU.
 
 Measured on the 2-core CPU box (held-out score = mean final emotion of 16 dialogues, before -> after
-10 steps; gain; one run per seed unless said; ``python /tmp/h12c/learn.py ALG MUTATION 10 SEED``):
+10 steps; gain; one run per cell; seeds via ``run.seed``; the same ``_learn`` and mutations as below;
+the sign-flip row is the earlier measurement this file carried):
 
 =========  ================  ==========================  ==========================
 algorithm  mask              seed 0                      seed 1
