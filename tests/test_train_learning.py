@@ -28,8 +28,9 @@ PPO (2 mb) one token late    21.2 -> 27.6 (+6.4)
 
 The table was measured on this branch before it was merged with the algorithm table (dual-clip c = 3
 and friends). On the merged code (main + this branch, ``pytest -s -k reward_rises``, one run each):
-GRPO 21.2 -> 33.0 (unchanged), PPO 21.2 -> 30.2 (+9.0, was +6.5); the mutation rows were not re-measured
-there, so the strict xfails below may need revisiting if the merged PPO now separates them.
+GRPO 21.2 -> 33.0 (unchanged), PPO 21.2 -> 30.2 (+9.0, was +6.5); PPO one token early 21.2 -> 21.2
+(caught), PPO every token 21.2 -> 29.3 (+8.1, still not caught: xfailed). The other mutation rows were
+not re-measured there.
 
 So GRPO's margin (+8) catches all three mask bugs, and PPO's (+4) catches "one token early" (the reply's
 end token never trained: replies run to the token limit). PPO trained on every token, or one token late
