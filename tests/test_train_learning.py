@@ -1,13 +1,50 @@
 """Learning tests: the tiny model, trained against the offline user, gets better on held-out users.
 
-These fail if the policy-gradient sign, the advantage estimator or the assistant masks are wrong: with
-the sign flipped the held-out score *falls* over the same steps (`test_the_learning_test_can_fail`
-flips it on every run). Fixed seeds make each run deterministic on CPU.
+The criterion (``_not_learned``): the held-out score rises by a margin and the training reward rises.
+
+Mutation checks apply deliberate bugs to the code under test and require the criterion to fail: the
+sign of the GRPO advantages flipped, the assistant mask replaced by "every token", and the mask shifted
+by one token in either direction. Masks are mutated where the trainer gets them, by monkeypatching
+``rlver.train.trainer.episode_to_tensors`` (the mask builder as the trainer calls it), never by editing
+source. Fixed seeds make each run deterministic on CPU.
+
+Measured on the 2-core CPU box (held-out score = mean final emotion of 16 dialogues, before -> after
+10 steps; gain; one run per cell; seeds via ``run.seed``; the same ``_learn`` and mutations as below;
+the sign-flip row is the earlier measurement this file carried):
+
+=========  ================  ==========================  ==========================
+algorithm  mask              seed 0                      seed 1
+=========  ================  ==========================  ==========================
+GRPO       correct           21.2 -> 33.0 (+11.8)
+GRPO       sign flipped      21.2 -> 17.3 (-3.9)
+GRPO       every token       21.2 -> 14.9 (-6.3)         21.2 -> 21.7 (+0.5)
+GRPO       one token early   21.2 -> 13.2 (-7.9)
+GRPO       one token late    21.2 -> 13.4 (-7.8)
+PPO (2 mb) correct           21.2 -> 27.7 (+6.5)         21.2 -> 29.7 (+8.5)
+PPO (2 mb) every token       21.2 -> 29.8 (+8.6)         21.2 -> 30.3 (+9.1)
+PPO (2 mb) one token early   21.2 -> 21.2 (+0.0)
+PPO (2 mb) one token late    21.2 -> 27.6 (+6.4)
+=========  ================  ==========================  ==========================
+
+The table was measured on this branch before it was merged with the algorithm table (dual-clip c = 3
+and friends). On the merged code (main + this branch, ``pytest -s -k reward_rises``, one run each):
+GRPO 21.2 -> 33.0 (unchanged), PPO 21.2 -> 30.2 (+9.0, was +6.5); PPO one token early 21.2 -> 21.2
+(caught), PPO every token 21.2 -> 29.3 (+8.1, still not caught: xfailed). The other mutation rows were
+not re-measured there.
+
+So GRPO's margin (+8) catches all three mask bugs, and PPO's (+4) catches "one token early" (the reply's
+end token never trained: replies run to the token limit). PPO trained on every token, or one token late
+(first reply token untrained, the newline after the end token trained), learns as well as with the right
+mask on this model: the score cannot tell them apart, and neither could the drift of the context
+tokens' log-prob (correct: -1.04 / -1.66 nats, every token: -1.62). Those two cases are ``xfail(strict)``
+below: a known gap, visible in every run, that turns into an error (XPASS) once a criterion catches them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -17,6 +54,8 @@ from rlver.train.config import load_train_config
 pytestmark = pytest.mark.slow
 
 STEPS = 10
+MARGIN = {"grpo": 8.0, "ppo": 4.0}
+EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
 
 def _learn(algorithm: str, tmp_path: Path, *extra: str) -> tuple[float, float, list[float]]:
@@ -32,6 +71,7 @@ def _learn(algorithm: str, tmp_path: Path, *extra: str) -> tuple[float, float, l
             "eval.at_start=false",
             "run.tensorboard=false",
             "run.progress=false",
+            *EXTRA[algorithm],
             *extra,
         ],
     )
@@ -42,21 +82,22 @@ def _learn(algorithm: str, tmp_path: Path, *extra: str) -> tuple[float, float, l
     return before, after, [h["rollout/reward_mean"] for h in history]
 
 
-# Measured on 2 CPU cores (held-out score, mean final emotion of 16 dialogues, before -> after 10 steps):
-#   GRPO 21.2 -> 33.0 (sign flipped: 21.2 -> 17.3); PPO 21.2 -> 27.2 (sign flipped, checked once: 18.4).
-# The margins sit well above what a flipped sign or a wrong mask can reach (it lowers the score).
-@pytest.mark.parametrize(
-    ("algorithm", "margin", "extra"),
-    [("grpo", 8.0, ()), ("ppo", 4.0, ("algorithm.minibatches=2",))],
-)
-def test_reward_rises_on_held_out_users(
-    algorithm: str, margin: float, extra: tuple[str, ...], tmp_path: Path
-) -> None:
-    before, after, rewards = _learn(algorithm, tmp_path, *extra)
+def _not_learned(algorithm: str, before: float, after: float, rewards: list[float]) -> list[str]:
+    """What the run failed to show (empty: it learned)."""
+    failures = []
+    if after < before + MARGIN[algorithm]:
+        failures.append(f"held-out score {before:.1f} -> {after:.1f} rose less than {MARGIN[algorithm]}")
+    if not sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3:
+        failures.append(f"training reward did not rise: {rewards}")
+    return failures
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_reward_rises_on_held_out_users(algorithm: str, tmp_path: Path) -> None:
+    before, after, rewards = _learn(algorithm, tmp_path)
     print(f"{algorithm}: held-out score {before:.1f} -> {after:.1f}")
-    assert after >= before + margin, f"{algorithm}: held-out score {before:.1f} -> {after:.1f}"
-    # the training reward moves the same way
-    assert sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3, rewards
+    failures = _not_learned(algorithm, before, after, rewards)
+    assert not failures, f"{algorithm}: {failures}"
 
 
 def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -70,6 +111,62 @@ def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         return -real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(algorithms, "group_advantages", flipped)
-    before, after, _ = _learn("grpo", tmp_path)
+    before, after, rewards = _learn("grpo", tmp_path)
     print(f"grpo, sign flipped: held-out score {before:.1f} -> {after:.1f}")
-    assert after < before + 8.0, f"flipped sign still learned: {before:.1f} -> {after:.1f}"
+    assert _not_learned("grpo", before, after, rewards), (
+        f"flipped sign still learned: {before:.1f} -> {after:.1f}"
+    )
+
+
+def _every_token(mask: list[int]) -> list[int]:
+    return [1] * len(mask)
+
+
+def _one_early(mask: list[int]) -> list[int]:
+    return [*mask[1:], 0]
+
+
+def _one_late(mask: list[int]) -> list[int]:
+    return [0, *mask[:-1]]
+
+
+MUTATIONS: dict[str, Callable[[list[int]], list[int]]] = {
+    "every-token": _every_token,
+    "one-early": _one_early,
+    "one-late": _one_late,
+}
+UNDETECTED = pytest.mark.xfail(
+    strict=True, reason="PPO learns as well with this mask bug on the tiny model (see the module docstring)"
+)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "mutation"),
+    [
+        ("grpo", "every-token"),
+        ("grpo", "one-early"),
+        ("grpo", "one-late"),
+        ("ppo", "one-early"),
+        pytest.param("ppo", "every-token", marks=UNDETECTED),
+        pytest.param("ppo", "one-late", marks=UNDETECTED),
+    ],
+)
+def test_mask_bugs_fail_the_learning_test(
+    algorithm: str, mutation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlver.train import trainer as trainer_module
+
+    real = trainer_module.episode_to_tensors
+    mutate = MUTATIONS[mutation]
+
+    def mutated(*args: Any, **kwargs: Any) -> Any:
+        seq = real(*args, **kwargs)
+        seq.assistant_mask = mutate(list(seq.assistant_mask))
+        return seq
+
+    monkeypatch.setattr(trainer_module, "episode_to_tensors", mutated)
+    before, after, rewards = _learn(algorithm, tmp_path)
+    print(f"{algorithm}, mask {mutation}: held-out score {before:.1f} -> {after:.1f}")
+    assert _not_learned(algorithm, before, after, rewards), (
+        f"{algorithm} with the mask bug {mutation!r} still passed: {before:.1f} -> {after:.1f}"
+    )
