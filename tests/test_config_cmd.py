@@ -118,7 +118,7 @@ def test_cli_eval_config_show_and_errors(tmp_path: Path) -> None:
 def test_cli_train_config_kind_guessed(tmp_path: Path) -> None:
     pytest.importorskip("rlver.train.config")
     cfg = tmp_path / "train.yaml"
-    cfg.write_text("algorithm: {name: grpo}\n")
+    cfg.write_text("algorithm: {name: grpo}\nrollout: {n_per_profile: 2}\n")
     ok = _cli(str(cfg))
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("# train config") and yaml.safe_load(ok.stdout)["algorithm"]["name"] == "grpo"

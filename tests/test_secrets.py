@@ -217,7 +217,7 @@ def test_score_report_and_judge_never_write_the_key(
         work,
     )  # fmt: skip
     assert judge.returncode == 0, judge.stderr[-3000:]  # one dialogue is rejected on purpose
-    assert "1 error(s)" in judge.stdout + judge.stderr
+    assert "/ failed 1 dialogue(s)" in judge.stdout + judge.stderr
     assert _sent(server, "RLVER_CANARY_JUDGE")
     judged = [json.loads(line) for line in (run / "judge.jsonl").read_text().splitlines() if line.strip()]
     assert any(row.get("judgement") for row in judged)

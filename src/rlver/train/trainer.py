@@ -612,6 +612,7 @@ class Trainer:
         metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
         metrics["rollout/untokenisable"] = untokenisable
+        metrics.update(mask_coverage_stats(seqs))
         _warn_failures(step, episodes)
         if not seqs:
             raise TrainError(
@@ -722,6 +723,27 @@ def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
         return 0.0
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
     return float(norm)
+
+
+def mask_coverage_stats(seqs: list[TokenizedEpisode]) -> dict[str, int]:
+    """``rollout/unsampled_trained_tokens`` and ``rollout/sampled_untrained_tokens``: over the sequences
+    built from sampled ids, trained tokens the policy never sampled, and sampled tokens left untrained.
+
+    Why: both must be 0 when the mask is right (only sampled tokens are trained, all of them). A mask
+    bug — training on every token, a mask shifted by one, an end token that was never sampled — shows
+    here on the first step, long before it shows (or fails to show) in the reward.
+    """
+    unsampled = untrained = 0
+    for q in seqs:
+        if q.sample_logprobs is None:
+            continue
+        for j in range(1, len(q.input_ids)):
+            sampled = q.sample_logprobs[j] is not None
+            if q.assistant_mask[j] and not sampled:
+                unsampled += 1
+            elif sampled and not q.assistant_mask[j]:
+                untrained += 1
+    return {"rollout/unsampled_trained_tokens": unsampled, "rollout/sampled_untrained_tokens": untrained}
 
 
 def logprob_diff_stats(seqs: list[TokenizedEpisode], trainer_logp: list[torch.Tensor]) -> dict[str, float]:
