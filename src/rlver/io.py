@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,16 +130,23 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
 
 
 def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
-    """Append one record as one line, durably.
+    """Append one record as one line, durably (see :func:`append_jsonl_many`)."""
+    append_jsonl_many(path, [record])
 
-    The line is written with a single ``os.write`` on an ``O_APPEND`` descriptor and fsynced, so
-    concurrent appends from one process never interleave and a crash loses at most this line.
+
+def append_jsonl_many(path: str | os.PathLike[str], records: Sequence[Any]) -> None:
+    """Append records as lines with one write and one fsync.
+
+    The lines are written with a single ``os.write`` on an ``O_APPEND`` descriptor and fsynced, so
+    concurrent appends from one process never interleave and a crash loses at most this write.
     If the file's last line is incomplete (an earlier crash), a newline is written first so the new
-    record starts on its own line.
+    records start on their own line. Strict JSON (no NaN); the file's mode follows the umask.
     """
+    if not records:
+        return
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    line = dumps_strict(record) + "\n"
+    text = "".join(dumps_strict(r) + "\n" for r in records)
     fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask applies
     try:
         size = os.fstat(fd).st_size
@@ -147,8 +154,8 @@ def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
             with open(target, "rb") as fh:
                 fh.seek(size - 1)
                 if fh.read(1) != b"\n":
-                    line = "\n" + line
-        os.write(fd, line.encode("utf-8"))
+                    text = "\n" + text
+        os.write(fd, text.encode("utf-8"))
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -32,7 +32,7 @@ import numpy as np
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.thinking import split_think
 from rlver.errors import ConfigError, RlverError
-from rlver.io import append_jsonl, atomic_write_json, atomic_write_text, iter_jsonl
+from rlver.io import append_jsonl, append_jsonl_many, atomic_write_json, atomic_write_text, iter_jsonl
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.records import Episode, Message
@@ -47,26 +47,6 @@ REPORT = "calibration.html"
 MANIFEST = "calibrate_manifest.json"
 #: Predictions per append when per-turn durability is off (fast simulators).
 FLUSH_EVERY = 500
-
-
-def append_jsonl_many(path: Path, records: Sequence[dict[str, Any]]) -> None:
-    """Append several records with one write and one fsync (a torn last line is skipped on read)."""
-    import os
-
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        size = os.fstat(fd).st_size
-        if size:
-            with open(path, "rb") as fh:
-                fh.seek(size - 1)
-                if fh.read(1) != b"\n":
-                    text = "\n" + text
-        os.write(fd, text.encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CalibrationIncomplete(RlverError):
