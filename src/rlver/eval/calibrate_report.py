@@ -15,6 +15,20 @@ from typing import Any
 import numpy as np
 
 
+def _file_cells(r: dict[str, Any]) -> list[str]:
+    """One file's figures as shown in the terminal table and the HTML page (the path aside)."""
+    return [
+        str(r["dialogues"]),
+        str(r["turns"]),
+        _fmt(r["mean_recorded_change"], 2),
+        _fmt(r["mean_predicted_change"], 2),
+        _fmt(r["spearman"]),
+        _fmt(r["sign_agreement"]),
+        _fmt(r["mae"], 2),
+        _fmt(r["trajectories_identical"]),
+    ]
+
+
 def _label(path: str) -> str:
     p = Path(path)
     return f"{p.parent.name}/{p.name.removesuffix('_result.jsonl')}"
@@ -38,17 +52,7 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
     for col in ("file", "dialogues", "turns", "mean rec.", "mean pred.", "spearman", "sign", "MAE", "traj."):
         table.add_column(col, justify="left" if col == "file" else "right")
     for r in summary["files"]:
-        table.add_row(
-            _label(r["path"]),
-            str(r["dialogues"]),
-            str(r["turns"]),
-            _fmt(r["mean_recorded_change"], 2),
-            _fmt(r["mean_predicted_change"], 2),
-            _fmt(r["spearman"]),
-            _fmt(r["sign_agreement"]),
-            _fmt(r["mae"], 2),
-            _fmt(r["trajectories_identical"]),
-        )
+        table.add_row(_label(r["path"]), *_file_cells(r))
     o = summary["overall"]
     table.add_row(
         "overall",
@@ -139,22 +143,7 @@ def render_html(
         )
     )
     body = "".join(
-        "<tr>"
-        + "".join(
-            f"<td>{esc(v)}</td>"
-            for v in (
-                r["path"],
-                str(r["dialogues"]),
-                str(r["turns"]),
-                _fmt(r["mean_recorded_change"], 2),
-                _fmt(r["mean_predicted_change"], 2),
-                _fmt(r["spearman"]),
-                _fmt(r["sign_agreement"]),
-                _fmt(r["mae"], 2),
-                _fmt(r["trajectories_identical"]),
-            )
-        )
-        + "</tr>"
+        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (r["path"], *_file_cells(r))) + "</tr>"
         for r in summary["files"]
     )
     o = summary["overall"]
