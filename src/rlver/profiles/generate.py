@@ -375,6 +375,19 @@ class _Fields:
     def text(self, obj: dict[str, Any], key: str, where: str = "", bound: str | None = None) -> str:
         return _text(obj, key, where, bound or key, self.problems, self.language)
 
+    def string_list(
+        self, obj: dict[str, Any], key: str, where: str, count: tuple[int, int], unit: str
+    ) -> list[str]:
+        """A list of non-blank strings (stripped) whose length is within ``count``."""
+        raw = obj.get(key)
+        if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+            self.problems.append(f"{where}{key}: expected a list of strings")
+            return []
+        items = [t.strip() for t in raw if t.strip()]
+        if not count[0] <= len(items) <= count[1]:
+            self.problems.append(f"{where}{key}: expected {count[0]}-{count[1]} {unit}, got {len(items)}")
+        return items
+
     def texts(self) -> list[str]:
         """Every free text whose language is checked."""
         found = [self.persona, self.cause, self.conflict, self.tried, self.goal, self.hidden_need]
@@ -392,13 +405,7 @@ def _check_age(obj: dict[str, Any], f: _Fields) -> None:
 
 
 def _check_timeline(bg: dict[str, Any], f: _Fields) -> None:
-    raw = bg.get("timeline")
-    if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
-        f.problems.append("background.timeline: expected a list of strings")
-        return
-    f.timeline = [t.strip() for t in raw if t.strip()]
-    if not 2 <= len(f.timeline) <= 12:
-        f.problems.append(f"background.timeline: expected 2-12 entries, got {len(f.timeline)}")
+    f.timeline = f.string_list(bg, "timeline", "background.", (2, 12), "entries")
     low, high = _bounds("timeline_entry", f.language)
     for i, entry in enumerate(f.timeline):
         if not low <= len(entry) <= high:
@@ -426,13 +433,7 @@ def _check_reactions(obj: dict[str, Any], f: _Fields) -> None:
 
 
 def _check_traits(obj: dict[str, Any], f: _Fields) -> None:
-    raw = obj.get("traits")
-    if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
-        f.problems.append("traits: expected a list of strings")
-        return
-    f.traits = [t.strip() for t in raw if t.strip()]
-    if not 2 <= len(f.traits) <= 5:
-        f.problems.append(f"traits: expected 2-5 words, got {len(f.traits)}")
+    f.traits = f.string_list(obj, "traits", "", (2, 5), "words")
     if any(len(t) > FIELD_BOUNDS["trait"][1] for t in f.traits):
         f.problems.append("traits: each trait must be a word or short phrase (<= 40 characters)")
 
