@@ -110,6 +110,18 @@ def _behaviour_block(behaviour: str | None, prompts: PromptSet, step: str) -> st
     return f"\n{prompts.behaviour_heading}\n{text}\n" if text else ""
 
 
+def _system(
+    template: str, profile: Profile, behaviour: str | None, step: str, prompts: PromptSet, **extra: str
+) -> str:
+    """A step's system message: the profile, the behaviour's guidance for ``step``, the data notice."""
+    return template.format(
+        profile=render_profile(profile, prompts),
+        behaviour=_behaviour_block(behaviour, prompts, step),
+        data_notice=prompts.data_notice,
+        **extra,
+    )
+
+
 def _conversation(system: str, user: str) -> list[Message]:
     return [Message(role="system", content=system), Message(role="user", content=user)]
 
@@ -134,12 +146,14 @@ def appraisal_messages(
 ) -> list[Message]:
     """The appraisal step's prompt. ``history`` excludes ``agent_reply`` (it is quoted on its own)."""
     p = prompt_set(language)
-    system = p.appraisal_system.format(
-        profile=render_profile(profile, p),
+    system = _system(
+        p.appraisal_system,
+        profile,
+        behaviour,
+        "appraisal",
+        p,
         difficulty=p.difficulty[difficulty],
-        behaviour=_behaviour_block(behaviour, p, "appraisal"),
         emotion=emotion_line(emotion, p),
-        data_notice=p.data_notice,
     )
     return _conversation(system, p.appraisal_user.format(**_quoted_exchange(history, agent_reply, p)))
 
@@ -168,11 +182,7 @@ def reply_messages(
 ) -> list[Message]:
     """The reply step's prompt: answer in character, steered by the tier after the appraisal."""
     p = prompt_set(language)
-    system = p.reply_system.format(
-        profile=render_profile(profile, p),
-        behaviour=_behaviour_block(behaviour, p, "reply"),
-        data_notice=p.data_notice,
-    )
+    system = _system(p.reply_system, profile, behaviour, "reply", p)
     user = p.reply_user.format(
         **_quoted_exchange(history, agent_reply, p),
         appraisal=render_appraisal(appraisal, p),
