@@ -52,7 +52,7 @@ DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=1024)
 #: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
 SATISFIED_TIERS = ("S", "A")
 
-A = TypeVar("A", bound=BaseModel)
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
 def _derived_seed(*parts: object) -> int:
@@ -119,8 +119,8 @@ class SentientUser(SimulatedUser):
         return prompts.reask_message(error, self.language)
 
     async def _ask(
-        self, messages: list[Message], schema: type[A], step: str, quoted: Sequence[str] = ()
-    ) -> tuple[A, StructuredResult]:
+        self, messages: list[Message], schema: type[AnswerT], step: str, quoted: Sequence[str] = ()
+    ) -> tuple[AnswerT, StructuredResult]:
         """One simulator call (re-asked once in the protocol's language); sampling drawn per call."""
         return await ask_simulator(
             self.simulator.model,
