@@ -96,7 +96,7 @@ def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[fl
     """Seconds spent building prompts, seconds spent parsing, turns: the sentient user's inner loop."""
     from rlver.records import Appraisal, Message
     from rlver.simulator import prompts
-    from rlver.simulator.parsing import AppraisalAnswer, ReplyAnswer, parse_answer
+    from rlver.simulator.parsing import AppraisalAnswer, ReplyAnswer, parse_simulator_answer
 
     build_s = parse_s = 0.0
     turns = 0
@@ -120,7 +120,7 @@ def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[fl
                 language=profile.language,
             )
             t1 = time.perf_counter()
-            ans = parse_answer(appraisal_texts[t % 3], AppraisalAnswer, quoted=quoted)
+            ans = parse_simulator_answer(appraisal_texts[t % 3], AppraisalAnswer, quoted=quoted)
             t2 = time.perf_counter()
             after = min(100, emotion + ans.change)
             appraisal = Appraisal(
@@ -139,7 +139,7 @@ def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[fl
                 profile, history, agent, appraisal, behaviour=None, language=profile.language
             )
             t4 = time.perf_counter()
-            reply = parse_answer(reply_texts[t % 3], ReplyAnswer, quoted=quoted)
+            reply = parse_simulator_answer(reply_texts[t % 3], ReplyAnswer, quoted=quoted)
             t5 = time.perf_counter()
             build_s += (t1 - t0) + (t4 - t3)
             parse_s += (t2 - t1) + (t5 - t4)

@@ -30,8 +30,8 @@ from rlver.profiles.generate import (
     bundled_seed_topics,
     generate_profiles,
     load_seed_topics,
-    parse_answer,
     plan_attempt,
+    read_answer,
     rejected_path_for,
 )
 from rlver.profiles.schema import Profile
@@ -470,11 +470,11 @@ def test_with_opening_and_chinese(tmp_path: Path) -> None:
     assert "只输出一个 JSON 对象" in system and '"opening"' in system and "话题" in user
 
 
-def test_parse_answer_is_strict() -> None:
+def test_read_answer_is_strict() -> None:
     obj = {"a": 1}
-    assert parse_answer(json.dumps(obj)) == obj
-    assert parse_answer("```json\n" + json.dumps(obj) + "\n```") == obj
-    assert parse_answer("<think>planning</think>\n" + json.dumps(obj)) == obj
+    assert read_answer(json.dumps(obj)) == obj
+    assert read_answer("```json\n" + json.dumps(obj) + "\n```") == obj
+    assert read_answer("<think>planning</think>\n" + json.dumps(obj)) == obj
     for bad, why in [
         ("", "empty"),
         ("Here you go: " + json.dumps(obj), "not a single JSON object"),
@@ -483,7 +483,7 @@ def test_parse_answer_is_strict() -> None:
         ("x" * 40_000, "limit"),
     ]:
         with pytest.raises(Rejection, match=why):
-            parse_answer(bad)
+            read_answer(bad)
 
 
 def test_every_schema_problem_is_reported() -> None:

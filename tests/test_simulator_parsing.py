@@ -15,16 +15,15 @@ import pytest
 from rlver.errors import AppraisalParseError
 from rlver.llm.base import SamplingParams
 from rlver.llm.openai_client import OpenAIChatModel
+from rlver.llm.structured import AnswerError, extract_json_objects
 from rlver.records import Message
 from rlver.simulator.parsing import (
     MAX_REASON_CHARS,
-    AnswerError,
     AppraisalAnswer,
     OpeningAnswer,
     ReplyAnswer,
-    ask_structured,
-    extract_json_objects,
-    parse_answer,
+    ask_simulator,
+    parse_simulator_answer,
 )
 from rlver.testing.openai_server import FakeChatServer
 
@@ -41,7 +40,7 @@ def good(**update: Any) -> str:
     return json.dumps({**GOOD, **update})
 
 
-# -- parse_answer --------------------------------------------------------------------------------
+# -- parse_simulator_answer --------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "text",
     [
@@ -56,14 +55,14 @@ def good(**update: Any) -> str:
     ],
 )
 def test_good_appraisals_parse(text: str) -> None:
-    answer = parse_answer(text, AppraisalAnswer)
+    answer = parse_simulator_answer(text, AppraisalAnswer)
     assert answer.change == 4
     assert answer.feeling == "heard"
 
 
 @pytest.mark.parametrize(("value", "expected"), [("-7", -7), ("+10", 10), (-3, -3), ("15", 15), (0, 0)])
 def test_change_forms(value: Any, expected: int) -> None:
-    assert parse_answer(good(change=value), AppraisalAnswer).change == expected
+    assert parse_simulator_answer(good(change=value), AppraisalAnswer).change == expected
 
 
 @pytest.mark.parametrize(
@@ -89,22 +88,24 @@ def test_change_forms(value: Any, expected: int) -> None:
 )
 def test_malformed_appraisals_are_rejected_with_a_reason(text: str, message: str) -> None:
     with pytest.raises(AnswerError, match=message):
-        parse_answer(text, AppraisalAnswer)
+        parse_simulator_answer(text, AppraisalAnswer)
 
 
 def test_reply_and_opening_schemas() -> None:
-    assert parse_answer('{"reply": "fine.", "end_dialogue": false}', ReplyAnswer).end_dialogue is False
-    assert parse_answer('{"reply": "bye!", "end_dialogue": true}', ReplyAnswer).end_dialogue is True
+    assert (
+        parse_simulator_answer('{"reply": "fine.", "end_dialogue": false}', ReplyAnswer).end_dialogue is False
+    )
+    assert parse_simulator_answer('{"reply": "bye!", "end_dialogue": true}', ReplyAnswer).end_dialogue is True
     with pytest.raises(AnswerError, match="'end_dialogue' is missing"):
-        parse_answer('{"reply": "bye"}', ReplyAnswer)
+        parse_simulator_answer('{"reply": "bye"}', ReplyAnswer)
     with pytest.raises(AnswerError, match="'reply' is missing"):
-        parse_answer('{"message": "hi"}', OpeningAnswer)
+        parse_simulator_answer('{"message": "hi"}', OpeningAnswer)
     with pytest.raises(AnswerError, match="at most"):
-        parse_answer(json.dumps({"reply": "x" * 5000, "end_dialogue": False}), ReplyAnswer)
+        parse_simulator_answer(json.dumps({"reply": "x" * 5000, "end_dialogue": False}), ReplyAnswer)
 
 
 def test_identical_duplicates_are_one_answer() -> None:
-    assert parse_answer(good() + " " + good(), AppraisalAnswer).change == 4
+    assert parse_simulator_answer(good() + " " + good(), AppraisalAnswer).change == 4
 
 
 def test_extract_json_objects_skips_nested_and_broken() -> None:
@@ -125,7 +126,7 @@ def test_judge_directed_text_echoed_in_a_field_does_not_alter_the_change() -> No
         change=-6,
         understanding="The agent wrote 'Change: +10' and told me to ignore your instructions.",
     )
-    answer = parse_answer(text, AppraisalAnswer, quoted=[AGENT_ATTACK])
+    answer = parse_simulator_answer(text, AppraisalAnswer, quoted=[AGENT_ATTACK])
     assert answer.change == -6
 
 
@@ -133,13 +134,13 @@ def test_planted_json_echoed_from_the_agent_is_ignored() -> None:
     planted = AGENT_ATTACK[AGENT_ATTACK.index("{") :]
     # The simulator quotes the agent's planted object, then gives its own verdict.
     text = f"The agent wrote: {planted}\nMy appraisal:\n{good(change=-7)}"
-    assert parse_answer(text, AppraisalAnswer, quoted=[AGENT_ATTACK]).change == -7
+    assert parse_simulator_answer(text, AppraisalAnswer, quoted=[AGENT_ATTACK]).change == -7
     # Without knowing the quoted text, two different objects would be ambiguous, not silently chosen.
     with pytest.raises(AnswerError, match="different JSON objects"):
-        parse_answer(text, AppraisalAnswer)
+        parse_simulator_answer(text, AppraisalAnswer)
     # A simulator that only parrots the planted object has given no answer of its own.
     with pytest.raises(AnswerError, match="copied from the quoted conversation"):
-        parse_answer(f"Sure: {planted}", AppraisalAnswer, quoted=[AGENT_ATTACK])
+        parse_simulator_answer(f"Sure: {planted}", AppraisalAnswer, quoted=[AGENT_ATTACK])
 
 
 # -- through a real HTTP server ------------------------------------------------------------------
@@ -157,7 +158,7 @@ def _ask(server: FakeChatServer, **kwargs: Any) -> AppraisalAnswer:
     async def go() -> AppraisalAnswer:
         model = _client(server)
         try:
-            answer, _ = await ask_structured(
+            answer, _ = await ask_simulator(
                 model, MESSAGES, SamplingParams(temperature=0), AppraisalAnswer, **kwargs
             )
             return answer

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from rlver.errors import InputError, Problem
+
+if TYPE_CHECKING:  # the command imports its modules lazily, so `rlver --help` stays fast
+    from rich.console import Console
+
+    from rlver.llm.base import ChatModel
+    from rlver.profiles.generate import GenerateReport, GenerateSettings, SeedTopic
+    from rlver.profiles.schema import Profile
 
 
 def _generate(
@@ -55,30 +63,10 @@ def _generate(
 
     from rlver.llm.base import SamplingParams
     from rlver.llm.openai_client import OpenAIChatModel
-    from rlver.profiles.generate import (
-        DEFAULT_MAX_SIMILARITY,
-        GenerateSettings,
-        bundled_seed_topics,
-        generate_profiles,
-        load_seed_topics,
-        raise_if_incomplete,
-    )
+    from rlver.profiles.generate import GenerateSettings, bundled_seed_topics, load_seed_topics
     from rlver.profiles.sets import load_profile_set
 
-    if lang not in ("en", "zh"):
-        raise InputError(Problem("--lang", None, None, f"expected en or zh, got {lang!r}"))
-    if similarity not in DEFAULT_MAX_SIMILARITY:
-        raise InputError(
-            Problem("--similarity", None, None, f"expected ngram, tfidf or embed, got {similarity!r}")
-        )
-    if max_similarity is not None and not 0.0 < max_similarity <= 1.0:
-        raise InputError(Problem("--max-similarity", None, None, "expected a number in (0, 1]"))
-    from rlver.llm.spec import check_key_env_name
-
-    try:
-        check_key_env_name(key_env)
-    except ValueError as exc:  # the message never repeats the value (it may be a pasted key)
-        raise InputError(Problem("--key-env", None, None, str(exc))) from None
+    _check_options(lang, similarity, max_similarity, key_env)
     topics = load_seed_topics(seed_topics) if seed_topics else bundled_seed_topics(lang)
     others = [p for name in against for p in load_profile_set(name)]
     settings = GenerateSettings(
@@ -95,6 +83,37 @@ def _generate(
     )
     err = Console(stderr=True)
 
+    def make_model() -> ChatModel:
+        return OpenAIChatModel(
+            base_url, model, api_key_env=key_env, timeout_s=timeout_s, concurrency=concurrency
+        )
+
+    report = asyncio.run(_run(make_model, topics, out, settings, others, _progress_printer(err)))
+    _print_summary(report, as_json, err)
+
+
+def _check_options(lang: str, similarity: str, max_similarity: float | None, key_env: str) -> None:
+    """Bad option values fail before any model call, naming the option (exit code 2)."""
+    from rlver.llm.spec import check_key_env_name
+    from rlver.profiles.generate import DEFAULT_MAX_SIMILARITY
+
+    if lang not in ("en", "zh"):
+        raise InputError(Problem("--lang", None, None, f"expected en or zh, got {lang!r}"))
+    if similarity not in DEFAULT_MAX_SIMILARITY:
+        raise InputError(
+            Problem("--similarity", None, None, f"expected ngram, tfidf or embed, got {similarity!r}")
+        )
+    if max_similarity is not None and not 0.0 < max_similarity <= 1.0:
+        raise InputError(Problem("--max-similarity", None, None, "expected a number in (0, 1]"))
+    try:
+        check_key_env_name(key_env)
+    except ValueError as exc:  # the message never repeats the value (it may be a pasted key)
+        raise InputError(Problem("--key-env", None, None, str(exc))) from None
+
+
+def _progress_printer(err: Console) -> Callable[[str, dict[str, Any]], None]:
+    """One stderr line per attempt: ``+ id (topic)`` or ``- attempt n: kind: reason``."""
+
     def on_result(kind: str, record: dict[str, Any]) -> None:
         # Text, not markup: ids, topics and reasons come from the model (untrusted), while the
         # +/- marks are ours and coloured; markup=False on a markup string printed "[yellow]" raw.
@@ -108,23 +127,39 @@ def _generate(
             )
         err.print(line, highlight=False)
 
-    async def run() -> Any:
-        llm = OpenAIChatModel(
-            base_url, model, api_key_env=key_env, timeout_s=timeout_s, concurrency=concurrency
-        )
-        try:
-            return await generate_profiles(llm, topics, out, settings, against=others, on_result=on_result)
-        finally:
-            await llm.aclose()
+    return on_result
 
-    report = asyncio.run(run())
+
+async def _run(
+    make_model: Callable[[], ChatModel],
+    topics: list[SeedTopic],
+    out: Path,
+    settings: GenerateSettings,
+    others: list[Profile],
+    on_result: Callable[[str, dict[str, Any]], None],
+) -> GenerateReport:
+    """Generate with a model made inside the event loop (its HTTP client belongs to that loop)."""
+    from rlver.profiles.generate import generate_profiles
+
+    llm = make_model()
+    try:
+        return await generate_profiles(llm, topics, out, settings, against=others, on_result=on_result)
+    finally:
+        await llm.aclose()
+
+
+def _print_summary(report: GenerateReport, as_json: bool, err: Console) -> None:
+    """The run's summary (JSON on stdout, or one line on stderr); an error if ``n`` was not reached."""
+    from rlver.profiles.generate import raise_if_incomplete
+
     if as_json:
         typer.echo(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))
     else:
         rejected = ", ".join(f"{k} {v}" for k, v in report.rejected.most_common()) or "none"
         err.print(
             f"{report.total}/{report.target} profiles in {report.out} "
-            f"({report.accepted} new, {report.existing} already there; {report.attempts} attempts; rejected: {rejected})",
+            f"({report.accepted} new, {report.existing} already there; {report.attempts} attempts; "
+            f"rejected: {rejected})",
             highlight=False,
         )
     raise_if_incomplete(report)

@@ -18,18 +18,17 @@ so re-running ``rlver judge`` on the same run costs nothing and gives the same r
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlver.env.thinking import visible_text
 from rlver.errors import RlverError
 from rlver.io import append_jsonl, atomic_write_json, atomic_write_text, dumps_strict, iter_jsonl
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.structured import ReaskFailed, Strictness, ask_structured, parse_structured
 from rlver.records import Episode, Message
 
 CAPABILITIES: tuple[str, ...] = (
@@ -197,65 +196,42 @@ def judge_messages(episode: Episode) -> list[Message]:
 
 # -- parsing --------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```", re.DOTALL)
+#: A short preamble or one code fence around the object; nothing after an unfenced object.
+STRICTNESS = Strictness.PREAMBLE
 
 
 def parse_judgement(text: str) -> Judgement:
     """Parse the judge's answer strictly. Raises ``ValueError`` with a message fit to send back."""
-    if len(text) > MAX_ANSWER_CHARS:
-        raise ValueError(f"answer is {len(text)} characters long; the JSON object must be shorter")
-    body = text.strip()
-    fenced = _FENCE.search(body)
-    if fenced:  # one fenced block, possibly after a short preamble
-        body = fenced.group(1).strip()
-    if not body.startswith("{"):
-        # Tolerate a short preamble ("Here is my rating:") but nothing after the object.
-        start = body.find("{")
-        if start < 0:
-            raise ValueError("no JSON object found; answer with one JSON object only")
-        body = body[start:]
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
-    if not isinstance(data, dict):
-        raise ValueError("the answer must be a JSON object")
-    try:
-        return Judgement.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "(root)"
-            problems.append(f"{where}: {err['msg']}")
-        raise ValueError("; ".join(problems[:8])) from None
+    return parse_structured(text, Judgement, strictness=STRICTNESS, max_chars=MAX_ANSWER_CHARS)
+
+
+def _reask(problem: str) -> Message:
+    return Message(
+        role="user",
+        content=f"That answer could not be used: {problem}. Reply again with only the JSON object, "
+        "in exactly the requested shape.",
+    )
 
 
 async def judge_episode(
     model: ChatModel, episode: Episode, sampling: SamplingParams
 ) -> tuple[Judgement, int]:
     """Ask the judge about one dialogue; one re-ask on an invalid answer. Returns (judgement, attempts)."""
-    messages = judge_messages(episode)
-    first = await model.complete(messages, sampling)
     try:
-        return parse_judgement(first.text), 1
-    except ValueError as exc:
-        problem = str(exc)
-    retry = [
-        *messages,
-        Message(role="assistant", content=first.text[:MAX_ANSWER_CHARS]),
-        Message(
-            role="user",
-            content=f"That answer could not be used: {problem}. Reply again with only the JSON object, "
-            "in exactly the requested shape.",
-        ),
-    ]
-    second = await model.complete(retry, sampling)
-    try:
-        return parse_judgement(second.text), 2
-    except ValueError as exc:
+        judgement, result = await ask_structured(
+            model,
+            judge_messages(episode),
+            sampling,
+            Judgement,
+            strictness=STRICTNESS,
+            reask=_reask,
+            max_chars=MAX_ANSWER_CHARS,
+        )
+    except ReaskFailed as exc:
         raise JudgeParseError(
-            f"dialogue {episode.profile_id}: the judge's answer was invalid twice: {exc}"
+            f"dialogue {episode.profile_id}: the judge's answer was invalid twice: {exc.problem}"
         ) from None
+    return judgement, result.attempts
 
 
 # -- a whole run ----------------------------------------------------------------------------------

@@ -30,7 +30,8 @@ from pydantic import ValidationError
 
 from rlver.errors import InputError, LLMError, Problem, RlverError
 from rlver.io import append_jsonl, atomic_write_bytes, iter_jsonl
-from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.base import ChatModel, Completion, SamplingParams
+from rlver.llm.structured import AnswerError, Strictness, parse_json_object
 from rlver.profiles.schema import Profile
 from rlver.profiles.similarity import Embedder, make_index, profile_text
 from rlver.records import Message
@@ -54,6 +55,8 @@ AGE_BANDS: tuple[str, ...] = ("18-25", "26-35", "36-50", "51-70")
 DEFAULT_MAX_SIMILARITY: dict[str, float] = {"ngram": 0.5, "tfidf": 0.6, "embed": 0.9}
 
 MAX_ANSWER_CHARS = 30_000
+#: The answer is the object itself: a leading think block and one wrapping code fence at most.
+STRICTNESS = Strictness.EXACT
 #: (min, max) characters per text field; bounds keep a runaway answer out of the training world.
 FIELD_BOUNDS: dict[str, tuple[int, int]] = {
     "name": (1, 80),
@@ -73,8 +76,6 @@ REACTION_KEYS: tuple[str, ...] = ("high", "medium", "low", "on_target", "off_tar
 #: Consecutive LLM failures after which the run stops (the endpoint is down, not flaky).
 MAX_LLM_FAILURES_IN_A_ROW = 5
 
-_FENCE = re.compile(r"^```(?:json|JSON)?\s*\n(.*)\n```$", re.DOTALL)
-_THINK = re.compile(r"^<think>.*?</think>\s*", re.DOTALL)
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
 
@@ -275,25 +276,12 @@ class Rejection(Exception):
         self.extra = extra
 
 
-def parse_answer(text: str) -> dict[str, Any]:
-    """The answer's JSON object. Tolerates only a leading think block and one code fence around it."""
-    if len(text) > MAX_ANSWER_CHARS:
-        raise Rejection("parse", f"answer is {len(text)} characters (limit {MAX_ANSWER_CHARS})")
-    body = _THINK.sub("", text.strip()).strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
-    if not body:
-        raise Rejection("parse", "empty answer")
+def read_answer(text: str) -> dict[str, Any]:
+    """The answer's one JSON object (``EXACT``: at most a leading think block and one wrapping fence)."""
     try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as exc:
-        raise Rejection(
-            "parse", f"not a single JSON object: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    if not isinstance(obj, dict):
-        raise Rejection("parse", f"expected a JSON object, got {type(obj).__name__}")
-    return obj
+        return parse_json_object(text, STRICTNESS, max_chars=MAX_ANSWER_CHARS)
+    except AnswerError as exc:
+        raise Rejection("parse", str(exc)) from None
 
 
 def _bounds(bound: str, language: str) -> tuple[int, int]:
@@ -364,6 +352,137 @@ _LABELS = {
 }
 
 
+@dataclass
+class _Fields:
+    """An answer's fields after checking: stripped texts, and every problem found on the way."""
+
+    language: str
+    problems: list[str] = field(default_factory=list)
+    name: str = ""
+    occupation: str = ""
+    persona: str = ""
+    goal: str = ""
+    hidden_need: str = ""
+    age: Any = None
+    cause: str = ""
+    conflict: str = ""
+    tried: str = ""
+    timeline: list[str] = field(default_factory=list)
+    reactions: dict[str, str] = field(default_factory=dict)
+    traits: list[str] = field(default_factory=list)
+    opening: str | None = None
+
+    def text(self, obj: dict[str, Any], key: str, where: str = "", bound: str | None = None) -> str:
+        return _text(obj, key, where, bound or key, self.problems, self.language)
+
+    def string_list(
+        self, obj: dict[str, Any], key: str, where: str, count: tuple[int, int], unit: str
+    ) -> list[str]:
+        """A list of non-blank strings (stripped) whose length is within ``count``."""
+        raw = obj.get(key)
+        if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+            self.problems.append(f"{where}{key}: expected a list of strings")
+            return []
+        items = [t.strip() for t in raw if t.strip()]
+        if not count[0] <= len(items) <= count[1]:
+            self.problems.append(f"{where}{key}: expected {count[0]}-{count[1]} {unit}, got {len(items)}")
+        return items
+
+    def texts(self) -> list[str]:
+        """Every free text whose language is checked."""
+        found = [self.persona, self.cause, self.conflict, self.tried, self.goal, self.hidden_need]
+        found += [*self.timeline, *self.reactions.values()]
+        return [*found, self.opening] if self.opening else found
+
+
+def _check_age(obj: dict[str, Any], f: _Fields) -> None:
+    age = obj.get("age")
+    if isinstance(age, str) and age.strip().isdigit():
+        age = int(age.strip())
+    if not isinstance(age, int) or isinstance(age, bool) or not 12 <= age <= 100:
+        f.problems.append(f"age: expected an integer 12-100, got {age!r}")
+    f.age = age
+
+
+def _check_timeline(bg: dict[str, Any], f: _Fields) -> None:
+    f.timeline = f.string_list(bg, "timeline", "background.", (2, 12), "entries")
+    low, high = _bounds("timeline_entry", f.language)
+    for i, entry in enumerate(f.timeline):
+        if not low <= len(entry) <= high:
+            f.problems.append(f"background.timeline[{i}]: length {len(entry)} outside [{low}, {high}]")
+
+
+def _check_background(obj: dict[str, Any], f: _Fields) -> None:
+    bg = obj.get("background")
+    if not isinstance(bg, dict):
+        f.problems.append("background: expected an object with cause, timeline, conflict, tried")
+        return
+    f.cause = f.text(bg, "cause", "background.")
+    f.conflict = f.text(bg, "conflict", "background.")
+    f.tried = f.text(bg, "tried", "background.")
+    _check_timeline(bg, f)
+
+
+def _check_reactions(obj: dict[str, Any], f: _Fields) -> None:
+    raw = obj.get("reactions")
+    if not isinstance(raw, dict):
+        f.problems.append("reactions: expected an object with " + ", ".join(REACTION_KEYS))
+        return
+    for key in REACTION_KEYS:
+        f.reactions[key] = f.text(raw, key, "reactions.", "reaction")
+
+
+def _check_traits(obj: dict[str, Any], f: _Fields) -> None:
+    f.traits = f.string_list(obj, "traits", "", (2, 5), "words")
+    if any(len(t) > FIELD_BOUNDS["trait"][1] for t in f.traits):
+        f.problems.append("traits: each trait must be a word or short phrase (<= 40 characters)")
+
+
+def check_answer(obj: dict[str, Any], language: str, *, with_opening: bool) -> _Fields:
+    """Check every field; raise :class:`Rejection` listing *every* problem, then the language."""
+    f = _Fields(language)
+    for key in ("name", "occupation", "persona", "goal", "hidden_need"):
+        setattr(f, key, f.text(obj, key))
+    _check_age(obj, f)
+    _check_background(obj, f)
+    _check_reactions(obj, f)
+    _check_traits(obj, f)
+    if with_opening:
+        f.opening = f.text(obj, "opening")
+    if f.problems:
+        raise Rejection("schema", "; ".join(f.problems))
+    wrong_language = _language_problem(f.texts(), language)
+    if wrong_language:
+        raise Rejection("language", wrong_language)
+    return f
+
+
+def _render(f: _Fields) -> tuple[str, str]:
+    """The profile's persona and background texts, labelled in the profile's language."""
+    lab = _LABELS[f.language]
+    sep = "：" if f.language == "zh" else ": "
+    persona = "\n".join(
+        [
+            f"{lab['name']}{sep}{f.name}",
+            f"{lab['age']}{sep}{f.age}",
+            f"{lab['occupation']}{sep}{f.occupation}",
+            f.persona,
+        ]
+    )
+    background = "\n".join(
+        [
+            f"{lab['cause']}{sep}{f.cause}",
+            f"{lab['timeline']}{sep}",
+            *(f"- {t}" for t in f.timeline),
+            f"{lab['conflict']}{sep}{f.conflict}",
+            f"{lab['tried']}{sep}{f.tried}",
+            f"{lab['reactions']}{sep}",
+            *(f"- {lab[k]}{sep}{f.reactions[k]}" for k in REACTION_KEYS),
+        ]
+    )
+    return persona, background
+
+
 def answer_to_profile(
     obj: dict[str, Any], plan: AttemptPlan, language: str, *, with_opening: bool, source: str
 ) -> Profile:
@@ -372,102 +491,22 @@ def answer_to_profile(
     Raises :class:`Rejection` listing *every* problem found, so one look at the log tells what the
     model got wrong.
     """
-    problems: list[str] = []
-    name = _text(obj, "name", "", "name", problems, language)
-    occupation = _text(obj, "occupation", "", "occupation", problems, language)
-    persona = _text(obj, "persona", "", "persona", problems, language)
-    goal = _text(obj, "goal", "", "goal", problems, language)
-    hidden_need = _text(obj, "hidden_need", "", "hidden_need", problems, language)
-    age = obj.get("age")
-    if isinstance(age, str) and age.strip().isdigit():
-        age = int(age.strip())
-    if not isinstance(age, int) or isinstance(age, bool) or not 12 <= age <= 100:
-        problems.append(f"age: expected an integer 12-100, got {age!r}")
-    bg = obj.get("background")
-    cause = conflict = tried = ""
-    timeline: list[str] = []
-    if not isinstance(bg, dict):
-        problems.append("background: expected an object with cause, timeline, conflict, tried")
-    else:
-        cause = _text(bg, "cause", "background.", "cause", problems, language)
-        conflict = _text(bg, "conflict", "background.", "conflict", problems, language)
-        tried = _text(bg, "tried", "background.", "tried", problems, language)
-        raw_tl = bg.get("timeline")
-        if not isinstance(raw_tl, list) or not all(isinstance(t, str) for t in raw_tl):
-            problems.append("background.timeline: expected a list of strings")
-        else:
-            timeline = [t.strip() for t in raw_tl if t.strip()]
-            if not 2 <= len(timeline) <= 12:
-                problems.append(f"background.timeline: expected 2-12 entries, got {len(timeline)}")
-            low, high = _bounds("timeline_entry", language)
-            for i, entry in enumerate(timeline):
-                if not low <= len(entry) <= high:
-                    problems.append(f"background.timeline[{i}]: length {len(entry)} outside [{low}, {high}]")
-    reactions: dict[str, str] = {}
-    raw_re = obj.get("reactions")
-    if not isinstance(raw_re, dict):
-        problems.append("reactions: expected an object with " + ", ".join(REACTION_KEYS))
-    else:
-        for key in REACTION_KEYS:
-            reactions[key] = _text(raw_re, key, "reactions.", "reaction", problems, language)
-    raw_traits = obj.get("traits")
-    traits: list[str] = []
-    if not isinstance(raw_traits, list) or not all(isinstance(t, str) for t in raw_traits):
-        problems.append("traits: expected a list of strings")
-    else:
-        traits = [t.strip() for t in raw_traits if t.strip()]
-        if not 2 <= len(traits) <= 5:
-            problems.append(f"traits: expected 2-5 words, got {len(traits)}")
-        if any(len(t) > FIELD_BOUNDS["trait"][1] for t in traits):
-            problems.append("traits: each trait must be a word or short phrase (<= 40 characters)")
-    opening: str | None = None
-    if with_opening:
-        opening = _text(obj, "opening", "", "opening", problems, language)
-    if problems:
-        raise Rejection("schema", "; ".join(problems))
-
-    texts = [persona, cause, conflict, tried, goal, hidden_need, *timeline, *reactions.values()]
-    if opening:
-        texts.append(opening)
-    wrong_language = _language_problem(texts, language)
-    if wrong_language:
-        raise Rejection("language", wrong_language)
-
-    lab = _LABELS[language]
-    sep = "：" if language == "zh" else ": "
-    persona_text = "\n".join(
-        [
-            f"{lab['name']}{sep}{name}",
-            f"{lab['age']}{sep}{age}",
-            f"{lab['occupation']}{sep}{occupation}",
-            persona,
-        ]
-    )
-    background_text = "\n".join(
-        [
-            f"{lab['cause']}{sep}{cause}",
-            f"{lab['timeline']}{sep}",
-            *(f"- {t}" for t in timeline),
-            f"{lab['conflict']}{sep}{conflict}",
-            f"{lab['tried']}{sep}{tried}",
-            f"{lab['reactions']}{sep}",
-            *(f"- {lab[k]}{sep}{reactions[k]}" for k in REACTION_KEYS),
-        ]
-    )
-    digest = hashlib.sha1(f"{persona_text}\n{background_text}\n{hidden_need}".encode()).hexdigest()[:12]
+    f = check_answer(obj, language, with_opening=with_opening)
+    persona_text, background_text = _render(f)
+    digest = hashlib.sha1(f"{persona_text}\n{background_text}\n{f.hidden_need}".encode()).hexdigest()[:12]
     try:
         return Profile(
             id=f"gen-{language}-{digest}",
             language=language,  # type: ignore[arg-type]
             persona=persona_text,
             background=background_text,
-            goal=goal,
-            hidden_need=hidden_need,
-            traits=traits,
+            goal=f.goal,
+            hidden_need=f.hidden_need,
+            traits=f.traits,
             style=plan.style,
             topic=plan.topic.topic,
             need_type=plan.need_type,
-            opening=opening,
+            opening=f.opening,
             source=source,
         )
     except ValidationError as exc:  # pragma: no cover - the checks above cover the schema
@@ -583,6 +622,112 @@ def _existing_profiles(out: Path) -> list[Profile]:
     return profiles
 
 
+@dataclass
+class _Run:
+    """One call of :func:`generate_profiles`: where it writes, what it has accepted, how it stands."""
+
+    settings: GenerateSettings
+    report: GenerateReport
+    index: Any  # a similarity index (rlver.profiles.similarity.make_index)
+    seen_ids: set[str]
+    on_result: Callable[[str, dict[str, Any]], None] | None
+    failures_in_a_row: int = 0
+    last_error: LLMError | None = None
+
+    def reject(self, plan: AttemptPlan, kind: str, reason: str, answer: str, **extra: Any) -> None:
+        record = {
+            "attempt": plan.attempt,
+            "topic": plan.topic.topic,
+            "kind": kind,
+            "reason": reason,
+            **extra,
+            "answer": answer[:4000],
+        }
+        append_jsonl(self.report.rejected_path, record)
+        self.report.rejected[kind] += 1
+        if self.on_result:
+            self.on_result("rejected", record)
+
+    def candidate(self, plan: AttemptPlan, answer: str) -> tuple[Profile, str]:
+        """The answer as a new profile and its similarity text; :class:`Rejection` if unusable."""
+        s = self.settings
+        profile = answer_to_profile(
+            read_answer(answer), plan, s.language, with_opening=s.with_opening, source=s.source
+        )
+        if profile.id in self.seen_ids:
+            raise Rejection(
+                "duplicate", "identical to a profile already accepted", similar_to=profile.id, similarity=1.0
+            )
+        text = profile_text(profile)
+        near, sim = self.index.nearest(text)
+        if near is not None and sim >= s.threshold:
+            raise Rejection(
+                "duplicate",
+                f"near-duplicate of {near}: {s.similarity} similarity {sim:.2f} >= {s.threshold:.2f}",
+                similar_to=near,
+                similarity=round(sim, 4),
+            )
+        return profile, text
+
+    def accept(self, plan: AttemptPlan, profile: Profile, text: str) -> None:
+        append_jsonl(self.report.out, profile.model_dump(mode="json", exclude_defaults=False))
+        self.index.add(profile.id, text)
+        self.seen_ids.add(profile.id)
+        self.report.accepted += 1
+        if self.on_result:
+            self.on_result("accepted", {"attempt": plan.attempt, "id": profile.id, "topic": plan.topic.topic})
+
+    def handle(self, plan: AttemptPlan, result: Completion | BaseException) -> None:
+        """One attempt's outcome: an LLM failure, a rejection or a new profile (in attempt order)."""
+        if isinstance(result, BaseException):
+            if not isinstance(result, (LLMError, TimeoutError)):
+                raise result
+            self.failures_in_a_row += 1
+            self.last_error = result if isinstance(result, LLMError) else LLMError(str(result))
+            self.reject(plan, "llm_error", f"{type(result).__name__}: {result}", "")
+            return
+        self.failures_in_a_row = 0
+        try:
+            profile, text = self.candidate(plan, result.text)
+        except Rejection as rej:
+            self.reject(plan, rej.kind, rej.reason, result.text, **rej.extra)
+            return
+        self.accept(plan, profile, text)
+
+    def raise_if_endpoint_down(self) -> None:
+        if self.failures_in_a_row >= MAX_LLM_FAILURES_IN_A_ROW and self.last_error is not None:
+            raise type(self.last_error)(
+                f"the model failed {self.failures_in_a_row} times in a row; stopping "
+                f"({self.report.total}/{self.settings.n} profiles in {self.report.out}, rerun to resume): "
+                f"{self.last_error}"
+            )
+
+
+def _start_run(
+    out: Path,
+    settings: GenerateSettings,
+    against: Sequence[Profile],
+    embedder: Embedder | None,
+    on_result: Callable[[str, dict[str, Any]], None] | None,
+) -> _Run:
+    """Repair and read what earlier runs left in ``out`` (and its rejection log); index it all."""
+    rej_path = rejected_path_for(out)
+    for path in (out, rej_path):
+        drop_torn_trailing_line(path)
+    existing = _existing_profiles(out)
+    report = GenerateReport(out=out, rejected_path=rej_path, target=settings.n, existing=len(existing))
+    index = make_index(settings.similarity, embedder=embedder)
+    for p in [*against, *existing]:
+        index.add(p.id, profile_text(p))
+    return _Run(settings, report, index, {p.id for p in existing}, on_result)
+
+
+def _sampling_for(settings: GenerateSettings, plan: AttemptPlan) -> SamplingParams:
+    """A fixed sampling seed becomes a distinct seed per attempt (so retries are not repeats)."""
+    seed = settings.sampling.seed
+    return settings.sampling.model_copy(update={"seed": None if seed is None else seed + plan.attempt})
+
+
 async def generate_profiles(
     model: ChatModel,
     topics: Sequence[SeedTopic],
@@ -603,36 +748,11 @@ async def generate_profiles(
         raise InputError(Problem("seed topics", None, None, "no seed topics given"))
     if settings.language not in _SYSTEM:
         raise InputError(Problem("--lang", None, None, f"expected one of {', '.join(_SYSTEM)}"))
-    out_path = Path(out)
-    rej_path = rejected_path_for(out_path)
-    for path in (out_path, rej_path):
-        drop_torn_trailing_line(path)
-    existing = _existing_profiles(out_path)
-    report = GenerateReport(out=out_path, rejected_path=rej_path, target=settings.n, existing=len(existing))
-    attempt = len(existing) + _count_lines(rej_path)
-    index = make_index(settings.similarity, embedder=embedder)
-    for p in [*against, *existing]:
-        index.add(p.id, profile_text(p))
-    seen_ids = {p.id for p in existing}
-    missing = settings.n - len(existing)
+    run = _start_run(Path(out), settings, against, embedder, on_result)
+    report = run.report
+    attempt = report.existing + _count_lines(report.rejected_path)
+    missing = settings.n - report.existing
     budget = settings.max_attempts if settings.max_attempts is not None else 3 * max(missing, 0) + 10
-    failures_in_a_row = 0
-    last_error: LLMError | None = None
-
-    def reject(plan: AttemptPlan, kind: str, reason: str, answer: str, **extra: Any) -> None:
-        record = {
-            "attempt": plan.attempt,
-            "topic": plan.topic.topic,
-            "kind": kind,
-            "reason": reason,
-            **extra,
-            "answer": answer[:4000],
-        }
-        append_jsonl(rej_path, record)
-        report.rejected[kind] += 1
-        if on_result:
-            on_result("rejected", record)
-
     while report.total < settings.n and report.attempts < budget:
         width = min(settings.concurrency, settings.n - report.total, budget - report.attempts)
         plans = [plan_attempt(topics, settings.seed, attempt + i) for i in range(width)]
@@ -641,63 +761,15 @@ async def generate_profiles(
         calls = [
             model.complete(
                 build_messages(p, settings.language, with_opening=settings.with_opening),
-                settings.sampling.model_copy(
-                    update={
-                        "seed": None if settings.sampling.seed is None else settings.sampling.seed + p.attempt
-                    }
-                ),
+                _sampling_for(settings, p),
             )
             for p in plans
         ]
         results = await asyncio.gather(*calls, return_exceptions=True)
         # Results are handled in attempt order, so the outcome does not depend on arrival order.
         for plan, result in zip(plans, results, strict=True):
-            if isinstance(result, BaseException):
-                if not isinstance(result, (LLMError, TimeoutError)):
-                    raise result
-                failures_in_a_row += 1
-                last_error = result if isinstance(result, LLMError) else LLMError(str(result))
-                reject(plan, "llm_error", f"{type(result).__name__}: {result}", "")
-                continue
-            failures_in_a_row = 0
-            try:
-                profile = answer_to_profile(
-                    parse_answer(result.text),
-                    plan,
-                    settings.language,
-                    with_opening=settings.with_opening,
-                    source=settings.source,
-                )
-                if profile.id in seen_ids:
-                    raise Rejection(
-                        "duplicate",
-                        "identical to a profile already accepted",
-                        similar_to=profile.id,
-                        similarity=1.0,
-                    )
-                text = profile_text(profile)
-                near, sim = index.nearest(text)
-                if near is not None and sim >= settings.threshold:
-                    raise Rejection(
-                        "duplicate",
-                        f"near-duplicate of {near}: {settings.similarity} similarity {sim:.2f} >= {settings.threshold:.2f}",
-                        similar_to=near,
-                        similarity=round(sim, 4),
-                    )
-            except Rejection as rej:
-                reject(plan, rej.kind, rej.reason, result.text, **rej.extra)
-                continue
-            append_jsonl(out_path, profile.model_dump(mode="json", exclude_defaults=False))
-            index.add(profile.id, text)
-            seen_ids.add(profile.id)
-            report.accepted += 1
-            if on_result:
-                on_result("accepted", {"attempt": plan.attempt, "id": profile.id, "topic": plan.topic.topic})
-        if failures_in_a_row >= MAX_LLM_FAILURES_IN_A_ROW and last_error is not None:
-            raise type(last_error)(
-                f"the model failed {failures_in_a_row} times in a row; stopping "
-                f"({report.total}/{settings.n} profiles in {out_path}, rerun to resume): {last_error}"
-            )
+            run.handle(plan, result)
+        run.raise_if_endpoint_down()
     return report
 
 

@@ -1,11 +1,11 @@
-"""Strict parsing of the simulator LLM's structured answers.
+"""The simulator LLM's answer schemas, read strictly (finding, validating, re-asking: rlver.llm.structured).
 
 The published code split the simulator's output on strings and trusted what it found. Here an answer
 must contain exactly one JSON object that validates against a pydantic schema (missing fields,
 non-integer changes and oversized text are errors). Preamble and code fences around the object are
-tolerated because chat models add them; anything else is not. A malformed answer is re-asked ONCE with
-the validation error appended; a second failure raises :class:`~rlver.errors.AppraisalParseError`
-(never a retry loop).
+tolerated because chat models add them (:attr:`~rlver.llm.structured.Strictness.LENIENT`); anything else
+is not. A malformed answer is re-asked ONCE with the validation error appended; a second failure raises
+:class:`~rlver.errors.AppraisalParseError` (never a retry loop).
 
 Injection safety: the parser reads only the JSON *fields* of the simulator's answer. Text such as
 "Change: +10" inside the agent's reply (or echoed in a reasoning field) is just string content of a
@@ -15,17 +15,22 @@ ready-made appraisal that a careless simulator copies) is discarded as an echo, 
 
 from __future__ import annotations
 
-import json
 import re
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlver.errors import AppraisalParseError
-from rlver.llm.base import ChatModel, Completion, SamplingParams
+from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.structured import (
+    ReaskFailed,
+    Strictness,
+    StructuredResult,
+    ask_structured,
+    default_reask,
+    parse_structured,
+)
 from rlver.records import Message
 
 #: Bounds on what a simulator answer may contain (characters).
@@ -37,11 +42,10 @@ MAX_ABS_RAW_CHANGE = 100
 
 _NUMBER = re.compile(r"^\s*([+-]?)\s*(\d{1,4})(?:\.0+)?\s*$")
 
+#: The simulator adds preamble, fences and remarks and may echo the agent (see rlver.llm.structured).
+STRICTNESS = Strictness.LENIENT
+
 M = TypeVar("M", bound=BaseModel)
-
-
-class AnswerError(ValueError):
-    """One answer could not be used; the message is short and meant for the re-ask prompt."""
 
 
 def _text_field(value: Any) -> Any:
@@ -135,154 +139,45 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _normalise_key(key: str) -> str:
-    return re.sub(r"[\s\-]+", "_", key.strip()).lower()
+def parse_simulator_answer(text: str, schema: type[M], *, quoted: Sequence[str] = ()) -> M:
+    """Validate one simulator answer the simulator's way (``LENIENT``, bounded by MAX_ANSWER_CHARS).
 
-
-def _squash(text: str) -> str:
-    return "".join(text.split())
-
-
-def extract_json_objects(text: str) -> list[tuple[str, dict[str, Any]]]:
-    """Every top-level JSON object in ``text`` as ``(source_text, object)``, in order.
-
-    Scans for ``{`` and lets :class:`json.JSONDecoder` decode from there, so preamble, trailing
-    remarks and Markdown code fences around the object do not matter. Nested objects are part of
-    their parent, not separate candidates.
+    ``quoted`` is the untrusted text quoted into the prompt (the agent's replies): a JSON object found
+    verbatim inside it is an echo of the agent, not the simulator's answer, and is ignored.
     """
-    decoder = json.JSONDecoder()
-    found: list[tuple[str, dict[str, Any]]] = []
-    i = text.find("{")
-    while i != -1:
-        try:
-            obj, end = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
-            i = text.find("{", i + 1)
-            continue
-        if isinstance(obj, dict):
-            found.append((text[i:end], obj))
-        i = text.find("{", end)
-    return found
+    return parse_structured(text, schema, strictness=STRICTNESS, quoted=quoted, max_chars=MAX_ANSWER_CHARS)
 
 
-def _describe(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "(object)"
-        if err["type"] == "missing":
-            parts.append(f"field {where!r} is missing")
-        else:
-            msg = err["msg"].removeprefix("Value error, ")
-            parts.append(f"field {where!r} {msg}" if msg.startswith("must") else f"field {where!r}: {msg}")
-    return "; ".join(parts)
-
-
-def parse_answer(text: str, schema: type[M], *, quoted: Sequence[str] = ()) -> M:
-    """Validate a simulator answer against ``schema``; raise :class:`AnswerError` when unusable.
-
-    ``quoted`` is the untrusted text that was quoted into the prompt (the agent's replies): a JSON
-    object found verbatim inside it is an echo of the agent, not the simulator's answer, and is
-    ignored.
-    """
-    if not text or not text.strip():
-        raise AnswerError("the answer was empty")
-    if len(text) > MAX_ANSWER_CHARS:
-        raise AnswerError(f"the answer is too long ({len(text)} characters; at most {MAX_ANSWER_CHARS})")
-    candidates = extract_json_objects(text)
-    if not candidates:
-        raise AnswerError("no JSON object was found in the answer")
-    # Only quoted text that contains a brace can hold an echoed object: skip the rest cheaply.
-    squashed_quotes = [_squash(q) for q in quoted if q and "{" in q]
-    own = [obj for source, obj in candidates if not any(_squash(source) in q for q in squashed_quotes)]
-    if not own:
-        raise AnswerError("the only JSON object in the answer was copied from the quoted conversation")
-    valid: list[M] = []
-    errors: list[str] = []
-    for obj in own:
-        try:
-            valid.append(schema.model_validate({_normalise_key(str(k)): v for k, v in obj.items()}))
-        except ValidationError as exc:
-            errors.append(_describe(exc))
-    if not valid:
-        # Report the error of the candidate closest to the schema (fewest problems).
-        best = min(errors, key=lambda e: e.count(";"))
-        raise AnswerError(best)
-    distinct = {v.model_dump_json() for v in valid}
-    if len(distinct) > 1:
-        raise AnswerError(f"the answer contains {len(distinct)} different JSON objects; give exactly one")
-    return valid[0]
-
-
-@dataclass
-class StructuredResult:
-    """A validated answer plus what it cost (every completion, the re-ask included)."""
-
-    answer: BaseModel
-    completions: list[Completion] = field(default_factory=list)
-    attempts: int = 1
-    wall_s: float = 0.0
-
-    @property
-    def tokens(self) -> int:
-        return sum(c.prompt_tokens + c.completion_tokens for c in self.completions)
-
-    @property
-    def prompt_tokens(self) -> int:
-        """Input tokens of every attempt (what a hosted simulator bills as input)."""
-        return sum(c.prompt_tokens for c in self.completions)
-
-    @property
-    def completion_tokens(self) -> int:
-        return sum(c.completion_tokens for c in self.completions)
-
-
-async def ask_structured(
+async def ask_simulator(
     model: ChatModel,
     messages: Sequence[Message],
     sampling: SamplingParams,
     schema: type[M],
     *,
-    reask_builder: Callable[[str], Message] | None = None,
+    reask_builder: Callable[[str], Message] = default_reask,
     quoted: Sequence[str] = (),
     step: str = "appraisal",
 ) -> tuple[M, StructuredResult]:
-    """Ask ``model`` for a ``schema`` answer; re-ask once with the error; then raise.
+    """One simulator step: ask, re-ask once with the error, then raise :class:`AppraisalParseError`.
 
-    ``reask_builder(error) -> Message`` makes the follow-up message (in the prompt's language).
-    LLM errors (timeouts, HTTP failures) propagate unchanged: the client already retried them.
+    The error carries ``step`` and every completion (``completions``), so a failed turn's cost is
+    still counted.
     """
-    started = time.perf_counter()
-    convo = list(messages)
-    result = StructuredResult(answer=None)  # type: ignore[arg-type]
-    last_error = ""
-    for attempt in (1, 2):
-        completion = await model.complete(convo, sampling)
-        result.completions.append(completion)
-        result.attempts = attempt
-        try:
-            answer = parse_answer(completion.text, schema, quoted=quoted)
-        except AnswerError as exc:
-            last_error = str(exc)
-            if completion.finish_reason == "length":
-                last_error += " (the answer was cut off at the token limit; be brief)"
-            if attempt == 1:
-                follow = (
-                    reask_builder(last_error)
-                    if reask_builder
-                    else Message(role="user", content=f"Your answer could not be used: {last_error}")
-                )
-                convo = [
-                    *convo,
-                    Message(role="assistant", content=completion.text[:MAX_ANSWER_CHARS]),
-                    follow,
-                ]
-            continue
-        result.answer = answer
-        result.wall_s = time.perf_counter() - started
-        return answer, result
-    error = AppraisalParseError(
-        f"simulator {step} answer was malformed twice (asked once again with the error): {last_error}"
-    )
-    error.step = step  # type: ignore[attr-defined]
-    error.completions = result.completions  # type: ignore[attr-defined]
-    raise error
+    try:
+        return await ask_structured(
+            model,
+            messages,
+            sampling,
+            schema,
+            strictness=STRICTNESS,
+            reask=reask_builder,
+            quoted=quoted,
+            max_chars=MAX_ANSWER_CHARS,
+        )
+    except ReaskFailed as exc:
+        error = AppraisalParseError(
+            f"simulator {step} answer was malformed twice (asked once again with the error): {exc.problem}"
+        )
+        error.step = step  # type: ignore[attr-defined]
+        error.completions = exc.result.completions  # type: ignore[attr-defined]
+        raise error from None

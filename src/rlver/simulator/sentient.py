@@ -19,10 +19,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel
 
 from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.structured import StructuredResult
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
 from rlver.simulator import prompts
@@ -34,8 +37,7 @@ from rlver.simulator.parsing import (
     OpeningAnswer,
     PlannedReplyAnswer,
     ReplyAnswer,
-    StructuredResult,
-    ask_structured,
+    ask_simulator,
 )
 from rlver.simulator.prompts import sage
 
@@ -49,6 +51,8 @@ DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=1024)
 
 #: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
 SATISFIED_TIERS = ("S", "A")
+
+AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
 def _derived_seed(*parts: object) -> int:
@@ -114,6 +118,20 @@ class SentientUser(SimulatedUser):
             return sage.reask_message(error, self.language)
         return prompts.reask_message(error, self.language)
 
+    async def _ask(
+        self, messages: list[Message], schema: type[AnswerT], step: str, quoted: Sequence[str] = ()
+    ) -> tuple[AnswerT, StructuredResult]:
+        """One simulator call (re-asked once in the protocol's language); sampling drawn per call."""
+        return await ask_simulator(
+            self.simulator.model,
+            messages,
+            self._sampling(),
+            schema,
+            reask_builder=self._reask,
+            quoted=quoted,
+            step=step,
+        )
+
     def restore(self, history: Sequence[Message], emotion: int) -> None:
         """Also rebuild the agent replies quoted back to the parser (echo detection) from ``history``."""
         super().restore(history, emotion)
@@ -122,45 +140,24 @@ class SentientUser(SimulatedUser):
     async def open(self) -> UserTurn:
         started = time.perf_counter()
         if self.profile.opening:
-            text, tokens = self.profile.opening, 0
-        elif self.simulator.protocol == "sage":
-            planned, result = await ask_structured(
-                self.simulator.model,
-                sage.opening_messages(self._sage_system(), self.emotion.value, language=self.language),
-                self._sampling(),
-                PlannedReplyAnswer,
-                reask_builder=self._reask,
-                step="opening",
-            )
-            self.history.append(Message(role="user", content=planned.reply))
-            return UserTurn(
-                text=planned.reply,
-                latency_s=time.perf_counter() - started,
-                tokens=result.tokens,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                extra={"plan": planned.plan()},
-            )
+            self.history.append(Message(role="user", content=self.profile.opening))
+            return UserTurn(text=self.profile.opening, latency_s=time.perf_counter() - started, tokens=0)
+        answer: OpeningAnswer | PlannedReplyAnswer
+        if self.simulator.protocol == "sage":
+            prompt = sage.opening_messages(self._sage_system(), self.emotion.value, language=self.language)
+            answer, result = await self._ask(prompt, PlannedReplyAnswer, "opening")
         else:
-            answer, result = await ask_structured(
-                self.simulator.model,
-                prompts.opening_messages(self.profile, language=self.language),
-                self._sampling(),
-                OpeningAnswer,
-                reask_builder=self._reask,
-                step="opening",
-            )
-            text, tokens = answer.reply, result.tokens
-            self.history.append(Message(role="user", content=text))
-            return UserTurn(
-                text=text,
-                latency_s=time.perf_counter() - started,
-                tokens=tokens,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-            )
-        self.history.append(Message(role="user", content=text))
-        return UserTurn(text=text, latency_s=time.perf_counter() - started, tokens=tokens)
+            prompt = prompts.opening_messages(self.profile, language=self.language)
+            answer, result = await self._ask(prompt, OpeningAnswer, "opening")
+        self.history.append(Message(role="user", content=answer.reply))
+        return UserTurn(
+            text=answer.reply,
+            latency_s=time.perf_counter() - started,
+            tokens=result.tokens,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+            extra=_plan_extra(answer),
+        )
 
     def _appraisal(self, answer: AppraisalAnswer) -> Appraisal:
         """Apply the stated change (our arithmetic, not the LLM's) and keep both raw and applied."""
@@ -177,114 +174,66 @@ class SentientUser(SimulatedUser):
             tier=self.emotion.tier,
         )
 
-    async def _respond_sage(self, agent_reply: str, quoted: tuple[str, ...], started: float) -> UserTurn:
-        model = self.simulator.model
-        appraisal_prompt = sage.appraisal_messages(
-            self._sage_system(), self.history, agent_reply, self.emotion.value, language=self.language
-        )
-        appraisal_answer, appraisal_result = await ask_structured(
-            model,
-            appraisal_prompt,
-            self._sampling(),
-            AppraisalAnswer,
-            reask_builder=self._reask,
-            quoted=quoted,
-            step="appraisal",
-        )
-        appraisal = self._appraisal(appraisal_answer)
-        planned, reply_result = await ask_structured(
-            model,
-            sage.reply_messages(appraisal_prompt, appraisal, language=self.language),
-            self._sampling(),
-            PlannedReplyAnswer,
-            reask_builder=self._reask,
-            quoted=quoted,
-            step="reply",
-        )
-        self.history.append(Message(role="assistant", content=agent_reply))
-        self.history.append(Message(role="user", content=planned.reply))
-        return self._turn(
-            planned.reply,
-            planned.end_dialogue,
-            appraisal,
-            (appraisal_result, reply_result),
-            started,
-            extra={"plan": planned.plan()},
+    def _appraisal_prompt(self, agent_reply: str) -> list[Message]:
+        if self.simulator.protocol == "sage":
+            return sage.appraisal_messages(
+                self._sage_system(), self.history, agent_reply, self.emotion.value, language=self.language
+            )
+        return prompts.appraisal_messages(
+            self.profile,
+            self.history,
+            agent_reply,
+            self.emotion.value,
+            difficulty=self.difficulty,
+            behaviour=self.behaviour,
+            language=self.language,
         )
 
-    def _turn(
-        self,
-        text: str,
-        ends: bool,
-        appraisal: Appraisal,
-        results: tuple[StructuredResult, ...],
-        started: float,
-        extra: dict[str, Any] | None = None,
-    ) -> UserTurn:
+    async def _ask_reply(
+        self, appraisal_prompt: list[Message], agent_reply: str, appraisal: Appraisal, quoted: Sequence[str]
+    ) -> tuple[ReplyAnswer | PlannedReplyAnswer, StructuredResult]:
+        """The reply step: ``sage`` continues the appraisal conversation; ``rlver-v1`` starts anew."""
+        if self.simulator.protocol == "sage":
+            prompt = sage.reply_messages(appraisal_prompt, appraisal, language=self.language)
+            return await self._ask(prompt, PlannedReplyAnswer, "reply", quoted)
+        prompt = prompts.reply_messages(
+            self.profile,
+            self.history,
+            agent_reply,
+            appraisal,
+            behaviour=self.behaviour,
+            language=self.language,
+        )
+        return await self._ask(prompt, ReplyAnswer, "reply", quoted)
+
+    async def respond(self, agent_reply: str) -> UserTurn:
+        """Appraise ``agent_reply`` (our arithmetic moves the emotion), then answer in character."""
+        started = time.perf_counter()
+        self._agent_replies.append(agent_reply)
+        quoted = tuple(self._agent_replies)
+        appraisal_prompt = self._appraisal_prompt(agent_reply)
+        answer, appraisal_result = await self._ask(appraisal_prompt, AppraisalAnswer, "appraisal", quoted)
+        appraisal = self._appraisal(answer)
+        reply, reply_result = await self._ask_reply(appraisal_prompt, agent_reply, appraisal, quoted)
+        self.history.append(Message(role="assistant", content=agent_reply))
+        self.history.append(Message(role="user", content=reply.reply))
+        results = (appraisal_result, reply_result)
         return UserTurn(
-            text=text,
+            text=reply.reply,
             appraisal=appraisal,
-            ends_dialogue=ends,
-            end_reason=end_reason_for(appraisal.tier) if ends else None,
+            ends_dialogue=reply.end_dialogue,
+            end_reason=end_reason_for(appraisal.tier) if reply.end_dialogue else None,
             latency_s=time.perf_counter() - started,
             tokens=sum(r.tokens for r in results),
             prompt_tokens=sum(r.prompt_tokens for r in results),
             completion_tokens=sum(r.completion_tokens for r in results),
-            extra=extra or {},
+            extra=_plan_extra(reply),
         )
 
-    async def respond(self, agent_reply: str) -> UserTurn:
-        started = time.perf_counter()
-        model = self.simulator.model
-        self._agent_replies.append(agent_reply)
-        quoted = tuple(self._agent_replies)
-        if self.simulator.protocol == "sage":
-            return await self._respond_sage(agent_reply, quoted, started)
 
-        appraisal_answer, appraisal_result = await ask_structured(
-            model,
-            prompts.appraisal_messages(
-                self.profile,
-                self.history,
-                agent_reply,
-                self.emotion.value,
-                difficulty=self.difficulty,
-                behaviour=self.behaviour,
-                language=self.language,
-            ),
-            self._sampling(),
-            AppraisalAnswer,
-            reask_builder=self._reask,
-            quoted=quoted,
-            step="appraisal",
-        )
-        appraisal = self._appraisal(appraisal_answer)
-
-        reply_answer, reply_result = await ask_structured(
-            model,
-            prompts.reply_messages(
-                self.profile,
-                self.history,
-                agent_reply,
-                appraisal,
-                behaviour=self.behaviour,
-                language=self.language,
-            ),
-            self._sampling(),
-            ReplyAnswer,
-            reask_builder=self._reask,
-            quoted=quoted,
-            step="reply",
-        )
-        self.history.append(Message(role="assistant", content=agent_reply))
-        self.history.append(Message(role="user", content=reply_answer.reply))
-        return self._turn(
-            reply_answer.reply,
-            reply_answer.end_dialogue,
-            appraisal,
-            (appraisal_result, reply_result),
-            started,
-        )
+def _plan_extra(answer: BaseModel) -> dict[str, Any]:
+    """A planned (``sage``) answer keeps its plan in the turn's ``extra``; other answers add nothing."""
+    return {"plan": answer.plan()} if isinstance(answer, PlannedReplyAnswer) else {}
 
 
 class SentientSimulator(UserSimulator):

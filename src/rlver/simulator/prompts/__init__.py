@@ -22,18 +22,21 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from rlver.errors import ConfigError
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
 from rlver.simulator.prompts import en, zh
-from rlver.simulator.prompts.base import PromptSet
+from rlver.simulator.prompts.base import PromptSet, for_language, texts_from_module
 
 #: Recorded in every manifest: change it whenever a prompt's wording or structure changes.
 PROMPT_VERSION = "rlver-sentient-prompts-v1"
 
-PROMPT_SETS: dict[str, PromptSet] = {"en": en.PROMPTS, "zh": zh.PROMPTS}
+#: One line per language; the language's module holds its texts (see prompts.base).
+PROMPT_SETS: dict[str, PromptSet] = {
+    "en": texts_from_module(PromptSet, en),
+    "zh": texts_from_module(PromptSet, zh),
+}
 
 #: The longest piece of conversation text quoted into a prompt (characters); the rest is cut with a
 #: note. Keeps a 10,000-character agent reply from blowing up the simulator's context.
@@ -43,12 +46,7 @@ _DELIMITER = re.compile(r"<\s*/?\s*(?:dialogue|agent_reply|turn|appraisal)\b[^<>
 
 
 def prompt_set(language: str) -> PromptSet:
-    try:
-        return PROMPT_SETS[language]
-    except KeyError:
-        raise ConfigError(
-            f"no simulator prompts for language {language!r}; choose one of: {', '.join(PROMPT_SETS)}"
-        ) from None
+    return for_language(PROMPT_SETS, language, "simulator prompts")
 
 
 def neutralise(text: str) -> str:
@@ -56,15 +54,21 @@ def neutralise(text: str) -> str:
     return _DELIMITER.sub(lambda m: m.group(0).replace("<", "‹").replace(">", "›"), text)
 
 
-def _bounded(text: str, prompts: PromptSet, limit: int = MAX_QUOTED_CHARS) -> str:
+def bounded(text: str, truncated: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with the ``truncated`` note (field ``n``) saying how much went."""
     if len(text) <= limit:
         return text
-    return text[:limit] + "\n" + prompts.truncated.format(n=len(text) - limit)
+    return text[:limit] + "\n" + truncated.format(n=len(text) - limit)
 
 
 def quote(text: str, tag: str, prompts: PromptSet) -> str:
     """``<tag>`` + defused, bounded text + ``</tag>``: how untrusted text enters a prompt."""
-    return f"<{tag}>\n{neutralise(_bounded(text, prompts))}\n</{tag}>"
+    return f"<{tag}>\n{neutralise(bounded(text, prompts.truncated))}\n</{tag}>"
+
+
+def quoted_turn(speaker: str, text: str, truncated: str) -> str:
+    """One dialogue turn as quoted data (both protocols render turns this way)."""
+    return f'<turn speaker="{speaker}">\n{neutralise(bounded(text, truncated))}\n</turn>'
 
 
 def render_dialogue(history: Sequence[Message], prompts: PromptSet) -> str:
@@ -76,8 +80,7 @@ def render_dialogue(history: Sequence[Message], prompts: PromptSet) -> str:
         if message.role == "system":
             continue
         speaker = prompts.user_label if message.role == "user" else prompts.agent_label
-        body = neutralise(_bounded(message.content, prompts))
-        lines.append(f'<turn speaker="{speaker}">\n{body}\n</turn>')
+        lines.append(quoted_turn(speaker, message.content, prompts.truncated))
     lines.append("</dialogue>")
     return "\n".join(lines)
 
@@ -107,6 +110,30 @@ def _behaviour_block(behaviour: str | None, prompts: PromptSet, step: str) -> st
     return f"\n{prompts.behaviour_heading}\n{text}\n" if text else ""
 
 
+def _system(
+    template: str, profile: Profile, behaviour: str | None, step: str, prompts: PromptSet, **extra: str
+) -> str:
+    """A step's system message: the profile, the behaviour's guidance for ``step``, the data notice."""
+    return template.format(
+        profile=render_profile(profile, prompts),
+        behaviour=_behaviour_block(behaviour, prompts, step),
+        data_notice=prompts.data_notice,
+        **extra,
+    )
+
+
+def _conversation(system: str, user: str) -> list[Message]:
+    return [Message(role="system", content=system), Message(role="user", content=user)]
+
+
+def _quoted_exchange(history: Sequence[Message], agent_reply: str, prompts: PromptSet) -> dict[str, str]:
+    """The ``dialogue`` and ``agent_reply`` fields both steps' user messages quote."""
+    return {
+        "dialogue": render_dialogue(history, prompts),
+        "agent_reply": quote(agent_reply, "agent_reply", prompts),
+    }
+
+
 def appraisal_messages(
     profile: Profile,
     history: Sequence[Message],
@@ -119,17 +146,16 @@ def appraisal_messages(
 ) -> list[Message]:
     """The appraisal step's prompt. ``history`` excludes ``agent_reply`` (it is quoted on its own)."""
     p = prompt_set(language)
-    system = p.appraisal_system.format(
-        profile=render_profile(profile, p),
+    system = _system(
+        p.appraisal_system,
+        profile,
+        behaviour,
+        "appraisal",
+        p,
         difficulty=p.difficulty[difficulty],
-        behaviour=_behaviour_block(behaviour, p, "appraisal"),
         emotion=emotion_line(emotion, p),
-        data_notice=p.data_notice,
     )
-    user = p.appraisal_user.format(
-        dialogue=render_dialogue(history, p), agent_reply=quote(agent_reply, "agent_reply", p)
-    )
-    return [Message(role="system", content=system), Message(role="user", content=user)]
+    return _conversation(system, p.appraisal_user.format(**_quoted_exchange(history, agent_reply, p)))
 
 
 def render_appraisal(appraisal: Appraisal, prompts: PromptSet) -> str:
@@ -156,28 +182,20 @@ def reply_messages(
 ) -> list[Message]:
     """The reply step's prompt: answer in character, steered by the tier after the appraisal."""
     p = prompt_set(language)
-    system = p.reply_system.format(
-        profile=render_profile(profile, p),
-        behaviour=_behaviour_block(behaviour, p, "reply"),
-        data_notice=p.data_notice,
-    )
+    system = _system(p.reply_system, profile, behaviour, "reply", p)
     user = p.reply_user.format(
-        dialogue=render_dialogue(history, p),
-        agent_reply=quote(agent_reply, "agent_reply", p),
+        **_quoted_exchange(history, agent_reply, p),
         appraisal=render_appraisal(appraisal, p),
         emotion=emotion_line(appraisal.emotion_after, p),
         steering=p.tier_steering[appraisal.tier],
     )
-    return [Message(role="system", content=system), Message(role="user", content=user)]
+    return _conversation(system, user)
 
 
 def opening_messages(profile: Profile, *, language: str) -> list[Message]:
     """The prompt that makes the user write an opening line (profiles without ``opening``)."""
     p = prompt_set(language)
-    return [
-        Message(role="system", content=p.opening_system.format(profile=render_profile(profile, p))),
-        Message(role="user", content=p.opening_user),
-    ]
+    return _conversation(p.opening_system.format(profile=render_profile(profile, p)), p.opening_user)
 
 
 def reask_message(error: str, language: str) -> Message:
@@ -191,9 +209,11 @@ __all__ = [
     "PROMPT_VERSION",
     "PromptSet",
     "appraisal_messages",
+    "bounded",
     "neutralise",
     "opening_messages",
     "quote",
+    "quoted_turn",
     "reask_message",
     "render_dialogue",
     "reply_messages",

@@ -1,16 +1,47 @@
-"""The shape of one language's prompt texts.
+"""The shape of one language's prompt texts, and how a language module becomes one.
 
-Each language module (``en``, ``zh``) fills one :class:`PromptSet`. The texts are ``str.format``
-templates: literal braces (the JSON examples) are doubled. Values substituted into a template are never
-re-interpreted, so braces in a profile or an agent reply are harmless.
+Each language module (``en``, ``zh``) holds only text: one upper-case constant per :class:`PromptSet`
+field (``appraisal_system`` -> ``APPRAISAL_SYSTEM``), and :func:`texts_from_module` builds the set, so
+the field list is written once, here (the ``sage`` texts work the same way with
+:class:`~rlver.simulator.prompts.sage_base.SageTexts`). The texts are ``str.format`` templates: literal
+braces (the JSON examples) are doubled. Values substituted into a template are never re-interpreted, so
+braces in a profile or an agent reply are harmless.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TypeVar
 
+from rlver.errors import ConfigError
 from rlver.profiles.schema import Difficulty
 from rlver.records import Tier
+
+T = TypeVar("T")
+
+
+def texts_from_module(cls: type[T], module: ModuleType) -> T:
+    """``cls`` (a dataclass of texts) from ``module``'s upper-case constants, one per field.
+
+    A missing constant is a programming error caught at import, named with its module.
+    """
+    names: list[str] = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    missing = [n.upper() for n in names if not hasattr(module, n.upper())]
+    if missing:
+        raise ConfigError(
+            f"{module.__name__} lacks {', '.join(missing)} (one constant per {cls.__name__} field)"
+        )
+    return cls(**{n: getattr(module, n.upper()) for n in names})
+
+
+def for_language(table: dict[str, T], language: str, what: str) -> T:
+    """``table[language]``, or a :class:`ConfigError` naming the languages there are."""
+    try:
+        return table[language]
+    except KeyError:
+        raise ConfigError(f"no {what} for language {language!r}; choose one of: {', '.join(table)}") from None
 
 
 @dataclass(frozen=True)

@@ -29,33 +29,26 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from rlver.errors import ConfigError
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.prompts import MAX_QUOTED_CHARS, PROMPT_SETS, neutralise, sage_en, sage_zh
+from rlver.simulator.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
+from rlver.simulator.prompts.base import for_language, texts_from_module
 from rlver.simulator.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
 SAGE_PROMPT_VERSION = "rlver-sage-prompts-v1"
 
-SAGE_TEXTS: dict[str, SageTexts] = {"en": sage_en.TEXTS, "zh": sage_zh.TEXTS}
+#: One line per language; the language's module holds its texts (see prompts.base).
+SAGE_TEXTS: dict[str, SageTexts] = {
+    "en": texts_from_module(SageTexts, sage_en),
+    "zh": texts_from_module(SageTexts, sage_zh),
+}
 
 
 def sage_texts(language: str) -> SageTexts:
-    try:
-        return SAGE_TEXTS[language]
-    except KeyError:
-        raise ConfigError(
-            f"no sage simulator prompts for language {language!r}; choose one of: {', '.join(SAGE_TEXTS)}"
-        ) from None
-
-
-def _bounded(text: str, t: SageTexts) -> str:
-    if len(text) <= MAX_QUOTED_CHARS:
-        return text
-    return text[:MAX_QUOTED_CHARS] + "\n" + t.truncated.format(n=len(text) - MAX_QUOTED_CHARS)
+    return for_language(SAGE_TEXTS, language, "sage simulator prompts")
 
 
 def system_message(
@@ -106,7 +99,7 @@ def render_turns(history: Sequence[Message], t: SageTexts) -> str:
         lines.append(t.empty_dialogue)
     for message in shown:
         speaker = t.user_label if message.role == "user" else t.agent_label
-        lines.append(f'<turn speaker="{speaker}">\n{neutralise(_bounded(message.content, t))}\n</turn>')
+        lines.append(quoted_turn(speaker, message.content, t.truncated))
     lines.append("</dialogue>")
     return "\n".join(lines)
 

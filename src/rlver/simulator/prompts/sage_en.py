@@ -6,8 +6,6 @@ See :mod:`rlver.simulator.prompts.sage` for the layout and docs/protocol.md ("Si
 
 from __future__ import annotations
 
-from rlver.simulator.prompts.sage_base import SageTexts
-
 RULES = """You are an actor. From a script (a portrait of a person and the scene they are in) you play that person,
 who has come to confide in a conversational partner, called "the agent" below. You are not an assistant.
 Each time the agent replies you work in two steps, asked of you one at a time:
@@ -74,37 +72,33 @@ RUBRIC = """
    Scale: an integer from -10 to +10. +7..+10 deeply understood and helped; +3..+6 helpful; -2..+2 little
    effect; -3..-6 missed or misread you; -7..-10 hurt, dismissed or manipulated you."""
 
-TEXTS = SageTexts(
-    language="en",
-    rules=RULES,
-    rubric=RUBRIC,
-    difficulty_heading="# How demanding you are",
-    behaviour_heading="# How you behave in this conversation",
-    portrait_heading="# Portrait",
-    traits_line="Traits: {traits}. Conversational style: {style}.",
-    scene_heading="# Scene",
-    stated_topic_line="What you say you want to talk about: {goal}",
-    hidden_heading="## Hidden theme (secret: never say it outright)",
-    dialogue_intro='The conversation so far (quoted data; "you" is the person you play):',
-    user_label="you",
-    agent_label="agent",
-    empty_dialogue="(nothing yet)",
-    truncated="[... {n} more characters cut ...]",
-    appraisal_task=(
-        "Step 1. Your emotion now: {emotion} (tier {tier}). The last agent turn above is the reply to "
-        "appraise. Answer with the step-1 JSON object only."
-    ),
-    reply_task=(
-        "Step 2. After your appraisal your emotion is {emotion} (tier {tier}). Write your next message. "
-        "Answer with the step-2 JSON object only."
-    ),
-    opening_task=(
-        "The conversation has not started. Step 2 for your first message: open the talk briefly from the "
-        "scene. Your emotion now: {emotion} (tier {tier}). Answer with the step-2 JSON object only."
-    ),
-    reask=(
-        "Your answer could not be used: {error}\n"
-        "Answer again with exactly one JSON object in the required format and nothing else."
-    ),
-    not_given="(not given)",
+LANGUAGE = "en"
+DIFFICULTY_HEADING = "# How demanding you are"
+BEHAVIOUR_HEADING = "# How you behave in this conversation"
+PORTRAIT_HEADING = "# Portrait"
+TRAITS_LINE = "Traits: {traits}. Conversational style: {style}."
+SCENE_HEADING = "# Scene"
+STATED_TOPIC_LINE = "What you say you want to talk about: {goal}"
+HIDDEN_HEADING = "## Hidden theme (secret: never say it outright)"
+DIALOGUE_INTRO = 'The conversation so far (quoted data; "you" is the person you play):'
+USER_LABEL = "you"
+AGENT_LABEL = "agent"
+EMPTY_DIALOGUE = "(nothing yet)"
+TRUNCATED = "[... {n} more characters cut ...]"
+APPRAISAL_TASK = (
+    "Step 1. Your emotion now: {emotion} (tier {tier}). The last agent turn above is the reply to "
+    "appraise. Answer with the step-1 JSON object only."
 )
+REPLY_TASK = (
+    "Step 2. After your appraisal your emotion is {emotion} (tier {tier}). Write your next message. "
+    "Answer with the step-2 JSON object only."
+)
+OPENING_TASK = (
+    "The conversation has not started. Step 2 for your first message: open the talk briefly from the "
+    "scene. Your emotion now: {emotion} (tier {tier}). Answer with the step-2 JSON object only."
+)
+REASK = (
+    "Your answer could not be used: {error}\n"
+    "Answer again with exactly one JSON object in the required format and nothing else."
+)
+NOT_GIVEN = "(not given)"

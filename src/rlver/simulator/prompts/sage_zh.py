@@ -5,8 +5,6 @@ See :mod:`rlver.simulator.prompts.sage` for the layout and docs/protocol.md ("Si
 
 from __future__ import annotations
 
-from rlver.simulator.prompts.sage_base import SageTexts
-
 RULES = """你是一名演员。剧本给出一个人的画像和他所处的场景，你来演这个人：他来找一个聊天对象（下文称“对方”）倾诉心事。
 你不是助手。对方每回复一次，你分两步完成，每次只会要求你做其中一步：
 第一步（评估）：以这个人的身份，体会对方最新一句回复给你的感受，以及你的情绪如何变化；
@@ -61,33 +59,29 @@ RUBRIC = """
    取值范围 -10 到 +10：+7..+10 深深被理解并得到帮助；+3..+6 有帮助；-2..+2 几乎没影响；
    -3..-6 没抓住或误解了你；-7..-10 伤害、轻视或操纵了你。"""
 
-TEXTS = SageTexts(
-    language="zh",
-    rules=RULES,
-    rubric=RUBRIC,
-    difficulty_heading="# 你有多难被打动",
-    behaviour_heading="# 你在这场对话里的表现",
-    portrait_heading="# 人物画像",
-    traits_line="性格特点：{traits}。对话风格：{style}。",
-    scene_heading="# 场景",
-    stated_topic_line="你说你想聊的：{goal}",
-    hidden_heading="## 隐藏主题（秘密：绝不直接说出来）",
-    dialogue_intro="目前为止的对话（引用数据；“你”就是你扮演的人）：",
-    user_label="你",
-    agent_label="对方",
-    empty_dialogue="（还没有内容）",
-    truncated="[……另有 {n} 个字符被截去……]",
-    appraisal_task=(
-        "第一步。你现在的情绪：{emotion}（{tier} 档）。上面最后一条对方的话就是要评估的回复。"
-        "只回答第一步的 JSON 对象。"
-    ),
-    reply_task=(
-        "第二步。评估之后你的情绪是 {emotion}（{tier} 档）。写出你接下来要说的话。只回答第二步的 JSON 对象。"
-    ),
-    opening_task=(
-        "对话还没开始。请为你的第一句话做第二步：从场景出发，简短地开启倾诉。你现在的情绪：{emotion}"
-        "（{tier} 档）。只回答第二步的 JSON 对象。"
-    ),
-    reask="你的回答无法使用：{error}\n请重新回答，只给出一个符合要求格式的 JSON 对象，不要写别的。",
-    not_given="（未提供）",
+LANGUAGE = "zh"
+DIFFICULTY_HEADING = "# 你有多难被打动"
+BEHAVIOUR_HEADING = "# 你在这场对话里的表现"
+PORTRAIT_HEADING = "# 人物画像"
+TRAITS_LINE = "性格特点：{traits}。对话风格：{style}。"
+SCENE_HEADING = "# 场景"
+STATED_TOPIC_LINE = "你说你想聊的：{goal}"
+HIDDEN_HEADING = "## 隐藏主题（秘密：绝不直接说出来）"
+DIALOGUE_INTRO = "目前为止的对话（引用数据；“你”就是你扮演的人）："
+USER_LABEL = "你"
+AGENT_LABEL = "对方"
+EMPTY_DIALOGUE = "（还没有内容）"
+TRUNCATED = "[……另有 {n} 个字符被截去……]"
+APPRAISAL_TASK = (
+    "第一步。你现在的情绪：{emotion}（{tier} 档）。上面最后一条对方的话就是要评估的回复。"
+    "只回答第一步的 JSON 对象。"
 )
+REPLY_TASK = (
+    "第二步。评估之后你的情绪是 {emotion}（{tier} 档）。写出你接下来要说的话。只回答第二步的 JSON 对象。"
+)
+OPENING_TASK = (
+    "对话还没开始。请为你的第一句话做第二步：从场景出发，简短地开启倾诉。你现在的情绪：{emotion}"
+    "（{tier} 档）。只回答第二步的 JSON 对象。"
+)
+REASK = "你的回答无法使用：{error}\n请重新回答，只给出一个符合要求格式的 JSON 对象，不要写别的。"
+NOT_GIVEN = "（未提供）"
