@@ -13,7 +13,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rlver.env.rewards import RewardMode
+from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import RewardSpec
+from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algos import ALGORITHMS
 
@@ -132,9 +134,8 @@ class RolloutSettings(_Strict):
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(default=512, ge=1)
-    reward_mode: RewardMode = "final"
-    format_penalty: float = Field(default=0.0, ge=0.0)
-    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
+    reward: RewardSpec = Field(default_factory=RewardSpec)
     simulator_concurrency: int = Field(default=64, ge=1)
     # Emotion dynamics of training dialogues (EnvConfig fields of the same names; docs/protocol.md).
     # Defaults keep rlver's bounded dynamics; the published presets set the published values.
@@ -144,6 +145,12 @@ class RolloutSettings(_Strict):
     end_below: int = Field(default=10, ge=-1000, le=101)
     turn_limit_rule: Literal["reply_count", "after_user_exceeds"] = "reply_count"
     shared_opening: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_reward(cls, data: Any) -> Any:
+        # config.yaml of runs written before ``reward:`` nested (so ``--resume`` still reads them)
+        return RewardSpec.nest_flat_keys(data)
 
     def env_dynamics(self) -> dict[str, Any]:
         """The EnvConfig fields of a training dialogue, shared by the local trainer and verl's launcher."""
@@ -239,6 +246,45 @@ class TrainConfig(_Strict):
                 f"(got {self.rollout.n_per_profile}): a group of one has no baseline to compare with"
             )
         return self
+
+    # -- the one mapping from this config to the environment, used by both engines -------------------
+    def env_config(self, *, evaluation: bool = False) -> EnvConfig:
+        """The dialogue rules of training dialogues, or (``evaluation``) of the held-out evaluation.
+
+        The local trainer (:meth:`rollout_config`) and verl's launcher (training and validation rows)
+        both read this, so the two engines cannot run different dialogues from one config.
+        """
+        training = EnvConfig(**self.rollout.env_dynamics())
+        return eval_env(training, self.eval) if evaluation else training
+
+    def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:
+        """The local runner's settings: :meth:`env_config`, the group size and the reward spec."""
+        return RolloutConfig(
+            n_per_profile=self.eval.samples_per_profile if evaluation else self.rollout.n_per_profile,
+            simulator_concurrency=self.rollout.simulator_concurrency,
+            env=self.env_config(evaluation=evaluation),
+            reward=self.rollout.reward,
+        )
+
+
+def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
+    """The dialogue settings of in-training evaluation (see ``EvalSettings``).
+
+    ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
+    included, so the two scores are comparable — keeping only the training's think mode (a think-mode
+    policy is evaluated thinking, and its thoughts are hidden from the user either way).
+    """
+    base = (
+        EnvConfig.evaluation(think=training.think, think_context=training.think_context)
+        if e.protocol == "benchmark"
+        else training
+    )
+    overrides: dict[str, Any] = {}
+    if e.max_assistant_turns is not None:
+        overrides["max_assistant_turns"] = e.max_assistant_turns
+    if e.start_emotion is not None:
+        overrides["start_emotion"] = e.start_emotion
+    return base.model_copy(update=overrides) if overrides else base
 
 
 PRESETS_PACKAGE = "rlver.train.presets"
