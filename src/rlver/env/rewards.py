@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rlver.config import registered
 from rlver.env.thinking import split_think
 from rlver.records import Episode
 
@@ -46,9 +47,7 @@ class RewardSpec(BaseModel):
     @field_validator("mode")
     @classmethod
     def _known_mode(cls, mode: str) -> str:
-        if mode not in REWARD_MODES:
-            raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
-        return mode
+        return registered(mode, REWARD_MODES, "reward mode")
 
     @staticmethod
     def nest_flat_keys(data: Any) -> Any:

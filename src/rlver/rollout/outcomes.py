@@ -24,6 +24,9 @@ class Outcomes:
 
     done: tuple[Episode, ...]
     failed: tuple[Episode, ...]
+    #: Finished dialogues that succeeded (``Episode.succeeded``) and that failed (``Episode.failed_low``).
+    success: int
+    failure: int
 
     @property
     def n(self) -> int:
@@ -38,14 +41,6 @@ class Outcomes:
     def score(self) -> Fraction | None:
         """Mean final emotion, exact (a ``Fraction``: the leaderboard rounds it half up); None if n = 0."""
         return Fraction(sum(self.finals), self.n) if self.n else None
-
-    @property
-    def success(self) -> int:
-        return sum(ep.succeeded for ep in self.done)
-
-    @property
-    def failure(self) -> int:
-        return sum(ep.failed_low for ep in self.done)
 
     @property
     def success_rate(self) -> float:
@@ -66,7 +61,10 @@ class Outcomes:
 def outcomes(episodes: Iterable[Episode]) -> Outcomes:
     """Split ``episodes`` into finished and failed runs (order kept) for :class:`Outcomes`."""
     all_eps = list(episodes)
+    done = tuple(ep for ep in all_eps if ep.status == "finished")
     return Outcomes(
-        done=tuple(ep for ep in all_eps if ep.status == "finished"),
+        done=done,
         failed=tuple(ep for ep in all_eps if ep.status != "finished"),
+        success=sum(ep.succeeded for ep in done),
+        failure=sum(ep.failed_low for ep in done),
     )

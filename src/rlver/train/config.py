@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rlver.config import load_config, registered
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
+from rlver.errors import ConfigError
 from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algos import ALGORITHMS
@@ -76,9 +78,7 @@ class AlgorithmSettings(_Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {name!r}; choices: {', '.join(sorted(ALGORITHMS))}")
-        return name
+        return registered(name, ALGORITHMS, "algorithm")
 
 
 class OptimSettings(_Strict):
@@ -297,8 +297,6 @@ def preset_names() -> list[str]:
 
 def resolve_config_path(name_or_path: str) -> Path:
     """A config file path, or the bundled preset of that name (``ppo-think`` → ``presets/ppo-think.yaml``)."""
-    from rlver.errors import ConfigError
-
     path = Path(name_or_path).expanduser()
     if path.exists():
         return path
@@ -312,7 +310,5 @@ def resolve_config_path(name_or_path: str) -> Path:
 
 
 def load_train_config(name_or_path: str | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    from rlver.config import load_config
-
     path = resolve_config_path(name_or_path) if name_or_path else None
     return load_config(TrainConfig, path, overrides)
