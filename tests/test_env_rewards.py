@@ -85,11 +85,12 @@ def test_format_penalty_ignored_outside_think_mode() -> None:
     assert episode_reward(ep, RewardSpec(format_penalty=0.5)) == pytest.approx(0.50)
 
 
-@pytest.mark.parametrize("mode", ["final", "delta", "mixed"])
+@pytest.mark.parametrize("mode", sorted(REWARD_MODES))
 def test_turn_rewards_sum_to_episode_reward(mode: str) -> None:
     replies = ["<think>a</think>x", "y", "<think>c</think>z", "w"]
     ep = make_episode(30, [38, 28, 36, None], replies, think=True)
     spec = RewardSpec(mode=mode, format_penalty=0.2, mixed_weight=0.7)
+    assert len(turn_rewards(ep, spec)) == ep.assistant_turns  # every mode: one value per reply
     assert sum(turn_rewards(ep, spec)) == pytest.approx(episode_reward(ep, spec))
 
 
