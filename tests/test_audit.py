@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import RewardSpec
 from rlver.llm.scripted import ScriptedChatModel
 from rlver.rollout.audit import AuditRules, audit_episode, audit_file
 from rlver.rollout.published import read_published
@@ -24,7 +25,9 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def our_transcript(path: Path, change: int = 4, config: RolloutConfig | None = None) -> Path:
-    config = config or RolloutConfig(env=EnvConfig.evaluation(), reward_mode="mixed", mixed_weight=0.5)
+    config = config or RolloutConfig(
+        env=EnvConfig.evaluation(), reward=RewardSpec(mode="mixed", mixed_weight=0.5)
+    )
     simulator = scripted_simulator(change=change)
     writer = TranscriptWriter(
         path, build_manifest(simulator=simulator.describe(), rollout=config, env=config.env)

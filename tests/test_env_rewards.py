@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward, turn_rewards
 from rlver.records import Appraisal, Episode, Message, UserTurn
 from rlver.simulator.emotion import tier_of
 
@@ -53,51 +53,84 @@ def test_final_reward_is_final_emotion_over_100_on_the_last_turn() -> None:
 
 def test_delta_reward_per_turn() -> None:
     ep = make_episode(40, [45, 55, 50, None])
-    assert turn_rewards(ep, "delta") == pytest.approx([0.05, 0.10, -0.05, 0.0])
-    assert episode_reward(ep, "delta") == pytest.approx(0.10)
+    assert turn_rewards(ep, RewardSpec(mode="delta")) == pytest.approx([0.05, 0.10, -0.05, 0.0])
+    assert episode_reward(ep, RewardSpec(mode="delta")) == pytest.approx(0.10)
 
 
 def test_delta_uses_the_applied_change_at_the_ceiling() -> None:
     ep = make_episode(95, [100])
     ep.user_turns[1].appraisal.raw_change = 10  # type: ignore[union-attr]
     ep.user_turns[1].appraisal.change = 10  # type: ignore[union-attr]
-    assert turn_rewards(ep, "delta") == pytest.approx([0.05])
+    assert turn_rewards(ep, RewardSpec(mode="delta")) == pytest.approx([0.05])
 
 
 def test_mixed_reward_blends() -> None:
     ep = make_episode(30, [40, 35])
     # final: [0, 0.35], delta: [0.10, -0.05]; w = 0.25 -> [0.075, 0.25*0.35 + 0.75*-0.05]
     expected = [0.075, 0.0875 - 0.0375]
-    assert turn_rewards(ep, "mixed", mixed_weight=0.25) == pytest.approx(expected)
-    assert episode_reward(ep, "mixed", mixed_weight=0.25) == pytest.approx(sum(expected))
+    assert turn_rewards(ep, RewardSpec(mode="mixed", mixed_weight=0.25)) == pytest.approx(expected)
+    assert episode_reward(ep, RewardSpec(mode="mixed", mixed_weight=0.25)) == pytest.approx(sum(expected))
 
 
 def test_format_penalty_hits_the_broken_turn_only() -> None:
     replies = ["<think>a</think>fine", "forgot to think", "<think>b</think>good"]
     ep = make_episode(40, [50, 55, 60], replies, think=True)
     assert ep.format_errors == 1
-    assert turn_rewards(ep, "final", format_penalty=0.1) == pytest.approx([0.0, -0.1, 0.60])
-    assert episode_reward(ep, "final", format_penalty=0.1) == pytest.approx(0.50)
+    assert turn_rewards(ep, RewardSpec(format_penalty=0.1)) == pytest.approx([0.0, -0.1, 0.60])
+    assert episode_reward(ep, RewardSpec(format_penalty=0.1)) == pytest.approx(0.50)
 
 
 def test_format_penalty_ignored_outside_think_mode() -> None:
     ep = make_episode(40, [50], ["no think block"], think=False)
-    assert episode_reward(ep, "final", format_penalty=0.5) == pytest.approx(0.50)
+    assert episode_reward(ep, RewardSpec(format_penalty=0.5)) == pytest.approx(0.50)
 
 
-@pytest.mark.parametrize("mode", ["final", "delta", "mixed"])
+@pytest.mark.parametrize("mode", sorted(REWARD_MODES))
 def test_turn_rewards_sum_to_episode_reward(mode: str) -> None:
     replies = ["<think>a</think>x", "y", "<think>c</think>z", "w"]
     ep = make_episode(30, [38, 28, 36, None], replies, think=True)
-    assert sum(turn_rewards(ep, mode, format_penalty=0.2, mixed_weight=0.7)) == pytest.approx(
-        episode_reward(ep, mode, format_penalty=0.2, mixed_weight=0.7)
-    )
+    spec = RewardSpec(mode=mode, format_penalty=0.2, mixed_weight=0.7)
+    assert len(turn_rewards(ep, spec)) == ep.assistant_turns  # every mode: one value per reply
+    assert sum(turn_rewards(ep, spec)) == pytest.approx(episode_reward(ep, spec))
 
 
 def test_bad_arguments() -> None:
-    ep = make_episode(40, [50])
     with pytest.raises(ValueError, match="unknown reward mode"):
-        episode_reward(ep, "median")
+        RewardSpec(mode="median")
     with pytest.raises(ValueError, match="mixed_weight"):
-        turn_rewards(ep, "mixed", mixed_weight=1.5)
+        RewardSpec(mode="mixed", mixed_weight=1.5)
+    with pytest.raises(ValueError, match="format_penalty"):
+        RewardSpec(format_penalty=-0.1)
+    with pytest.raises(ValueError, match="extra"):
+        RewardSpec.model_validate({"mode": "final", "weight": 0.5})
     assert turn_rewards(make_episode(40, [])) == []
+
+
+@pytest.mark.parametrize("mode", ["final", "delta", "mixed"])
+def test_an_episode_without_replies_is_worth_nothing(mode: str) -> None:
+    """Its user never got a reply (it failed to open): 0 in every mode, as the turn rewards say."""
+    assert episode_reward(make_episode(55, []), RewardSpec(mode=mode)) == 0.0
+
+
+def test_a_new_mode_is_one_function_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    def last_turn_only(ep: Episode, spec: RewardSpec) -> list[float]:
+        return [0.0] * (ep.assistant_turns - 1) + [1.0]
+
+    monkeypatch.setitem(REWARD_MODES, "last", last_turn_only)
+    ep = make_episode(40, [50, 60])
+    spec = RewardSpec.model_validate({"mode": "last", "format_penalty": 0.0})
+    assert turn_rewards(ep, spec) == [0.0, 1.0]
+    assert episode_reward(ep, spec) == 1.0
+
+
+def test_flat_reward_keys_of_older_files_nest() -> None:
+    old = {"env": {}, "reward_mode": "mixed", "mixed_weight": 0.3, "seed": 1}
+    assert RewardSpec.nest_flat_keys(old) == {
+        "env": {},
+        "seed": 1,
+        "reward": {"mode": "mixed", "mixed_weight": 0.3},
+    }
+    new = {"reward": {"mode": "delta"}}
+    assert RewardSpec.nest_flat_keys(new) is new
+    both = {"reward": {"mode": "delta"}, "format_penalty": 0.1}
+    assert RewardSpec.nest_flat_keys(both) == {"reward": {"mode": "delta", "format_penalty": 0.1}}

@@ -101,14 +101,12 @@ def test_shared_opening_per_group(shared: bool) -> None:
 
 @pytest.mark.parametrize("preset", ["ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink"])
 def test_published_presets_set_the_published_dynamics(preset: str) -> None:
-    from rlver.integrations.verl.config import VerlTrainConfig
-    from rlver.integrations.verl.launch import _env_configs
-
     cfg = load_train_config(preset)
     env = EnvConfig(**cfg.rollout.env_dynamics())
     published = EnvConfig.published_training(think=cfg.rollout.think)
     assert env == published
-    train, val = _env_configs(VerlTrainConfig.model_validate(cfg.model_dump()))
+    # the one TrainConfig → EnvConfig mapping both engines read (trainer, verl launcher)
+    train, val = cfg.env_config(), cfg.env_config(evaluation=True)
     assert train == published
     assert val.bound_change and val.floor_emotion and val.end_at_high and not val.shared_opening
 

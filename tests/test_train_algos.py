@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.errors import ConfigError
 from rlver.train.algorithms import policy_loss
 from rlver.train.algos import ALGORITHMS, AdvantageInputs, Algorithm, get_algorithm
@@ -113,5 +113,7 @@ def test_a_dialogue_cut_by_the_budget_is_scored_as_cut() -> None:
     assert cut.final_emotion == 60 and cut.emotions == [45, 60]
     assert [m.role for m in cut.messages][-2:] == ["assistant", "user"]
     assert episode_reward(cut) == pytest.approx(0.60)
-    assert turn_rewards(cut, "delta", format_penalty=0.1) == pytest.approx([0.15, 0.15 - 0.1])
+    assert turn_rewards(cut, RewardSpec(mode="delta", format_penalty=0.1)) == pytest.approx(
+        [0.15, 0.15 - 0.1]
+    )
     assert cut_to_turns(ep, 3) is ep

@@ -9,8 +9,7 @@ import torch
 
 from rlver.env.dialogue import EnvConfig
 from rlver.eval.config import EvalConfig
-from rlver.train.config import EvalSettings, load_train_config
-from rlver.train.trainer import eval_env
+from rlver.train.config import EvalSettings, eval_env, load_train_config
 
 TRAINING = EnvConfig.training()
 

@@ -26,7 +26,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, DictConfigW
 from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.workers.rollout.replica import TokenOutput
 
-from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.integrations.verl.agent_loop import SIMULATOR_GATE, DialogueFailed, RlverDialogueAgentLoop
 from rlver.integrations.verl.launch import compose_verl_config, load_verl_config, prepare
 from rlver.models.tiny import tiny_model_and_tokenizer
@@ -216,7 +216,7 @@ def test_masks_tokens_reward_and_extra_fields(tmp_path: Path, tiny: tuple[Any, A
     assert tokenizer.decode(out.prompt_ids).startswith("<|im_start|>system\n")
 
     # reward: our reward code on the logged episode; verl puts it on the last (assistant) token
-    assert out.reward_score == pytest.approx(episode_reward(episode, "final"))
+    assert out.reward_score == pytest.approx(episode_reward(episode, RewardSpec(mode="final")))
     assert out.reward_score == pytest.approx(episode.final_emotion / 100)
     tensors = out.as_dict()
     assert tensors["rm_scores"][-1].item() == pytest.approx(out.reward_score)
@@ -225,7 +225,7 @@ def test_masks_tokens_reward_and_extra_fields(tmp_path: Path, tiny: tuple[Any, A
     extra = out.extra_fields
     assert extra["emotions"] == [30, *episode.emotions] and len(episode.emotions) == turns
     assert [a["emotion_after"] for a in extra["appraisals"]] == episode.emotions
-    assert extra["turn_scores"] == pytest.approx(turn_rewards(episode, "final"))
+    assert extra["turn_scores"] == pytest.approx(turn_rewards(episode, RewardSpec(mode="final")))
     assert extra["reward_extra_info"]["final_emotion"] == episode.final_emotion
     assert extra["end_reason"] == episode.end_reason
     assert extra["global_steps"] == 3  # the server's extra fields are kept (off-policy bookkeeping)

@@ -243,3 +243,23 @@ def test_engine_differences_are_mapped_or_refused(tmp_path: Path) -> None:
         _plan(tmp_path, "optim.schedule=linear")
     with pytest.raises(ConfigError, match="n_per_profile >= 2"):
         _plan(tmp_path, "rollout.n_per_profile=1")
+
+
+def test_rows_carry_the_configs_one_env_mapping_and_reward_spec(tmp_path: Path) -> None:
+    """verl's rows read the dialogue rules and the reward from the mapping the local trainer reads."""
+    import pyarrow.parquet as pq
+
+    from rlver.env.rewards import RewardSpec
+
+    cfg, plan = _plan(
+        tmp_path, "eval.limit=2", "rollout.reward.mode=delta", "rollout.reward.format_penalty=0.1"
+    )
+    for path, env in ((plan.train_file, cfg.env_config()), (plan.val_file, cfg.env_config(evaluation=True))):
+        tasks = [DialogueTask.from_row(row) for row in pq.read_table(path).column("extra_info").to_pylist()]
+        assert tasks and all(t.env == env for t in tasks)
+        assert all(t.reward == RewardSpec(mode="delta", format_penalty=0.1) for t in tasks)
+    # validation follows eval.protocol as the local trainer's evaluation does (tiny-offline: training)
+    assert cfg.eval.protocol == "training" and cfg.env_config(evaluation=True) == cfg.env_config()
+    _, bench = _plan(tmp_path / "bench", "eval.limit=1", "eval.protocol=benchmark")
+    row = pq.read_table(bench.val_file).column("extra_info").to_pylist()[0]
+    assert DialogueTask.from_row(row).env.start_emotion == 40  # the benchmark's start, not training's 30

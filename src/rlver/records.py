@@ -15,6 +15,13 @@ Role = Literal["system", "user", "assistant"]
 Tier = Literal["S", "A", "B", "C", "F"]
 EpisodeStatus = Literal["finished", "failed"]
 
+#: The benchmark's outcome of a dialogue, decided by its final emotion: **success** at or above
+#: ``SUCCESS_AT``, **failure** below ``FAILURE_BELOW`` (SAGE's leaderboard). The published dialogue
+#: also ends at exactly these values (``simulator.emotion.terminal_reason``). The one home of both
+#: numbers: metrics, training summaries, verl's logged scalars and the plots read them from here.
+SUCCESS_AT = 100
+FAILURE_BELOW = 10
+
 #: Emotions are 0-100; a value beyond ±1e9 in a file is corruption, not a number to keep (it would
 #: also overflow the float and decimal maths of the metrics). Out-of-range but sane values (-5, 130)
 #: stay readable so that ``rlver audit`` can report them.
@@ -121,8 +128,20 @@ class Episode(BaseModel):
 
     @property
     def succeeded(self) -> bool:
-        return self.final_emotion >= 100
+        """The benchmark's *success*: the final emotion reached ``SUCCESS_AT``."""
+        return reached_success(self.final_emotion)
 
     @property
     def failed_low(self) -> bool:
-        return self.final_emotion < 10
+        """The benchmark's *failure*: the final emotion fell below ``FAILURE_BELOW``."""
+        return fell_to_failure(self.final_emotion)
+
+
+def reached_success(emotion: int) -> bool:
+    """Whether an emotion value is a success (the dialogue's outcome when it is the final one)."""
+    return emotion >= SUCCESS_AT
+
+
+def fell_to_failure(emotion: int) -> bool:
+    """Whether an emotion value is a failure (the dialogue's outcome when it is the final one)."""
+    return emotion < FAILURE_BELOW

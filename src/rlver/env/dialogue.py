@@ -112,11 +112,9 @@ class EnvConfig(BaseModel):
 
     @classmethod
     def published_training(cls, **overrides: Any) -> EnvConfig:
-        """The published RLVER training dynamics (docs/protocol.md has the file:line of each)."""
-        base: dict[str, Any] = {
-            "max_assistant_turns": 8,
-            "appraise_final_reply": True,
-            "start_emotion": TRAIN_START,
+        """The published RLVER training dynamics (docs/protocol.md has the file:line of each) on top of
+        :meth:`training`'s turns, appraisal and start."""
+        dynamics: dict[str, Any] = {
             "bound_change": False,
             "floor_emotion": False,
             "end_at_high": False,
@@ -124,7 +122,7 @@ class EnvConfig(BaseModel):
             "turn_limit_rule": "after_user_exceeds",
             "shared_opening": True,
         }
-        return cls(**{**base, **overrides})
+        return cls.training(**{**dynamics, **overrides})
 
     @property
     def max_appraisals(self) -> int:

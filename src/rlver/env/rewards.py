@@ -1,7 +1,8 @@
 """Rewards: what an episode is worth to the learner. Kept apart from the environment (the rubric idea
 of *verifiers*): the same transcript can be re-scored under another reward without re-running it.
 
-Modes:
+A :class:`RewardSpec` names the reward; it is the one object both training engines (the local trainer
+and verl's agent loop) and the auditor pass around. Modes, one function each in :data:`REWARD_MODES`:
 
 * ``"final"`` — the published setting: final emotion / 100, given at the last assistant turn.
 * ``"delta"`` — each appraisal's emotion change / 100, given to the assistant turn it judged (an
@@ -11,25 +12,57 @@ Modes:
 ``format_penalty`` is subtracted once per assistant reply whose think block is not well-formed (only
 for episodes run in think mode), on the turn that broke the format.
 
-By construction ``sum(turn_rewards(ep, ...)) == episode_reward(ep, ...)`` for every mode.
+The episode reward is *defined* as the sum of the turn rewards, so the two cannot disagree. An episode
+without an assistant reply (its user failed to open) is worth 0 in every mode.
+
+Adding a mode: write ``def my_mode(episode, spec) -> list[float]`` (one value per assistant turn) and
+add one line to :data:`REWARD_MODES`; configs can then say ``reward: {mode: my_mode}``.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rlver.config import registered
 from rlver.env.thinking import split_think
 from rlver.records import Episode
 
-RewardMode = Literal["final", "delta", "mixed"]
-REWARD_MODES: tuple[str, ...] = ("final", "delta", "mixed")
+#: Keys a reward was configured with before it became one nested ``reward:`` object (run folders,
+#: manifests and configs written earlier still carry them flat).
+_FLAT_KEYS = {"reward_mode": "mode", "format_penalty": "format_penalty", "mixed_weight": "mixed_weight"}
 
 
-def _check(mode: str, mixed_weight: float) -> None:
-    if mode not in REWARD_MODES:
-        raise ValueError(f"unknown reward mode {mode!r}; choose one of {', '.join(REWARD_MODES)}")
-    if not 0.0 <= mixed_weight <= 1.0:
-        raise ValueError(f"mixed_weight must be in [0, 1], got {mixed_weight}")
+class RewardSpec(BaseModel):
+    """Which reward an episode earns: the mode and its parameters (see the module docstring)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: str = Field(default="final", description="a key of rlver.env.rewards.REWARD_MODES")
+    format_penalty: float = Field(default=0.0, ge=0.0)
+    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, mode: str) -> str:
+        return registered(mode, REWARD_MODES, "reward mode")
+
+    @staticmethod
+    def nest_flat_keys(data: Any) -> Any:
+        """Move flat ``reward_mode``/``format_penalty``/``mixed_weight`` keys of a mapping into ``reward``.
+
+        For the containers that nest a spec (rollout settings, manifests): files written before the
+        spec existed stay readable. A mapping that has both forms keeps the nested one's values.
+        """
+        if not isinstance(data, dict) or not any(k in data for k in _FLAT_KEYS):
+            return data
+        out = {k: v for k, v in data.items() if k not in _FLAT_KEYS}
+        flat = {_FLAT_KEYS[k]: v for k, v in data.items() if k in _FLAT_KEYS}
+        nested = data.get("reward")
+        out["reward"] = {**flat, **nested} if isinstance(nested, dict) else nested or flat
+        return out
 
 
 def format_flags(episode: Episode) -> list[bool]:
@@ -62,50 +95,45 @@ def delta_per_turn(episode: Episode) -> list[int]:
     return out
 
 
-def turn_rewards(
-    episode: Episode,
-    mode: RewardMode | str = "final",
-    format_penalty: float = 0.0,
-    mixed_weight: float = 0.5,
-) -> list[float]:
-    """One reward per assistant turn, in order (empty for an episode without assistant replies)."""
-    _check(mode, mixed_weight)
-    n = episode.assistant_turns
-    if n == 0:
-        return []
-    final = [0.0] * n
-    final[-1] = max(episode.final_emotion, 0) / 100.0  # floored at 0 as published (url_environment.py:38)
-    delta = [d / 100.0 for d in delta_per_turn(episode)]
-    if mode == "final":
-        rewards = final
-    elif mode == "delta":
-        rewards = delta
-    else:
-        rewards = [mixed_weight * f + (1.0 - mixed_weight) * d for f, d in zip(final, delta, strict=True)]
-    if format_penalty:
-        flags = format_flags(episode)
-        rewards = [r - format_penalty * flag for r, flag in zip(rewards, flags, strict=True)]
+def final_rewards(episode: Episode, spec: RewardSpec) -> list[float]:
+    """``final``: final emotion / 100 on the last assistant turn, 0 on the others."""
+    rewards = [0.0] * episode.assistant_turns
+    if rewards:
+        # floored at 0 as published (url_environment.py:38): an unfloored emotion may end below 0
+        rewards[-1] = max(episode.final_emotion, 0) / 100.0
     return rewards
 
 
-def episode_reward(
-    episode: Episode,
-    mode: RewardMode | str = "final",
-    format_penalty: float = 0.0,
-    mixed_weight: float = 0.5,
-) -> float:
-    """The scalar reward of a whole episode (``final``: final emotion / 100, the published setting)."""
-    _check(mode, mixed_weight)
-    final = max(episode.final_emotion, 0) / 100.0  # an unfloored emotion may end below 0
-    delta = sum(delta_per_turn(episode)) / 100.0
-    if mode == "final":
-        value = final
-    elif mode == "delta":
-        value = delta
-    else:
-        # Turn rewards put ``final`` on the last turn only when there is one.
-        final_part = final if episode.assistant_turns else 0.0
-        value = mixed_weight * final_part + (1.0 - mixed_weight) * delta
-    if format_penalty:
-        value -= format_penalty * sum(format_flags(episode))
-    return value
+def delta_rewards(episode: Episode, spec: RewardSpec) -> list[float]:
+    """``delta``: the emotion change each reply caused / 100."""
+    return [d / 100.0 for d in delta_per_turn(episode)]
+
+
+def mixed_rewards(episode: Episode, spec: RewardSpec) -> list[float]:
+    """``mixed``: ``mixed_weight`` × final + (1 − ``mixed_weight``) × delta, turn by turn."""
+    w = spec.mixed_weight
+    final, delta = final_rewards(episode, spec), delta_rewards(episode, spec)
+    return [w * f + (1.0 - w) * d for f, d in zip(final, delta, strict=True)]
+
+
+#: Reward mode → its per-turn function (one value per assistant turn, before the format penalty).
+REWARD_MODES: dict[str, Callable[[Episode, RewardSpec], list[float]]] = {
+    "final": final_rewards,
+    "delta": delta_rewards,
+    "mixed": mixed_rewards,
+}
+
+
+def turn_rewards(episode: Episode, spec: RewardSpec | None = None) -> list[float]:
+    """One reward per assistant turn, in order (empty for an episode without assistant replies)."""
+    spec = spec or RewardSpec()
+    rewards = REWARD_MODES[spec.mode](episode, spec)
+    if spec.format_penalty:
+        flags = format_flags(episode)
+        rewards = [r - spec.format_penalty * flag for r, flag in zip(rewards, flags, strict=True)]
+    return rewards
+
+
+def episode_reward(episode: Episode, spec: RewardSpec | None = None) -> float:
+    """The scalar reward of a whole episode: the sum of its turn rewards (``final``: final emotion / 100)."""
+    return float(sum(turn_rewards(episode, spec)))

@@ -3,7 +3,9 @@
 Definitions (they reproduce the public leaderboard exactly from its released transcripts):
 
 - **score**: the mean final emotion (0–100) over the dialogues that finished;
-- **success**: dialogues whose final emotion is ≥ 100; **failure**: dialogues whose final emotion is < 10;
+- **success**: dialogues whose final emotion is ≥ 100; **failure**: dialogues whose final emotion is < 10
+  (``Episode.succeeded`` / ``Episode.failed_low``; counted by ``rlver.rollout.outcomes``, which the
+  trainer's summaries share);
 - **failed runs** (``status == "failed"``: an API error, an unparseable simulator turn) are *excluded*
   from the score and reported separately, so an outage never looks like a bad model.
 
@@ -29,9 +31,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from rlver.records import Episode
+from rlver.rollout.outcomes import Outcomes, outcomes
 
-SUCCESS_AT = 100
-FAILURE_BELOW = 10
 BOOTSTRAP_SAMPLES = 10_000
 BOOTSTRAP_SEED = 20250701
 #: ``Episode.meta`` keys that get their own breakdown table when episodes carry them.
@@ -119,18 +120,14 @@ class Metrics(BaseModel):
         return f"{self.n} finished / {self.n_failed_runs} failed"
 
 
-def _group(finals: Sequence[int]) -> GroupMetrics:
-    n = len(finals)
-    success = sum(1 for f in finals if f >= SUCCESS_AT)
-    failure = sum(1 for f in finals if f < FAILURE_BELOW)
-    mean = Fraction(sum(finals), n) if n else Fraction(0)
+def _group(out: Outcomes) -> GroupMetrics:
     return GroupMetrics(
-        n=n,
-        score=round_half_up(mean, 1),
-        success=success,
-        success_pct=100.0 * success / n if n else 0.0,
-        failure=failure,
-        failure_pct=100.0 * failure / n if n else 0.0,
+        n=out.n,
+        score=round_half_up(out.score or Fraction(0), 1),
+        success=out.success,
+        success_pct=100.0 * out.success_rate,
+        failure=out.failure,
+        failure_pct=100.0 * out.failure_rate,
     )
 
 
@@ -186,32 +183,17 @@ def _trajectory(
 
 def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTSTRAP_SEED) -> Metrics:
     """Compute the benchmark metrics of one run. Failed runs are counted but excluded from the score."""
-    all_eps = list(episodes)
-    done = [ep for ep in all_eps if ep.status == "finished"]
-    failed = [ep for ep in all_eps if ep.status != "finished"]
-    finals = [ep.final_emotion for ep in done]
-    head = _group(finals)
-    n = len(done)
-    exact = Fraction(sum(finals), n) if n else Fraction(0)
+    out = outcomes(episodes)
+    done, finals = out.done, out.finals
+    head = _group(out)
     ci = bootstrap_ci(finals, seed=bootstrap_seed)
     traj, traj_std, p25, p75, live = _trajectory(done)
-
-    breakdowns: dict[str, dict[str, GroupMetrics]] = {}
-    for key in BREAKDOWN_KEYS:
-        groups: dict[str, list[int]] = defaultdict(list)
-        for ep in done:
-            value = ep.meta.get(key)
-            if value is not None:
-                groups[str(value)].append(ep.final_emotion)
-        if groups:
-            breakdowns[key] = {name: _group(vals) for name, vals in sorted(groups.items())}
-
     return Metrics(
-        n=n,
-        n_failed_runs=len(failed),
-        failed_run_kinds=dict(Counter(ep.error_kind or "unknown" for ep in failed)),
-        score=float(exact) if n else None,
-        score_rounded=head.score if n else None,
+        n=out.n,
+        n_failed_runs=len(out.failed),
+        failed_run_kinds=dict(Counter(ep.error_kind or "unknown" for ep in out.failed)),
+        score=float(out.score) if out.score is not None else None,
+        score_rounded=head.score if out.n else None,
         score_ci_low=ci[0],
         score_ci_high=ci[1],
         score_std=float(np.std(finals)) if finals else 0.0,
@@ -219,7 +201,7 @@ def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTST
         success_pct=head.success_pct,
         failure=head.failure,
         failure_pct=head.failure_pct,
-        mean_turns=float(np.mean([ep.assistant_turns for ep in done])) if done else 0.0,
+        mean_turns=out.mean_turns,
         trajectory=traj,
         trajectory_std=traj_std,
         trajectory_p25=p25,
@@ -231,8 +213,22 @@ def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTST
         format_errors=sum(ep.format_errors for ep in done),
         end_reasons=dict(Counter(ep.end_reason or "unknown" for ep in done)),
         final_emotions=finals,
-        breakdowns=breakdowns,
+        breakdowns=_breakdowns(done),
     )
+
+
+def _breakdowns(done: Sequence[Episode]) -> dict[str, dict[str, GroupMetrics]]:
+    """One table per :data:`BREAKDOWN_KEYS` key the episodes carry in ``meta``: value → its numbers."""
+    breakdowns: dict[str, dict[str, GroupMetrics]] = {}
+    for key in BREAKDOWN_KEYS:
+        groups: dict[str, list[Episode]] = defaultdict(list)
+        for ep in done:
+            value = ep.meta.get(key)
+            if value is not None:
+                groups[str(value)].append(ep)
+        if groups:
+            breakdowns[key] = {name: _group(outcomes(eps)) for name, eps in sorted(groups.items())}
+    return breakdowns
 
 
 # -- paired comparison ------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, JudgeSummary
-from rlver.eval.metrics import FAILURE_BELOW, SUCCESS_AT, Metrics
+from rlver.eval.metrics import Metrics
+from rlver.records import FAILURE_BELOW, SUCCESS_AT
 
 _COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04"]
 

@@ -19,10 +19,11 @@ one wrong number gives one or two findings (the wrong value, and the next turn's
 that no longer follows it) rather than a cascade through the rest of the dialogue.
 
 Settings come from the transcript's manifest (``env`` or ``rollout.env``: start_emotion,
-max_assistant_turns, appraise_final_reply, stop_on_emotion; ``simulator.max_change``; ``reward_mode``,
-``format_penalty``, ``mixed_weight`` at the top level or under ``rollout``) — what the manifest does not
-say is not assumed (the recorded start is accepted, no turn limit). Published files use the published
-protocol (start 40, ±10, 10 replies, ≤ 9 appraisals). Options override both.
+max_assistant_turns, appraise_final_reply, stop_on_emotion; ``simulator.max_change``; the reward spec
+``rollout.reward``, or the flat ``reward_mode``/``format_penalty``/``mixed_weight`` of older files) —
+what the manifest does not say is not assumed (the recorded start is accepted, no turn limit).
+Published files use the published protocol (start 40, ±10, 10 replies, ≤ 9 appraisals). Options
+override both.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rlver.env.rewards import REWARD_MODES, episode_reward
+from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.records import Episode
 from rlver.rollout.published import format_of_first_record, read_published
@@ -188,12 +189,7 @@ def audit_episode(
     if episode.emotions and episode.emotions != derived:
         bad(None, f"emotions list {episode.emotions} differs from the appraisals' values {derived}")
     if reward and episode.reward is not None and reward.get("mode") in REWARD_MODES:
-        expected = episode_reward(
-            episode,
-            reward["mode"],
-            format_penalty=float(reward.get("format_penalty", 0.0)),
-            mixed_weight=float(reward.get("mixed_weight", 0.5)),
-        )
+        expected = episode_reward(episode, RewardSpec.model_validate(reward))
         if abs(expected - episode.reward) > 1e-6:
             bad(None, f"reward {episode.reward:.6g} recorded, the {reward['mode']} reward is {expected:.6g}")
     return findings, appraisals
@@ -225,16 +221,11 @@ def _rules_from_manifest(manifest: dict[str, Any], base: AuditRules) -> AuditRul
 
 
 def _reward_from_manifest(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's ``RewardSpec`` fields: ``rollout.reward`` (or flat ``reward_mode``... in older files)."""
     rollout = manifest.get("rollout")
-    source: dict[str, Any] = rollout if isinstance(rollout, dict) else manifest
-    mode = source.get("reward_mode")
-    if mode is None:
-        return None
-    return {
-        "mode": mode,
-        "format_penalty": source.get("format_penalty", 0.0),
-        "mixed_weight": source.get("mixed_weight", 0.5),
-    }
+    source = RewardSpec.nest_flat_keys(rollout if isinstance(rollout, dict) else manifest)
+    reward = source.get("reward")
+    return reward if isinstance(reward, dict) and reward.get("mode") is not None else None
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:

@@ -31,7 +31,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
-from rlver.env.rewards import RewardMode, episode_reward
+from rlver.env.rewards import RewardSpec, episode_reward
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
@@ -49,9 +49,8 @@ class RolloutConfig(BaseModel):
     simulator_concurrency: int = Field(default=64, ge=1)
     env: EnvConfig = Field(default_factory=EnvConfig)
     seed: int = 0
-    reward_mode: RewardMode = "final"
-    format_penalty: float = Field(default=0.0, ge=0.0)
-    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: What each episode is worth (``Episode.reward``); the spec both training engines share.
+    reward: RewardSpec = Field(default_factory=RewardSpec)
 
 
 @dataclass
@@ -81,18 +80,28 @@ class _Dialogue:
 
 
 def dialogue_seed(base_seed: int, profile_index: int, sample_index: int, n_per_profile: int) -> int:
-    """A distinct, reproducible simulator seed for every dialogue of a run."""
+    """A distinct, reproducible simulator seed for every dialogue of a run: its index in the run's
+    (profile × sample) grid, offset by the run seed. verl has no such grid (a worker sees one row at a
+    time), so its agent loop seeds with :func:`hashed_seed` of the row, sample and step instead."""
     return base_seed * 1_000_003 + profile_index * n_per_profile + sample_index
 
 
+def hashed_seed(*parts: object) -> int:
+    """A stable 31-bit seed (every server takes it) from any parts; ``hash()`` is salted per process.
+
+    Hashed so that nearby inputs give unrelated streams.
+    """
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
+
+
 def agent_seed(run_seed: int, dialogue: int, turn: int) -> int:
-    """The agent's sampling seed for one turn of one dialogue (31-bit: every server takes it).
+    """The agent's sampling seed for one turn of one dialogue.
 
     A function of the dialogue alone (never of its batch), so the same dialogue samples the same
-    replies whatever the batch size or resumption; hashed so that nearby seeds give unrelated streams.
+    replies whatever the batch size or resumption.
     """
-    digest = hashlib.sha256(f"agent:{run_seed}:{dialogue}:{turn}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
+    return hashed_seed("agent", run_seed, dialogue, turn)
 
 
 async def run_rollouts(
@@ -115,7 +124,6 @@ async def run_rollouts(
     must not be silently lost).
     """
     config = config or RolloutConfig()
-    sampling = sampling or SamplingParams()
     base_seed = config.seed if seed is None else seed
     skip = skip or set()
     dialogues = [
@@ -129,48 +137,83 @@ async def run_rollouts(
         for k in range(config.n_per_profile)
         if (p.id, k) not in skip
     ]
-    state = RolloutProgress(total=len(dialogues))
-    sem = asyncio.Semaphore(config.simulator_concurrency)
-    callback_errors: list[BaseException] = []
+    run = _Run(config, dialogues, on_episode, progress)
+    return await run.run(policy, sampling or SamplingParams(), base_seed)
 
-    def report() -> None:
-        if progress is not None:
-            progress(state)
 
-    async def finish(d: _Dialogue) -> None:
+class _Run:
+    """One call of :func:`run_rollouts`: its dialogues, counts and the callbacks' errors."""
+
+    def __init__(
+        self,
+        config: RolloutConfig,
+        dialogues: list[_Dialogue],
+        on_episode: EpisodeCallback | None,
+        progress: ProgressHook | None,
+    ) -> None:
+        self.config = config
+        self.dialogues = dialogues
+        self.on_episode = on_episode
+        self.progress = progress
+        self.state = RolloutProgress(total=len(dialogues))
+        self.sem = asyncio.Semaphore(config.simulator_concurrency)
+        self.callback_errors: list[BaseException] = []
+        #: ``env.shared_opening``: the first dialogue of a profile writes the opening, the others of its
+        #: group wait for it and start from it (the published training clones one user per prompt).
+        self.openings: dict[str, asyncio.Future[str]] = {}
+
+    async def run(self, policy: ChatModel, sampling: SamplingParams, base_seed: int) -> list[Episode]:
+        """Open every dialogue, then one round (policy call + simulator steps) at a time until none is live."""
+        self.report()
+        await asyncio.gather(*(self.start(d) for d in self.dialogues))
+        _raise_first(self.callback_errors)
+        while True:
+            live = [d for d in self.dialogues if d.episode is None and not d.env.done]
+            if not live:
+                break
+            self.state.round += 1
+            t0 = time.perf_counter()
+            results = await _generate(policy, live, sampling, self.state.round, base_seed)
+            policy_s = time.perf_counter() - t0
+            await asyncio.gather(*(self.advance(d, r, policy_s) for d, r in zip(live, results, strict=True)))
+            _raise_first(self.callback_errors)
+            self.report()
+        return [d.episode for d in self.dialogues if d.episode is not None]
+
+    def report(self) -> None:
+        if self.progress is not None:
+            self.progress(self.state)
+
+    async def finish(self, d: _Dialogue) -> None:
+        """Score the ended dialogue, count it and hand it to ``on_episode`` (errors kept for later)."""
         ep = d.env.episode
-        ep.reward = episode_reward(
-            ep, config.reward_mode, format_penalty=config.format_penalty, mixed_weight=config.mixed_weight
-        )
+        ep.reward = episode_reward(ep, self.config.reward)
         d.episode = ep
         if ep.status == "failed":
-            state.failed += 1
+            self.state.failed += 1
         else:
-            state.finished += 1
-        report()
-        if on_episode is not None:
+            self.state.finished += 1
+        self.report()
+        if self.on_episode is not None:
             try:
-                result = on_episode(ep)
+                result = self.on_episode(ep)
                 if inspect.isawaitable(result):
                     await result
-            except Exception as exc:  # surfaced after the round, see docstring
-                callback_errors.append(exc)
+            except Exception as exc:  # surfaced after the round, see run_rollouts
+                self.callback_errors.append(exc)
 
-    #: ``env.shared_opening``: the first dialogue of a profile writes the opening, the others of its
-    #: group wait for it and start from it (the published training clones one user per prompt).
-    openings: dict[str, asyncio.Future[str]] = {}
-
-    async def start(d: _Dialogue) -> None:
+    async def start(self, d: _Dialogue) -> None:
+        """The simulated user's opening line (shared within a group under ``env.shared_opening``)."""
         owned: asyncio.Future[str] | None = None
         try:
             profile = d.profile
-            if config.env.shared_opening and not profile.opening:
-                shared = openings.get(profile.id)
+            if self.config.env.shared_opening and not profile.opening:
+                shared = self.openings.get(profile.id)
                 if shared is None:
-                    owned = openings[profile.id] = asyncio.get_running_loop().create_future()
+                    owned = self.openings[profile.id] = asyncio.get_running_loop().create_future()
                 else:
                     profile = profile.model_copy(update={"opening": await shared})
-            async with sem:
+            async with self.sem:
                 opening = await d.env.reset(profile, seed=d.seed, sample_index=d.sample_index)
             if owned is not None:
                 owned.set_result(opening)
@@ -179,36 +222,21 @@ async def run_rollouts(
                 owned.set_exception(exc)
                 owned.exception()  # retrieved here: waiting copies re-raise it, none is left unseen
             d.env.mark_failed(exc)
-            await finish(d)
+            await self.finish(d)
 
-    async def advance(d: _Dialogue, result: Completion | BaseException, policy_s: float) -> None:
+    async def advance(self, d: _Dialogue, result: Completion | BaseException, policy_s: float) -> None:
+        """Hand one policy reply to the simulator (or fail the dialogue with the policy's error)."""
         if isinstance(result, BaseException):
             d.env.mark_failed(result)
-            await finish(d)
+            await self.finish(d)
             return
         try:
-            async with sem:
+            async with self.sem:
                 await d.env.step(result.text, completion=result, policy_s=result.latency_s or policy_s)
         except Exception as exc:
             d.env.mark_failed(exc)
         if d.env.done:
-            await finish(d)
-
-    report()
-    await asyncio.gather(*(start(d) for d in dialogues))
-    _raise_first(callback_errors)
-    while True:
-        live = [d for d in dialogues if d.episode is None and not d.env.done]
-        if not live:
-            break
-        state.round += 1
-        t0 = time.perf_counter()
-        results = await _generate(policy, live, sampling, state.round, base_seed)
-        policy_s = time.perf_counter() - t0
-        await asyncio.gather(*(advance(d, r, policy_s) for d, r in zip(live, results, strict=True)))
-        _raise_first(callback_errors)
-        report()
-    return [d.episode for d in dialogues if d.episode is not None]
+            await self.finish(d)
 
 
 async def _generate(

@@ -9,16 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlver.errors import ConfigError
-from rlver.records import Tier
+from rlver.records import FAILURE_BELOW, SUCCESS_AT, Tier
 
 EMOTION_MIN = 0
 EMOTION_MAX = 100
 EVAL_START = 40
 TRAIN_START = 30
 MAX_CHANGE = 10
-#: The published termination thresholds: the dialogue ends at or above HIGH and below LOW.
-TERMINAL_HIGH = 100
-TERMINAL_LOW = 10
+#: The published termination thresholds: the dialogue ends at or above HIGH and below LOW, i.e. as
+#: soon as its outcome is decided (the benchmark's success/failure values, defined in ``records``).
+TERMINAL_HIGH = SUCCESS_AT
+TERMINAL_LOW = FAILURE_BELOW
 
 #: One line per tier: how the user behaves there (used in prompts, docs and the offline simulator).
 TIER_MEANING: dict[Tier, str] = {

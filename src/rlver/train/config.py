@@ -13,7 +13,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rlver.env.rewards import RewardMode
+from rlver.config import load_config, registered
+from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import RewardSpec
+from rlver.errors import ConfigError
+from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algos import ALGORITHMS
 
@@ -74,9 +78,7 @@ class AlgorithmSettings(_Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        if name not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {name!r}; choices: {', '.join(sorted(ALGORITHMS))}")
-        return name
+        return registered(name, ALGORITHMS, "algorithm")
 
 
 class OptimSettings(_Strict):
@@ -132,9 +134,8 @@ class RolloutSettings(_Strict):
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(default=512, ge=1)
-    reward_mode: RewardMode = "final"
-    format_penalty: float = Field(default=0.0, ge=0.0)
-    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
+    reward: RewardSpec = Field(default_factory=RewardSpec)
     simulator_concurrency: int = Field(default=64, ge=1)
     # Emotion dynamics of training dialogues (EnvConfig fields of the same names; docs/protocol.md).
     # Defaults keep rlver's bounded dynamics; the published presets set the published values.
@@ -144,6 +145,12 @@ class RolloutSettings(_Strict):
     end_below: int = Field(default=10, ge=-1000, le=101)
     turn_limit_rule: Literal["reply_count", "after_user_exceeds"] = "reply_count"
     shared_opening: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_reward(cls, data: Any) -> Any:
+        # config.yaml of runs written before ``reward:`` nested (so ``--resume`` still reads them)
+        return RewardSpec.nest_flat_keys(data)
 
     def env_dynamics(self) -> dict[str, Any]:
         """The EnvConfig fields of a training dialogue, shared by the local trainer and verl's launcher."""
@@ -240,6 +247,45 @@ class TrainConfig(_Strict):
             )
         return self
 
+    # -- the one mapping from this config to the environment, used by both engines -------------------
+    def env_config(self, *, evaluation: bool = False) -> EnvConfig:
+        """The dialogue rules of training dialogues, or (``evaluation``) of the held-out evaluation.
+
+        The local trainer (:meth:`rollout_config`) and verl's launcher (training and validation rows)
+        both read this, so the two engines cannot run different dialogues from one config.
+        """
+        training = EnvConfig(**self.rollout.env_dynamics())
+        return eval_env(training, self.eval) if evaluation else training
+
+    def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:
+        """The local runner's settings: :meth:`env_config`, the group size and the reward spec."""
+        return RolloutConfig(
+            n_per_profile=self.eval.samples_per_profile if evaluation else self.rollout.n_per_profile,
+            simulator_concurrency=self.rollout.simulator_concurrency,
+            env=self.env_config(evaluation=evaluation),
+            reward=self.rollout.reward,
+        )
+
+
+def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
+    """The dialogue settings of in-training evaluation (see ``EvalSettings``).
+
+    ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
+    included, so the two scores are comparable — keeping only the training's think mode (a think-mode
+    policy is evaluated thinking, and its thoughts are hidden from the user either way).
+    """
+    base = (
+        EnvConfig.evaluation(think=training.think, think_context=training.think_context)
+        if e.protocol == "benchmark"
+        else training
+    )
+    overrides: dict[str, Any] = {}
+    if e.max_assistant_turns is not None:
+        overrides["max_assistant_turns"] = e.max_assistant_turns
+    if e.start_emotion is not None:
+        overrides["start_emotion"] = e.start_emotion
+    return base.model_copy(update=overrides) if overrides else base
+
 
 PRESETS_PACKAGE = "rlver.train.presets"
 
@@ -251,8 +297,6 @@ def preset_names() -> list[str]:
 
 def resolve_config_path(name_or_path: str) -> Path:
     """A config file path, or the bundled preset of that name (``ppo-think`` → ``presets/ppo-think.yaml``)."""
-    from rlver.errors import ConfigError
-
     path = Path(name_or_path).expanduser()
     if path.exists():
         return path
@@ -266,7 +310,5 @@ def resolve_config_path(name_or_path: str) -> Path:
 
 
 def load_train_config(name_or_path: str | None, overrides: list[str] | tuple[str, ...] = ()) -> TrainConfig:
-    from rlver.config import load_config
-
     path = resolve_config_path(name_or_path) if name_or_path else None
     return load_config(TrainConfig, path, overrides)

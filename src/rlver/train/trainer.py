@@ -34,14 +34,14 @@ import torch
 from torch import nn
 
 from rlver.config import mask_secret_values, redacted
-from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import episode_reward, turn_rewards
 from rlver.errors import RlverError
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
-from rlver.rollout.runner import RolloutConfig, run_rollouts
+from rlver.rollout.outcomes import outcomes
+from rlver.rollout.runner import run_rollouts
 from rlver.rollout.tokenize import (
     TokenizationError,
     TokenizedEpisode,
@@ -58,7 +58,7 @@ from rlver.train.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from rlver.train.config import EvalSettings, TrainConfig
+from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
 from rlver.train.logger import MetricsLogger
 from rlver.train.models import (
@@ -103,26 +103,6 @@ def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
         return 0.5 * (1.0 + math.cos(math.pi * progress))
 
     return f
-
-
-def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
-    """The dialogue settings of in-training evaluation (see ``EvalSettings``).
-
-    ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
-    included, so the two scores are comparable — keeping only the training's think mode (a think-mode
-    policy is evaluated thinking, and its thoughts are hidden from the user either way).
-    """
-    base = (
-        EnvConfig.evaluation(think=training.think, think_context=training.think_context)
-        if e.protocol == "benchmark"
-        else training
-    )
-    overrides: dict[str, Any] = {}
-    if e.max_assistant_turns is not None:
-        overrides["max_assistant_turns"] = e.max_assistant_turns
-    if e.start_emotion is not None:
-        overrides["start_emotion"] = e.start_emotion
-    return base.model_copy(update=overrides) if overrides else base
 
 
 def profiles_at(profiles: list[Profile], position: int, count: int, seed: int) -> list[Profile]:
@@ -317,20 +297,6 @@ class Trainer:
         r = self.cfg.rollout
         return SamplingParams(temperature=temperature, top_p=r.top_p, max_tokens=r.max_new_tokens)
 
-    def _rollout_config(self, *, evaluation: bool) -> RolloutConfig:
-        r, e = self.cfg.rollout, self.cfg.eval
-        env = EnvConfig(**r.env_dynamics())
-        if evaluation:
-            env = eval_env(env, e)
-        return RolloutConfig(
-            n_per_profile=e.samples_per_profile if evaluation else r.n_per_profile,
-            simulator_concurrency=r.simulator_concurrency,
-            env=env,
-            reward_mode=r.reward_mode,
-            format_penalty=r.format_penalty,
-            mixed_weight=r.mixed_weight,
-        )
-
     def _run_dialogues(self, profiles: list[Profile], *, evaluation: bool, seed: int) -> list[Episode]:
         self.policy.eval()
         temperature = self.cfg.eval.temperature if evaluation else self.cfg.rollout.temperature
@@ -341,7 +307,7 @@ class Trainer:
                         self.chat,
                         self.simulator,
                         profiles,
-                        self._rollout_config(evaluation=evaluation),
+                        self.cfg.rollout_config(evaluation=evaluation),
                         self._sampling(temperature),
                         seed=seed,
                     )
@@ -431,16 +397,10 @@ class Trainer:
             return policy_forward(self.policy, mb, temp)[0]
 
     def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
-        r = self.cfg.rollout
+        spec = self.cfg.rollout.reward
         if seq.meta.get("per_turn"):  # published think mode: the dialogue's reward on every turn sample
-            return [
-                episode_reward(
-                    ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
-                )
-            ]
-        rewards = turn_rewards(
-            ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
-        )
+            return [episode_reward(ep, spec)]
+        rewards = turn_rewards(ep, spec)
         if seq.kept_turns < len(
             rewards
         ):  # cut by max_length: what the lost turns earned lands on the last kept one
@@ -460,14 +420,7 @@ class Trainer:
             [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
             tuple(mask.shape),  # type: ignore[arg-type]
         )
-        scores = torch.tensor(
-            [
-                episode_reward(
-                    ep, r.reward_mode, format_penalty=r.format_penalty, mixed_weight=r.mixed_weight
-                )
-                for ep in s.episodes
-            ]
-        )
+        scores = torch.tensor([episode_reward(ep, r.reward) for ep in s.episodes])
         groups = [ep.profile_id for ep in s.episodes]
         ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
         inputs = AdvantageInputs(
@@ -796,8 +749,8 @@ def _warn_failures(step: int, episodes: list[Episode]) -> None:
 
 def rollout_metrics(episodes: list[Episode], finished: list[Episode], r: Any) -> dict[str, Any]:
     """Reward, emotion, outcomes, turns and reply length of one step's dialogues."""
-    n = max(len(finished), 1)
-    rewards = [ep.reward if ep.reward is not None else episode_reward(ep, r.reward_mode) for ep in finished]
+    done = outcomes(finished)
+    rewards = [ep.reward if ep.reward is not None else episode_reward(ep, r.reward) for ep in finished]
     turns = [ep.assistant_turns for ep in finished]
     return {
         "rollout/dialogues": len(episodes),
@@ -809,8 +762,8 @@ def rollout_metrics(episodes: list[Episode], finished: list[Episode], r: Any) ->
         "rollout/emotion_final_mean": float(np.mean([ep.final_emotion for ep in finished]))
         if finished
         else 0.0,
-        "rollout/success_rate": sum(ep.final_emotion >= 100 for ep in finished) / n,
-        "rollout/failure_rate": sum(ep.final_emotion < 10 for ep in finished) / n,
+        "rollout/success_rate": done.success_rate,
+        "rollout/failure_rate": done.failure_rate,
         "rollout/turns_mean": float(np.mean(turns)) if turns else 0.0,
         "rollout/response_tokens_mean": sum(ep.policy_tokens for ep in finished) / max(sum(turns), 1),
         "rollout/format_error_rate": sum(ep.format_errors for ep in finished) / max(sum(turns), 1),
@@ -818,14 +771,14 @@ def rollout_metrics(episodes: list[Episode], finished: list[Episode], r: Any) ->
 
 
 def summarise_eval(episodes: list[Episode]) -> dict[str, float]:
-    """The benchmark's numbers on the held-out profiles (score = mean final emotion)."""
-    finished = [ep for ep in episodes if ep.status == "finished"]
-    n = max(len(finished), 1)
+    """The benchmark's numbers on the held-out profiles (score = mean final emotion), counted by
+    ``rlver.rollout.outcomes`` as ``rlver eval``'s metrics are (0 where no dialogue finished)."""
+    out = outcomes(episodes)
     return {
-        "score": float(np.mean([ep.final_emotion for ep in finished])) if finished else 0.0,
-        "success_rate": sum(ep.final_emotion >= 100 for ep in finished) / n,
-        "failure_rate": sum(ep.final_emotion < 10 for ep in finished) / n,
-        "reward_mean": float(np.mean([ep.reward or 0.0 for ep in finished])) if finished else 0.0,
-        "turns_mean": float(np.mean([ep.assistant_turns for ep in finished])) if finished else 0.0,
-        "failed": float(len(episodes) - len(finished)),
+        "score": float(out.score) if out.score is not None else 0.0,
+        "success_rate": out.success_rate,
+        "failure_rate": out.failure_rate,
+        "reward_mean": float(np.mean([ep.reward or 0.0 for ep in out.done])) if out.done else 0.0,
+        "turns_mean": out.mean_turns,
+        "failed": float(len(out.failed)),
     }

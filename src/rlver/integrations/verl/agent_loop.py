@@ -29,13 +29,13 @@ concurrency limit are shared too.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
 import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -49,6 +49,7 @@ from rlver.integrations.verl import AGENT_NAME
 from rlver.integrations.verl.settings import DialogueTask
 from rlver.io import append_jsonl
 from rlver.records import Episode
+from rlver.rollout.runner import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import SimulatorSpec, build_simulator
 
@@ -188,12 +189,6 @@ def shared_simulator(spec: SimulatorSpec) -> UserSimulator:
     return per_loop[key]
 
 
-def dialogue_seed(base: int, *parts: Any) -> int:
-    """A stable 31-bit seed from the row seed, the sample index and the step (``hash`` is salted)."""
-    digest = hashlib.sha256(":".join(str(p) for p in (base, *parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
 def stop_token_ids(tokenizer: Any) -> set[int]:
     """Ids that end a generated turn: eos/pad plus the usual end-of-turn tokens that exist in the vocab."""
     ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if isinstance(i, int)}
@@ -223,6 +218,23 @@ def _scalar(value: Any, default: int = 0) -> int:
         return int(value.item() if hasattr(value, "item") else value)
     except (TypeError, ValueError):
         return default
+
+
+@dataclass
+class _Trajectory:
+    """One dialogue's token sequence as it grows, and what is logged about it."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    #: The last reply's sampled ids (decoded for the simulated user).
+    last_reply: list[int] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(
+        default_factory=lambda: {"generate_sequences": 0.0, "tool_calls": 0.0, "num_preempted": -1}
+    )
+    truncated: int = 0
 
 
 @register(AGENT_NAME)
@@ -283,132 +295,133 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         self, task: DialogueTask, sampling_params: dict[str, Any], kwargs: dict[str, Any]
     ) -> tuple[AgentLoopOutput, Episode, float]:
         """One dialogue, start to end; raises :class:`DialogueFailed` when it cannot be completed."""
-        seed = dialogue_seed(
-            task.seed, _scalar(kwargs.get("session_id")), _scalar(kwargs.get("global_steps"))
-        )
-        gate_limit = task.simulator_concurrency
-        env = DialogueEnv(shared_simulator(task.simulator), task.env)
-        metrics: dict[str, Any] = {"generate_sequences": 0.0, "tool_calls": 0.0, "num_preempted": -1}
+        t = _Trajectory()
+        env = await self._open(task, kwargs, t)
+        t.messages = [m.model_dump() for m in env.messages_for_policy()]
+        t.token_ids = await self._initial_tokens(t.messages)
         request_id = uuid4().hex  # one id per dialogue: sticky routing keeps its prefix cache warm
+        end_reason: str | None = None
+        while True:
+            cut = await self._generate_reply(task, t, sampling_params, request_id)
+            raw_reply = self._reply_text(t.last_reply)
+            t.messages.append({"role": "assistant", "content": raw_reply})
+            user_message, done = await self._simulate(task, env, raw_reply, t)
+            if done or user_message is None:
+                end_reason = env.episode.end_reason
+                break
+            if len(t.response_mask) >= self.response_length - MIN_REPLY_TOKENS:
+                end_reason = "context_full"
+                break
+            if not await self._append_user_turn(t, user_message, cut):
+                end_reason = "context_full"
+                break
 
+        episode = env.episode
+        t.extra["truncated_replies"] = t.truncated
+        if end_reason == "context_full":
+            episode = episode.model_copy(update={"end_reason": "context_full"})
+        reward = episode_reward(episode, task.reward)
+        return self._output(task, episode, reward, t), episode, reward
+
+    async def _open(self, task: DialogueTask, kwargs: dict[str, Any], t: _Trajectory) -> DialogueEnv:
+        """A fresh environment with the simulated user's opening line.
+
+        Seeded by a hash of the row seed, the sample (verl's ``session_id``) and the step: a worker
+        sees one row at a time, so there is no (profile × sample) grid to index as the local runner's
+        :func:`rlver.rollout.runner.dialogue_seed` does.
+        """
+        session = _scalar(kwargs.get("session_id"))
+        seed = hashed_seed(task.seed, session, _scalar(kwargs.get("global_steps")))
+        env = DialogueEnv(shared_simulator(task.simulator), task.env)
         t0 = time.perf_counter()
         try:
-            async with SIMULATOR_GATE.slot(gate_limit):
-                await env.reset(task.profile, seed=seed, sample_index=_scalar(kwargs.get("session_id")))
+            async with SIMULATOR_GATE.slot(task.simulator_concurrency):
+                await env.reset(task.profile, seed=seed, sample_index=session)
         except Exception as exc:
             raise DialogueFailed(
                 f"profile {task.profile.id}: the simulated user could not open: {exc}"
             ) from exc
-        metrics["tool_calls"] += time.perf_counter() - t0
+        t.metrics["tool_calls"] += time.perf_counter() - t0
+        return env
 
-        messages = [m.model_dump() for m in env.messages_for_policy()]
-        token_ids = await self._initial_tokens(messages)
-        response_mask: list[int] = []
-        logprobs: list[float] = []
-        extra: dict[str, Any] = {}
-        end_reason: str | None = None
-        truncated = 0
-
-        while True:
-            budget = self.response_length - len(response_mask)
-            params = {**sampling_params, "max_tokens": min(task.max_reply_tokens, budget)}
-            t0 = time.perf_counter()
-            out = await self.server_manager.generate(
-                request_id=request_id, prompt_ids=token_ids, sampling_params=params
-            )
-            metrics["generate_sequences"] += time.perf_counter() - t0
-            if out.num_preempted is not None:
-                metrics["num_preempted"] = max(metrics["num_preempted"], 0) + out.num_preempted
-            if not out.token_ids:
-                raise DialogueFailed(f"profile {task.profile.id}: the rollout server returned no tokens")
-            if not extra:
-                extra.update(out.extra_fields)
-            elif out.extra_fields.get("max_global_steps") is not None:
-                extra["max_global_steps"] = out.extra_fields["max_global_steps"]
-
-            merged, response_mask, aligned = await self.ct_merge_assistant_token(
-                token_ids,
-                list(out.token_ids),
-                response_mask,
-                logprobs if (logprobs or out.log_probs) else None,
-                assistant_logprobs=list(out.log_probs) if out.log_probs else None,
-            )
-            token_ids = merged.token_ids
-            logprobs = list(aligned) if aligned is not None else logprobs
-            cut = out.token_ids[-1] not in self._stop_ids  # at max_tokens vLLM/SGLang add no end token
-            truncated += cut
-
-            raw_reply = self._reply_text(list(out.token_ids))
-            messages.append({"role": "assistant", "content": raw_reply})
-            t0 = time.perf_counter()
-            try:
-                async with SIMULATOR_GATE.slot(gate_limit):
-                    step = await env.step(raw_reply)
-            except Exception as exc:
-                env.mark_failed(exc)
-                raise DialogueFailed(
-                    f"profile {task.profile.id}: simulator failed at reply {env.assistant_turns}: {exc}"
-                ) from exc
-            finally:
-                metrics["tool_calls"] += time.perf_counter() - t0
-            if step.done or step.user_message is None:
-                end_reason = env.episode.end_reason
-                break
-            if len(response_mask) >= self.response_length - MIN_REPLY_TOKENS:
-                end_reason = "context_full"
-                break
-
-            # A cut reply is closed before the user's turn, untrained (mask 0), as the local engine
-            # does: verl's token builder writes the template's newline only after an end token, so the
-            # next "<|im_start|>user" would otherwise be glued to the cut reply.
-            close = [self._close_id] if cut else []
-            previous = list(messages)
-            candidate = [*messages, {"role": "user", "content": step.user_message}]
-            merged, new_mask, aligned = await self.ct_merge_context_msg(
-                previous,
-                candidate,
-                [*token_ids, *close],
-                [*response_mask, *[0] * len(close)],
-                [*logprobs, *[0.0] * len(close)] if logprobs else None,
-            )
-            if len(new_mask) > self.response_length - MIN_REPLY_TOKENS:
-                # No room for another reply: stop on the assistant turn, without this user message.
-                end_reason = "context_full"
-                break
-            messages, token_ids, response_mask = candidate, merged.token_ids, new_mask
-            if aligned is not None and logprobs:
-                logprobs = list(aligned)
-
-        episode = env.episode
-        extra["truncated_replies"] = truncated
-        if end_reason == "context_full":
-            episode = episode.model_copy(update={"end_reason": "context_full"})
-        num_turns = sum(1 for m in messages if m["role"] != "system")
-        reward = episode_reward(
-            episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
+    async def _generate_reply(
+        self, task: DialogueTask, t: _Trajectory, sampling_params: dict[str, Any], request_id: str
+    ) -> bool:
+        """Generate one reply from token ids and append it as sampled (mask 1); True when it was cut."""
+        budget = self.response_length - len(t.response_mask)
+        params = {**sampling_params, "max_tokens": min(task.max_reply_tokens, budget)}
+        t0 = time.perf_counter()
+        out = await self.server_manager.generate(
+            request_id=request_id, prompt_ids=t.token_ids, sampling_params=params
         )
-        output = self._output(
-            task, episode, reward, token_ids, response_mask, logprobs, metrics, extra, num_turns
-        )
-        return output, episode, reward
+        t.metrics["generate_sequences"] += time.perf_counter() - t0
+        if out.num_preempted is not None:
+            t.metrics["num_preempted"] = max(t.metrics["num_preempted"], 0) + out.num_preempted
+        if not out.token_ids:
+            raise DialogueFailed(f"profile {task.profile.id}: the rollout server returned no tokens")
+        if not t.extra:
+            t.extra.update(out.extra_fields)
+        elif out.extra_fields.get("max_global_steps") is not None:
+            t.extra["max_global_steps"] = out.extra_fields["max_global_steps"]
 
-    def _output(
-        self,
-        task: DialogueTask,
-        episode: Episode,
-        reward: float,
-        token_ids: list[int],
-        response_mask: list[int],
-        logprobs: list[float],
-        metrics: dict[str, Any],
-        extra: dict[str, Any],
-        num_turns: int,
-    ) -> AgentLoopOutput:
+        merged, t.response_mask, aligned = await self.ct_merge_assistant_token(
+            t.token_ids,
+            list(out.token_ids),
+            t.response_mask,
+            t.logprobs if (t.logprobs or out.log_probs) else None,
+            assistant_logprobs=list(out.log_probs) if out.log_probs else None,
+        )
+        t.token_ids = merged.token_ids
+        t.logprobs = list(aligned) if aligned is not None else t.logprobs
+        t.last_reply = list(out.token_ids)
+        cut = out.token_ids[-1] not in self._stop_ids  # at max_tokens vLLM/SGLang add no end token
+        t.truncated += cut
+        return bool(cut)
+
+    @staticmethod
+    async def _simulate(
+        task: DialogueTask, env: DialogueEnv, raw_reply: str, t: _Trajectory
+    ) -> tuple[str | None, bool]:
+        """The simulated user's answer to one reply: ``(user message or None, dialogue done)``."""
+        t0 = time.perf_counter()
+        try:
+            async with SIMULATOR_GATE.slot(task.simulator_concurrency):
+                step = await env.step(raw_reply)
+        except Exception as exc:
+            env.mark_failed(exc)
+            raise DialogueFailed(
+                f"profile {task.profile.id}: simulator failed at reply {env.assistant_turns}: {exc}"
+            ) from exc
+        finally:
+            t.metrics["tool_calls"] += time.perf_counter() - t0
+        return step.user_message, step.done
+
+    async def _append_user_turn(self, t: _Trajectory, user_message: str, cut: bool) -> bool:
+        """Append the user's answer (mask 0); False, leaving ``t`` as it was, when no reply would fit."""
+        # A cut reply is closed before the user's turn, untrained (mask 0), as the local engine
+        # does: verl's token builder writes the template's newline only after an end token, so the
+        # next "<|im_start|>user" would otherwise be glued to the cut reply.
+        close = [self._close_id] if cut else []
+        candidate = [*t.messages, {"role": "user", "content": user_message}]
+        merged, new_mask, aligned = await self.ct_merge_context_msg(
+            list(t.messages),
+            candidate,
+            [*t.token_ids, *close],
+            [*t.response_mask, *[0] * len(close)],
+            [*t.logprobs, *[0.0] * len(close)] if t.logprobs else None,
+        )
+        if len(new_mask) > self.response_length - MIN_REPLY_TOKENS:
+            return False  # no room for another reply: stop on the assistant turn, without this message
+        t.messages, t.token_ids, t.response_mask = candidate, merged.token_ids, new_mask
+        if aligned is not None and t.logprobs:
+            t.logprobs = list(aligned)
+        return True
+
+    def _output(self, task: DialogueTask, episode: Episode, reward: float, t: _Trajectory) -> AgentLoopOutput:
         """Package the trajectory, scored with our reward code, for verl."""
-        per_turn = turn_rewards(
-            episode, task.reward.mode, task.reward.format_penalty, task.reward.mixed_weight
-        )
-        appraisals = [t.appraisal for t in episode.user_turns if t.appraisal is not None]
+        token_ids, response_mask, logprobs, extra = t.token_ids, t.response_mask, t.logprobs, t.extra
+        per_turn = turn_rewards(episode, task.reward)
+        appraisals = [u.appraisal for u in episode.user_turns if u.appraisal is not None]
         extra.update(
             {
                 "turn_scores": per_turn,
@@ -422,8 +435,8 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                     "final_emotion": float(episode.final_emotion),
                     "emotion_gain": float(episode.final_emotion - episode.start_emotion),
                     "assistant_turns": float(episode.assistant_turns),
-                    "success": float(episode.final_emotion >= 100),
-                    "failure": float(episode.final_emotion < 10),
+                    "success": float(episode.succeeded),
+                    "failure": float(episode.failed_low),
                     "format_errors": float(episode.format_errors),
                 },
             }
@@ -436,8 +449,8 @@ class RlverDialogueAgentLoop(AgentLoopBase):
             response_mask=response_mask[: self.response_length],
             response_logprobs=logprobs[: self.response_length] if logprobs and len(logprobs) == n else None,
             reward_score=reward,
-            num_turns=num_turns,
-            metrics=AgentLoopMetrics(**metrics),
+            num_turns=sum(1 for m in t.messages if m["role"] != "system"),
+            metrics=AgentLoopMetrics(**t.metrics),
             extra_fields=extra,
         )
 

@@ -146,57 +146,88 @@ def verl_overrides(
     n_train_profiles: int,
 ) -> list[str]:
     """The Hydra overrides (``key=value``) that turn verl's ``ppo_trainer`` into our run."""
-    algo, optim, ro, run, v = cfg.algorithm, cfg.optim, cfg.rollout, cfg.run, cfg.verl
-    prompts_per_step = ro.profiles_per_step
-    mini_batch = max(1, prompts_per_step // algo.minibatches)
     prompt_tokens = prompt_budget(cfg)
-    response_tokens = cfg.model.max_length - prompt_tokens
-    epochs = math.ceil(run.steps / batches_per_epoch(n_train_profiles, prompts_per_step))
-    spec = ALGORITHMS[algo.name]
-    grouped = spec.min_group_size > 1
     refuse_unsupported(cfg)
-
-    def schedule(which: Literal["actor", "critic"]) -> dict[str, Any]:
-        # Warm-up in steps, worked out as the local trainer does (``OptimSettings.warmup``), so the
-        # per-optimiser ratios of the published run (actor 2 %, critic 5 %) mean the same on both engines.
-        return {
-            "lr_scheduler_type": optim.schedule,
-            "lr_warmup_steps": optim.warmup(which, run.steps) or -1,
-            "lr_warmup_steps_ratio": 0.0,
-            "min_lr_ratio": 0.0,
-            "num_cycles": 0.5,
-            "zero_indexed_step": True,
-        }
-
+    epochs = math.ceil(cfg.run.steps / batches_per_epoch(n_train_profiles, cfg.rollout.profiles_per_step))
     out: dict[str, Any] = {
-        # data: one row per profile; the agent loop reads the rest of the row
+        **_data_overrides(cfg, train_files, val_files, prompt_tokens),
+        **_algorithm_overrides(cfg),
+        **_actor_overrides(cfg, model_path),
+        **_rollout_overrides(cfg, agent_loop_yaml),
+        **_trainer_overrides(cfg, epochs),
+    }
+    if cfg.model.lora.enabled:
+        out["actor_rollout_ref.model.lora_rank"] = cfg.model.lora.r
+        out["actor_rollout_ref.model.lora_alpha"] = cfg.model.lora.alpha
+        out["actor_rollout_ref.model.target_modules"] = cfg.model.lora.target_modules
+    out.update(_critic_overrides(cfg, model_path))
+    if cfg.verl.ray_address:
+        out["+ray_kwargs.ray_init.address"] = cfg.verl.ray_address
+    return [_kv(k, val) for k, val in out.items()] + list(cfg.verl.overrides)
+
+
+def _schedule(cfg: VerlTrainConfig, which: Literal["actor", "critic"]) -> dict[str, Any]:
+    """One optimiser's learning-rate schedule (the keys under ``<actor|critic>.optim``).
+
+    Warm-up in steps, worked out as the local trainer does (``OptimSettings.warmup``), so the
+    per-optimiser ratios of the published run (actor 2 %, critic 5 %) mean the same on both engines.
+    """
+    optim, steps = cfg.optim, cfg.run.steps
+    return {
+        "lr_scheduler_type": optim.schedule,
+        "lr_warmup_steps": optim.warmup(which, steps) or -1,
+        "lr_warmup_steps_ratio": 0.0,
+        "min_lr_ratio": 0.0,
+        "num_cycles": 0.5,
+        "zero_indexed_step": True,
+    }
+
+
+def _data_overrides(
+    cfg: VerlTrainConfig, train_files: str | Path, val_files: str | Path, prompt_tokens: int
+) -> dict[str, Any]:
+    """data: one row per profile; the agent loop reads the rest of the row."""
+    return {
         "data.train_files": str(train_files),
         "data.val_files": str(val_files),
         "data.prompt_key": "prompt",
-        "data.train_batch_size": prompts_per_step,
+        "data.train_batch_size": cfg.rollout.profiles_per_step,
         "data.max_prompt_length": prompt_tokens,
-        "data.max_response_length": response_tokens,
+        "data.max_response_length": cfg.model.max_length - prompt_tokens,
         "data.filter_overlong_prompts": True,
         "data.truncation": "error",
         "data.return_raw_chat": True,
-        "data.seed": run.seed,
-        # algorithm
+        "data.seed": cfg.run.seed,
+    }
+
+
+def _algorithm_overrides(cfg: VerlTrainConfig) -> dict[str, Any]:
+    algo, spec = cfg.algorithm, ALGORITHMS[cfg.algorithm.name]
+    return {
         "algorithm.adv_estimator": spec.verl_adv_estimator,
         "algorithm.gamma": algo.gamma,
         "algorithm.lam": algo.lam,
         "algorithm.norm_adv_by_std_in_grpo": algo.grpo_scale_by_std,
         "algorithm.use_kl_in_reward": spec.kl_in == "reward" and algo.kl_coef > 0,
         "algorithm.kl_ctrl.kl_coef": algo.kl_coef,
-        # the policy
+    }
+
+
+def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
+    """The policy: model, optimiser, clipped loss, KL and offload."""
+    algo, optim, v, spec = cfg.algorithm, cfg.optim, cfg.verl, ALGORITHMS[cfg.algorithm.name]
+    return {
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
         "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.actor.optim.lr": optim.actor_lr,
         "actor_rollout_ref.actor.optim.weight_decay": optim.weight_decay,
         "actor_rollout_ref.actor.optim.betas": list(optim.betas),
-        **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in schedule("actor").items()},
+        **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in _schedule(cfg, "actor").items()},
         "actor_rollout_ref.actor.grad_clip": optim.max_grad_norm or 1e9,
-        "actor_rollout_ref.actor.ppo_mini_batch_size": mini_batch,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": max(
+            1, cfg.rollout.profiles_per_step // algo.minibatches
+        ),
         "actor_rollout_ref.actor.ppo_epochs": algo.epochs,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(
@@ -214,7 +245,14 @@ def verl_overrides(
         "actor_rollout_ref.actor.fsdp_config.param_offload": v.param_offload,
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": v.optimizer_offload,
         "actor_rollout_ref.ref.fsdp_config.param_offload": v.param_offload,
-        # rollout: an async server engine driven by our agent loop
+    }
+
+
+def _rollout_overrides(cfg: VerlTrainConfig, agent_loop_yaml: str | Path) -> dict[str, Any]:
+    """rollout: an async server engine driven by our agent loop."""
+    ro, v = cfg.rollout, cfg.verl
+    grouped = ALGORITHMS[cfg.algorithm.name].min_group_size > 1
+    return {
         "actor_rollout_ref.rollout.name": v.rollout_engine,
         "actor_rollout_ref.rollout.mode": "async",
         "actor_rollout_ref.rollout.n": ro.n_per_profile if grouped else 1,
@@ -229,9 +267,16 @@ def verl_overrides(
         "actor_rollout_ref.rollout.agent.num_workers": v.agent_workers,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_loop_yaml),
         "actor_rollout_ref.rollout.agent.default_agent_loop": "rlver_dialogue",
-        # trainer
+    }
+
+
+def _trainer_overrides(cfg: VerlTrainConfig, epochs: int) -> dict[str, Any]:
+    """trainer: logging, cluster shape, length of the run, checkpoints and validation."""
+    run, v = cfg.run, cfg.verl
+    return {
         "trainer.project_name": v.project,
-        "trainer.experiment_name": v.experiment or f"{algo.name}{'-think' if ro.think else ''}",
+        "trainer.experiment_name": v.experiment
+        or f"{cfg.algorithm.name}{'-think' if cfg.rollout.think else ''}",
         "trainer.logger": ["console", "tensorboard"] if run.tensorboard else ["console"],
         "trainer.nnodes": v.nnodes,
         "trainer.n_gpus_per_node": v.gpus_per_node,
@@ -248,28 +293,23 @@ def verl_overrides(
         # a group with a failed dialogue is failed whole (agent_loop.py) and replaced by a fresh prompt
         "trainer.v1.sampler.sync_refill_failed_groups": True,
     }
-    if cfg.model.lora.enabled:
-        out["actor_rollout_ref.model.lora_rank"] = cfg.model.lora.r
-        out["actor_rollout_ref.model.lora_alpha"] = cfg.model.lora.alpha
-        out["actor_rollout_ref.model.target_modules"] = cfg.model.lora.target_modules
-    if not spec.needs_critic:
-        out["critic.enable"] = False
-    else:
-        out.update(
-            {
-                "critic.enable": True,
-                "critic.model.path": model_path,
-                "critic.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
-                "critic.optim.lr": optim.critic_lr,
-                "critic.optim.weight_decay": optim.weight_decay,
-                **{f"critic.optim.{k}": val for k, val in schedule("critic").items()},
-                "critic.cliprange_value": algo.value_clip or 1e9,
-                "critic.grad_clip": optim.max_grad_norm or 1e9,
-                "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
-                "critic.fsdp.param_offload": v.param_offload,
-                "critic.fsdp.optimizer_offload": v.optimizer_offload,
-            }
-        )
-    if v.ray_address:
-        out["+ray_kwargs.ray_init.address"] = v.ray_address
-    return [_kv(k, val) for k, val in out.items()] + list(v.overrides)
+
+
+def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
+    """critic: off unless the algorithm needs one (PPO), then its model, optimiser and clipping."""
+    if not ALGORITHMS[cfg.algorithm.name].needs_critic:
+        return {"critic.enable": False}
+    algo, optim, v = cfg.algorithm, cfg.optim, cfg.verl
+    return {
+        "critic.enable": True,
+        "critic.model.path": model_path,
+        "critic.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
+        "critic.optim.lr": optim.critic_lr,
+        "critic.optim.weight_decay": optim.weight_decay,
+        **{f"critic.optim.{k}": val for k, val in _schedule(cfg, "critic").items()},
+        "critic.cliprange_value": algo.value_clip or 1e9,
+        "critic.grad_clip": optim.max_grad_norm or 1e9,
+        "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
+        "critic.fsdp.param_offload": v.param_offload,
+        "critic.fsdp.optimizer_offload": v.optimizer_offload,
+    }

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import system_prompt
 from rlver.errors import RlverError
 from rlver.integrations.verl import AGENT_NAME, DATA_SOURCE
-from rlver.integrations.verl.settings import SETTINGS_KEY, DialogueTask, RewardSettings
+from rlver.integrations.verl.settings import SETTINGS_KEY, DialogueTask
 from rlver.io import atomic_write_bytes
 from rlver.profiles.schema import Profile
 from rlver.simulator.factory import SimulatorSpec
@@ -47,7 +48,7 @@ def build_rows(
     *,
     simulator: SimulatorSpec,
     env: EnvConfig,
-    reward: RewardSettings,
+    reward: RewardSpec,
     max_reply_tokens: int,
     simulator_concurrency: int,
     seed: int = 0,

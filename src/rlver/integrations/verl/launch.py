@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +37,12 @@ from typing import Any
 import yaml
 
 from rlver.config import load_config, redacted
-from rlver.env.dialogue import EnvConfig
 from rlver.errors import ConfigError, RlverError
 from rlver.integrations.verl import AGENT_LOOP_TARGET, AGENT_NAME
 from rlver.integrations.verl.config import VerlTrainConfig, verl_overrides
 from rlver.integrations.verl.dataset import build_rows, write_parquet
-from rlver.integrations.verl.settings import RewardSettings
 from rlver.io import atomic_write_text
+from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.train.algos import ALGORITHMS
 from rlver.train.config import resolve_config_path
@@ -94,24 +94,8 @@ def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
     return str(target.resolve())
 
 
-def _env_configs(cfg: VerlTrainConfig) -> tuple[EnvConfig, EnvConfig]:
-    """The dialogue rules for training rows and for validation rows (eval settings default to training)."""
-    ro, ev = cfg.rollout, cfg.eval
-    train = EnvConfig.training(**ro.env_dynamics())
-    # Validation dialogues keep the default (evaluation) dynamics: only the count and start differ.
-    val = EnvConfig.training(
-        max_assistant_turns=ev.max_assistant_turns or ro.max_assistant_turns,
-        appraise_final_reply=ro.appraise_final_reply,
-        start_emotion=ev.start_emotion if ev.start_emotion is not None else ro.start_emotion,
-        think=ro.think,
-    )
-    return train, val
-
-
-def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
-    """Write the run folder for ``cfg`` and return the plan (nothing is started)."""
-    out_dir = Path(cfg.verl.out_dir).expanduser().resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+def _profiles(cfg: VerlTrainConfig) -> tuple[list[Profile], list[Profile]]:
+    """The training and validation profiles, refused with a readable error when there are too few."""
     ro = cfg.rollout
     train_profiles = load_profile_set(ro.profiles)
     val_profiles = load_profile_set(cfg.eval.profiles)[: cfg.eval.limit]
@@ -122,28 +106,33 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
         )
     if not val_profiles:
         raise ConfigError(f"eval.profiles: {cfg.eval.profiles} has no profiles")
+    return train_profiles, val_profiles
 
-    train_env, val_env = _env_configs(cfg)
+
+def _write_datasets(
+    cfg: VerlTrainConfig, out_dir: Path, train_profiles: list[Profile], val_profiles: list[Profile]
+) -> tuple[Path, Path]:
+    """``train.parquet`` and ``val.parquet``: one row per profile with its dialogue rules and reward.
+
+    The rules are the config's one mapping to the environment (``TrainConfig.env_config``), the same
+    the local trainer runs: validation rows follow ``eval.protocol`` as its in-training evaluation does.
+    """
+    ro = cfg.rollout
+    train_env = cfg.env_config()
     if train_env.shared_opening and any(p.opening is None for p in train_profiles):
-        import warnings
-
         # verl's agent loop runs each of the n copies of a prompt on its own, so they cannot wait
         # for one shared opening; profiles with a recorded opening share it anyway (docs/protocol.md).
         warnings.warn(
             "rollout.shared_opening is not applied under verl for profiles without an opening line: "
             "each dialogue writes its own (the local trainer shares one per group)",
-            stacklevel=2,
+            stacklevel=3,
         )
-    reward = RewardSettings(
-        mode=ro.reward_mode, format_penalty=ro.format_penalty, mixed_weight=ro.mixed_weight
-    )
-    transcripts = str(out_dir / "transcripts") if cfg.verl.transcripts else None
     common: dict[str, Any] = {
         "simulator": cfg.simulator,
-        "reward": reward,
+        "reward": ro.reward,
         "max_reply_tokens": ro.max_new_tokens,
         "simulator_concurrency": ro.simulator_concurrency,
-        "transcript_dir": transcripts,
+        "transcript_dir": str(out_dir / "transcripts") if cfg.verl.transcripts else None,
     }
     train_file = write_parquet(
         build_rows(
@@ -156,22 +145,18 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
         ),
         out_dir / "train.parquet",
     )
+    val_env = cfg.env_config(evaluation=True)
     val_file = write_parquet(
         build_rows(val_profiles, env=val_env, seed=cfg.eval.seed, split="val", **common),
         out_dir / "val.parquet",
     )
-    agent_yaml = out_dir / "agent_loops.yaml"
-    atomic_write_text(agent_yaml, agent_loop_yaml_text())
+    return train_file, val_file
 
-    overrides = verl_overrides(
-        cfg,
-        model_path=_model_path(cfg, out_dir),
-        train_files=train_file,
-        val_files=val_file,
-        agent_loop_yaml=agent_yaml,
-        n_train_profiles=len(train_profiles),
-    )
-    command = [python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+
+def _write_run_files(
+    cfg: VerlTrainConfig, out_dir: Path, overrides: list[str], command: list[str]
+) -> list[Path]:
+    """The overrides, ``run.sh`` (the exact command) and the resolved config, secrets redacted."""
     overrides_file = out_dir / "verl_overrides.txt"
     atomic_write_text(overrides_file, "\n".join(overrides) + "\n")
     run_sh = out_dir / "run.sh"
@@ -182,6 +167,26 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
     run_sh.chmod(0o755)
     config_file = out_dir / "config.yaml"
     atomic_write_text(config_file, yaml.safe_dump(redacted(cfg), sort_keys=False, allow_unicode=True))
+    return [overrides_file, run_sh, config_file]
+
+
+def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
+    """Write the run folder for ``cfg`` and return the plan (nothing is started)."""
+    out_dir = Path(cfg.verl.out_dir).expanduser().resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    train_profiles, val_profiles = _profiles(cfg)
+    train_file, val_file = _write_datasets(cfg, out_dir, train_profiles, val_profiles)
+    agent_yaml = out_dir / "agent_loops.yaml"
+    atomic_write_text(agent_yaml, agent_loop_yaml_text())
+    overrides = verl_overrides(
+        cfg,
+        model_path=_model_path(cfg, out_dir),
+        train_files=train_file,
+        val_files=val_file,
+        agent_loop_yaml=agent_yaml,
+        n_train_profiles=len(train_profiles),
+    )
+    command = [python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
     return LaunchPlan(
         out_dir=out_dir,
         train_file=train_file,
@@ -191,7 +196,7 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
         command=command,
         n_train=len(train_profiles),
         n_val=len(val_profiles),
-        files=[train_file, val_file, agent_yaml, overrides_file, run_sh, config_file],
+        files=[train_file, val_file, agent_yaml, *_write_run_files(cfg, out_dir, overrides, command)],
     )
 
 

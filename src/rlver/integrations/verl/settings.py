@@ -15,22 +15,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlver.env.dialogue import EnvConfig
-from rlver.env.rewards import RewardMode
+from rlver.env.rewards import RewardSpec
 from rlver.profiles.schema import Profile
 from rlver.simulator.factory import SimulatorSpec
 
 #: Key of our settings inside the row's ``extra_info`` column.
 SETTINGS_KEY = "rlver"
-
-
-class RewardSettings(BaseModel):
-    """The reward of :func:`rlver.env.rewards.episode_reward` (the same code the local trainer uses)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    mode: RewardMode = "final"
-    format_penalty: float = Field(default=0.0, ge=0.0)
-    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
 
 
 class DialogueTask(BaseModel):
@@ -41,7 +31,8 @@ class DialogueTask(BaseModel):
     profile: Profile
     simulator: SimulatorSpec
     env: EnvConfig = Field(default_factory=EnvConfig.training)
-    reward: RewardSettings = Field(default_factory=RewardSettings)
+    #: The same spec the local trainer scores with (``rollout.reward`` of the training config).
+    reward: RewardSpec = Field(default_factory=RewardSpec)
     #: Tokens the policy may write per reply (the whole dialogue is bounded by verl's response_length).
     max_reply_tokens: int = Field(default=512, ge=1)
     #: Simulator operations in flight at once per worker process, across all its dialogues.
