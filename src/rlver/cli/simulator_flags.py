@@ -8,12 +8,14 @@ from the registry in :mod:`rlver.simulator.factory`, so a new kind shows up in e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import typer
 from pydantic import ValidationError
 
 from rlver.errors import InputError, Problem
+from rlver.profiles.schema import Difficulty
+from rlver.simulator.behaviours import behaviour_names
 from rlver.simulator.factory import KINDS, SimulatorSpec, check_kind, kinds_help
 
 
@@ -35,6 +37,19 @@ SIM_KEY_ENV: Any = typer.Option(
     "--sim-key-env",
     help="Environment variable holding the simulator's key, never the key itself ('' for none; "
     "default OPENAI_API_KEY).",
+)
+
+
+BEHAVIOUR: Any = typer.Option(
+    None,
+    "--behaviour",
+    help=f"User behaviour mode for every dialogue: {', '.join(behaviour_names())}. "
+    "Default: each profile's own, else cooperative (the published benchmark's).",
+)
+DIFFICULTY: Any = typer.Option(
+    None,
+    "--difficulty",
+    help=f"{', '.join(get_args(Difficulty))} for every dialogue (default: each profile's own, else normal).",
 )
 
 
