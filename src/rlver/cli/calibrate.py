@@ -14,16 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rlver.cli.simulator_flags import (
-    BEHAVIOUR,
-    DIFFICULTY,
-    SIM_BASE_URL,
-    SIM_KEY_ENV,
-    SIM_MODEL,
-    parse_simulator_spec,
-    simulator_block,
-    simulator_option,
-)
+from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import RlverError
 from rlver.simulator.factory import build_simulator
 
@@ -40,15 +31,15 @@ class ReplayMismatch(RlverError):
 
 def calibrate_command(
     files: list[Path] = typer.Argument(..., help="Released SAGE result files (*_result.jsonl)."),
-    simulator: str = simulator_option("offline", from_spec=False),
-    sim_base_url: str | None = SIM_BASE_URL,
-    sim_model: str | None = SIM_MODEL,
-    sim_key_env: str | None = SIM_KEY_ENV,
+    simulator: str | None = sim_flags.simulator_option(from_spec=False),
+    sim_base_url: str | None = sim_flags.SIM_BASE_URL,
+    sim_model: str | None = sim_flags.SIM_MODEL,
+    sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     sim_temperature: float | None = typer.Option(
         None, "--sim-temperature", min=0.0, help="Simulator temperature (llm; default 0.7)."
     ),
-    behaviour: str | None = BEHAVIOUR,
-    difficulty: str | None = DIFFICULTY,
+    behaviour: str | None = sim_flags.BEHAVIOUR,
+    difficulty: str | None = sim_flags.DIFFICULTY,
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Simulator calls in flight."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of each file."),
     seed: int = typer.Option(0, "--seed", help="Base seed (a per-turn seed is derived from it)."),
@@ -59,9 +50,10 @@ def calibrate_command(
     from rlver.eval.calibrate import calibrate
     from rlver.eval.calibrate_report import print_table
 
-    raw = simulator_block(
+    raw = sim_flags.simulator_block(
         simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env, from_spec=False
     )
+    kind = raw.setdefault("kind", sim_flags.DEFAULT_KIND)
     factory, info = _simulator_factory(raw, behaviour, difficulty, seed, sim_temperature)
 
     from rich.progress import Progress
@@ -78,17 +70,17 @@ def calibrate_command(
                 factory,
                 info,
                 out,
-                replay=simulator == "replay",
+                replay=kind == "replay",
                 concurrency=concurrency,
                 seed=seed,
                 limit=limit,
                 on_turn=on_turn,
-                durable_each=simulator == "llm",
+                durable_each=kind == "llm",
             )
         )
-    print_table(summary, simulator)
+    print_table(summary, kind)
     typer.echo(f"wrote {out / 'predictions.jsonl'}, {out / 'calibration.json'}, {out / 'calibration.html'}")
-    if simulator == "replay":
+    if kind == "replay":
         bad = [(r["path"], m) for r in summary["files"] for m in r.get("trajectory_mismatches", [])]
         for path, m in bad[:20]:
             typer.echo(f"{path}: {m['dialogue_id']}: {'; '.join(m['problems'])}", err=True)
@@ -119,7 +111,7 @@ def _simulator_factory(
         raw["difficulty"] = difficulty
     if temperature is not None and "model" in raw:
         raw["sampling"] = {"temperature": temperature}
-    built = build_simulator(parse_simulator_spec(raw, "rlver calibrate"))
+    built = build_simulator(sim_flags.parse_simulator_spec(raw, "rlver calibrate"))
 
     def factory(_fd: FileData) -> UserSimulator:
         return built

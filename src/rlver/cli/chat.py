@@ -20,15 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
-from rlver.cli.simulator_flags import (
-    SIM_BASE_URL,
-    SIM_KEY_ENV,
-    SIM_MODEL,
-    parse_simulator_spec,
-    simulator_block,
-    simulator_option,
-)
 from rlver.errors import InputError, Problem
 from rlver.simulator.factory import check_kind
 
@@ -85,18 +78,18 @@ def _pick_profile(profile_id: str | None, profile_file: Path | None, language: s
 
 
 def _build_simulator(
-    kind: str,
-    sim_flags: tuple[str | None, str | None, str | None],
+    kind: str | None,
+    model_flags: tuple[str | None, str | None, str | None],
     difficulty: str | None,
     seed: int,
 ) -> UserSimulator:
-    """The simulated user the flags name; ``sim_flags`` = (--sim-model, --sim-base-url, --sim-key-env)."""
+    """The simulated user the flags name; ``model_flags`` = (--sim-model, --sim-base-url, --sim-key-env)."""
     from rlver.simulator.factory import build_simulator
 
-    model, base_url, key_env = sim_flags
-    raw = simulator_block(kind, model=model, base_url=base_url, key_env=key_env)
+    model, base_url, key_env = model_flags
+    raw = sim_flags.simulator_block(kind, model=model, base_url=base_url, key_env=key_env)
     raw.update(difficulty=difficulty, seed=seed)
-    return build_simulator(parse_simulator_spec(raw, "rlver chat"))
+    return build_simulator(sim_flags.parse_simulator_spec(raw, "rlver chat"))
 
 
 def _build_policy(
@@ -236,13 +229,11 @@ def chat_command(
     language: str = typer.Option(
         "en", "--language", help="Bundled set to pick from when no profile is named: en or zh."
     ),
-    simulator: str = simulator_option("offline"),
-    sim_base_url: str | None = SIM_BASE_URL,
-    sim_model: str | None = SIM_MODEL,
-    sim_key_env: str | None = SIM_KEY_ENV,
-    difficulty: str | None = typer.Option(
-        None, "--difficulty", help="easy, normal or hard (default: the profile's)."
-    ),
+    simulator: str | None = sim_flags.simulator_option(),
+    sim_base_url: str | None = sim_flags.SIM_BASE_URL,
+    sim_model: str | None = sim_flags.SIM_MODEL,
+    sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
+    difficulty: str | None = sim_flags.DIFFICULTY,
     start: int | None = typer.Option(None, "--start", help="Start emotion (default 40)."),
     max_turns: int = typer.Option(10, "--max-turns", min=1, help="Most assistant replies."),
     seed: int = typer.Option(0, "--seed"),
@@ -267,7 +258,8 @@ def chat_command(
     """Talk to a simulated user as the assistant (default), or to a model as the user (--play-user)."""
     if language not in ("en", "zh"):
         raise InputError(Problem("--language", None, None, f"expected en or zh, got {language!r}"))
-    check_kind(simulator)
+    if simulator is not None:
+        check_kind(simulator)
     if play_user:
         policy = _build_policy(model_base_url, model, local, api_key_env)
         asyncio.run(

@@ -41,80 +41,72 @@ def _text_arg(value: str | None) -> str | None:
     return value
 
 
-# -- `rlver eval` flags (module constants keep the command's signature one line a flag) ------------
+# -- `rlver eval` flags: one help text a flag, so the signature below reads one line a flag ------------
 
-AGENT_BASE_URL: Any = typer.Option(None, "--agent-base-url", help="OpenAI-compatible endpoint of the agent.")
-AGENT_MODEL: Any = typer.Option(None, "--agent-model", help="Model id of the agent on that endpoint.")
-AGENT_KEY_ENV: Any = typer.Option(
-    None, "--agent-key-env", help="Environment variable holding the agent's API key (never the key itself)."
-)
-AGENT_LOCAL: Any = typer.Option(
-    None,
-    "--agent-local",
-    help="Local transformers model folder, hub id, or a training run/checkpoint folder (latest policy).",
-)
-AGENT_TINY: Any = typer.Option(
-    False, "--agent-tiny", help="Use the tiny built-in test model (offline smoke run)."
-)
-AGENT_TEMPERATURE: Any = typer.Option(None, "--agent-temperature", help="Agent sampling temperature.")
-AGENT_MAX_TOKENS: Any = typer.Option(None, "--agent-max-tokens", help="Agent max tokens per reply.")
-SYSTEM_PROMPT: Any = typer.Option(None, "--system-prompt", help="Agent system prompt (text or @file).")
-AGENT_PROMPT: Any = typer.Option(
-    None,
-    "--agent-prompt",
-    help="Agent system prompt: neutral (default; the published benchmark's plain high-EQ chat "
-    "partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
-)
-THINK: Any = typer.Option(
-    None, "--think/--no-think", help="Think-then-say: <think>…</think> is hidden from the user."
-)
-SIM_PROTOCOL: Any = typer.Option(
-    None,
-    "--sim-protocol",
-    help="LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our earlier "
-    "prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
+_EVAL_HELP: dict[str, str] = {
+    "--agent-base-url": "OpenAI-compatible endpoint of the agent.",
+    "--agent-model": "Model id of the agent on that endpoint.",
+    "--agent-key-env": "Environment variable holding the agent's API key (never the key itself).",
+    "--agent-local": "Local transformers model folder, hub id, or a training run/checkpoint folder "
+    "(latest policy).",
+    "--agent-tiny": "Use the tiny built-in test model (offline smoke run).",
+    "--agent-temperature": "Agent sampling temperature.",
+    "--agent-max-tokens": "Agent max tokens per reply.",
+    "--system-prompt": "Agent system prompt (text or @file).",
+    "--agent-prompt": "Agent system prompt: neutral (default; the published benchmark's plain high-EQ "
+    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
+    "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
+    "--sim-protocol": "LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our "
+    "earlier prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
     "--set simulator.difficulty_paragraph=true.",
-)
-PROFILES: Any = typer.Option(None, "--profiles", help="sage, en-test, zh-test, bundled-test, ... or a file.")
-LIMIT: Any = typer.Option(None, "--limit", min=1, help="Evaluate only the first N profiles.")
-N_PER_PROFILE: Any = typer.Option(None, "--n-per-profile", min=1, help="Dialogues per profile.")
-CONCURRENCY: Any = typer.Option(None, "--concurrency", min=1, help="Simulator calls in flight.")
-BATCH_SIZE: Any = typer.Option(
-    None, "--batch-size", min=1, help="Dialogues run together (default: all); bounds a local model's memory."
-)
-RESUME: Any = typer.Option(False, "--resume", help="Continue a run in --out, skipping finished profiles.")
-SET: Any = typer.Option([], "--set", help="Override a config key, e.g. --set env.max_assistant_turns=4.")
+    "--profiles": "sage, en-test, zh-test, bundled-test, ... or a file.",
+    "--limit": "Evaluate only the first N profiles.",
+    "--n-per-profile": "Dialogues per profile.",
+    "--concurrency": "Simulator calls in flight.",
+    "--batch-size": "Dialogues run together (default: all); bounds a local model's memory.",
+    "--resume": "Continue a run in --out, skipping finished profiles.",
+    "--set": "Override a config key, e.g. --set env.max_assistant_turns=4.",
+    "--seed": "Run seed.",
+    "--out": "Output folder.",
+    "--config": "EvalConfig YAML file.",
+    "--no-report": "Skip the HTML/Markdown report.",
+}
+
+
+def _opt(flag: str, default: Any = None, **kwargs: Any) -> Any:
+    """A ``rlver eval`` option whose help is in :data:`_EVAL_HELP`."""
+    return typer.Option(default, flag, help=_EVAL_HELP[flag], **kwargs)
 
 
 def eval_command(
-    agent_base_url: str | None = AGENT_BASE_URL,
-    agent_model: str | None = AGENT_MODEL,
-    agent_key_env: str | None = AGENT_KEY_ENV,
-    agent_local: str | None = AGENT_LOCAL,
-    agent_tiny: bool = AGENT_TINY,
-    agent_temperature: float | None = AGENT_TEMPERATURE,
-    agent_max_tokens: int | None = AGENT_MAX_TOKENS,
-    system_prompt: str | None = SYSTEM_PROMPT,
-    agent_prompt: str | None = AGENT_PROMPT,
-    think: bool | None = THINK,
-    simulator: str | None = simulator_option(None),
+    agent_base_url: str | None = _opt("--agent-base-url"),
+    agent_model: str | None = _opt("--agent-model"),
+    agent_key_env: str | None = _opt("--agent-key-env"),
+    agent_local: str | None = _opt("--agent-local"),
+    agent_tiny: bool = _opt("--agent-tiny", False),
+    agent_temperature: float | None = _opt("--agent-temperature"),
+    agent_max_tokens: int | None = _opt("--agent-max-tokens"),
+    system_prompt: str | None = _opt("--system-prompt"),
+    agent_prompt: str | None = _opt("--agent-prompt"),
+    think: bool | None = _opt("--think/--no-think"),
+    simulator: str | None = simulator_option(),
     sim_base_url: str | None = SIM_BASE_URL,
     sim_model: str | None = SIM_MODEL,
     sim_key_env: str | None = SIM_KEY_ENV,
-    sim_protocol: str | None = SIM_PROTOCOL,
+    sim_protocol: str | None = _opt("--sim-protocol"),
     behaviour: str | None = BEHAVIOUR,
     difficulty: str | None = DIFFICULTY,
-    profiles: str | None = PROFILES,
-    limit: int | None = LIMIT,
-    n_per_profile: int | None = N_PER_PROFILE,
-    concurrency: int | None = CONCURRENCY,
-    batch_size: int | None = BATCH_SIZE,
-    seed: int | None = typer.Option(None, "--seed", help="Run seed."),
-    out: str | None = typer.Option(None, "--out", help="Output folder."),
-    resume: bool = RESUME,
-    config: Path | None = typer.Option(None, "--config", help="EvalConfig YAML file."),
-    set_: list[str] = SET,
-    no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML/Markdown report."),
+    profiles: str | None = _opt("--profiles"),
+    limit: int | None = _opt("--limit", min=1),
+    n_per_profile: int | None = _opt("--n-per-profile", min=1),
+    concurrency: int | None = _opt("--concurrency", min=1),
+    batch_size: int | None = _opt("--batch-size", min=1),
+    seed: int | None = _opt("--seed"),
+    out: str | None = _opt("--out"),
+    resume: bool = _opt("--resume", False),
+    config: Path | None = _opt("--config"),
+    set_: list[str] = _opt("--set", []),
+    no_report: bool = _opt("--no-report", False),
 ) -> None:
     """Run an agent on the Sentient Benchmark (or any profile set) and write transcript, metrics, report."""
     from rlver.config import load_config

@@ -15,14 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rlver.cli.simulator_flags import (
-    SIM_BASE_URL,
-    SIM_KEY_ENV,
-    SIM_MODEL,
-    parse_simulator_spec,
-    simulator_block,
-    simulator_option,
-)
+from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import InputError, NothingFinished, Problem, RlverError
 from rlver.io import dumps_strict
 from rlver.profiles.sets import load_profile_set
@@ -161,10 +154,10 @@ def _battery_command(
 
 
 def _probe(
-    simulator: str = simulator_option("offline"),
-    sim_model: str | None = SIM_MODEL,
-    sim_base_url: str | None = SIM_BASE_URL,
-    sim_key_env: str | None = SIM_KEY_ENV,
+    simulator: str | None = sim_flags.simulator_option(),
+    sim_model: str | None = sim_flags.SIM_MODEL,
+    sim_base_url: str | None = sim_flags.SIM_BASE_URL,
+    sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     profiles: list[str] = typer.Option(
         ["en-test", "zh-test"], "--profiles", help="Profile set(s) or file(s) (repeatable)."
     ),
@@ -175,10 +168,8 @@ def _probe(
         "with and without the vetoes.",
     ),
     limit: int = typer.Option(3, "--limit", min=1, help="Profiles taken from each set."),
-    behaviour: str | None = typer.Option(None, "--behaviour", help="User behaviour mode for every profile."),
-    difficulty: str | None = typer.Option(
-        None, "--difficulty", help="easy, normal or hard (default: per profile)."
-    ),
+    behaviour: str | None = sim_flags.BEHAVIOUR,
+    difficulty: str | None = sim_flags.DIFFICULTY,
     start_emotion: int = typer.Option(40, "--start-emotion", min=0, max=100),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
@@ -187,10 +178,10 @@ def _probe(
     ),
 ) -> None:
     """Send a battery of reward-hacking replies to the simulated user and report what each earns."""
-    raw = simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
+    raw = sim_flags.simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
     raw.update(difficulty=difficulty, seed=seed)
     raw["behaviour"] = get_behaviour(behaviour).name if behaviour is not None else None
-    spec = parse_simulator_spec(raw, "rlver probe")
+    spec = sim_flags.parse_simulator_spec(raw, "rlver probe")
     if from_run is not None:
         _replay_command(from_run, spec, profiles, as_json=as_json, strict=strict)
         return

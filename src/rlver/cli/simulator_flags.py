@@ -19,9 +19,21 @@ from rlver.simulator.behaviours import behaviour_names
 from rlver.simulator.factory import KINDS, SimulatorSpec, check_kind, kinds_help
 
 
-def simulator_option(default: str | None, *, from_spec: bool = True) -> Any:
-    """``--simulator KIND``; ``from_spec=False`` also offers the kinds a command builds itself (replay)."""
-    return typer.Option(default, "--simulator", help=kinds_help(from_spec=from_spec))
+def simulator_option(*, from_spec: bool = True) -> Any:
+    """``--simulator KIND``; ``from_spec=False`` also offers the kinds a command builds itself (replay).
+
+    No default value: leaving the flag out means the config's kind (``rlver eval --config``), else the
+    model-backed kind with ``--sim-model``, else :data:`DEFAULT_KIND`.
+    """
+    return typer.Option(
+        None,
+        "--simulator",
+        help=f"{kinds_help(from_spec=from_spec)} Default: {DEFAULT_KIND}, or llm with --sim-model.",
+    )
+
+
+#: The kind a run talks to when nothing names one (SimulatorSpec's default).
+DEFAULT_KIND: str = SimulatorSpec.model_fields["kind"].default
 
 
 SIM_BASE_URL: Any = typer.Option(
@@ -61,7 +73,8 @@ def simulator_block(
     key_env: str | None,
     from_spec: bool = True,
 ) -> dict[str, Any]:
-    """The ``simulator`` config block the flags give (``{}`` when none was given).
+    """The ``simulator`` config block the flags give (``{}`` when none was given; no ``kind`` key when
+    neither ``--simulator`` nor ``--sim-model`` was: the config's or :data:`DEFAULT_KIND` applies).
 
     ``--sim-model`` without ``--simulator`` picks the kind that talks to a model; a kind that needs a
     model fails without one, and one that talks to no model fails with one (rather than ignoring it).
