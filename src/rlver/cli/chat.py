@@ -23,7 +23,7 @@ import typer
 from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
-from rlver.simulator.factory import check_kind
+from rlver.simulator.factory import build_simulator, check_kind
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -84,8 +84,6 @@ def _build_simulator(
     seed: int,
 ) -> UserSimulator:
     """The simulated user the flags name; ``model_flags`` = (--sim-model, --sim-base-url, --sim-key-env)."""
-    from rlver.simulator.factory import build_simulator
-
     model, base_url, key_env = model_flags
     raw = sim_flags.simulator_block(kind, model=model, base_url=base_url, key_env=key_env)
     raw.update(difficulty=difficulty, seed=seed)

@@ -22,6 +22,8 @@ from rlver.cli.simulator_flags import (
 )
 from rlver.config import deep_merge, read_yaml_mapping
 from rlver.errors import ConfigError, InputError, Problem, RlverError
+from rlver.simulator.behaviours import get_behaviour
+from rlver.simulator.factory import SimulatorSpec
 
 
 class Interrupted(RlverError):
@@ -220,9 +222,6 @@ def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool 
 
 def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:
     """The simulated user's --sim-protocol, --behaviour and --difficulty (as ``simulator`` keys)."""
-    from rlver.simulator.behaviours import get_behaviour
-    from rlver.simulator.factory import SimulatorSpec
-
     sim: dict[str, Any] = {}
     if protocol is not None:
         choices = get_args(SimulatorSpec.model_fields["protocol"].annotation)

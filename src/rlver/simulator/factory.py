@@ -29,10 +29,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from rlver.errors import ConfigError, InputError, Problem
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.cache import CachedChatModel
+from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
 from rlver.profiles.schema import Difficulty
 from rlver.simulator.base import UserSimulator
+from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import MAX_CHANGE, EmotionRules
+
+# The simulators themselves (offline: numpy and the lexicons; sentient: the prompt sets) are imported
+# by their builders: every `rlver` command imports this module for the kinds' --help text.
 
 
 class SimulatorSpec(BaseModel):
@@ -144,13 +150,9 @@ def _build_llm(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
 
     sampling = simulator_sampling(spec)
     if model is None:
-        from rlver.llm.factory import build_chat_model
-
         assert spec.model is not None  # checked by the validator
         model = build_chat_model(spec.model)
         if spec.cache and not spec.model.cache and sampling.temperature == 0.0:
-            from rlver.llm.cache import CachedChatModel
-
             path = default_cache_path() if spec.cache == "auto" else Path(spec.cache)
             model = CachedChatModel(model, path)
     return SentientSimulator(
@@ -230,6 +232,4 @@ def check_kind(name: str, *, flag: str = "--simulator", from_spec: bool = True) 
 
 def get_behaviour_checked(name: str | None) -> None:
     """Fail at start-up, with the list of valid modes, on an unknown behaviour name."""
-    from rlver.simulator.behaviours import get_behaviour
-
     get_behaviour(name)
