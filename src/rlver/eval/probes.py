@@ -27,6 +27,7 @@ from rlver.profiles.sets import find_profile
 from rlver.records import Episode, Message
 from rlver.rollout.published import format_of_first_record
 from rlver.rollout.transcripts import read_transcript
+from rlver.simulator.base import UserSimulator
 from rlver.simulator.offline import HARD_FLAGS, OfflineSimulator
 
 LONG_REPLY_CHARS = 10_000
@@ -125,7 +126,7 @@ BATTERY: tuple[Probe, ...] = (
 )
 
 
-def learned_salad_probes(simulator: Any, k: int = 24) -> tuple[Probe, ...]:
+def learned_salad_probes(simulator: UserSimulator, k: int = 24) -> tuple[Probe, ...]:
     """Keyword salad from the *learned* appraisal's most rewarded n-grams (empty without one).
 
     A learned scorer pays per feature; stringing its top features together is the cheapest exploit
@@ -154,8 +155,8 @@ def probe_names() -> list[str]:
 
 
 async def run_probes(
-    simulator: Any,
-    profiles: list[Any],
+    simulator: UserSimulator,
+    profiles: list[Profile],
     *,
     probes: tuple[Probe, ...] | None = None,
     start_emotion: int = 40,
@@ -170,7 +171,7 @@ async def run_probes(
         probes = BATTERY + learned_salad_probes(simulator)
     sem = asyncio.Semaphore(concurrency)
 
-    async def one(profile: Any, probe: Probe) -> dict[str, Any]:
+    async def one(profile: Profile, probe: Probe) -> dict[str, Any]:
         async with sem:
             try:
                 user = simulator.start(profile, start_emotion=start_emotion, seed=seed)
