@@ -153,6 +153,8 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
     with pytest.raises(InputError, match="--simulator: expected replay, offline or llm, got 'x'"):
         check_kind("x", from_spec=False)
     assert check_kind("llm").needs_model and not check_kind("offline").needs_model
+    for kind in KINDS.values():  # a kind's own options are fields of the spec
+        assert set(kind.options) <= set(SimulatorSpec.model_fields), kind.name
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", "calibrate", "--help"],
         capture_output=True,

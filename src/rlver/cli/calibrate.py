@@ -16,7 +16,7 @@ import typer
 
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import RlverError
-from rlver.simulator.factory import build_simulator
+from rlver.simulator.factory import KINDS, build_simulator
 
 if TYPE_CHECKING:  # rlver.eval.calibrate loads numpy: imported where used, so `rlver --help` stays fast
     from rlver.eval.calibrate import FileData
@@ -109,7 +109,7 @@ def _simulator_factory(
         raw["behaviour"] = behaviour
     if difficulty is not None:
         raw["difficulty"] = difficulty
-    if temperature is not None and "model" in raw:
+    if temperature is not None and "sampling" in KINDS[raw["kind"]].options:
         raw["sampling"] = {"temperature": temperature}
     built = build_simulator(sim_flags.parse_simulator_spec(raw, "rlver calibrate"))
 

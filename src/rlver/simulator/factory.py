@@ -180,7 +180,9 @@ class SimulatorKind:
 
     ``build`` is ``None`` for a kind that needs more than a spec (``replay``: recorded dialogues).
     ``needs_model``: the spec must carry ``model`` (the CLI asks for ``--sim-model``). ``options``:
-    the :class:`SimulatorSpec` fields only this kind reads (shown in ``rlver config`` docs).
+    the :class:`SimulatorSpec` fields only this kind reads (the spec accepts them with any kind; a
+    command applies a kind-specific flag, e.g. ``rlver calibrate --sim-temperature``, only to a kind
+    that reads it).
     """
 
     name: str
