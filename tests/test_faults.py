@@ -1,7 +1,8 @@
 """Fault injection: evaluations and training steps finish under every kind of server misbehaviour.
 
 A real OpenAI-compatible server on 127.0.0.1 (FakeChatServer) misbehaves according to a
-:class:`rlver.testing.faults.FaultPlan`: the dialogues of two "victim" profiles are faulted on every
+:class:`rlver.testing.faults.FaultPlan` (the configs come from ``bench/fault_drill.py``, the drill that
+writes the table in docs/reliability.md): the dialogues of two "victim" profiles are faulted on every
 request (they must end ``failed`` with the right error kind), and about half of the other requests
 are faulted once (the client's retry or the simulator's re-ask must recover, so those dialogues
 finish). Every model call runs under a 0.5 s per-attempt timeout and 2 attempts, and every test under
@@ -29,13 +30,15 @@ from rlver.testing.faults import (
     FAULT_KINDS,
     HUGE_SIZE,
     FaultPlan,
-    eval_config,
     fixed_responder,
-    train_config,
     victim_ids,
     write_fault_profiles,
 )
 from rlver.testing.openai_server import FakeChatServer
+
+# The drill's configs live with the drill in bench/ (not a package; its scripts import by folder).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from fault_drill import Row, eval_config, table_markdown, train_config
 
 N_PROFILES = 6  # eval: 2 victims, 4 that must finish
 TURNS = 3
@@ -185,8 +188,6 @@ def test_train_step_finishes_and_counts_each_fault(
 
 
 def test_fault_plan_rejects_unknown_kinds_and_the_table_flags_a_wrong_kind() -> None:
-    from rlver.testing.faults import Row, table_markdown
-
     with pytest.raises(ValueError, match="unknown fault kind"):
         FaultPlan("meteor")
     with pytest.raises(ValueError, match="target"):

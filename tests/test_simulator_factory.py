@@ -4,18 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from rlver.errors import ConfigError
+from rlver.errors import ConfigError, InputError
 from rlver.llm.base import SamplingParams
 from rlver.llm.cache import CachedChatModel
 from rlver.llm.spec import ModelSpec
 from rlver.profiles.schema import Profile
-from rlver.simulator.factory import SimulatorSpec, build_simulator, simulator_sampling
+from rlver.simulator.factory import (
+    KINDS,
+    SimulatorKind,
+    SimulatorSpec,
+    build_simulator,
+    check_kind,
+    kind_names,
+    kinds_help,
+    simulator_sampling,
+)
 from rlver.simulator.offline import OfflineSimulator
 from rlver.simulator.sentient import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
@@ -124,3 +136,44 @@ def test_embed_without_the_extra_is_a_config_error() -> None:
             build_simulator(SimulatorSpec(embed=True))
     else:  # pragma: no cover
         pytest.skip("the [embed] extra is installed")
+
+
+# -- the kinds registry -------------------------------------------------------------------------------
+
+
+def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
+    assert kind_names() == ("offline", "llm")
+    assert kind_names(from_spec=False) == ("replay", "offline", "llm")
+    assert SimulatorSpec.model_json_schema()["properties"]["kind"]["enum"] == ["offline", "llm"]
+    with pytest.raises(ValidationError, match="expected offline or llm, got 'magic'"):
+        SimulatorSpec(kind="magic")
+    # replay needs recorded dialogues: only `rlver calibrate` builds it, and the error says so
+    with pytest.raises(ValidationError, match="rlver calibrate --simulator replay"):
+        SimulatorSpec(kind="replay")
+    with pytest.raises(InputError, match="--simulator: expected replay, offline or llm, got 'x'"):
+        check_kind("x", from_spec=False)
+    assert check_kind("llm").needs_model and not check_kind("offline").needs_model
+    for kind in KINDS.values():  # a kind's own options are fields of the spec
+        assert set(kind.options) <= set(SimulatorSpec.model_fields), kind.name
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", "calibrate", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "300"},
+        check=True,
+    )
+    for kind in KINDS.values():
+        assert kind.description in proc.stdout
+
+
+def test_a_new_kind_is_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the factory docstring promises: a builder plus a KINDS entry make a kind usable."""
+
+    def build_grumpy(spec: SimulatorSpec, model: Any) -> OfflineSimulator:
+        return OfflineSimulator(seed=spec.seed, difficulty="hard")
+
+    kinds = {**KINDS, "grumpy": SimulatorKind("grumpy", "a hard offline user", build_grumpy)}
+    monkeypatch.setattr("rlver.simulator.factory.KINDS", kinds)
+    assert "grumpy" in kind_names() and "a hard offline user" in kinds_help()
+    sim = build_simulator(SimulatorSpec(kind="grumpy", seed=3))
+    assert isinstance(sim, OfflineSimulator) and sim.describe()["difficulty"] == "hard"

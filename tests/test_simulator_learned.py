@@ -69,7 +69,7 @@ def test_keyword_salad_is_vetoed(language: str, reply: str) -> None:
 def test_learned_salad_probes_gain_nothing() -> None:
     import asyncio
 
-    from rlver.cli.probe import learned_salad_probes, run_probes
+    from rlver.eval.probes import learned_salad_probes, run_probes
 
     sim = OfflineSimulator()
     probes = learned_salad_probes(sim)

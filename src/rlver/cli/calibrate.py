@@ -10,11 +10,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from rlver.errors import ConfigError, RlverError
+from rlver.cli import simulator_flags as sim_flags
+from rlver.errors import RlverError
+from rlver.simulator.factory import KINDS, build_simulator
+
+if TYPE_CHECKING:  # rlver.eval.calibrate loads numpy: imported where used, so `rlver --help` stays fast
+    from rlver.eval.calibrate import FileData
+    from rlver.simulator.base import UserSimulator
 
 
 class ReplayMismatch(RlverError):
@@ -25,21 +31,15 @@ class ReplayMismatch(RlverError):
 
 def calibrate_command(
     files: list[Path] = typer.Argument(..., help="Released SAGE result files (*_result.jsonl)."),
-    simulator: str = typer.Option(
-        "offline", "--simulator", help="replay (oracle: the recorded judgements), offline, or llm."
-    ),
-    sim_base_url: str | None = typer.Option(
-        None, "--sim-base-url", help="OpenAI-compatible endpoint of the simulator."
-    ),
-    sim_model: str | None = typer.Option(None, "--sim-model", help="Simulator model id (with llm)."),
-    sim_key_env: str | None = typer.Option(
-        None, "--sim-key-env", help="Environment variable holding the simulator's key."
-    ),
+    simulator: str | None = sim_flags.simulator_option(from_spec=False),
+    sim_base_url: str | None = sim_flags.SIM_BASE_URL,
+    sim_model: str | None = sim_flags.SIM_MODEL,
+    sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     sim_temperature: float | None = typer.Option(
         None, "--sim-temperature", min=0.0, help="Simulator temperature (llm; default 0.7)."
     ),
-    behaviour: str | None = typer.Option(None, "--behaviour", help="User behaviour mode for every turn."),
-    difficulty: str | None = typer.Option(None, "--difficulty", help="easy, normal or hard for every turn."),
+    behaviour: str | None = sim_flags.BEHAVIOUR,
+    difficulty: str | None = sim_flags.DIFFICULTY,
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Simulator calls in flight."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of each file."),
     seed: int = typer.Option(0, "--seed", help="Base seed (a per-turn seed is derived from it)."),
@@ -47,46 +47,14 @@ def calibrate_command(
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
     ``--simulator replay``, a free run of rlver's environment that must reproduce every trajectory)."""
-    from rlver.eval.calibrate import FileData, calibrate, replay_simulator_for
+    from rlver.eval.calibrate import calibrate
     from rlver.eval.calibrate_report import print_table
-    from rlver.simulator.base import UserSimulator
 
-    if simulator not in ("replay", "offline", "llm"):
-        raise ConfigError(f"--simulator {simulator!r}: choose replay, offline or llm")
-    paths = [str(f) for f in files]
-    factory: Callable[[FileData], UserSimulator]
-    if simulator == "replay":
-        info: dict[str, Any] = {"name": "replay"}
-        factory = replay_simulator_for
-    else:
-        from rlver.simulator.factory import SimulatorSpec, build_simulator
-
-        spec: dict[str, Any] = {"kind": simulator, "seed": seed}
-        if behaviour is not None:
-            spec["behaviour"] = behaviour
-        if difficulty is not None:
-            spec["difficulty"] = difficulty
-        if simulator == "llm":
-            if not sim_model:
-                raise ConfigError("--simulator llm needs --sim-model (and usually --sim-base-url)")
-            model: dict[str, Any] = {"kind": "openai", "model": sim_model, "base_url": sim_base_url}
-            if sim_key_env is not None:
-                model["api_key_env"] = sim_key_env or None
-            spec["model"] = model
-            if sim_temperature is not None:
-                spec["sampling"] = {"temperature": sim_temperature}
-        elif sim_base_url or sim_model or sim_key_env:
-            raise ConfigError("--sim-base-url/--sim-model/--sim-key-env need --simulator llm")
-        try:
-            parsed = SimulatorSpec.model_validate(spec)
-        except ValueError as exc:
-            raise ConfigError(f"simulator options: {exc}") from None
-        built = build_simulator(parsed)
-        info = built.describe()
-        # One simulator object serves every file: it holds the model client and its concurrency.
-
-        def factory(_fd: FileData) -> UserSimulator:
-            return built
+    raw = sim_flags.simulator_block(
+        simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env, from_spec=False
+    )
+    kind = raw.setdefault("kind", sim_flags.DEFAULT_KIND)
+    factory, info = _simulator_factory(raw, behaviour, difficulty, seed, sim_temperature)
 
     from rich.progress import Progress
 
@@ -98,26 +66,57 @@ def calibrate_command(
 
         summary = asyncio.run(
             calibrate(
-                paths,
+                [str(f) for f in files],
                 factory,
                 info,
                 out,
-                replay=simulator == "replay",
+                replay=kind == "replay",
                 concurrency=concurrency,
                 seed=seed,
                 limit=limit,
                 on_turn=on_turn,
-                durable_each=simulator == "llm",
+                durable_each=kind == "llm",
             )
         )
-    print_table(summary, simulator)
+    print_table(summary, kind)
     typer.echo(f"wrote {out / 'predictions.jsonl'}, {out / 'calibration.json'}, {out / 'calibration.html'}")
-    if simulator == "replay":
+    if kind == "replay":
         bad = [(r["path"], m) for r in summary["files"] for m in r.get("trajectory_mismatches", [])]
         for path, m in bad[:20]:
             typer.echo(f"{path}: {m['dialogue_id']}: {'; '.join(m['problems'])}", err=True)
         if bad:
             raise ReplayMismatch(f"{len(bad)} recorded trajectorie(s) not reproduced (see calibration.json)")
+
+
+def _simulator_factory(
+    raw: dict[str, Any],
+    behaviour: str | None,
+    difficulty: str | None,
+    seed: int,
+    temperature: float | None,
+) -> tuple[Callable[[FileData], UserSimulator], dict[str, Any]]:
+    """The simulator for each file, and how it describes itself.
+
+    ``replay`` is built per file from its recorded judgements; any other kind is built once from the
+    flags, and that one object serves every file (it holds the model client and its concurrency).
+    """
+    if raw["kind"] == "replay":
+        from rlver.eval.calibrate import replay_simulator_for
+
+        return replay_simulator_for, {"name": "replay"}
+    raw["seed"] = seed
+    if behaviour is not None:
+        raw["behaviour"] = behaviour
+    if difficulty is not None:
+        raw["difficulty"] = difficulty
+    if temperature is not None and "sampling" in KINDS[raw["kind"]].options:
+        raw["sampling"] = {"temperature": temperature}
+    built = build_simulator(sim_flags.parse_simulator_spec(raw, "rlver calibrate"))
+
+    def factory(_fd: FileData) -> UserSimulator:
+        return built
+
+    return factory, built.describe()
 
 
 def register(app: typer.Typer) -> None:

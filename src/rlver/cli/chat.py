@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
+from rlver.simulator.factory import build_simulator, check_kind
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -76,28 +78,16 @@ def _pick_profile(profile_id: str | None, profile_file: Path | None, language: s
 
 
 def _build_simulator(
-    kind: str, base_url: str | None, model: str | None, difficulty: str | None, seed: int
+    kind: str | None,
+    model_flags: tuple[str | None, str | None, str | None],
+    difficulty: str | None,
+    seed: int,
 ) -> UserSimulator:
-    from pydantic import ValidationError
-
-    from rlver.simulator.factory import SimulatorSpec, build_simulator
-
-    if kind == "llm" and not model:
-        raise InputError(
-            Problem("--sim-model", None, None, "the llm simulator needs --sim-model (and --sim-base-url)")
-        )
-    raw: dict[str, object] = {"kind": kind, "difficulty": difficulty, "seed": seed}
-    if kind == "llm":
-        raw["model"] = {"model": model, "base_url": base_url}
-    try:
-        spec = SimulatorSpec.model_validate(raw)
-    except ValidationError as exc:
-        problems = [
-            Problem("rlver chat", None, ".".join(str(x) for x in e["loc"]) or None, e["msg"])
-            for e in exc.errors()
-        ]
-        raise InputError(problems) from None
-    return build_simulator(spec)
+    """The simulated user the flags name; ``model_flags`` = (--sim-model, --sim-base-url, --sim-key-env)."""
+    model, base_url, key_env = model_flags
+    raw = sim_flags.simulator_block(kind, model=model, base_url=base_url, key_env=key_env)
+    raw.update(difficulty=difficulty, seed=seed)
+    return build_simulator(sim_flags.parse_simulator_spec(raw, "rlver chat"))
 
 
 def _build_policy(
@@ -237,16 +227,11 @@ def chat_command(
     language: str = typer.Option(
         "en", "--language", help="Bundled set to pick from when no profile is named: en or zh."
     ),
-    simulator: str = typer.Option("offline", "--simulator", help="offline (no set-up) or llm."),
-    sim_base_url: str | None = typer.Option(
-        None, "--sim-base-url", help="OpenAI-compatible URL of the simulator LLM."
-    ),
-    sim_model: str | None = typer.Option(
-        None, "--sim-model", help="Simulator model name (with --simulator llm)."
-    ),
-    difficulty: str | None = typer.Option(
-        None, "--difficulty", help="easy, normal or hard (default: the profile's)."
-    ),
+    simulator: str | None = sim_flags.simulator_option(),
+    sim_base_url: str | None = sim_flags.SIM_BASE_URL,
+    sim_model: str | None = sim_flags.SIM_MODEL,
+    sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
+    difficulty: str | None = sim_flags.DIFFICULTY,
     start: int | None = typer.Option(None, "--start", help="Start emotion (default 40)."),
     max_turns: int = typer.Option(10, "--max-turns", min=1, help="Most assistant replies."),
     seed: int = typer.Option(0, "--seed"),
@@ -271,8 +256,8 @@ def chat_command(
     """Talk to a simulated user as the assistant (default), or to a model as the user (--play-user)."""
     if language not in ("en", "zh"):
         raise InputError(Problem("--language", None, None, f"expected en or zh, got {language!r}"))
-    if simulator not in ("offline", "llm"):
-        raise InputError(Problem("--simulator", None, None, f"expected offline or llm, got {simulator!r}"))
+    if simulator is not None:
+        check_kind(simulator)
     if play_user:
         policy = _build_policy(model_base_url, model, local, api_key_env)
         asyncio.run(
@@ -288,7 +273,7 @@ def chat_command(
         )
         return
     chosen = _pick_profile(profile, profile_file, language)
-    sim = _build_simulator(simulator, sim_base_url, sim_model, difficulty, seed)
+    sim = _build_simulator(simulator, (sim_model, sim_base_url, sim_key_env), difficulty, seed)
     asyncio.run(
         _closing(
             sim,

@@ -7,12 +7,23 @@ Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import typer
 
+from rlver.cli.simulator_flags import (
+    BEHAVIOUR,
+    DIFFICULTY,
+    SIM_BASE_URL,
+    SIM_KEY_ENV,
+    SIM_MODEL,
+    simulator_block,
+    simulator_option,
+)
 from rlver.config import deep_merge, read_yaml_mapping
 from rlver.errors import ConfigError, InputError, Problem, RlverError
+from rlver.simulator.behaviours import get_behaviour
+from rlver.simulator.factory import SimulatorSpec
 
 
 class Interrupted(RlverError):
@@ -32,94 +43,72 @@ def _text_arg(value: str | None) -> str | None:
     return value
 
 
+# -- `rlver eval` flags: one help text a flag, so the signature below reads one line a flag ------------
+
+_EVAL_HELP: dict[str, str] = {
+    "--agent-base-url": "OpenAI-compatible endpoint of the agent.",
+    "--agent-model": "Model id of the agent on that endpoint.",
+    "--agent-key-env": "Environment variable holding the agent's API key (never the key itself).",
+    "--agent-local": "Local transformers model folder, hub id, or a training run/checkpoint folder "
+    "(latest policy).",
+    "--agent-tiny": "Use the tiny built-in test model (offline smoke run).",
+    "--agent-temperature": "Agent sampling temperature.",
+    "--agent-max-tokens": "Agent max tokens per reply.",
+    "--system-prompt": "Agent system prompt (text or @file).",
+    "--agent-prompt": "Agent system prompt: neutral (default; the published benchmark's plain high-EQ "
+    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
+    "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
+    "--sim-protocol": "LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our "
+    "earlier prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
+    "--set simulator.difficulty_paragraph=true.",
+    "--profiles": "sage, en-test, zh-test, bundled-test, ... or a file.",
+    "--limit": "Evaluate only the first N profiles.",
+    "--n-per-profile": "Dialogues per profile.",
+    "--concurrency": "Simulator calls in flight.",
+    "--batch-size": "Dialogues run together (default: all); bounds a local model's memory.",
+    "--resume": "Continue a run in --out, skipping finished profiles.",
+    "--set": "Override a config key, e.g. --set env.max_assistant_turns=4.",
+    "--seed": "Run seed.",
+    "--out": "Output folder.",
+    "--config": "EvalConfig YAML file.",
+    "--no-report": "Skip the HTML/Markdown report.",
+}
+
+
+def _opt(flag: str, default: Any = None, **kwargs: Any) -> Any:
+    """A ``rlver eval`` option whose help is in :data:`_EVAL_HELP`."""
+    return typer.Option(default, flag, help=_EVAL_HELP[flag], **kwargs)
+
+
 def eval_command(
-    agent_base_url: str | None = typer.Option(
-        None, "--agent-base-url", help="OpenAI-compatible endpoint of the agent."
-    ),
-    agent_model: str | None = typer.Option(
-        None, "--agent-model", help="Model id of the agent on that endpoint."
-    ),
-    agent_key_env: str | None = typer.Option(
-        None,
-        "--agent-key-env",
-        help="Environment variable holding the agent's API key (never the key itself).",
-    ),
-    agent_local: str | None = typer.Option(
-        None,
-        "--agent-local",
-        help="Local transformers model folder, hub id, or a training run/checkpoint folder (latest policy).",
-    ),
-    agent_tiny: bool = typer.Option(
-        False, "--agent-tiny", help="Use the tiny built-in test model (offline smoke run)."
-    ),
-    agent_temperature: float | None = typer.Option(
-        None, "--agent-temperature", help="Agent sampling temperature."
-    ),
-    agent_max_tokens: int | None = typer.Option(
-        None, "--agent-max-tokens", help="Agent max tokens per reply."
-    ),
-    system_prompt: str | None = typer.Option(
-        None, "--system-prompt", help="Agent system prompt (text or @file)."
-    ),
-    agent_prompt: str | None = typer.Option(
-        None,
-        "--agent-prompt",
-        help="Agent system prompt: neutral (default; the published benchmark's plain high-EQ chat "
-        "partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
-    ),
-    think: bool | None = typer.Option(
-        None, "--think/--no-think", help="Think-then-say: <think>…</think> is hidden from the user."
-    ),
-    simulator: str | None = typer.Option(None, "--simulator", help="offline (no LLM) or llm."),
-    sim_base_url: str | None = typer.Option(
-        None, "--sim-base-url", help="OpenAI-compatible endpoint of the simulator."
-    ),
-    sim_model: str | None = typer.Option(
-        None, "--sim-model", help="Simulator model id (the leaderboard used DeepSeek-V3)."
-    ),
-    sim_key_env: str | None = typer.Option(
-        None, "--sim-key-env", help="Environment variable holding the simulator's key."
-    ),
-    sim_protocol: str | None = typer.Option(
-        None,
-        "--sim-protocol",
-        help="LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our earlier "
-        "prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
-        "--set simulator.difficulty_paragraph=true.",
-    ),
-    behaviour: str | None = typer.Option(
-        None,
-        "--behaviour",
-        help="User behaviour mode for every dialogue: cooperative (published), escalating, gaslighting, "
-        "validation_seeking, withdrawn. Default: each profile's own, else cooperative.",
-    ),
-    difficulty: str | None = typer.Option(
-        None,
-        "--difficulty",
-        help="easy, normal or hard for every dialogue (default: per profile, else normal).",
-    ),
-    profiles: str | None = typer.Option(
-        None, "--profiles", help="sage, en-test, zh-test, bundled-test, ... or a file."
-    ),
-    limit: int | None = typer.Option(None, "--limit", min=1, help="Evaluate only the first N profiles."),
-    n_per_profile: int | None = typer.Option(None, "--n-per-profile", min=1, help="Dialogues per profile."),
-    concurrency: int | None = typer.Option(None, "--concurrency", min=1, help="Simulator calls in flight."),
-    batch_size: int | None = typer.Option(
-        None,
-        "--batch-size",
-        min=1,
-        help="Dialogues run together (default: all); bounds a local model's memory.",
-    ),
-    seed: int | None = typer.Option(None, "--seed", help="Run seed."),
-    out: str | None = typer.Option(None, "--out", help="Output folder."),
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue a run in --out, skipping finished profiles."
-    ),
-    config: Path | None = typer.Option(None, "--config", help="EvalConfig YAML file."),
-    set_: list[str] = typer.Option(
-        [], "--set", help="Override a config key, e.g. --set env.max_assistant_turns=4."
-    ),
-    no_report: bool = typer.Option(False, "--no-report", help="Skip the HTML/Markdown report."),
+    agent_base_url: str | None = _opt("--agent-base-url"),
+    agent_model: str | None = _opt("--agent-model"),
+    agent_key_env: str | None = _opt("--agent-key-env"),
+    agent_local: str | None = _opt("--agent-local"),
+    agent_tiny: bool = _opt("--agent-tiny", False),
+    agent_temperature: float | None = _opt("--agent-temperature"),
+    agent_max_tokens: int | None = _opt("--agent-max-tokens"),
+    system_prompt: str | None = _opt("--system-prompt"),
+    agent_prompt: str | None = _opt("--agent-prompt"),
+    think: bool | None = _opt("--think/--no-think"),
+    simulator: str | None = simulator_option(),
+    sim_base_url: str | None = SIM_BASE_URL,
+    sim_model: str | None = SIM_MODEL,
+    sim_key_env: str | None = SIM_KEY_ENV,
+    sim_protocol: str | None = _opt("--sim-protocol"),
+    behaviour: str | None = BEHAVIOUR,
+    difficulty: str | None = DIFFICULTY,
+    profiles: str | None = _opt("--profiles"),
+    limit: int | None = _opt("--limit", min=1),
+    n_per_profile: int | None = _opt("--n-per-profile", min=1),
+    concurrency: int | None = _opt("--concurrency", min=1),
+    batch_size: int | None = _opt("--batch-size", min=1),
+    seed: int | None = _opt("--seed"),
+    out: str | None = _opt("--out"),
+    resume: bool = _opt("--resume", False),
+    config: Path | None = _opt("--config"),
+    set_: list[str] = _opt("--set", []),
+    no_report: bool = _opt("--no-report", False),
 ) -> None:
     """Run an agent on the Sentient Benchmark (or any profile set) and write transcript, metrics, report."""
     from rlver.config import load_config
@@ -127,84 +116,19 @@ def eval_command(
 
     data: dict[str, Any] = read_yaml_mapping(config) if config is not None else {}
     flags: dict[str, Any] = {}
-    if agent_local and (agent_base_url or agent_model):
-        raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")
-    agent: dict[str, Any] = {}
-    if agent_local:
-        # A local folder is recorded by its absolute path: the manifest must name the model whatever
-        # the working directory of a later --resume or reader (a hub id stays as given).
-        local = Path(agent_local).expanduser()
-        if local.is_dir():  # a training run or checkpoint folder: its latest policy
-            from rlver.train.export import resolve_model_folder
-
-            local = resolve_model_folder(local)
-        model_ref = str(local.resolve()) if local.exists() else agent_local
-        agent = {"kind": "local", "model": model_ref, "api_key_env": None}
-    elif agent_base_url or agent_model:
-        if not agent_model:
-            raise ConfigError("--agent-base-url needs --agent-model (the model id on that endpoint)")
-        agent = {"kind": "openai", "model": agent_model, "base_url": agent_base_url}
-        if agent_key_env is not None:
-            agent["api_key_env"] = agent_key_env or None
-    sampling: dict[str, Any] = {}
-    if agent_temperature is not None:
-        sampling["temperature"] = agent_temperature
-    if agent_max_tokens is not None:
-        sampling["max_tokens"] = agent_max_tokens
-    if sampling:
-        # on top of the agent's own sampling (config file) or the tiny model's default
-        from rlver.eval.config import TINY_AGENT_SAMPLING
-
-        own = (data.get("agent") or {}).get("sampling") if isinstance(data.get("agent"), dict) else None
-        if (
-            agent.get("sampling") is None
-            and own is None
-            and not agent
-            and (agent_tiny or data.get("agent_tiny"))
-        ):
-            own = TINY_AGENT_SAMPLING.model_dump(mode="json")
-        flags["sampling"] = deep_merge(dict(own or {}), sampling)
+    agent = _agent_block(agent_local, agent_base_url, agent_model, agent_key_env)
     if agent:
         flags["agent"] = agent
+    sampling = _sampling_block(data, agent, agent_tiny, agent_temperature, agent_max_tokens)
+    if sampling is not None:
+        flags["sampling"] = sampling
     if agent_tiny:
         flags["agent_tiny"] = True
-    env: dict[str, Any] = {}
-    if system_prompt is not None:
-        env["system_prompt"] = _text_arg(system_prompt)
-    if agent_prompt is not None:
-        if agent_prompt in ("neutral", "coaching"):
-            env["agent_prompt"] = agent_prompt
-        elif system_prompt is not None:
-            raise ConfigError("give either --agent-prompt FILE or --system-prompt, not both")
-        else:
-            env["system_prompt"] = _text_arg("@" + agent_prompt)
-    if think is not None:
-        env["think"] = think
+    env = _env_block(system_prompt, agent_prompt, think)
     if env:
         flags["env"] = env
-    sim: dict[str, Any] = {}
-    if simulator is not None:
-        if simulator not in ("offline", "llm"):
-            raise ConfigError(f"--simulator {simulator!r}: choose offline or llm")
-        sim["kind"] = simulator
-    if sim_protocol is not None:
-        if sim_protocol not in ("sage", "rlver-v1"):
-            raise ConfigError(f"--sim-protocol {sim_protocol!r}: choose sage or rlver-v1")
-        sim["protocol"] = sim_protocol
-    if behaviour is not None:
-        from rlver.simulator.behaviours import get_behaviour
-
-        sim["behaviour"] = get_behaviour(behaviour).name
-    if difficulty is not None:
-        sim["difficulty"] = difficulty
-    if sim_base_url or sim_model or sim_key_env:
-        if not sim_model:
-            raise ConfigError("--sim-base-url/--sim-key-env need --sim-model")
-        model: dict[str, Any] = {"kind": "openai", "model": sim_model, "base_url": sim_base_url}
-        if sim_key_env is not None:
-            model["api_key_env"] = sim_key_env or None
-        sim["model"] = model
-        sim.setdefault("kind", "llm")
+    sim = simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
+    sim.update(_user_block(sim_protocol, behaviour, difficulty))
     if sim:
         flags["simulator"] = sim
     for key, value in (
@@ -224,6 +148,91 @@ def eval_command(
         data.pop("agent_tiny")
     cfg = load_config(EvalConfig, None, set_, base=deep_merge(data, flags))
     _run_with_progress(cfg, resume=resume)
+
+
+def _agent_block(
+    local: str | None, base_url: str | None, model: str | None, key_env: str | None
+) -> dict[str, Any]:
+    """The ``agent`` block of --agent-local or --agent-base-url/--agent-model (``{}`` for neither)."""
+    if local and (base_url or model):
+        raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")
+    if local:
+        # A local folder is recorded by its absolute path: the manifest must name the model whatever
+        # the working directory of a later --resume or reader (a hub id stays as given).
+        path = Path(local).expanduser()
+        if path.is_dir():  # a training run or checkpoint folder: its latest policy
+            from rlver.train.export import resolve_model_folder
+
+            path = resolve_model_folder(path)
+        model_ref = str(path.resolve()) if path.exists() else local
+        return {"kind": "local", "model": model_ref, "api_key_env": None}
+    if not (base_url or model):
+        return {}
+    if not model:
+        raise ConfigError("--agent-base-url needs --agent-model (the model id on that endpoint)")
+    agent: dict[str, Any] = {"kind": "openai", "model": model, "base_url": base_url}
+    if key_env is not None:
+        agent["api_key_env"] = key_env or None
+    return agent
+
+
+def _sampling_block(
+    data: dict[str, Any],
+    agent: dict[str, Any],
+    agent_tiny: bool,
+    temperature: float | None,
+    max_tokens: int | None,
+) -> dict[str, Any] | None:
+    """--agent-temperature/--agent-max-tokens on top of the agent's own sampling (None: neither given).
+
+    The base is the config file's ``agent.sampling``, or the tiny model's default when the tiny model
+    is the agent.
+    """
+    sampling: dict[str, Any] = {}
+    if temperature is not None:
+        sampling["temperature"] = temperature
+    if max_tokens is not None:
+        sampling["max_tokens"] = max_tokens
+    if not sampling:
+        return None
+    from rlver.eval.config import TINY_AGENT_SAMPLING
+
+    own = (data.get("agent") or {}).get("sampling") if isinstance(data.get("agent"), dict) else None
+    if agent.get("sampling") is None and own is None and not agent and (agent_tiny or data.get("agent_tiny")):
+        own = TINY_AGENT_SAMPLING.model_dump(mode="json")
+    return deep_merge(dict(own or {}), sampling)
+
+
+def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool | None) -> dict[str, Any]:
+    """The ``env`` block of --system-prompt, --agent-prompt and --think/--no-think."""
+    env: dict[str, Any] = {}
+    if system_prompt is not None:
+        env["system_prompt"] = _text_arg(system_prompt)
+    if agent_prompt is not None:
+        if agent_prompt in ("neutral", "coaching"):
+            env["agent_prompt"] = agent_prompt
+        elif system_prompt is not None:
+            raise ConfigError("give either --agent-prompt FILE or --system-prompt, not both")
+        else:
+            env["system_prompt"] = _text_arg("@" + agent_prompt)
+    if think is not None:
+        env["think"] = think
+    return env
+
+
+def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:
+    """The simulated user's --sim-protocol, --behaviour and --difficulty (as ``simulator`` keys)."""
+    sim: dict[str, Any] = {}
+    if protocol is not None:
+        choices = get_args(SimulatorSpec.model_fields["protocol"].annotation)
+        if protocol not in choices:
+            raise ConfigError(f"--sim-protocol {protocol!r}: choose {' or '.join(choices)}")
+        sim["protocol"] = protocol
+    if behaviour is not None:
+        sim["behaviour"] = get_behaviour(behaviour).name
+    if difficulty is not None:
+        sim["difficulty"] = difficulty
+    return sim
 
 
 def _run_with_progress(cfg: Any, *, resume: bool) -> None:
@@ -310,24 +319,37 @@ def score_command(
         [(r.name, paired_comparison(r.episodes, runs[0].episodes)) for r in runs[1:]] if compare else []
     )
     if as_json:
-        out: dict[str, Any] = {
-            "runs": [
-                {"run": r.name, "path": str(r.path), "format": r.format, **r.metrics.model_dump(mode="json")}
-                for r in runs
-            ]
-        }
-        if compare:
-            out["comparisons"] = [
-                {"run": n, "baseline": runs[0].name, **c.model_dump(mode="json")} for n, c in comparisons
-            ]
-        from rlver.io import dumps_strict
-
-        typer.echo(dumps_strict(out, indent=2))
+        _print_scores_json(runs, comparisons if compare else None)
         return
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
+    console.print(_scores_table(runs))
+    if comparisons:
+        console.print(_comparison_table(runs[0].name, comparisons))
+
+
+def _print_scores_json(runs: list[Any], comparisons: list[tuple[str, Any]] | None) -> None:
+    """``rlver score --json``: each run's metrics, and the comparisons when asked for."""
+    from rlver.io import dumps_strict
+
+    out: dict[str, Any] = {
+        "runs": [
+            {"run": r.name, "path": str(r.path), "format": r.format, **r.metrics.model_dump(mode="json")}
+            for r in runs
+        ]
+    }
+    if comparisons is not None:
+        out["comparisons"] = [
+            {"run": n, "baseline": runs[0].name, **c.model_dump(mode="json")} for n, c in comparisons
+        ]
+    typer.echo(dumps_strict(out, indent=2))
+
+
+def _scores_table(runs: list[Any]) -> Any:
+    """One row per run: n, score, success, failure, failed runs, CI, turns (and format when mixed)."""
+    from rich.table import Table
+
     formats = sorted({r.format for r in runs})
     table = Table(
         title="Sentient Benchmark", caption=f"format: {', '.join(formats)} · errors = failed runs, excluded"
@@ -365,24 +387,29 @@ def score_command(
             f"{m.score_ci_low:.1f}–{m.score_ci_high:.1f}" if m.score_ci_low is not None else "-",
             f"{m.mean_turns:.1f}",
         )
-    console.print(table)
-    if comparisons:
-        ct = Table(title=f"Paired comparison against {runs[0].name}")
-        for col in ("run", "pairs", "Δ", "95% CI", "wins/ties/losses", "sign test p"):
-            ct.add_column(col, justify="left" if col == "run" else "right")
-        for name, c in comparisons:
-            if c.n_pairs == 0:
-                ct.add_row(name, "0", "-", "-", "-", "-")
-                continue
-            ct.add_row(
-                name,
-                str(c.n_pairs),
-                f"{c.mean_diff:+.1f}",
-                f"[{c.diff_ci_low:+.1f}, {c.diff_ci_high:+.1f}]",
-                f"{c.wins}/{c.ties}/{c.losses}",
-                f"{c.sign_test_p:.3g}",
-            )
-        console.print(ct)
+    return table
+
+
+def _comparison_table(baseline: str, comparisons: list[tuple[str, Any]]) -> Any:
+    """``--compare``: each run against the first, dialogue by dialogue."""
+    from rich.table import Table
+
+    ct = Table(title=f"Paired comparison against {baseline}")
+    for col in ("run", "pairs", "Δ", "95% CI", "wins/ties/losses", "sign test p"):
+        ct.add_column(col, justify="left" if col == "run" else "right")
+    for name, c in comparisons:
+        if c.n_pairs == 0:
+            ct.add_row(name, "0", "-", "-", "-", "-")
+            continue
+        ct.add_row(
+            name,
+            str(c.n_pairs),
+            f"{c.mean_diff:+.1f}",
+            f"[{c.diff_ci_low:+.1f}, {c.diff_ci_high:+.1f}]",
+            f"{c.wins}/{c.ties}/{c.losses}",
+            f"{c.sign_test_p:.3g}",
+        )
+    return ct
 
 
 def report_command(

@@ -1,33 +1,62 @@
-"""Build the run's user simulator from a :class:`SimulatorSpec` (a config block or CLI flags)."""
+"""Build the run's user simulator from a :class:`SimulatorSpec` (a config block or CLI flags).
+
+The simulator kinds are declared once, in :data:`KINDS`: each :class:`SimulatorKind` has a name, a
+one-line description, how to build it from a spec, and which options it needs. The config schema
+(``SimulatorSpec.kind``) and every command's ``--simulator`` choices and help (``rlver eval``,
+``chat``, ``probe``, ``calibrate``) are read from it, so they cannot disagree.
+
+Adding a simulator kind takes one new file plus one registry line:
+
+1. ``simulator/<kind>.py``: a :class:`~rlver.simulator.base.UserSimulator` subclass and a builder
+   ``build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator`` that reads what it needs
+   from the spec (``spec.model`` when the kind talks to an LLM);
+2. one line in :data:`KINDS`: ``SimulatorKind("<kind>", "what it is", build, needs_model=...)``.
+
+A kind that cannot be built from a spec alone (``replay`` plays back recorded dialogues, so only
+``rlver calibrate``, which reads them, can build it) has ``build=None``: configs and the other
+commands do not offer it.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rlver.errors import ConfigError
+from rlver.errors import ConfigError, InputError, Problem
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.cache import CachedChatModel
+from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
 from rlver.profiles.schema import Difficulty
 from rlver.simulator.base import UserSimulator
+from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import MAX_CHANGE, EmotionRules
+
+# The simulators themselves (offline: numpy and the lexicons; sentient: the prompt sets) are imported
+# by their builders: every `rlver` command imports this module for the kinds' --help text.
 
 
 class SimulatorSpec(BaseModel):
     """Which simulated user a run talks to.
 
-    ``kind="offline"``: the deterministic, LLM-free proxy (default for the demo and CI).
-    ``kind="llm"``: the sentient user backed by ``model``. ``difficulty``/``behaviour`` of ``None``
+    ``kind`` names an entry of :data:`KINDS` that can be built from a spec: ``"offline"``, the
+    deterministic, LLM-free proxy (default for the demo and CI), or ``"llm"``, the sentient user
+    backed by ``model``. ``difficulty``/``behaviour`` of ``None``
     follow each profile (then ``normal``/``cooperative``). ``sampling`` overrides the simulator's
     sampling (default: the model spec's sampling when set explicitly, else temperature 0.7).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["offline", "llm"] = "offline"
+    #: a kind of :data:`KINDS` built from a spec (the schema lists them as an enum)
+    kind: str = Field(
+        default="offline", json_schema_extra=lambda schema: schema.update(enum=list(kind_names()))
+    )
     model: ModelSpec | None = None
     difficulty: Difficulty | None = None
     behaviour: str | None = None
@@ -51,10 +80,23 @@ class SimulatorSpec(BaseModel):
     #: llm + sage only: add the difficulty paragraph (the published benchmark simulator has none).
     difficulty_paragraph: bool = False
 
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        names = kind_names()
+        if value not in names:
+            if value in KINDS:
+                raise ValueError(
+                    f"kind {value!r} cannot be built from a config: only `rlver calibrate --simulator "
+                    f"{value}` builds it, from the files it reads; expected {_or_list(names)}"
+                )
+            raise ValueError(f"expected {_or_list(names)}, got {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _model_for_llm(self) -> SimulatorSpec:
-        if self.kind == "llm" and self.model is None:
-            raise ValueError("kind 'llm' needs a 'model' (a model spec with at least 'model: NAME')")
+        if KINDS[self.kind].needs_model and self.model is None:
+            raise ValueError(f"kind {self.kind!r} needs a 'model' (a model spec with at least 'model: NAME')")
         return self
 
 
@@ -77,36 +119,40 @@ def simulator_sampling(spec: SimulatorSpec) -> SamplingParams:
 def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> UserSimulator:
     """The simulator ``spec`` names. ``model`` (optional) replaces building one from ``spec.model``."""
     get_behaviour_checked(spec.behaviour)
-    rules = EmotionRules(max_change=spec.max_change)
-    if spec.kind == "offline":
-        from rlver.simulator.offline import OfflineSimulator, load_minilm_embedder
+    build = KINDS[spec.kind].build
+    assert build is not None  # SimulatorSpec accepts only kinds built from a spec
+    return build(spec, model)
 
-        embedder = None
-        if spec.embed:
-            try:
-                embedder = load_minilm_embedder()
-            except ConfigError as exc:
-                raise ConfigError(f"simulator.embed: {exc} (or set simulator.embed=false)") from None
-        return OfflineSimulator(
-            seed=spec.seed,
-            difficulty=spec.difficulty,
-            behaviour=spec.behaviour,
-            rules=rules,
-            embedder=embedder,
-            learned=spec.learned,
-        )
 
+def _build_offline(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
+    """The offline proxy; ``model`` is unused (it talks to no LLM)."""
+    from rlver.simulator.offline import OfflineSimulator, load_minilm_embedder
+
+    embedder = None
+    if spec.embed:
+        try:
+            embedder = load_minilm_embedder()
+        except ConfigError as exc:
+            raise ConfigError(f"simulator.embed: {exc} (or set simulator.embed=false)") from None
+    return OfflineSimulator(
+        seed=spec.seed,
+        difficulty=spec.difficulty,
+        behaviour=spec.behaviour,
+        rules=EmotionRules(max_change=spec.max_change),
+        embedder=embedder,
+        learned=spec.learned,
+    )
+
+
+def _build_llm(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
+    """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
     from rlver.simulator.sentient import SentientSimulator
 
     sampling = simulator_sampling(spec)
     if model is None:
-        from rlver.llm.factory import build_chat_model
-
         assert spec.model is not None  # checked by the validator
         model = build_chat_model(spec.model)
         if spec.cache and not spec.model.cache and sampling.temperature == 0.0:
-            from rlver.llm.cache import CachedChatModel
-
             path = default_cache_path() if spec.cache == "auto" else Path(spec.cache)
             model = CachedChatModel(model, path)
     return SentientSimulator(
@@ -114,7 +160,7 @@ def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> U
         sampling=sampling,
         difficulty=spec.difficulty,
         behaviour=spec.behaviour,
-        rules=rules,
+        rules=EmotionRules(max_change=spec.max_change),
         prompt_language=spec.prompt_language,
         protocol=spec.protocol,
         magnitude_rubric=spec.magnitude_rubric,
@@ -122,8 +168,70 @@ def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> U
     )
 
 
+# -- the registry -----------------------------------------------------------------------------------
+
+#: Builds a kind's simulator from a spec; the model argument replaces building one from ``spec.model``.
+Builder = Callable[[SimulatorSpec, ChatModel | None], UserSimulator]
+
+
+@dataclass(frozen=True)
+class SimulatorKind:
+    """One kind of simulated user.
+
+    ``build`` is ``None`` for a kind that needs more than a spec (``replay``: recorded dialogues).
+    ``needs_model``: the spec must carry ``model`` (the CLI asks for ``--sim-model``). ``options``:
+    the :class:`SimulatorSpec` fields only this kind reads (the spec accepts them with any kind; a
+    command applies a kind-specific flag, e.g. ``rlver calibrate --sim-temperature``, only to a kind
+    that reads it).
+    """
+
+    name: str
+    description: str
+    build: Builder | None
+    needs_model: bool = False
+    options: tuple[str, ...] = ()
+
+
+KINDS: dict[str, SimulatorKind] = {
+    k.name: k
+    for k in (
+        SimulatorKind("replay", "oracle: the recorded judgements of the files given", None),
+        SimulatorKind(
+            "offline", "no LLM: the deterministic proxy", _build_offline, options=("embed", "learned")
+        ),
+        SimulatorKind(
+            "llm",
+            "an LLM plays the user; needs --sim-model",
+            _build_llm,
+            needs_model=True,
+            options=("model", "sampling", "cache", "protocol", "magnitude_rubric", "difficulty_paragraph"),
+        ),
+    )
+}
+
+
+def kind_names(*, from_spec: bool = True) -> tuple[str, ...]:
+    """The kinds, in registry order; ``from_spec=False`` adds those a command builds itself (replay)."""
+    return tuple(k.name for k in KINDS.values() if k.build is not None or not from_spec)
+
+
+def _or_list(names: tuple[str, ...]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def kinds_help(*, from_spec: bool = True) -> str:
+    """``--simulator`` help text: every kind with its description."""
+    return "; ".join(f"{k} ({KINDS[k].description})" for k in kind_names(from_spec=from_spec)) + "."
+
+
+def check_kind(name: str, *, flag: str = "--simulator", from_spec: bool = True) -> SimulatorKind:
+    """The kind a command-line flag names, or an :class:`InputError` (exit code 2) listing the choices."""
+    names = kind_names(from_spec=from_spec)
+    if name not in names:
+        raise InputError(Problem(flag, None, None, f"expected {_or_list(names)}, got {name!r}"))
+    return KINDS[name]
+
+
 def get_behaviour_checked(name: str | None) -> None:
     """Fail at start-up, with the list of valid modes, on an unknown behaviour name."""
-    from rlver.simulator.behaviours import get_behaviour
-
     get_behaviour(name)

@@ -1,7 +1,8 @@
 """Deterministic fault plans for :class:`~rlver.testing.openai_server.FakeChatServer`.
 
-The fault-injection suite (``tests/test_faults.py``) and the figures in ``docs/reliability.md`` both
-use this module, so the table in the docs comes from exactly the code the tests run.
+The fault-injection suite (``tests/test_faults.py``) and the drill that writes the table in
+``docs/reliability.md`` (``bench/fault_drill.py``) both use this module, so the table in the docs comes
+from exactly the code the tests run.
 
 A :class:`FaultPlan` misbehaves in one way (``kind``) on two kinds of requests:
 
@@ -16,8 +17,9 @@ Choosing by content, not by arrival order, makes a run deterministic whatever th
 profiles always give the same victims and the same transient faults. The plan counts what it injected,
 which is what the reliability table reports.
 
-Run ``python -m rlver.testing.faults`` to regenerate the table (an evaluation and a training step per
-fault kind against a local server; about a minute on two CPU cores).
+The drill itself (an evaluation and a training step per fault kind against a local server) lives in
+``bench/fault_drill.py``: it builds evaluation and training configs, which this low layer must not
+import.
 """
 
 from __future__ import annotations
@@ -204,7 +206,7 @@ def victim_ids(n: int = 6, victims: Iterable[int] = (0, 3)) -> set[str]:
     return {f"fault-{i}" for i in victims if i < n}
 
 
-# -- runs -----------------------------------------------------------------------------------------
+# -- model blocks --------------------------------------------------------------------------------
 
 
 def model_spec_dict(server_url: str, model: str, *, timeout_s: float = 0.5, max_attempts: int = 2) -> dict:
@@ -217,146 +219,3 @@ def model_spec_dict(server_url: str, model: str, *, timeout_s: float = 0.5, max_
         "timeout_s": timeout_s,
         "max_attempts": max_attempts,
     }
-
-
-def eval_config(server_url: str, profiles: Path, out: Path, *, turns: int = 3, report: bool = False) -> Any:
-    """An EvalConfig: the agent and the LLM simulator both on the local server."""
-    from rlver.eval.config import EvalConfig
-
-    return EvalConfig.model_validate(
-        {
-            "agent": model_spec_dict(server_url, POLICY_MODEL),
-            "simulator": {
-                "kind": "llm",
-                "model": model_spec_dict(server_url, SIMULATOR_MODEL),
-                "cache": None,
-            },
-            "profiles": str(profiles),
-            "env": {"max_assistant_turns": turns, "appraise_final_reply": False, "start_emotion": 40},
-            "out": str(out),
-            "report": report,
-        }
-    )
-
-
-def train_config(server_url: str, profiles: Path, *, turns: int = 2) -> Any:
-    """A TrainConfig: the tiny local policy (GRPO) against the LLM simulator on the local server.
-
-    ``batch_size`` = the 4 profiles (x 2 dialogues each), so every step runs every profile (victims and others).
-    """
-    from rlver.train.config import TrainConfig
-
-    return TrainConfig.model_validate(
-        {
-            "model": {"path": "tiny", "device": "cpu", "max_length": 1024, "generation_batch_size": 16},
-            "algorithm": {"name": "grpo", "micro_batch_tokens": 8192},
-            "optim": {"actor_lr": 1e-3},
-            "rollout": {
-                "profiles": str(profiles),
-                "batch_size": 4,
-                "n_per_profile": 2,
-                "max_assistant_turns": turns,
-                "max_new_tokens": 8,
-                "simulator_concurrency": 16,
-            },
-            "simulator": {
-                "kind": "llm",
-                "model": model_spec_dict(server_url, SIMULATOR_MODEL),
-                "cache": None,
-            },
-            "eval": {"profiles": str(profiles), "limit": 1},
-            "run": {"steps": 1000, "checkpoint_every": 0, "tensorboard": False, "progress": False},
-        }
-    )
-
-
-@dataclass
-class Row:
-    """One line of the reliability table."""
-
-    kind: str
-    run: str  # "eval" or "train step"
-    requests: int
-    injected_victim: int
-    injected_transient: int
-    dialogues: int
-    finished: int
-    failed: int
-    failed_by_kind: dict[str, int]
-    wall_s: float
-
-    @property
-    def injected(self) -> int:
-        return self.injected_victim + self.injected_transient
-
-    @property
-    def survived(self) -> bool:
-        expected = EXPECTED_ERROR_KIND[self.kind]
-        return self.failed > 0 and set(self.failed_by_kind) == {expected}
-
-
-def table_markdown(rows: list[Row]) -> str:
-    head = (
-        "| fault | run | requests | faults injected | transient, recovered | victim dialogues failed "
-        "(recorded kind) | other dialogues finished | run finished | wall s |\n"
-        "| --- | --- | ---: | ---: | ---: | --- | ---: | --- | ---: |\n"
-    )
-    lines = []
-    for r in rows:
-        kinds = ", ".join(f"{k} {v}" for k, v in sorted(r.failed_by_kind.items())) or "-"
-        # transient faults hit only non-victim dialogues: they recovered iff all of those finished
-        recovered = r.injected_transient if r.finished == r.dialogues - r.failed else 0
-        lines.append(
-            f"| {r.kind} | {r.run} | {r.requests} | {r.injected} | {recovered} of {r.injected_transient} | "
-            f"{r.failed} ({kinds}) | {r.finished} of {r.dialogues - r.failed} | "
-            f"{'yes' if r.survived else 'NO'} | {r.wall_s:.1f} |"
-        )
-    return head + "\n".join(lines) + "\n"
-
-
-def main() -> None:  # pragma: no cover - a script; the same steps are asserted in tests/test_faults.py
-    """Print the reliability table: one evaluation and one training step per fault kind."""
-    import asyncio
-    import tempfile
-    import time
-
-    import torch
-
-    from rlver.eval.runner import run_eval_async
-    from rlver.train.trainer import Trainer
-
-    torch.set_num_threads(1)
-    rows: list[Row] = []
-    with tempfile.TemporaryDirectory() as tmp, FakeChatServer(fixed_responder) as server:
-        root = Path(tmp)
-        profiles = write_fault_profiles(root / "profiles.jsonl")
-        for kind in FAULT_KINDS:
-            plan = FaultPlan(kind).install(server)
-            t0 = time.perf_counter()
-            result = asyncio.run(run_eval_async(eval_config(server.url, profiles, root / f"eval-{kind}")))
-            m = result.metrics
-            rows.append(
-                Row(kind, "eval", plan.requests, plan.injected_victim, plan.injected_transient,
-                    m.n + m.n_failed_runs, m.n, m.n_failed_runs, m.failed_run_kinds,
-                    time.perf_counter() - t0)
-            )  # fmt: skip
-        server.fault_for = None  # no faults while the trainer starts
-        server.responder = fixed_responder
-        # 4 profiles (2 victims) x 2 samples: every step runs every profile
-        train_profiles = write_fault_profiles(root / "train-profiles.jsonl", n=4, victims=(0, 2))
-        trainer = Trainer(train_config(server.url, train_profiles), root / "train")
-        for kind in FAULT_KINDS:
-            plan = FaultPlan(kind).install(server)
-            t0 = time.perf_counter()
-            metrics = trainer.train_step()
-            rows.append(
-                Row(kind, "train step", plan.requests, plan.injected_victim, plan.injected_transient,
-                    metrics["rollout/dialogues"], metrics["rollout/dialogues"] - metrics["rollout/failed"],
-                    metrics["rollout/failed"], metrics["rollout/failed_by_kind"], time.perf_counter() - t0)
-            )  # fmt: skip
-        trainer.logger.close()
-    print(table_markdown(rows))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,111 @@
+"""The simulator flags shared by ``rlver eval``, ``chat``, ``probe`` and ``calibrate``.
+
+Why one module: the four commands used to spell ``--simulator`` and the ``--sim-*`` model flags, their
+help, the kind check and the model block each on their own, and they drifted (one accepted model flags
+with the offline user and ignored them, another rejected them). The kind choices and their help come
+from the registry in :mod:`rlver.simulator.factory`, so a new kind shows up in every command.
+"""
+
+from __future__ import annotations
+
+from typing import Any, get_args
+
+import typer
+from pydantic import ValidationError
+
+from rlver.errors import InputError, Problem
+from rlver.profiles.schema import Difficulty
+from rlver.simulator.behaviours import behaviour_names
+from rlver.simulator.factory import KINDS, SimulatorSpec, check_kind, kinds_help
+
+
+def simulator_option(*, from_spec: bool = True) -> Any:
+    """``--simulator KIND``; ``from_spec=False`` also offers the kinds a command builds itself (replay).
+
+    No default value: leaving the flag out means the config's kind (``rlver eval --config``), else the
+    model-backed kind with ``--sim-model``, else :data:`DEFAULT_KIND`.
+    """
+    return typer.Option(
+        None,
+        "--simulator",
+        help=f"{kinds_help(from_spec=from_spec)} Default: {DEFAULT_KIND}, or llm with --sim-model.",
+    )
+
+
+#: The kind a run talks to when nothing names one (SimulatorSpec's default).
+DEFAULT_KIND: str = SimulatorSpec.model_fields["kind"].default
+
+
+SIM_BASE_URL: Any = typer.Option(
+    None, "--sim-base-url", help="OpenAI-compatible endpoint of the simulator LLM."
+)
+SIM_MODEL: Any = typer.Option(
+    None,
+    "--sim-model",
+    help="Simulator model id (the leaderboard used DeepSeek-V3); implies --simulator llm.",
+)
+SIM_KEY_ENV: Any = typer.Option(
+    None,
+    "--sim-key-env",
+    help="Environment variable holding the simulator's key, never the key itself ('' for none; "
+    "default OPENAI_API_KEY).",
+)
+
+
+BEHAVIOUR: Any = typer.Option(
+    None,
+    "--behaviour",
+    help=f"User behaviour mode for every dialogue: {', '.join(behaviour_names())}. "
+    "Default: each profile's own, else cooperative (the published benchmark's).",
+)
+DIFFICULTY: Any = typer.Option(
+    None,
+    "--difficulty",
+    help=f"{', '.join(get_args(Difficulty))} for every dialogue (default: each profile's own, else normal).",
+)
+
+
+def simulator_block(
+    kind: str | None,
+    *,
+    model: str | None,
+    base_url: str | None,
+    key_env: str | None,
+    from_spec: bool = True,
+) -> dict[str, Any]:
+    """The ``simulator`` config block the flags give (``{}`` when none was given; no ``kind`` key when
+    neither ``--simulator`` nor ``--sim-model`` was: the config's or :data:`DEFAULT_KIND` applies).
+
+    ``--sim-model`` without ``--simulator`` picks the kind that talks to a model; a kind that needs a
+    model fails without one, and one that talks to no model fails with one (rather than ignoring it).
+    """
+    block: dict[str, Any] = {}
+    if kind is not None:
+        block["kind"] = check_kind(kind, from_spec=from_spec).name
+    needs_model = KINDS[kind].needs_model if kind is not None else None
+    if not model:
+        if base_url or key_env:
+            raise InputError(Problem("--sim-base-url/--sim-key-env", None, None, "need --sim-model"))
+        if needs_model:
+            raise InputError(Problem("--sim-model", None, None, f"required with --simulator {kind}"))
+        return block
+    if needs_model is False:
+        raise InputError(
+            Problem("--sim-model", None, None, f"--simulator {kind} talks to no LLM (use --simulator llm)")
+        )
+    block["model"] = {"kind": "openai", "model": model, "base_url": base_url}
+    if key_env is not None:
+        block["model"]["api_key_env"] = key_env or None
+    block.setdefault("kind", next(k.name for k in KINDS.values() if k.needs_model))
+    return block
+
+
+def parse_simulator_spec(raw: dict[str, Any], command: str) -> SimulatorSpec:
+    """Validate a spec built from flags; each problem names the flag's config key (exit code 2)."""
+    try:
+        return SimulatorSpec.model_validate(raw)
+    except ValidationError as exc:
+        problems = [
+            Problem(command, None, ".".join(str(x) for x in e["loc"]) or None, e["msg"]) for e in exc.errors()
+        ]
+        raise InputError(problems) from None
