@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 
 from rlver.eval.runner import run_eval_async
-from rlver.rollout.transcripts import read_transcript
 from rlver.testing.faults import (
     EXPECTED_ERROR_KIND,
     FAULT_KINDS,
@@ -36,6 +35,7 @@ from rlver.testing.faults import (
     write_fault_profiles,
 )
 from rlver.testing.openai_server import FakeChatServer
+from rlver.transcripts.native import read_transcript
 
 N_PROFILES = 6  # eval: 2 victims, 4 that must finish
 TURNS = 3

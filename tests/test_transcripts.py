@@ -14,7 +14,7 @@ from rlver.llm.base import SamplingParams
 from rlver.llm.scripted import ScriptedChatModel
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, rollout
-from rlver.rollout.transcripts import (
+from rlver.transcripts.native import (
     TranscriptWriter,
     build_manifest,
     finished_keys,

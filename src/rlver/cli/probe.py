@@ -397,7 +397,7 @@ def _probe(
 def run_transcripts(run: Path) -> list[Path]:
     """Our transcripts under RUN (a run folder or one file), sorted."""
     from rlver.io import iter_jsonl
-    from rlver.rollout.published import format_of_first_record
+    from rlver.transcripts.published import format_of_first_record
 
     files = [run] if run.is_file() else sorted(run.rglob("*.jsonl"))
     out = []
@@ -429,8 +429,8 @@ def replay_run(
     from rlver.env.thinking import visible_text
     from rlver.profiles.sets import find_profile
     from rlver.records import Message
-    from rlver.rollout.transcripts import read_transcript
     from rlver.simulator.offline import HARD_FLAGS, OfflineSimulator
+    from rlver.transcripts.native import read_transcript
 
     sims = {
         veto: OfflineSimulator(seed=seed, behaviour=behaviour, difficulty=difficulty, vetoes=veto)  # type: ignore[arg-type]
