@@ -188,26 +188,16 @@ def audit_episode(
         bad(None, f"final emotion {episode.final_emotion} recorded, the appraisals give {value}")
     if episode.emotions and episode.emotions != derived:
         bad(None, f"emotions list {episode.emotions} differs from the appraisals' values {derived}")
-    reward_problem = _reward_problem(episode, reward)
-    if reward_problem:
-        bad(None, reward_problem)
+    if reward and episode.reward is not None and reward.get("mode") in REWARD_MODES:
+        expected = episode_reward(
+            episode,
+            reward["mode"],
+            format_penalty=float(reward.get("format_penalty", 0.0)),
+            mixed_weight=float(reward.get("mixed_weight", 0.5)),
+        )
+        if abs(expected - episode.reward) > 1e-6:
+            bad(None, f"reward {episode.reward:.6g} recorded, the {reward['mode']} reward is {expected:.6g}")
     return findings, appraisals
-
-
-def _reward_problem(episode: Episode, reward: dict[str, Any] | None) -> str | None:
-    """The recorded reward against the one the manifest's reward settings give (``None``: agrees or
-    cannot be checked)."""
-    if not reward or episode.reward is None or reward.get("mode") not in REWARD_MODES:
-        return None
-    expected = episode_reward(
-        episode,
-        reward["mode"],
-        format_penalty=float(reward.get("format_penalty", 0.0)),
-        mixed_weight=float(reward.get("mixed_weight", 0.5)),
-    )
-    if abs(expected - episode.reward) > 1e-6:
-        return f"reward {episode.reward:.6g} recorded, the {reward['mode']} reward is {expected:.6g}"
-    return None
 
 
 def _rules_from_manifest(manifest: dict[str, Any], base: AuditRules) -> AuditRules:
