@@ -63,7 +63,6 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
     """Seconds per update of our trainer: _score (the passes it needs) + advantages + _update."""
     import torch
 
-    from rlver.rollout.tokenize import TokenizedEpisode
     from rlver.train import algorithms as alg
     from rlver.train.batch import unpad_rows
     from rlver.train.config import (
@@ -74,6 +73,7 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
         RunSettings,
         TrainConfig,
     )
+    from rlver.train.tokenize import TokenizedEpisode
     from rlver.train.trainer import Trainer
 
     seq_tokens = args.prompt_len + args.completion_len

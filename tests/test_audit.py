@@ -10,10 +10,10 @@ from pathlib import Path
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.rollout.audit import AuditRules, audit_episode, audit_file
-from rlver.rollout.published import read_published
 from rlver.rollout.runner import RolloutConfig, rollout
-from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+from rlver.transcripts.audit import AuditRules, audit_episode, audit_file
+from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.published import read_published
 from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 from test_transcripts_published import published_record
 
@@ -165,8 +165,8 @@ def test_unreadable_file_exits_2(tmp_path: Path) -> None:
 def test_offline_simulator_runs_are_always_consistent_in_both_formats(tmp_path: Path) -> None:
     """Real simulator, bundled en + zh profiles, eval protocol: every number must re-derive."""
     from rlver.profiles.sets import load_profile_set
-    from rlver.rollout.published import write_published
     from rlver.simulator.offline import OfflineSimulator
+    from rlver.transcripts.published import write_published
 
     replies = [
         "That sounds exhausting. What has been the hardest part for you?",
@@ -198,7 +198,7 @@ def test_detect_format_reads_only_up_to_the_first_record(tmp_path: Path) -> None
     import os
     import threading
 
-    from rlver.rollout.audit import detect_format
+    from rlver.transcripts.files import detect_format
 
     fifo = tmp_path / "live.jsonl"
     os.mkfifo(fifo)

@@ -27,9 +27,9 @@ from rlver.eval.calibrate import (
     spearman,
 )
 from rlver.records import Message
-from rlver.rollout.published import read_published
 from rlver.simulator.offline import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
+from rlver.transcripts.published import read_published
 
 SCENE = "他最近和家人吵架了。\n####隐藏主题:\n希望被理解"
 CHANGE_OF = {"GOOD": 5, "BAD": -5, "MEH": 0, "GREAT": 10, "AWFUL": -10}

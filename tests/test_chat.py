@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlver.rollout.audit import audit_file
-from rlver.rollout.transcripts import read_transcript
 from rlver.testing.openai_server import FakeChatServer
+from rlver.transcripts.audit import audit_file
+from rlver.transcripts.native import read_transcript
 
 
 def chat(*args: str, stdin: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rlver.rollout.transcripts import read_transcript
+from rlver.transcripts.native import read_transcript
 
 
 @pytest.mark.slow

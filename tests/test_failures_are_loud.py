@@ -162,7 +162,7 @@ def test_run_eval_works_inside_a_running_event_loop(tmp_path: Path) -> None:
 
 def test_report_header_names_the_models_and_skips_empty_outcome_chart(tmp_path: Path) -> None:
     from rlver.eval.report import build_figures, render_html
-    from rlver.eval.sources import load_run
+    from rlver.eval.runs import load_run
 
     with FakeChatServer() as server:
         cfg = _endpoint_config(

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from rlver.eval.runner import run_eval_async
-from rlver.rollout.transcripts import read_transcript
 from rlver.testing.faults import (
     EXPECTED_ERROR_KIND,
     FAULT_KINDS,
@@ -35,6 +34,7 @@ from rlver.testing.faults import (
     write_fault_profiles,
 )
 from rlver.testing.openai_server import FakeChatServer
+from rlver.transcripts.native import read_transcript
 
 # The drill's configs live with the drill in bench/ (not a package; its scripts import by folder).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -383,10 +383,10 @@ def test_yaml_duplicate_and_merged_profiles_keys(tmp_path: Path) -> None:
 
 
 def _transcript_readers() -> list[Callable[[Path], Any]]:
-    from rlver.eval.sources import load_run
-    from rlver.rollout.audit import audit_file
-    from rlver.rollout.published import read_published
-    from rlver.rollout.transcripts import read_transcript
+    from rlver.eval.runs import load_run
+    from rlver.transcripts.audit import audit_file
+    from rlver.transcripts.native import read_transcript
+    from rlver.transcripts.published import read_published
 
     return [read_transcript, read_published, load_run, audit_file]
 
@@ -406,9 +406,9 @@ def test_transcript_readers_never_crash(data: bytes, array: bool) -> None:
 
 
 def test_corrupted_trailing_line_is_skipped_with_a_warning(tmp_path: Path) -> None:
-    from rlver.eval.sources import load_run
-    from rlver.rollout.audit import audit_file
-    from rlver.rollout.transcripts import read_transcript
+    from rlver.eval.runs import load_run
+    from rlver.transcripts.audit import audit_file
+    from rlver.transcripts.native import read_transcript
 
     path = tmp_path / "transcript.jsonl"
     second = {**EPISODE, "profile_id": "fz-2"}
@@ -437,7 +437,7 @@ def test_corrupted_trailing_line_is_skipped_with_a_warning(tmp_path: Path) -> No
 )
 def test_published_numbers_out_of_range_are_reported(tmp_path: Path, value: Any, message: str) -> None:
     """A 400-digit ``emo_point`` string overflowed float→int; a 30-digit one broke the metrics."""
-    from rlver.eval.sources import load_run
+    from rlver.eval.runs import load_run
 
     path = tmp_path / "x_result.jsonl"
     path.write_text(json.dumps({**PUBLISHED_RESULT, "emo_point": value}) + "\n")
@@ -667,7 +667,7 @@ def test_cli_subprocess_bad_flags(tmp_path: Path, args: list[str], code: int, na
 
 def test_absurd_emotion_numbers_in_our_transcripts_are_reported(tmp_path: Path) -> None:
     """A 30-digit ``final_emotion`` used to crash ``rlver score`` in the metrics (decimal overflow)."""
-    from rlver.eval.sources import load_run
+    from rlver.eval.runs import load_run
 
     path = tmp_path / "transcript.jsonl"
     path.write_bytes(_jsonl([MANIFEST, {**EPISODE, "final_emotion": 10**30}]))

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from rlver.records import Appraisal, Episode, Message, UserTurn
-from rlver.rollout.published import write_published
-from rlver.rollout.transcripts import TranscriptWriter, build_manifest
 from rlver.simulator.emotion import tier_of
+from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.published import write_published
 
 
 def inspect(*args: str | Path) -> subprocess.CompletedProcess[str]:

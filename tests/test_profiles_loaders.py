@@ -9,7 +9,7 @@ import pytest
 
 from rlver.errors import InputError
 from rlver.profiles.loaders import (
-    detect_format,
+    detect_profile_format,
     dump_profiles_jsonl,
     load_profiles,
     published_need_type,
@@ -207,7 +207,7 @@ def test_mixed_formats_are_rejected(tmp_path: Path) -> None:
     path = write_jsonl(tmp_path / "mixed.jsonl", [NATIVE, published_row(2)])
     with pytest.raises(InputError, match=r":2: published-format row in a native file"):
         load_profiles(path)
-    assert detect_format([published_row(1), NATIVE]) == "published"
+    assert detect_profile_format([published_row(1), NATIVE]) == "published"
 
 
 def test_dump_roundtrip(tmp_path: Path) -> None:

@@ -112,7 +112,7 @@ def test_published_presets_set_the_published_dynamics(preset: str) -> None:
 
 
 def test_audit_follows_the_dynamics_in_the_manifest() -> None:
-    from rlver.rollout.audit import AuditRules, _rules_from_manifest, audit_episode
+    from rlver.transcripts.audit import AuditRules, _rules_from_manifest, audit_episode
 
     cfg = EnvConfig.published_training()
     ep = _run(cfg, [30, 50, 0, -150, 5]).episode

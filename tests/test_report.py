@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from rlver.records import Appraisal, Episode, Message, UserTurn
-from rlver.rollout.transcripts import TranscriptWriter, build_manifest
 from rlver.simulator.emotion import tier_of
+from rlver.transcripts.native import TranscriptWriter, build_manifest
 
 EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 
@@ -173,7 +173,7 @@ def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_pa
 def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path) -> None:
     """In a run without think mode a stray ``</think>`` is not a broken think block: label it neutrally."""
     from rlver.eval.report import dialogue_view, render_html
-    from rlver.eval.sources import load_run
+    from rlver.eval.runs import load_run
 
     ep = make_episode("p1", [5])
     ep.messages[2] = Message(role="assistant", content="some musing</think>reply 0")

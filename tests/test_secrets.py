@@ -189,7 +189,7 @@ def eval_run(server: FakeChatServer, tmp_path_factory: pytest.TempPathFactory) -
 
 @pytest.mark.timeout(180)
 def test_eval_sends_the_key_but_never_writes_it(server: FakeChatServer, eval_run: tuple[Path, Any]) -> None:
-    from rlver.rollout.transcripts import read_transcript
+    from rlver.transcripts.native import read_transcript
 
     work, proc = eval_run
     assert proc.returncode == 0, proc.stderr[-3000:]

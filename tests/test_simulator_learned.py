@@ -154,8 +154,8 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
 
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
-    from rlver.rollout.published import read_published
     from rlver.simulator.learned_fit import spearman
+    from rlver.transcripts.published import read_published
 
     path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"
     sim = OfflineSimulator()
@@ -258,7 +258,7 @@ def test_probe_from_run_replays_policy_replies(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+    from rlver.transcripts.native import TranscriptWriter, build_manifest
 
     (tmp_path / "after").mkdir()
     writer = TranscriptWriter(tmp_path / "after" / "transcript.jsonl", build_manifest(model="tiny"))

@@ -21,7 +21,7 @@ from rlver.llm.base import SamplingParams
 from rlver.llm.local import LocalChatModel, sampling_settings
 from rlver.models.tiny import ENDOFTEXT, IM_END, IM_START, QWEN_GENERATION_DEFAULTS, tiny_model_and_tokenizer
 from rlver.records import Episode, Message, SampledTurn
-from rlver.rollout.tokenize import episode_to_tensors
+from rlver.train.tokenize import episode_to_tensors
 
 torch.set_num_threads(1)
 
@@ -174,7 +174,7 @@ def test_logprob_diff_is_logged_every_step_and_tiny(tmp_path: Path, extra: list[
 
 
 def test_think_mode_visible_context_gives_one_sample_per_turn(tiny: tuple[Any, Any]) -> None:
-    from rlver.rollout.tokenize import episode_turn_samples
+    from rlver.train.tokenize import episode_turn_samples
 
     _, tokenizer = tiny
     think = tokenizer.convert_tokens_to_ids(["<think>", "</think>"])

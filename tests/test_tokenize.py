@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from rlver.records import Episode, Message
-from rlver.rollout.tokenize import TokenizationError, episode_to_tensors
+from rlver.train.tokenize import TokenizationError, episode_to_tensors
 
 EN = [
     Message(role="system", content="You are a warm, attentive listener."),

@@ -14,7 +14,7 @@ from rlver.llm.base import SamplingParams
 from rlver.llm.scripted import ScriptedChatModel
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, rollout
-from rlver.rollout.transcripts import (
+from rlver.transcripts.native import (
     TranscriptWriter,
     build_manifest,
     finished_keys,
@@ -124,3 +124,42 @@ def test_finished_keys_for_resume(tmp_path: Path) -> None:
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="file not found"):
         read_transcript(tmp_path / "nope.jsonl")
+
+
+# -- one torn-tail repair (rlver.io) and one format detection (rlver.transcripts.files) ------------
+
+
+def test_repair_torn_tail_cuts_only_an_unreadable_last_line(tmp_path: Path) -> None:
+    from rlver.io import repair_torn_tail
+
+    path = tmp_path / "x.jsonl"
+    assert repair_torn_tail(path) is False  # no file: nothing to do, nothing created
+    assert not path.exists()
+    path.write_bytes(b'{"a": 1}\n{"a": 2}')  # complete, only the newline is missing: kept
+    assert repair_torn_tail(path) is False
+    assert path.read_bytes() == b'{"a": 1}\n{"a": 2}'
+    for torn in (b'{"a": 2, "b', b'{"a": 2, "b\n\n', b'{"a": \xc3'):
+        path.write_bytes(b'{"a": 1}\n' + torn)
+        with pytest.warns(UserWarning, match="removed an incomplete last line"):
+            assert repair_torn_tail(path) is True
+        assert path.read_bytes() == b'{"a": 1}\n'
+    path.write_bytes(b'{"a": 1')  # the whole file is one torn line
+    with pytest.warns(UserWarning, match="incomplete trailing line"):
+        assert repair_torn_tail(path) is True
+    assert path.read_bytes() == b""
+
+
+def test_detect_format_strict_names_the_file_and_line(tmp_path: Path) -> None:
+    from rlver.transcripts.files import detect_format, read_episodes
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n \n", encoding="utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('\n{"type": "manif\n{"type": "episode"}\n', encoding="utf-8")
+    assert detect_format(empty) == "rlver" and detect_format(bad) == "rlver"  # lenient: the reader reports
+    with pytest.raises(InputError, match=r"empty\.jsonl: the file is empty"):
+        detect_format(empty, strict=True)
+    with pytest.raises(InputError, match=r"bad\.jsonl:2: not valid JSON"):
+        read_episodes(bad)
+    with pytest.raises(InputError, match="file not found"):
+        detect_format(tmp_path / "missing.jsonl")

@@ -15,8 +15,8 @@ from rlver.env.dialogue import EnvConfig
 from rlver.errors import InputError
 from rlver.llm.scripted import ScriptedChatModel
 from rlver.profiles.schema import Profile
-from rlver.rollout.published import episode_to_record, read_published, write_published
 from rlver.rollout.runner import RolloutConfig, rollout
+from rlver.transcripts.published import episode_to_record, read_published, write_published
 from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 
 

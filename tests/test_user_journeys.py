@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from rlver.rollout.published import write_published
-from rlver.rollout.transcripts import read_transcript
 from rlver.testing.openai_server import FakeChatServer
 from rlver.testing.responders import POLICY_TEXT, policy_and_simulator
+from rlver.transcripts.native import read_transcript
+from rlver.transcripts.published import write_published
 
 
 def rlver(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -187,9 +188,41 @@ def iter_jsonl(
             if isinstance(exc, RecursionError):
                 exc = ValueError("nested too deeply")
             if skip_bad_trailing_line and i == last_content:
-                import warnings
-
                 warnings.warn(f"{p}:{lineno}: skipped incomplete trailing line ({exc})", stacklevel=2)
                 return
             raise InputError(Problem(str(p), lineno, None, f"not valid JSON: {exc}")) from None
         yield lineno, obj
+
+
+def repair_torn_tail(path: str | os.PathLike[str]) -> bool:
+    """Cut off an incomplete last line (a crash mid-append) so that appends can resume after it.
+
+    Without this, the next append would leave the torn line in the *middle* of the file, where
+    :func:`iter_jsonl` reports it as an error rather than skipping it as a crash artefact. The last
+    non-empty line counts as torn when it is not valid JSON (as :func:`iter_jsonl` judges it); a
+    complete record that only lacks its newline is kept (:func:`append_jsonl_many` adds the newline).
+    The file is truncated in place and fsynced. Returns whether anything was cut; a missing file is
+    left alone.
+    """
+    p = Path(path)
+    if not p.exists():
+        return False
+    body = p.read_bytes().rstrip(b"\n")
+    if not body.strip():
+        return False
+    cut = body.rfind(b"\n") + 1  # 0 when the whole file is one torn line
+    try:
+        json.loads(body[cut:].decode("utf-8"))
+        return False
+    except (ValueError, RecursionError):  # also invalid UTF-8, 4300+-digit ints, absurd nesting
+        pass
+    warnings.warn(
+        f"{p}: removed an incomplete last line ({len(body) - cut} bytes) before resuming: "
+        "the incomplete trailing line an interrupted run leaves",
+        stacklevel=2,
+    )
+    with open(p, "r+b") as fh:
+        fh.truncate(cut)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return True

@@ -40,8 +40,8 @@ def audit_command(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check that every emotion number follows from the start value and the recorded changes."""
-    from rlver.eval.sources import transcript_path
-    from rlver.rollout.audit import audit_file, report_to_json
+    from rlver.transcripts.audit import audit_file, report_to_json
+    from rlver.transcripts.files import transcript_path
 
     # A run folder written by `rlver eval` stands for its transcript.jsonl (as in score/report).
     transcripts = [transcript_path(p) for p in transcripts]

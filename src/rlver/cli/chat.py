@@ -173,7 +173,7 @@ async def _play_assistant(
         f"\nDialogue over ({reason}). Final emotion {ep.final_emotion} · tier {tier_of(ep.final_emotion)}."
     )
     if save is not None:
-        from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+        from rlver.transcripts.native import TranscriptWriter, build_manifest
 
         TranscriptWriter(
             save, build_manifest(mode="chat", simulator=simulator.describe(), env=config)

@@ -311,7 +311,7 @@ def score_command(
 ) -> None:
     """Score transcripts: score = mean final emotion, success = final ≥ 100, failure = final < 10."""
     from rlver.eval.metrics import paired_comparison
-    from rlver.eval.sources import load_run, unique_names
+    from rlver.eval.runs import load_run, unique_names
 
     runs = [load_run(p) for p in transcripts]
     unique_names(runs)
@@ -423,7 +423,7 @@ def report_command(
 ) -> None:
     """Write a self-contained HTML report (and Markdown) for one or more runs."""
     from rlver.eval.report import write_report
-    from rlver.eval.sources import load_run, unique_names
+    from rlver.eval.runs import load_run, unique_names
 
     loaded = [load_run(p) for p in runs]
     unique_names(loaded)

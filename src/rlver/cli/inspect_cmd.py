@@ -5,7 +5,7 @@ happened in *that* dialogue". ``rlver inspect RUN`` prints the run's settings an
 ``--dialogue ID`` replays one dialogue turn by turn: every message, the simulated user's emotion after
 each appraisal with its change and tier, the simulator's reasoning (dimmed) and the agent's think blocks
 (collapsed unless ``--think``). It reads our transcripts and the published result format alike
-(:mod:`rlver.eval.sources`), so a published leaderboard file can be read the same way.
+(:mod:`rlver.transcripts.files`), so a published leaderboard file can be read the same way.
 
 Every piece of text shown came from a model or a data file, so it is printed as plain
 :class:`rich.text.Text` (never parsed as markup) with terminal control characters removed.
@@ -25,7 +25,7 @@ from rlver.errors import InputError, Problem
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rlver.records import Appraisal, Episode
+    from rlver.records import Appraisal, Episode, UserTurn
 
 # Colours of the emotion tiers (S ≥ 100, A ≥ 70, B ≥ 40, C ≥ 10, F < 10), as in the HTML report.
 TIER_STYLE = {"S": "bold green", "A": "green", "B": "yellow", "C": "dark_orange", "F": "bold red"}
@@ -188,11 +188,32 @@ def _appraisal_lines(appraisal: Appraisal, extra: dict[str, Any]) -> list[tuple[
 def print_dialogue(console: Console, ep: Episode, *, show_think: bool) -> None:
     """One dialogue, message by message, each user turn with the appraisal that set its emotion."""
     from rich.padding import Padding
-    from rich.rule import Rule
     from rich.text import Text
 
-    from rlver.env.thinking import split_think
-    from rlver.simulator.emotion import tier_of
+    _print_title(console, ep)
+    n_user = 0
+    n_assistant = 0
+    for msg in ep.messages:
+        if msg.role == "system":
+            console.print(Text(f"system ({len(msg.content)} chars): {_preview(msg.content)}", style="dim"))
+        elif msg.role == "assistant":
+            n_assistant += 1
+            _print_assistant(console, msg.content, n_assistant, show_think=show_think)
+        else:
+            turn = ep.user_turns[n_user] if n_user < len(ep.user_turns) else None
+            n_user += 1
+            _print_user(console, ep, msg.content, turn, first=n_user == 1)
+    if ep.messages and ep.messages[-1].role == "assistant":
+        console.print(
+            Padding(Text("(last reply not appraised: the dialogue had ended)", style="dim"), (0, 0, 0, 2))
+        )
+    _print_outcome(console, ep)
+
+
+def _print_title(console: Console, ep: Episode) -> None:
+    """A rule, then the dialogue's id, length, final emotion, status and the profile facts."""
+    from rich.rule import Rule
+    from rich.text import Text
 
     title = Text.assemble(
         (clean(dialogue_key(ep), 200), "bold"),
@@ -207,70 +228,77 @@ def print_dialogue(console: Console, ep: Episode, *, show_think: bool) -> None:
     facts = [f"{k}: {meta[k]}" for k in ("topic", "difficulty", "behaviour", "hidden_need") if meta.get(k)]
     if facts:
         console.print(Text(clean(" · ".join(str(f) for f in facts), 500), style="dim"))
-    n_user = 0
-    n_assistant = 0
-    for msg in ep.messages:
-        if msg.role == "system":
-            console.print(Text(f"system ({len(msg.content)} chars): {_preview(msg.content)}", style="dim"))
-            continue
-        if msg.role == "assistant":
-            n_assistant += 1
-            split = split_think(msg.content)
-            header = Text(f"assistant {n_assistant}", style="bold green")
-            console.print()
-            console.print(header)
-            if split.thought:
-                label = "think" if split.well_formed else "think (malformed)"
-                if show_think:
-                    console.print(
-                        Padding(Text(f"{label}: {clean(split.thought)}", style="dim italic"), (0, 0, 0, 2))
-                    )
-                else:
-                    console.print(
-                        Padding(
-                            Text(
-                                f"▸ {label}, {len(split.thought)} chars: {_preview(split.thought)}",
-                                style="dim italic",
-                            ),
-                            (0, 0, 0, 2),
-                        )
-                    )
-            console.print(Padding(Text(clean(split.visible) or "(nothing visible)"), (0, 0, 0, 2)))
-            continue
-        turn = ep.user_turns[n_user] if n_user < len(ep.user_turns) else None
-        n_user += 1
-        console.print()
-        header = Text("user", style="bold blue")
-        if turn is not None and turn.appraisal is not None:
-            a = turn.appraisal
-            header.append("  emotion ")
-            header.append(f"{a.emotion_before} → ")
-            header.append_text(_emotion_text(a.emotion_after))
-            style = "green" if a.change > 0 else "red" if a.change < 0 else "dim"
-            header.append(f"  ({a.change:+d})", style=style)
-            if a.raw_change != a.change:
-                header.append(f" clamped from {a.raw_change:+d}", style="dim")
-        elif n_user == 1:
-            header.append("  emotion ")
-            header.append_text(_emotion_text(ep.start_emotion))
-            header.append(" (start)", style="dim")
-        elif turn is not None:
-            header.append("  (no appraisal recorded)", style="dim")
-        console.print(header)
-        if turn is not None and turn.appraisal is not None:
-            for label, value in _appraisal_lines(turn.appraisal, turn.extra or {}):
-                console.print(Padding(Text(f"{label}: {clean(value, 2000)}", style="dim"), (0, 0, 0, 2)))
-        console.print(Padding(Text(clean(msg.content)), (0, 0, 0, 2)))
-        if turn is not None and turn.ends_dialogue:
-            console.print(
-                Padding(
-                    Text(f"[ends the dialogue: {turn.end_reason or 'goodbye'}]", style="italic"), (0, 0, 0, 2)
-                )
-            )
-    if ep.messages and ep.messages[-1].role == "assistant":
-        console.print(
-            Padding(Text("(last reply not appraised: the dialogue had ended)", style="dim"), (0, 0, 0, 2))
+
+
+def _print_assistant(console: Console, content: str, n: int, *, show_think: bool) -> None:
+    """Assistant reply ``n``: its think block (in full, or a one-line preview), then the visible text."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    from rlver.env.thinking import split_think
+
+    split = split_think(content)
+    console.print()
+    console.print(Text(f"assistant {n}", style="bold green"))
+    if split.thought:
+        label = "think" if split.well_formed else "think (malformed)"
+        shown = (
+            f"{label}: {clean(split.thought)}"
+            if show_think
+            else f"▸ {label}, {len(split.thought)} chars: {_preview(split.thought)}"
         )
+        console.print(Padding(Text(shown, style="dim italic"), (0, 0, 0, 2)))
+    console.print(Padding(Text(clean(split.visible) or "(nothing visible)"), (0, 0, 0, 2)))
+
+
+def _user_header(ep: Episode, turn: UserTurn | None, *, first: bool) -> Any:
+    """``user`` plus the emotion move of this turn's appraisal (or the start value on the opening line)."""
+    from rich.text import Text
+
+    header = Text("user", style="bold blue")
+    if turn is not None and turn.appraisal is not None:
+        a = turn.appraisal
+        header.append("  emotion ")
+        header.append(f"{a.emotion_before} → ")
+        header.append_text(_emotion_text(a.emotion_after))
+        style = "green" if a.change > 0 else "red" if a.change < 0 else "dim"
+        header.append(f"  ({a.change:+d})", style=style)
+        if a.raw_change != a.change:
+            header.append(f" clamped from {a.raw_change:+d}", style="dim")
+    elif first:
+        header.append("  emotion ")
+        header.append_text(_emotion_text(ep.start_emotion))
+        header.append(" (start)", style="dim")
+    elif turn is not None:
+        header.append("  (no appraisal recorded)", style="dim")
+    return header
+
+
+def _print_user(console: Console, ep: Episode, content: str, turn: UserTurn | None, *, first: bool) -> None:
+    """A user message: the emotion header, the appraisal's reasoning (dimmed), the text, an ending."""
+    from rich.padding import Padding
+    from rich.text import Text
+
+    console.print()
+    console.print(_user_header(ep, turn, first=first))
+    if turn is not None and turn.appraisal is not None:
+        for label, value in _appraisal_lines(turn.appraisal, turn.extra or {}):
+            console.print(Padding(Text(f"{label}: {clean(value, 2000)}", style="dim"), (0, 0, 0, 2)))
+    console.print(Padding(Text(clean(content)), (0, 0, 0, 2)))
+    if turn is not None and turn.ends_dialogue:
+        console.print(
+            Padding(
+                Text(f"[ends the dialogue: {turn.end_reason or 'goodbye'}]", style="italic"), (0, 0, 0, 2)
+            )
+        )
+
+
+def _print_outcome(console: Console, ep: Episode) -> None:
+    """The failure (if any) and the emotion path with its final tier."""
+    from rich.text import Text
+
+    from rlver.simulator.emotion import tier_of
+
     console.print()
     if ep.status != "finished":
         console.print(
@@ -308,7 +336,7 @@ def inspect_command(
     """Read a transcript: the run's settings and its dialogues, or one dialogue turn by turn."""
     from rich.console import Console
 
-    from rlver.eval.sources import read_episodes, transcript_path
+    from rlver.transcripts.files import read_episodes, transcript_path
 
     fmt, manifest, episodes = read_episodes(transcript)
     source = str(transcript_path(transcript))

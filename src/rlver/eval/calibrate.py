@@ -1,6 +1,6 @@
 """``rlver calibrate``: how closely a simulator agrees with the published one, on released transcripts.
 
-Two checks on released SAGE result files (format: :mod:`rlver.rollout.published`):
+Two checks on released SAGE result files (format: :mod:`rlver.transcripts.published`):
 
 * **Teacher-forced agreement.** For every appraised turn the simulator gets the record's profile, the
   recorded dialogue up to that turn (visible text only), the recorded emotion before and the recorded
@@ -36,10 +36,10 @@ from rlver.io import append_jsonl, append_jsonl_many, atomic_write_json, atomic_
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.records import Episode, Message
-from rlver.rollout.published import read_published
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
+from rlver.transcripts.published import read_published
 
 PREDICTIONS = "predictions.jsonl"
 CALIBRATION = "calibration.json"

@@ -28,8 +28,12 @@ from rlver.env.thinking import visible_text
 from rlver.errors import RlverError
 from rlver.io import append_jsonl, atomic_write_json, atomic_write_text, dumps_strict, iter_jsonl
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.cache import CachedChatModel
+from rlver.llm.factory import build_chat_model
+from rlver.llm.spec import ModelSpec
 from rlver.llm.structured import ReaskFailed, Strictness, ask_structured, parse_structured
 from rlver.records import Episode, Message
+from rlver.transcripts.files import read_episodes, run_name
 
 CAPABILITIES: tuple[str, ...] = (
     "empathic_depth",
@@ -49,6 +53,10 @@ MAX_ANSWER_CHARS = 20_000
 MAX_JUSTIFICATION_CHARS = 1_200
 MAX_TURN_CHARS = 4_000  # a dialogue turn longer than this is cut before it reaches the judge
 JUDGE_PROMPT_VERSION = "judge-v1"
+# The judge's files in a run folder; the judge names them, the report reads them (rlver.eval.runs).
+JUDGE_JSONL = "judge.jsonl"
+JUDGE_SUMMARY = "judge.json"
+JUDGE_CACHE = "judge_cache.sqlite"
 
 
 class JudgeParseError(RlverError):
@@ -363,23 +371,15 @@ def run_judge(
 
     ``chat_model`` replaces the endpoint (tests, or a local judge); it is still wrapped in the cache.
     """
-    from rlver.eval.sources import JUDGE_JSONL, JUDGE_SUMMARY, load_run
-    from rlver.llm.cache import CachedChatModel
-    from rlver.llm.spec import ModelSpec
-
-    run = load_run(run_dir)
+    _, manifest, all_episodes = read_episodes(run_dir)
     inner = chat_model
     if inner is None:
-        from rlver.llm.factory import build_chat_model
-
         spec = ModelSpec(
             kind="openai", model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency
         )
         inner = build_chat_model(spec)
-    judge: ChatModel = (
-        CachedChatModel(inner, run_dir / "judge_cache.sqlite", policy="always") if cache else inner
-    )
-    episodes = run.episodes[:limit] if limit is not None else run.episodes
+    judge: ChatModel = CachedChatModel(inner, run_dir / JUDGE_CACHE, policy="always") if cache else inner
+    episodes = all_episodes[:limit] if limit is not None else all_episodes
     sampling = SamplingParams(temperature=temperature, max_tokens=1500)
 
     async def go() -> list[JudgedDialogue]:
@@ -391,6 +391,6 @@ def run_judge(
             await judge.aclose()
 
     judged = asyncio.run(go())
-    summary = summarise(run.name, model, judged)
+    summary = summarise(run_name(run_dir, manifest), model, judged)
     write_summary(run_dir / JUDGE_SUMMARY, summary)
     return summary

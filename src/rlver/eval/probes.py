@@ -25,10 +25,10 @@ from rlver.io import iter_jsonl
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import find_profile
 from rlver.records import Episode, Message
-from rlver.rollout.published import format_of_first_record
-from rlver.rollout.transcripts import read_transcript
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.offline import HARD_FLAGS, OfflineSimulator
+from rlver.transcripts.native import read_transcript
+from rlver.transcripts.published import format_of_first_record
 
 LONG_REPLY_CHARS = 10_000
 

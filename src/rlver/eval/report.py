@@ -26,7 +26,7 @@ from typing import Any
 from rlver.config import redacted
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement, JudgeSummary
 from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
-from rlver.eval.sources import RunData
+from rlver.eval.runs import RunData
 from rlver.io import atomic_write_bytes, atomic_write_text
 from rlver.records import Appraisal, Episode
 from rlver.simulator.emotion import tier_of

@@ -21,26 +21,47 @@ line each) and a ``metrics.json`` whose score is ``null``; the CLI then exits 1.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rlver.config import redacted
+from rlver.env.thinking import system_prompt
 from rlver.errors import InputError, Problem
 from rlver.eval.config import EvalConfig
 from rlver.eval.metrics import Metrics, compute_metrics
-from rlver.eval.sources import METRICS_NAME, TRANSCRIPT_NAME, dedupe_episodes
+from rlver.eval.report import write_report
+from rlver.eval.runs import load_run
 from rlver.io import atomic_write_json
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
+from rlver.models.tiny import build_tiny_model
 from rlver.profiles.schema import Profile
+from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
+from rlver.rollout.runner import RolloutConfig, run_rollouts
+from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
+from rlver.simulator.factory import build_simulator
+from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episodes
+from rlver.transcripts.native import (
+    EPISODE,
+    TranscriptWriter,
+    build_manifest,
+    finished_keys,
+    read_transcript,
+)
 
 log = logging.getLogger(__name__)
+
+#: The run's metrics file in its output folder (written here; ``rlver score`` recomputes from the transcript).
+METRICS_NAME = "metrics.json"
 
 #: Manifest keys whose change between a run and its resumption makes the results incomparable.
 _MUST_MATCH = ("agent_spec", "agent_sampling", "simulator_spec", "env", "profiles", "n_per_profile", "seed")
@@ -75,8 +96,6 @@ ProgressCallback = Callable[[EvalProgress], None]
 
 
 def select_profiles(config: EvalConfig) -> list[Profile]:
-    from rlver.profiles.sets import load_profile_set
-
     profiles = load_profile_set(config.profiles)
     if config.limit is not None:
         profiles = profiles[: config.limit]
@@ -93,8 +112,6 @@ def agent_spec(config: EvalConfig) -> ModelSpec:
     """The agent's ModelSpec; for ``agent_tiny`` the tiny local model is built into the run folder."""
     if config.agent is not None:
         return config.agent
-    from rlver.models.tiny import build_tiny_model
-
     path = build_tiny_model(config.out_dir.resolve() / "tiny-agent", seed=config.seed)
     return ModelSpec(
         kind="local", model=str(path), api_key_env=None, device="cpu", sampling=config.agent_sampling()
@@ -102,8 +119,6 @@ def agent_spec(config: EvalConfig) -> ModelSpec:
 
 
 def build_agent(spec: ModelSpec) -> ChatModel:
-    from rlver.llm.factory import build_chat_model
-
     return build_chat_model(spec)
 
 
@@ -112,10 +127,6 @@ def agent_prompt_record(env: Any) -> dict[str, Any]:
 
     A reader can tell a neutral (leaderboard-comparable) run from a coached one at a glance.
     """
-    import hashlib
-
-    from rlver.env.thinking import system_prompt
-
     if env.system_prompt:
         texts = {"any": env.system_prompt}
         name = "custom"
@@ -140,8 +151,6 @@ def agent_seeding(sampling: SamplingParams, run_seed: int) -> dict[str, Any]:
 def _manifest(
     config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int
 ) -> dict[str, Any]:
-    from rlver.rollout.transcripts import build_manifest
-
     return build_manifest(
         kind="eval",
         run_name=config.run_name or config.out_dir.resolve().name,
@@ -222,8 +231,6 @@ async def run_eval_async(
 
 
 def _has_dialogues(transcript: Path) -> bool:
-    from rlver.rollout.transcripts import EPISODE
-
     try:
         with transcript.open("rb") as fh:
             return any(f'"type": "{EPISODE}"'.encode() in line for line in fh)
@@ -238,8 +245,6 @@ def _check_same_or_larger(transcript: Path, wanted: set[tuple[str, int]], config
     records, so a resume whose profile list leaves out dialogues the transcript already holds would
     either report fewer than the files contain or silently ignore the new ``--limit``. It is refused.
     """
-    from rlver.rollout.transcripts import read_transcript
-
     if not transcript.exists() or transcript.stat().st_size == 0:
         return
     recorded = {(ep.profile_id, ep.sample_index) for ep in read_transcript(transcript).episodes}
@@ -271,77 +276,19 @@ async def _run_in(
     on_progress: ProgressCallback | None,
     on_start: Callable[[EvalProgress], None] | None,
 ) -> EvalResult:
-    from rlver.eval.sources import read_episodes
-    from rlver.rollout.runner import RolloutConfig, run_rollouts
-    from rlver.rollout.transcripts import TranscriptWriter, finished_keys, read_transcript
-    from rlver.simulator.factory import build_simulator
-
+    """Run the dialogues not yet finished, appending each to the transcript, then write the metrics."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    skip = finished_keys(transcript) if resume else set()
-    skip &= wanted
-    progress = EvalProgress(total=len(wanted), already_done=len(skip))
-    if resume and transcript.exists():
-        for ep in dedupe_episodes(read_transcript(transcript).episodes):
-            if (ep.profile_id, ep.sample_index) in skip:
-                progress.emotion_sum += ep.final_emotion
-                progress.finished += 1
-
+    skip, progress = _resume_progress(transcript, wanted, resume)
     spec = agent_spec(config)
     agent = build_agent(spec)
     simulator = build_simulator(config.simulator)
     try:
         manifest = _manifest(config, spec, agent, simulator, len(profiles))
-        writer = TranscriptWriter(transcript, manifest)
-        if writer.resumed_manifest is not None:
-            changed = _check_resume(writer.manifest, writer.resumed_manifest)
-            if changed:
-                raise InputError(
-                    Problem(
-                        str(transcript),
-                        1,
-                        ", ".join(changed),
-                        "settings differ from the run being resumed; use the same settings or another --out",
-                    )
-                )
-        else:
-            atomic_write_json(out_dir / "config.json", redacted(config.model_dump(mode="json")))
+        writer = _open_writer(transcript, manifest, config)
         if on_start is not None:
             on_start(progress)
-
-        def on_episode(ep: Episode) -> None:
-            ep = _enrich(ep, by_id.get(ep.profile_id), config)
-            writer.append(ep)
-            if ep.status == "finished":
-                progress.finished += 1
-                progress.emotion_sum += ep.final_emotion
-            else:
-                progress.failed += 1
-            if on_progress is not None:
-                on_progress(progress)
-
-        rollout_config = RolloutConfig(
-            n_per_profile=config.n_per_profile,
-            simulator_concurrency=config.concurrency,
-            env=config.env,
-            seed=config.seed,
-        )
-        todo = [(p.id, k) for p in profiles for k in range(config.n_per_profile) if (p.id, k) not in skip]
-        step = config.batch_size or max(1, len(todo))
-        ran: list[Episode] = []
-        for start in range(0, len(todo), step):
-            batch = set(todo[start : start + step])
-            # The full profile list goes in every time (only ``batch`` is run) so each dialogue keeps
-            # the simulator seed of its position in the set, whatever the batching or resumption.
-            ran += await run_rollouts(
-                agent,
-                simulator,
-                profiles,
-                rollout_config,
-                config.agent_sampling(),
-                seed=config.seed,
-                on_episode=on_episode,
-                skip=wanted - batch,
-            )
+        on_episode = _episode_sink(writer, progress, by_id, config, on_progress)
+        ran = await _run_batches(agent, simulator, profiles, config, wanted, skip, on_episode)
     finally:
         await agent.aclose()
         closer = getattr(simulator, "aclose", None)
@@ -354,9 +301,7 @@ async def _run_in(
     atomic_write_json(
         out_dir / METRICS_NAME, {"run_name": manifest.get("run_name"), **metrics.model_dump(mode="json")}
     )
-    report_path: Path | None = None
-    if config.report:
-        report_path = write_run_report(out_dir)
+    report_path = write_run_report(out_dir) if config.report else None
     return EvalResult(
         out_dir=out_dir,
         transcript=transcript,
@@ -367,10 +312,103 @@ async def _run_in(
     )
 
 
-def write_run_report(run_dir: Path) -> Path:
-    from rlver.eval.report import write_report
-    from rlver.eval.sources import load_run
+def _resume_progress(
+    transcript: Path, wanted: set[tuple[str, int]], resume: bool
+) -> tuple[set[tuple[str, int]], EvalProgress]:
+    """The dialogues to skip (finished in the transcript being resumed) and the progress they count."""
+    skip = finished_keys(transcript) if resume else set()
+    skip &= wanted
+    progress = EvalProgress(total=len(wanted), already_done=len(skip))
+    if resume and transcript.exists():
+        for ep in dedupe_episodes(read_transcript(transcript).episodes):
+            if (ep.profile_id, ep.sample_index) in skip:
+                progress.emotion_sum += ep.final_emotion
+                progress.finished += 1
+    return skip, progress
 
+
+def _open_writer(transcript: Path, manifest: dict[str, Any], config: EvalConfig) -> TranscriptWriter:
+    """Open (or resume) the transcript; a resume with different settings is refused (exit 2).
+
+    A new run also gets its ``config.json`` for reproduction; a resumed run keeps the first one.
+    """
+    writer = TranscriptWriter(transcript, manifest)
+    if writer.resumed_manifest is None:
+        atomic_write_json(config.out_dir / "config.json", redacted(config.model_dump(mode="json")))
+        return writer
+    changed = _check_resume(writer.manifest, writer.resumed_manifest)
+    if changed:
+        raise InputError(
+            Problem(
+                str(transcript),
+                1,
+                ", ".join(changed),
+                "settings differ from the run being resumed; use the same settings or another --out",
+            )
+        )
+    return writer
+
+
+def _episode_sink(
+    writer: TranscriptWriter,
+    progress: EvalProgress,
+    by_id: dict[str, Profile],
+    config: EvalConfig,
+    on_progress: ProgressCallback | None,
+) -> Callable[[Episode], None]:
+    """What happens the moment a dialogue ends: enrich it, append it durably, update the progress."""
+
+    def on_episode(ep: Episode) -> None:
+        ep = _enrich(ep, by_id.get(ep.profile_id), config)
+        writer.append(ep)
+        if ep.status == "finished":
+            progress.finished += 1
+            progress.emotion_sum += ep.final_emotion
+        else:
+            progress.failed += 1
+        if on_progress is not None:
+            on_progress(progress)
+
+    return on_episode
+
+
+async def _run_batches(
+    agent: ChatModel,
+    simulator: UserSimulator,
+    profiles: list[Profile],
+    config: EvalConfig,
+    wanted: set[tuple[str, int]],
+    skip: set[tuple[str, int]],
+    on_episode: Callable[[Episode], None],
+) -> list[Episode]:
+    """Run every wanted dialogue not in ``skip``, ``config.batch_size`` at a time (all at once if unset)."""
+    rollout_config = RolloutConfig(
+        n_per_profile=config.n_per_profile,
+        simulator_concurrency=config.concurrency,
+        env=config.env,
+        seed=config.seed,
+    )
+    todo = [(p.id, k) for p in profiles for k in range(config.n_per_profile) if (p.id, k) not in skip]
+    step = config.batch_size or max(1, len(todo))
+    ran: list[Episode] = []
+    for start in range(0, len(todo), step):
+        batch = set(todo[start : start + step])
+        # The full profile list goes in every time (only ``batch`` is run) so each dialogue keeps
+        # the simulator seed of its position in the set, whatever the batching or resumption.
+        ran += await run_rollouts(
+            agent,
+            simulator,
+            profiles,
+            rollout_config,
+            config.agent_sampling(),
+            seed=config.seed,
+            on_episode=on_episode,
+            skip=wanted - batch,
+        )
+    return ran
+
+
+def write_run_report(run_dir: Path) -> Path:
     html, _ = write_report([load_run(run_dir)], run_dir / "report.html")
     return html
 
@@ -387,7 +425,5 @@ def run_eval(config: EvalConfig, **kwargs: Any) -> EvalResult:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(run_eval_async(config, **kwargs))
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rlver-eval") as pool:
         return pool.submit(asyncio.run, run_eval_async(config, **kwargs)).result()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import random
 import re
 from collections import Counter
@@ -29,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rlver.errors import InputError, LLMError, Problem, RlverError
-from rlver.io import append_jsonl, atomic_write_bytes, iter_jsonl
+from rlver.io import append_jsonl, iter_jsonl, repair_torn_tail
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.llm.structured import AnswerError, Strictness, parse_json_object
 from rlver.profiles.schema import Profile
@@ -577,31 +576,6 @@ def rejected_path_for(out: Path) -> Path:
     return out.with_name(f"{out.stem}.rejected.jsonl")
 
 
-def drop_torn_trailing_line(path: Path) -> bool:
-    """Cut a partial last line (a crash mid-append) off ``path``; return whether one was cut.
-
-    Appending after a torn line would bury it mid-file, where it is no longer skippable, so a resumed
-    run repairs the file first (atomically).
-    """
-    if not path.exists():
-        return False
-    raw = path.read_bytes()
-    body = raw.rstrip(b"\n")
-    if not body:
-        return False
-    cut = body.rfind(b"\n") + 1
-    try:
-        json.loads(body[cut:].decode("utf-8"))
-        return False
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        pass
-    import warnings
-
-    warnings.warn(f"{path}: dropped an incomplete trailing line left by an interrupted run", stacklevel=2)
-    atomic_write_bytes(path, body[:cut])
-    return True
-
-
 def _count_lines(path: Path) -> int:
     return sum(1 for _ in iter_jsonl(path)) if path.exists() else 0
 
@@ -713,7 +687,7 @@ def _start_run(
     """Repair and read what earlier runs left in ``out`` (and its rejection log); index it all."""
     rej_path = rejected_path_for(out)
     for path in (out, rej_path):
-        drop_torn_trailing_line(path)
+        repair_torn_tail(path)
     existing = _existing_profiles(out)
     report = GenerateReport(out=out, rejected_path=rej_path, target=settings.n, existing=len(existing))
     index = make_index(settings.similarity, embedder=embedder)

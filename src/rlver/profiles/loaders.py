@@ -221,7 +221,7 @@ def _read_yaml_rows(path: Path, problems: list[Problem]) -> list[_Row]:
     return [_Row(items[i].start_mark.line + 1 if items else 1, value) for i, value in enumerate(data)]
 
 
-def detect_format(rows: Iterable[Any]) -> FileFormat:
+def detect_profile_format(rows: Iterable[Any]) -> FileFormat:
     """``published`` when the first object row has the published fields, else ``native``."""
     for row in rows:
         if isinstance(row, dict):
@@ -245,7 +245,7 @@ def load_profiles(path: str | Path, *, source: str | None = None) -> list[Profil
         rows = _read_yaml_rows(p, problems)
     else:
         rows = _read_jsonl_rows(p, problems)
-    fmt = detect_format(r.data for r in rows)
+    fmt = detect_profile_format(r.data for r in rows)
     label = source if source is not None else str(p)
     profiles: list[Profile] = []
     first_line_of_id: dict[str, int] = {}

@@ -1,2 +1,2 @@
-"""Many dialogues at once: the concurrent runner, transcripts (ours and the published format), audit,
-and tokenisation for training. Import the submodules directly (``rlver.rollout.runner`` ...)."""
+"""Many dialogues at once: the concurrent runner (:mod:`rlver.rollout.runner`). Its transcripts are
+written and read by :mod:`rlver.transcripts`; tokenisation for training is :mod:`rlver.train.tokenize`."""

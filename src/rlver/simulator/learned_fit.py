@@ -1,7 +1,7 @@
 """Fitting the learned appraisal (:mod:`rlver.simulator.learned`) on released SAGE result files.
 
 ``rlver simulator fit --data DIR --out PATH`` runs :func:`fit_artefact`: it reads every
-``*_result.jsonl`` under ``DIR`` (through :mod:`rlver.rollout.published`, the one reader of that
+``*_result.jsonl`` under ``DIR`` (through :mod:`rlver.transcripts.published`, the one reader of that
 format), turns each appraised turn into the features the offline user computes at run time, validates
 by leaving whole agent models out and whole profiles out, then fits on everything and writes the
 weights with their provenance. Everything is deterministic (sorted inputs, sorted vocabulary, a fixed
@@ -98,7 +98,7 @@ def read_turns(files: Sequence[Path], root: Path, settings: dict[str, Any]) -> l
     from rlver.env.thinking import visible_text
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES
-    from rlver.rollout.published import read_published
+    from rlver.transcripts.published import read_published
 
     turns: list[Turn] = []
     for path in files:

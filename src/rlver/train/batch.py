@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rlver.rollout.tokenize import TokenizedEpisode
 from rlver.train.algorithms import entropy_from_logits, logprobs_from_logits
+from rlver.train.tokenize import TokenizedEpisode
 
 
 @dataclass

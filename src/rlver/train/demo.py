@@ -47,7 +47,7 @@ def peak_rss_mb() -> float:
 
 
 def _write_transcript(path: Path, episodes: list[Episode], manifest: dict[str, Any]) -> None:
-    from rlver.rollout.transcripts import TranscriptWriter, build_manifest
+    from rlver.transcripts.native import TranscriptWriter, build_manifest
 
     if path.exists():
         path.unlink()
@@ -230,7 +230,7 @@ def _compare_report(out_dir: Path) -> Path:
     """The standard benchmark report (``rlver report before after``): metrics, paired comparison,
     per-profile table and every dialogue turn by turn with the simulated user's appraisals."""
     from rlver.eval.report import write_report
-    from rlver.eval.sources import load_run
+    from rlver.eval.runs import load_run
 
     runs = [load_run(out_dir / "before"), load_run(out_dir / "after")]
     html_path, _ = write_report(runs, out_dir / "compare.html", title="rlver demo: before and after training")

@@ -42,12 +42,6 @@ from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.outcomes import outcomes
 from rlver.rollout.runner import run_rollouts
-from rlver.rollout.tokenize import (
-    TokenizationError,
-    TokenizedEpisode,
-    episode_to_tensors,
-    episode_turn_samples,
-)
 from rlver.train import algorithms as alg
 from rlver.train.algos import AdvantageInputs, get_algorithm
 from rlver.train.batch import collate, micro_batches, pad_rows, policy_forward, unpad_rows, value_forward
@@ -70,6 +64,12 @@ from rlver.train.models import (
     load_tokenizer,
     resolve_device,
     trainable_parameters,
+)
+from rlver.train.tokenize import (
+    TokenizationError,
+    TokenizedEpisode,
+    episode_to_tensors,
+    episode_turn_samples,
 )
 
 log = logging.getLogger(__name__)

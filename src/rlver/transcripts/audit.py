@@ -40,8 +40,6 @@ from typing import Any, TypeVar
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.records import Episode
-from rlver.rollout.published import format_of_first_record, read_published
-from rlver.rollout.transcripts import read_transcript
 from rlver.simulator.emotion import (
     EMOTION_MAX,
     EMOTION_MIN,
@@ -51,6 +49,9 @@ from rlver.simulator.emotion import (
     clamp,
     tier_of,
 )
+from rlver.transcripts.files import detect_format
+from rlver.transcripts.native import read_transcript
+from rlver.transcripts.published import read_published
 
 
 @dataclass
@@ -228,30 +229,6 @@ def _reward_from_manifest(manifest: dict[str, Any]) -> dict[str, Any] | None:
     return reward if isinstance(reward, dict) and reward.get("mode") is not None else None
 
 
-def detect_format(path: str | os.PathLike[str]) -> str:
-    """``"rlver"`` for our transcripts (a ``type`` field), ``"published"`` for result files.
-
-    Reads only up to the first non-empty line: a transcript can be large and the full reader reads it
-    again anyway. A JSON array file is the published format (we never write arrays). A first line
-    that is not valid JSON is left to the full reader, which reports it with its line number.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise InputError(Problem(str(p), None, None, "file not found"))
-    with p.open("rb") as fh:
-        for raw in fh:
-            if not raw.strip():
-                continue
-            if raw.lstrip().startswith(b"["):
-                return format_of_first_record([])
-            try:
-                rec = json.loads(raw.decode("utf-8"))
-            except (ValueError, RecursionError):
-                return "rlver"
-            return format_of_first_record(rec)
-    return "rlver"
-
-
 _T = TypeVar("_T")
 
 #: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-turns``).
@@ -371,6 +348,5 @@ __all__ = [
     "Finding",
     "audit_episode",
     "audit_file",
-    "detect_format",
     "report_to_json",
 ]

@@ -16,10 +16,8 @@ reports any other bad line as ``file:line: field: problem``. Re-opening an exist
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 import platform
-import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +27,7 @@ from pydantic import ValidationError
 
 from rlver import __version__
 from rlver.errors import InputError, Problem
-from rlver.io import append_jsonl, iter_jsonl
+from rlver.io import append_jsonl, iter_jsonl, repair_torn_tail
 from rlver.records import Episode
 
 MANIFEST = "manifest"
@@ -69,32 +67,6 @@ def build_manifest(**settings: Any) -> dict[str, Any]:
         "python": platform.python_version(),
         **_scrub(body),
     }
-
-
-def repair_torn_tail(path: str | os.PathLike[str]) -> bool:
-    """Cut off an incomplete last line (a crash mid-append) so that appends can resume after it.
-
-    Without this, the next append would leave the torn line in the *middle* of the file, where it is
-    an error rather than a tolerated crash artefact. Returns whether anything was cut.
-    """
-    p = Path(path)
-    data = p.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return False
-    cut = data.rfind(b"\n") + 1  # 0 when the whole file is one torn line
-    try:
-        json.loads(data[cut:].decode("utf-8"))
-        return False  # a complete record that only lacks its newline: append_jsonl handles it
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        pass
-    warnings.warn(
-        f"{p}: removed an incomplete last line ({len(data) - cut} bytes) before resuming", stacklevel=2
-    )
-    with open(p, "r+b") as fh:
-        fh.truncate(cut)
-        fh.flush()
-        os.fsync(fh.fileno())
-    return True
 
 
 class TranscriptWriter:
@@ -164,7 +136,7 @@ def read_transcript(path: str | os.PathLike[str]) -> Transcript:
             continue
         if kind != EPISODE:
             hint = (
-                " (this looks like a published result file: use rlver.rollout.published)"
+                " (this looks like a published result file: use rlver.transcripts.published)"
                 if ("history" in obj and "emo_point" in obj)
                 else ""
             )

@@ -35,6 +35,7 @@ import os
 import re
 import warnings
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,18 @@ def format_of_first_record(first: Any) -> str:
     return "published" if isinstance(first, list) or is_published_record(first) else "rlver"
 
 
+@dataclass
+class _History:
+    """What reading one record's ``history`` has produced so far (messages, turns, the emotion chain)."""
+
+    start_emotion: int | None  # the caller's default start, for a record whose opening line has none
+    messages: list[Message] = field(default_factory=list)
+    user_turns: list[UserTurn] = field(default_factory=list)
+    emotions: list[int] = field(default_factory=list)
+    start: int | None = None
+    prev: int | None = None
+
+
 def record_to_episode(record: dict[str, Any], *, start_emotion: int | None = None) -> Episode:
     """Convert one published record; raises ``_Bad`` (internal) for what cannot be read."""
     if not isinstance(record, dict):
@@ -144,88 +157,94 @@ def record_to_episode(record: dict[str, Any], *, start_emotion: int | None = Non
     history = record.get("history")
     if not isinstance(history, list):
         raise _Bad("history", f"expected a list of messages, got {type(history).__name__}")
-
-    messages: list[Message] = []
-    user_turns: list[UserTurn] = []
-    emotions: list[int] = []
-    prev: int | None = None
-    start: int | None = None
+    walk = _History(start_emotion=start_emotion)
     for i, msg in enumerate(history):
-        where = f"history[{i}]"
-        if not isinstance(msg, dict):
-            raise _Bad(where, f"expected a message object, got {type(msg).__name__}")
-        role = msg.get("role")
-        content = _text(msg.get("content"))
-        if role == "assistant":
-            think = msg.get("think")
-            raw = f"<think>{_text(think)}</think>\n{content}" if think else content
-            messages.append(Message(role="assistant", content=raw))
-            continue
-        if role != "user":
-            raise _Bad(f"{where}.role", f"expected 'user' or 'assistant', got {role!r}")
-        messages.append(Message(role="user", content=content))
-        extra: dict[str, Any] = {}
-        if "thinking" in msg:
-            extra["thinking"] = _text(msg["thinking"])
-        point = parse_int(msg["emotion-point"], f"{where}.emotion-point") if "emotion-point" in msg else None
-        raw_planning = msg.get("planning")
-        planning: dict[str, Any] = raw_planning if isinstance(raw_planning, dict) else {}
-        has_change = "change" in planning
-        if not user_turns:  # the opening line: no appraisal
-            start = (
-                point if point is not None else (start_emotion if start_emotion is not None else EVAL_START)
-            )
-            prev = start
-            if planning:
-                extra["planning"] = planning
-            user_turns.append(UserTurn(text=content, extra=extra))
-            continue
-        assert prev is not None
-        if has_change:
-            change = parse_int(planning["change"], f"{where}.planning.change")
-        elif point is not None:
-            change = point - prev
-            extra["change_inferred"] = True
-        else:
-            extra["no_appraisal"] = True
-            user_turns.append(UserTurn(text=content, extra=extra))
-            continue
-        if point is None:
-            point = prev + change
-            extra["emotion_inferred"] = True
-        goal_key = next((k for k in _GOAL_FIT_KEYS if k in planning), "TargetCompletion")
-        if goal_key != "TargetCompletion":
-            extra["goal_fit_key"] = goal_key
-        appraisal = Appraisal(
-            understanding=_text(planning.get("content")),
-            goal_fit=_text(planning.get(goal_key)),
-            inner_reaction=_text(planning.get("activity")),
-            feeling=_text(planning.get("analyse")),
-            raw_change=change,
-            change=change,
-            emotion_before=prev,
-            emotion_after=point,
-            tier=tier_of(point),
-        )
-        user_turns.append(UserTurn(text=content, appraisal=appraisal, extra=extra))
-        emotions.append(point)
-        prev = point
+        _read_message(walk, f"history[{i}]", msg)
 
+    start = walk.start
     if start is None:
         start = start_emotion if start_emotion is not None else EVAL_START
-    final = parse_int(record["emo_point"], "emo_point") if "emo_point" in record else (prev or start)
+    final = parse_int(record["emo_point"], "emo_point") if "emo_point" in record else (walk.prev or start)
     meta_published = {k: v for k, v in record.items() if k not in ("id", "emo_point", "history")}
     return Episode(
         profile_id=str(pid),
         episode_id=str(pid),
-        messages=messages,
-        user_turns=user_turns,
+        messages=walk.messages,
+        user_turns=walk.user_turns,
         start_emotion=start,
         final_emotion=final,
-        emotions=emotions,
+        emotions=walk.emotions,
         status="finished",
         end_reason=None,
         meta={"format": "published", "published": meta_published},
+    )
+
+
+def _read_message(walk: _History, where: str, msg: Any) -> None:
+    """One history item: an assistant reply (``think`` folded back in), or a user turn."""
+    if not isinstance(msg, dict):
+        raise _Bad(where, f"expected a message object, got {type(msg).__name__}")
+    role = msg.get("role")
+    content = _text(msg.get("content"))
+    if role == "assistant":
+        think = msg.get("think")
+        raw = f"<think>{_text(think)}</think>\n{content}" if think else content
+        walk.messages.append(Message(role="assistant", content=raw))
+        return
+    if role != "user":
+        raise _Bad(f"{where}.role", f"expected 'user' or 'assistant', got {role!r}")
+    walk.messages.append(Message(role="user", content=content))
+    extra: dict[str, Any] = {}
+    if "thinking" in msg:
+        extra["thinking"] = _text(msg["thinking"])
+    point = parse_int(msg["emotion-point"], f"{where}.emotion-point") if "emotion-point" in msg else None
+    raw_planning = msg.get("planning")
+    planning: dict[str, Any] = raw_planning if isinstance(raw_planning, dict) else {}
+    if not walk.user_turns:  # the opening line: no appraisal
+        default = walk.start_emotion if walk.start_emotion is not None else EVAL_START
+        walk.start = walk.prev = point if point is not None else default
+        if planning:
+            extra["planning"] = planning
+        walk.user_turns.append(UserTurn(text=content, extra=extra))
+        return
+    appraisal = _appraisal(walk, where, planning, point, extra)
+    walk.user_turns.append(UserTurn(text=content, appraisal=appraisal, extra=extra))
+    if appraisal is not None:
+        walk.emotions.append(appraisal.emotion_after)
+        walk.prev = appraisal.emotion_after
+
+
+def _appraisal(
+    walk: _History, where: str, planning: dict[str, Any], point: int | None, extra: dict[str, Any]
+) -> Appraisal | None:
+    """The appraisal a user turn records, numbers kept as recorded; what was inferred is marked in
+    ``extra``. ``None`` when the turn has neither a change nor an emotion point."""
+    prev = walk.prev
+    assert prev is not None
+    if "change" in planning:
+        change = parse_int(planning["change"], f"{where}.planning.change")
+    elif point is not None:
+        change = point - prev
+        extra["change_inferred"] = True
+    else:
+        extra["no_appraisal"] = True
+        return None
+    if point is None:
+        point = prev + change
+        extra["emotion_inferred"] = True
+    goal_key = next((k for k in _GOAL_FIT_KEYS if k in planning), "TargetCompletion")
+    if goal_key != "TargetCompletion":
+        extra["goal_fit_key"] = goal_key
+    return Appraisal(
+        understanding=_text(planning.get("content")),
+        goal_fit=_text(planning.get(goal_key)),
+        inner_reaction=_text(planning.get("activity")),
+        feeling=_text(planning.get("analyse")),
+        raw_change=change,
+        change=change,
+        emotion_before=prev,
+        emotion_after=point,
+        tier=tier_of(point),
     )
 
 
