@@ -64,7 +64,7 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
     import torch
 
     from rlver.rollout.tokenize import TokenizedEpisode
-    from rlver.train import algorithms as alg
+    from rlver.train.algorithms import core as alg
     from rlver.train.batch import unpad_rows
     from rlver.train.config import (
         AlgorithmSettings,

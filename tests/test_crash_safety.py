@@ -375,7 +375,7 @@ def test_tiny_base_model_is_built_atomically(tmp_path: Path) -> None:
     """A run killed while building ``base_model/`` left config.json without weights; the next start
     took the folder for complete and crashed. Now it is built beside and renamed into place."""
     from rlver.train.config import ModelSettings
-    from rlver.train.models import base_model_path
+    from rlver.train.loading import base_model_path
 
     (tmp_path / "base_model").mkdir()  # what the old, in-place build left behind
     (tmp_path / ".base_model.crashed").mkdir()  # a temporary folder of a killed build

@@ -7,8 +7,9 @@ import torch
 
 from rlver.env.rewards import episode_reward, turn_rewards
 from rlver.errors import ConfigError
-from rlver.train.algorithms import policy_loss
-from rlver.train.algos import ALGORITHMS, AdvantageInputs, Algorithm, get_algorithm
+from rlver.train.algorithms import ALGORITHMS, get_algorithm
+from rlver.train.algorithms.base import AdvantageInputs, Algorithm
+from rlver.train.algorithms.core import policy_loss
 from rlver.train.config import AlgorithmSettings, load_train_config
 from rlver.train.context_budget import cut_to_turns
 from test_env_rewards import make_episode

@@ -93,9 +93,9 @@ def agent_spec(config: EvalConfig) -> ModelSpec:
     """The agent's ModelSpec; for ``agent_tiny`` the tiny local model is built into the run folder."""
     if config.agent is not None:
         return config.agent
-    from rlver.models.tiny import build_tiny_model
+    from rlver.models.tiny import ensure_tiny_model
 
-    path = build_tiny_model(config.out_dir.resolve() / "tiny-agent", seed=config.seed)
+    path = ensure_tiny_model(config.out_dir.resolve() / "tiny-agent", seed=config.seed)
     return ModelSpec(
         kind="local", model=str(path), api_key_env=None, device="cpu", sampling=config.agent_sampling()
     )

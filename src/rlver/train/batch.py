@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from rlver.rollout.tokenize import TokenizedEpisode
-from rlver.train.algorithms import entropy_from_logits, logprobs_from_logits
+from rlver.train.algorithms.core import entropy_from_logits, logprobs_from_logits
 
 
 @dataclass

@@ -13,8 +13,14 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
 
-from rlver.train import algorithms as alg
-from rlver.train.algos.base import AdvantageInputs, Advantages, Algorithm
+from rlver.train.algorithms import core
+from rlver.train.algorithms.base import (
+    ActorLossInputs,
+    AdvantageInputs,
+    Advantages,
+    Algorithm,
+    LossTerms,
+)
 
 if TYPE_CHECKING:
     from rlver.train.config import AlgorithmSettings
@@ -29,11 +35,20 @@ class GRPO(Algorithm):
     verl_adv_estimator: ClassVar[str] = "grpo"
 
     def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
-        per_seq = alg.group_advantages(
+        per_seq = core.group_advantages(
             inputs.scores, inputs.groups, eps=settings.grpo_eps, scale=settings.grpo_scale_by_std
         )
         # groups whose dialogues all scored the same teach nothing: worth watching
         flat = sum(bool((per_seq[inputs.groups == g] == 0).all()) for g in torch.unique(inputs.groups))
         return Advantages(
-            alg.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
+            core.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
         )
+
+    def actor_loss(self, x: ActorLossInputs, settings: AlgorithmSettings) -> LossTerms:
+        """The shared surrogate and entropy bonus, plus ``kl_coef`` × k3(policy ‖ reference)."""
+        terms = super().actor_loss(x, settings)
+        if settings.kl_coef > 0 and x.ref_logp is not None:
+            kl = core.masked_mean(core.kl_k3(x.logp, x.ref_logp), x.mask, normalizer=x.normalizer)
+            terms.loss = terms.loss + settings.kl_coef * kl
+            terms.stats["kl_loss"] = kl
+        return terms
