@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import train_argv
+
 SEED = int(os.environ.get("RLVER_CRASH_SEED", "8"))
 KILLS = 3
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "PYTHONWARNINGS": "default", "OMP_NUM_THREADS": "1",
@@ -228,19 +230,7 @@ TRAIN_SET = [
 
 
 def _train_cmd(out: Path, *extra: str) -> list[str]:
-    sets = [arg for kv in TRAIN_SET for arg in ("--set", kv)]
-    return [
-        sys.executable,
-        "-m",
-        "rlver",
-        "train",
-        "--config",
-        "tiny-offline",
-        *sets,
-        "--out",
-        str(out),
-        *extra,
-    ]
+    return [sys.executable, "-m", "rlver", *train_argv(out, *TRAIN_SET), *extra]
 
 
 def _latest_step(ckpts: Path) -> int:
