@@ -9,7 +9,7 @@ for a lone survivor locally, and verl refills failed groups (docs/training.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,12 +27,12 @@ if TYPE_CHECKING:
 
 
 class GRPO(Algorithm):
-    name: ClassVar[str] = "grpo"
-    needs_critic: ClassVar[bool] = False
-    kl_in: ClassVar[Literal["reward", "loss"]] = "loss"
-    min_group_size: ClassVar[int] = 2
-    loss_terms: ClassVar[tuple[str, ...]] = ("policy_clip", "kl_k3", "entropy")
-    verl_adv_estimator: ClassVar[str] = "grpo"
+    name = "grpo"
+    needs_critic = False
+    kl_in = "loss"
+    min_group_size = 2
+    loss_terms = ("policy_clip", "kl_k3", "entropy")
+    verl_adv_estimator = "grpo"
 
     def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
         per_seq = core.group_advantages(

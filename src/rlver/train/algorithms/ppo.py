@@ -9,7 +9,7 @@ entropy bonus (:meth:`Algorithm.actor_loss`), and the clipped value loss on the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING
 
 from rlver.train.algorithms import core
 from rlver.train.algorithms.base import (
@@ -25,12 +25,11 @@ if TYPE_CHECKING:
 
 
 class PPO(Algorithm):
-    name: ClassVar[str] = "ppo"
-    needs_critic: ClassVar[bool] = True
-    kl_in: ClassVar[Literal["reward", "loss"]] = "reward"
-    min_group_size: ClassVar[int] = 1
-    loss_terms: ClassVar[tuple[str, ...]] = ("policy_clip", "value_clip", "entropy")
-    verl_adv_estimator: ClassVar[str] = "gae"
+    name = "ppo"
+    needs_critic = True
+    kl_in = "reward"
+    loss_terms = ("policy_clip", "value_clip", "entropy")
+    verl_adv_estimator = "gae"
 
     def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
         mask, rewards = inputs.mask, inputs.token_rewards
