@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from torch import nn
 
 from rlver.config import mask_secret_values, redacted
@@ -636,8 +637,6 @@ class Trainer:
 
 
 def _progress(enabled: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
