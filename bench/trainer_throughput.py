@@ -63,7 +63,7 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
     """Seconds per update of our trainer: _score (the passes it needs) + advantages + _update."""
     import torch
 
-    from rlver.train import algorithms as alg
+    from rlver.train.algorithms import core as alg
     from rlver.train.batch import unpad_rows
     from rlver.train.config import (
         AlgorithmSettings,

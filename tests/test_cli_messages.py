@@ -12,19 +12,9 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import TINY_TRAIN_SETS, train_argv
 from rlver.testing.openai_server import FakeChatServer
 from test_generate import STORIES, ScriptedResponder, story_answer
-
-TINY = [
-    "rollout.batch_size=2",
-    "rollout.n_per_profile=2",
-    "rollout.max_assistant_turns=1",
-    "rollout.max_new_tokens=8",
-    "eval.every=0",
-    "eval.at_start=false",
-    "run.progress=false",
-    "run.tensorboard=false",
-]
 
 
 def _env() -> dict[str, str]:
@@ -60,10 +50,9 @@ def test_config_show_without_a_file_shows_the_defaults(tmp_path: Path) -> None:
 
 
 def test_failed_train_leaves_no_run_folder_and_no_open_session(tmp_path: Path) -> None:
-    sets = [*TINY, "simulator.kind=llm", "simulator.model.kind=openai", "simulator.model.model=x",
+    sets = [*TINY_TRAIN_SETS, "simulator.kind=llm", "simulator.model.kind=openai", "simulator.model.model=x",
             "simulator.model.base_url=http://127.0.0.1:9/v1", "simulator.model.max_attempts=1"]  # fmt: skip
-    args = [x for item in sets for x in ("--set", item)]
-    proc = rlver("train", "--config", "tiny-offline", "--steps", "1", "--out", "run", *args, cwd=tmp_path)
+    proc = rlver(*train_argv("run", *sets, steps=1), cwd=tmp_path)
     assert proc.returncode == 1
     assert "every dialogue failed" in proc.stderr
     assert "Unclosed client session" not in proc.stderr and "Traceback" not in proc.stderr
@@ -72,9 +61,8 @@ def test_failed_train_leaves_no_run_folder_and_no_open_session(tmp_path: Path) -
 
 
 def test_ctrl_c_on_train_says_what_was_saved(tmp_path: Path) -> None:
-    args = [x for item in [*TINY, "run.checkpoint_every=1"] for x in ("--set", item)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rlver", "train", "--config", "tiny-offline", "--steps", "500", "--out", "run", *args],
+        [sys.executable, "-m", "rlver", *train_argv("run", *TINY_TRAIN_SETS, "run.checkpoint_every=1", steps=500)],
         cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 300

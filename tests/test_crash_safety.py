@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import train_argv
+
 SEED = int(os.environ.get("RLVER_CRASH_SEED", "8"))
 KILLS = 3
 ENV = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "PYTHONWARNINGS": "default", "OMP_NUM_THREADS": "1",
@@ -228,19 +230,7 @@ TRAIN_SET = [
 
 
 def _train_cmd(out: Path, *extra: str) -> list[str]:
-    sets = [arg for kv in TRAIN_SET for arg in ("--set", kv)]
-    return [
-        sys.executable,
-        "-m",
-        "rlver",
-        "train",
-        "--config",
-        "tiny-offline",
-        *sets,
-        "--out",
-        str(out),
-        *extra,
-    ]
+    return [sys.executable, "-m", "rlver", *train_argv(out, *TRAIN_SET), *extra]
 
 
 def _latest_step(ckpts: Path) -> int:
@@ -375,7 +365,7 @@ def test_tiny_base_model_is_built_atomically(tmp_path: Path) -> None:
     """A run killed while building ``base_model/`` left config.json without weights; the next start
     took the folder for complete and crashed. Now it is built beside and renamed into place."""
     from rlver.train.config import ModelSettings
-    from rlver.train.models import base_model_path
+    from rlver.train.loading import base_model_path
 
     (tmp_path / "base_model").mkdir()  # what the old, in-place build left behind
     (tmp_path / ".base_model.crashed").mkdir()  # a temporary folder of a killed build

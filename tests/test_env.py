@@ -12,19 +12,12 @@ from collections.abc import Sequence
 
 import pytest
 
+from helpers import NURSE_EN
 from rlver.env.dialogue import DialogueEnv, EnvConfig, EnvStateError
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.profiles.schema import Profile
 from rlver.simulator.sentient import SentientSimulator
 
-PROFILE = Profile(
-    id="p-test",
-    persona="A night-shift nurse, dry humour.",
-    background="Her manager keeps moving her shifts without asking.",
-    goal="Vent about the schedule.",
-    hidden_need="To hear that being annoyed is fair.",
-    opening="They changed my shifts again. Third time this month.",
-)
+PROFILE = NURSE_EN
 
 
 def answer(change: int, *, end: bool = False, reply: str = "mm, okay") -> str:

@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
+from helpers import TEST_PROFILES
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import episode_reward
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, UserTurn
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.emotion import EmotionRules
@@ -17,13 +17,7 @@ from rlver.simulator.offline import OfflineSimulator
 from rlver.simulator.replay import Recording, ReplaySimulator
 from rlver.train.config import load_train_config
 
-PROFILE = Profile(
-    id="p1",
-    persona="A tired nurse.",
-    background="Works double shifts.",
-    goal="Feel heard.",
-    hidden_need="Wants someone to notice how tired she is.",
-)
+PROFILE = TEST_PROFILES["p1"]
 
 
 def _recording(changes: list[int], goodbye_at: int | None = None) -> Recording:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from helpers import TEST_PROFILES
 from rlver.errors import ConfigError, InputError
 from rlver.llm.base import SamplingParams
 from rlver.llm.cache import CachedChatModel
 from rlver.llm.spec import ModelSpec
-from rlver.profiles.schema import Profile
 from rlver.simulator.factory import (
     KINDS,
     SimulatorKind,
@@ -32,14 +32,7 @@ from rlver.simulator.offline import OfflineSimulator
 from rlver.simulator.sentient import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
-PROFILE = Profile(
-    id="f-1",
-    persona="Ana, 40, accountant.",
-    background="Ana's sister stopped speaking to her after an argument about their mother's care.",
-    goal="Talk about the argument.",
-    hidden_need="To feel she is not a bad sister.",
-    opening="My sister hasn't called me in a month.",
-)
+PROFILE = TEST_PROFILES["f-1"]
 
 
 def responder(request: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import train_argv
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Message
 from rlver.simulator.learned import artefact_path, load_appraisal_model
@@ -225,9 +226,10 @@ def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_pat
     episodes = [x for x in lines if x.get("type") == "episode"]
     assert len(episodes) == 2
     _cli(
-        "train", "--config", "tiny-offline", "--steps", "1", "--out", str(tmp_path / "train"),
-        "--set", "rollout.profiles=rlver-train", "--set", "rollout.batch_size=4",
-        "--set", "rollout.max_assistant_turns=1", "--set", "eval.profiles=sage", "--set", "eval.limit=1",
+        *train_argv(
+            tmp_path / "train", "rollout.profiles=rlver-train", "rollout.batch_size=4",
+            "rollout.max_assistant_turns=1", "eval.profiles=sage", "eval.limit=1", steps=1,
+        ),
         data=shared_data,
     )  # fmt: skip
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import TEST_PROFILES
 from rlver.errors import ConfigError
 from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
@@ -24,33 +25,9 @@ from rlver.simulator.offline import (
     score_reply,
 )
 
-EN = Profile(
-    id="en-off",
-    language="en",
-    persona="Olivia, 29, a primary school teacher; kind, hedges a lot.",
-    background="A parent filed a formal complaint saying Olivia humiliated her son by moving his seat "
-    "after he hit another child. Olivia followed the behaviour policy. Other parents stopped greeting her.",
-    goal="Stop feeling sick about the complaint.",
-    hidden_need="Reassurance that she handled it fairly and did nothing wrong.",
-    traits=["conscientious", "gentle", "self-doubting"],
-    style="passive",
-    topic="the complaint",
-    need_type="validation",
-    opening="A parent made a formal complaint about me and I can't stop going over it.",
-)
+EN = TEST_PROFILES["en-off"]  # Olivia, a teacher after a parent's complaint
 EN_ADVICE = EN.model_copy(update={"id": "en-adv", "need_type": "advice", "hidden_need": "A concrete plan."})
-ZH = Profile(
-    id="zh-off",
-    language="zh",
-    persona="小林，26岁，程序员，说话直接。",
-    background="小林加班三个月做的项目被领导拿去邀功，同事们都以为是领导的功劳。",
-    goal="倾诉被抢功劳的委屈。",
-    hidden_need="希望自己的付出被认可和理解。",
-    traits=["敏感", "要强"],
-    style="negative",
-    topic="项目功劳",
-    opening="我加班三个月做的项目被领导拿去邀功了，现在大家都以为是他的功劳，我真的很憋屈。",
-)
+ZH = TEST_PROFILES["zh-off"]  # 小林, whose project his manager took credit for
 
 GOOD_EN = (
     "I'm so sorry. A formal complaint after you followed the behaviour policy sounds really unfair and "

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from helpers import SAM_EN, XIAOLIN_ZH
 from rlver.llm.openai_client import OpenAIChatModel
 from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
@@ -27,26 +28,8 @@ NEED = {"en": "To hear that being angry about it is fair.", "zh": "希望自己�
 
 PROFILES = {
     # published profiles set ``task`` (our goal) equal to the hidden need: it must not be shown twice
-    "en": Profile(
-        id="en-1",
-        language="en",
-        persona="Sam, 29, a line cook who jokes when things get heavy.",
-        background="Sam's restaurant closed suddenly and the owner still owes two weeks of pay.",
-        goal=NEED["en"],
-        hidden_need=NEED["en"],
-        traits=["proud", "blunt"],
-        style="negative",
-    ),
-    "zh": Profile(
-        id="zh-1",
-        language="zh",
-        persona="小林，26岁，程序员，说话直接。",
-        background="小林加班三个月做的项目被领导拿去邀功。",
-        goal=NEED["zh"],
-        hidden_need=NEED["zh"],
-        traits=["敏感", "要强"],
-        style="passive",
-    ),
+    "en": SAM_EN.model_copy(update={"goal": NEED["en"], "hidden_need": NEED["en"], "opening": None}),
+    "zh": XIAOLIN_ZH.model_copy(update={"goal": NEED["zh"], "hidden_need": NEED["zh"]}),
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from helpers import SAM_EN, XIAOLIN_ZH
 from rlver.errors import AppraisalParseError
 from rlver.llm.base import SamplingParams
 from rlver.llm.openai_client import OpenAIChatModel
@@ -24,27 +25,7 @@ from rlver.simulator.emotion import EmotionRules, clamp, tier_of
 from rlver.simulator.sentient import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
-EN = Profile(
-    id="en-1",
-    language="en",
-    persona="Sam, 29, a line cook who jokes when things get heavy.",
-    background="Sam's restaurant closed suddenly and the owner still owes two weeks of pay.",
-    goal="Figure out what to do about the unpaid wages.",
-    hidden_need="To feel that being angry about it is fair before thinking about next steps.",
-    traits=["proud", "blunt"],
-    style="negative",
-    opening="So my restaurant just shut down. No warning.",
-)
-ZH = Profile(
-    id="zh-1",
-    language="zh",
-    persona="小林，26岁，程序员，说话直接。",
-    background="小林加班三个月做的项目被领导拿去邀功。",
-    goal="倾诉被抢功劳的委屈。",
-    hidden_need="希望自己的付出被认可。",
-    traits=["敏感", "要强"],
-    style="passive",
-)
+EN, ZH = SAM_EN, XIAOLIN_ZH
 
 
 def step_of(request: dict[str, Any]) -> str:

@@ -11,10 +11,12 @@ from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from rlver.models.tiny import (
+    BUILD_STAMP,
     IM_END,
     THINK_CLOSE,
     THINK_OPEN,
     build_tiny_model,
+    ensure_tiny_model,
     tiny_model_and_tokenizer,
     tiny_model_dir,
     train_tokenizer,
@@ -67,6 +69,24 @@ def test_same_seed_same_files_other_seed_other_weights(tmp_path: Path) -> None:
     assert wa.keys() == wb.keys()
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     assert any(not torch.equal(wa[k], wc[k]) for k in wa)
+
+
+def test_ensure_reuses_a_matching_build_and_rebuilds_another(tmp_path: Path) -> None:
+    """The one builder behind the trainer's, the verl launcher's and the eval runner's tiny model."""
+    target = tmp_path / "run" / "tiny"
+    assert ensure_tiny_model(target, seed=7) == target
+    weights = target / "model.safetensors"
+    built = weights.stat().st_mtime_ns
+    assert ensure_tiny_model(target, seed=7) == target and weights.stat().st_mtime_ns == built  # reused
+    first = load_file(str(weights))
+    ensure_tiny_model(target, seed=8)  # other settings: rebuilt, not silently reused
+    second = load_file(str(weights))
+    assert any(not torch.equal(first[k], second[k]) for k in first)
+    weights.unlink()  # what the old in-place build left when killed: config.json, no weights, no stamp
+    (target / BUILD_STAMP).unlink()
+    (tmp_path / "run" / ".tiny.killed").mkdir()
+    ensure_tiny_model(target, seed=8)
+    assert weights.exists() and not list((tmp_path / "run").glob(".tiny.*"))
 
 
 def test_build_does_not_disturb_the_callers_rng(tmp_path: Path) -> None:

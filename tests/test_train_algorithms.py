@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from rlver.train.algorithms import (
+from rlver.train.algorithms.core import (
     broadcast_to_tokens,
     entropy_from_logits,
     gae_advantages,

@@ -7,8 +7,9 @@ import torch
 
 from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.errors import ConfigError
-from rlver.train.algorithms import policy_loss
-from rlver.train.algos import ALGORITHMS, AdvantageInputs, Algorithm, get_algorithm
+from rlver.train.algorithms import ALGORITHMS, get_algorithm
+from rlver.train.algorithms.base import ActorLossInputs, AdvantageInputs, Algorithm, CriticLossInputs
+from rlver.train.algorithms.core import kl_k3, masked_mean, policy_loss, value_loss
 from rlver.train.config import AlgorithmSettings, load_train_config
 from rlver.train.context_budget import cut_to_turns
 from test_env_rewards import make_episode
@@ -63,6 +64,37 @@ def test_strategies_compute_their_advantages() -> None:
     assert grpo.advantages[1, 4].item() == pytest.approx(-0.70711, abs=1e-4)
     assert grpo.advantages[2].abs().sum().item() == 0.0
     assert grpo.returns is None and grpo.stats["train/flat_groups"] == 1.0
+
+
+def test_each_algorithm_computes_the_loss_terms_it_declares() -> None:
+    g = torch.Generator().manual_seed(0)
+    mask = (torch.rand(3, 6, generator=g) > 0.3).float()
+    n = float(mask.sum())
+    old, ref = torch.randn(3, 6, generator=g), torch.randn(3, 6, generator=g)
+    logp, adv, ent = (
+        old + 0.3 * torch.randn(3, 6, generator=g),
+        torch.randn(3, 6, generator=g),
+        torch.rand(3, 6),
+    )
+    x = ActorLossInputs(mask, n, logp, old, adv, ent, ref)
+    s = AlgorithmSettings(kl_coef=0.1, entropy_coef=0.01)
+    surrogate = policy_loss(
+        logp, old, adv, mask, clip_eps=s.clip_eps, normalizer=n, dual_clip=s.dual_clip
+    ).loss
+    bonus = 0.01 * masked_mean(ent, mask)
+    grpo = get_algorithm("grpo").actor_loss(x, s)  # policy_clip, kl_k3 (in the loss), entropy
+    assert grpo.loss.item() == pytest.approx(
+        (surrogate - bonus + 0.1 * masked_mean(kl_k3(logp, ref), mask)).item()
+    )
+    assert set(grpo.stats) == {"policy_loss", "clip_fraction", "approx_kl", "entropy", "kl_loss"}
+    ppo = get_algorithm("ppo").actor_loss(x, s)  # PPO's KL sits in the reward, not in the loss
+    assert ppo.loss.item() == pytest.approx((surrogate - bonus).item()) and "kl_loss" not in ppo.stats
+    values, returns = torch.randn(3, 6, generator=g), torch.randn(3, 6, generator=g)
+    v = CriticLossInputs(mask, n, values, values + 0.5, returns)
+    expected = value_loss(values, values + 0.5, returns, mask, clip_range=s.value_clip, normalizer=n)
+    assert get_algorithm("ppo").critic_loss(v, s).loss.item() == pytest.approx(expected.loss.item())
+    with pytest.raises(NotImplementedError, match="grpo trains no critic"):
+        get_algorithm("grpo").critic_loss(v, s)
 
 
 def test_dual_clip_bounds_negative_advantage_tokens() -> None:

@@ -116,14 +116,14 @@ def test_reward_rises_on_held_out_users(algorithm: str, tmp_path: Path) -> None:
 def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutation check of the test above: with the GRPO advantages' sign flipped (a deliberate bug in
     the code under test) the held-out score must not rise by the margin — so a wrong sign fails CI."""
-    from rlver.train import algorithms
+    from rlver.train.algorithms import core
 
-    real = algorithms.group_advantages
+    real = core.group_advantages
 
     def flipped(*args: object, **kwargs: object) -> torch.Tensor:
         return -real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(algorithms, "group_advantages", flipped)
+    monkeypatch.setattr(core, "group_advantages", flipped)
     before, after, history = _learn("grpo", tmp_path)
     print(f"grpo, sign flipped: held-out score {before:.1f} -> {after:.1f}")
     assert _not_learned("grpo", before, after, history), (

@@ -14,16 +14,9 @@ from pathlib import Path
 
 import pytest
 
-TINY = [
-    "rollout.batch_size=4",
-    "rollout.n_per_profile=2",
-    "rollout.max_assistant_turns=1",
-    "rollout.max_new_tokens=8",
-    "eval.every=0",
-    "eval.at_start=false",
-    "run.progress=false",
-    "run.tensorboard=false",
-]
+from helpers import TINY_TRAIN_SETS, train_argv
+
+TINY = [*TINY_TRAIN_SETS, "rollout.batch_size=4"]
 
 
 def rlver(
@@ -47,8 +40,7 @@ def rlver(
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``rlver train --config tiny-offline --steps 1`` under umask 022 (a full-model policy)."""
     root = tmp_path_factory.mktemp("train")
-    sets = [x for item in TINY for x in ("--set", item)]
-    proc = rlver("train", "--config", "tiny-offline", "--steps", "1", "--out", "run", *sets, cwd=root)
+    proc = rlver(*train_argv("run", *TINY, steps=1), cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root / "run"
 

@@ -90,7 +90,7 @@ def test_the_precision_test_can_fail() -> None:
 
 
 def test_lora_keeps_a_bf16_base_and_fp32_adapters(tmp_path: Path) -> None:
-    from rlver.train.models import base_model_path, load_policy
+    from rlver.train.loading import base_model_path, load_policy
 
     cfg = load_train_config("tiny-offline", ["model.dtype=bfloat16", "model.lora.enabled=true"])
     policy = load_policy(base_model_path(cfg.model, tmp_path), cfg.model, torch.device("cpu"))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import train_argv
 from rlver.testing.openai_server import FakeChatServer
 from rlver.testing.responders import POLICY_TEXT, policy_and_simulator
 from rlver.transcripts.native import read_transcript
@@ -132,9 +133,7 @@ def test_offline_download_and_bad_inputs_are_clear_errors(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_train_export_and_benchmark_the_export(tmp_path: Path) -> None:
-    trained = rlver(
-        "train", "--config", "tiny-offline", "--steps", "2", "--out", "train", cwd=tmp_path, timeout=300
-    )
+    trained = rlver(*train_argv("train", steps=2), cwd=tmp_path, timeout=300)
     assert "held-out score at step 2" in ok(trained)
     exported = ok(rlver("export", "train", "model", cwd=tmp_path, timeout=300))
     assert "exported to model" in exported

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TINY_TRAIN_SETS, train_argv
+
 pytest.importorskip("wandb")
 
 KEY = "sk-canaryWANDB0123456789abcdef"
@@ -33,16 +35,13 @@ def test_train_logs_to_wandb_offline_without_keys(tmp_path: Path) -> None:
         "HF_HUB_OFFLINE": "1",
     }
     sets = [
-        "rollout.batch_size=2", "rollout.n_per_profile=2", "rollout.max_assistant_turns=1",
-        "rollout.max_new_tokens=8", "eval.every=0", "eval.at_start=false", "run.progress=false",
-        "run.tensorboard=false", "run.wandb.enabled=true", "run.wandb.project=rlver-test",
+        *TINY_TRAIN_SETS, "run.wandb.enabled=true", "run.wandb.project=rlver-test",
         # a key pasted into a URL (the offline simulator never calls it): masked before upload
         "simulator.model.kind=openai", "simulator.model.model=m",
         f"simulator.model.base_url=http://user:{URL_SECRET}@127.0.0.1:9/v1",
     ]  # fmt: skip
-    args = [x for item in sets for x in ("--set", item)]
     proc = subprocess.run(
-        [sys.executable, "-m", "rlver", "train", "--config", "tiny-offline", "--steps", "2", "--out", "run", *args],
+        [sys.executable, "-m", "rlver", *train_argv("run", *sets, steps=2)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -41,7 +41,7 @@ from rlver.io import atomic_write_json
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
-from rlver.models.tiny import build_tiny_model
+from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
@@ -112,7 +112,7 @@ def agent_spec(config: EvalConfig) -> ModelSpec:
     """The agent's ModelSpec; for ``agent_tiny`` the tiny local model is built into the run folder."""
     if config.agent is not None:
         return config.agent
-    path = build_tiny_model(config.out_dir.resolve() / "tiny-agent", seed=config.seed)
+    path = ensure_tiny_model(config.out_dir.resolve() / "tiny-agent", seed=config.seed)
     return ModelSpec(
         kind="local", model=str(path), api_key_env=None, device="cpu", sampling=config.agent_sampling()
     )

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import shutil
 import tempfile
 import threading
@@ -29,6 +30,8 @@ from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from rlver.io import atomic_write_text, make_temp_dir, share_like_umask
 
 if TYPE_CHECKING:  # heavy imports stay out of module import time (the CLI imports us lazily)
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -230,6 +233,43 @@ def build_tiny_model(
         model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out
+
+
+#: Written beside the weights by :func:`ensure_tiny_model`: what the folder was built from.
+BUILD_STAMP = "rlver_tiny.json"
+
+
+def ensure_tiny_model(target: str | Path, *, seed: int = 0, size: Size = "tiny") -> Path:
+    """The tiny model for ``(seed, size)`` at ``target``: reused when already built from the same
+    settings, else built beside it and renamed into place. Every caller that puts the tiny model into
+    a run folder (the local trainer, the verl launcher, ``rlver eval`` with ``agent_tiny``) uses this.
+
+    Why atomic: a run killed mid-build must not leave a folder with config.json but no weights, which
+    every later start would take for complete. Why the stamp: a folder built for another seed or size
+    is rebuilt, not silently reused (the build is deterministic, so a rebuild changes nothing else).
+    """
+    target = Path(target)
+    wanted = {"seed": seed, "size": size}
+    stamp = target / BUILD_STAMP
+    if (target / "config.json").exists() and stamp.exists():
+        with contextlib.suppress(ValueError, OSError):
+            if json.loads(stamp.read_text(encoding="utf-8")) == wanted:
+                return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}.*"):  # temporary folders of killed builds
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = make_temp_dir(target.parent, f".{target.name}.")
+    try:
+        build_tiny_model(tmp, seed=seed, size=size)
+        atomic_write_text(tmp / BUILD_STAMP, json.dumps(wanted))
+        share_like_umask(tmp)
+        if target.exists():  # a partial folder, or one built from other settings
+            shutil.rmtree(target)
+        tmp.replace(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
 
 
 @contextlib.contextmanager

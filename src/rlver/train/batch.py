@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from rlver.train.algorithms import entropy_from_logits, logprobs_from_logits
+from rlver.train.algorithms.core import entropy_from_logits, logprobs_from_logits
 from rlver.train.tokenize import TokenizedEpisode
 
 

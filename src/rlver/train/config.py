@@ -19,7 +19,7 @@ from rlver.env.rewards import RewardSpec
 from rlver.errors import ConfigError
 from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
-from rlver.train.algos import ALGORITHMS
+from rlver.train.algorithms import ALGORITHMS
 
 
 class _Strict(BaseModel):
@@ -51,10 +51,10 @@ class ModelSettings(_Strict):
 
 
 class AlgorithmSettings(_Strict):
-    """An algorithm of the table ``rlver.train.algos.ALGORITHMS`` (PPO: GAE + critic; GRPO:
+    """An algorithm of the table ``rlver.train.algorithms.ALGORITHMS`` (PPO: GAE + critic; GRPO:
     group-relative advantages) and its knobs; one shared clipped policy loss."""
 
-    name: str = Field(default="ppo", description="a key of rlver.train.algos.ALGORITHMS")
+    name: str = Field(default="ppo", description="a key of rlver.train.algorithms.ALGORITHMS")
     clip_eps: float = Field(default=0.2, gt=0.0)
     clip_eps_high: float | None = Field(default=None, gt=0.0)
     dual_clip: float | None = Field(

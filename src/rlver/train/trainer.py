@@ -7,9 +7,12 @@ control flow):
    (``rlver.rollout.runner.run_rollouts``; one batched ``generate`` per round);
 2. drop failed dialogues, tokenise the rest (one sequence per dialogue, assistant-only mask);
 3. score them without gradients: old log-probs, reference log-probs (if a KL term is on), values (PPO);
-4. advantages: GAE over the assistant tokens (PPO) or group-normalised rewards (GRPO);
-5. ``epochs`` × ``minibatches`` clipped-policy (and value) updates, micro-batched by token budget;
+4. advantages: the algorithm's (``rlver.train.algorithms``: GAE over the assistant tokens for PPO,
+   group-normalised rewards for GRPO);
+5. ``epochs`` × ``minibatches`` updates, micro-batched by token budget, with the algorithm's loss terms;
 6. log; evaluate on held-out profiles every k steps; checkpoint every k steps.
+
+Models are built by ``rlver.train.loading``, optimisers by ``rlver.train.optim``.
 
 Determinism: every step re-seeds python/numpy/torch from ``(run.seed, step)`` and profiles are drawn
 from a per-epoch permutation that is a pure function of the data position, so a resumed run repeats
@@ -21,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +33,8 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from torch import nn
 
 from rlver.config import mask_secret_values, redacted
@@ -38,12 +42,16 @@ from rlver.env.rewards import episode_reward, turn_rewards
 from rlver.errors import RlverError
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
+from rlver.llm.local import LocalChatModel, sampling_settings
 from rlver.profiles.schema import Profile
+from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
 from rlver.rollout.outcomes import outcomes
 from rlver.rollout.runner import run_rollouts
-from rlver.train import algorithms as alg
-from rlver.train.algos import AdvantageInputs, get_algorithm
+from rlver.simulator.factory import build_simulator
+from rlver.train.algorithms import core as alg
+from rlver.train.algorithms import get_algorithm
+from rlver.train.algorithms.base import ActorLossInputs, AdvantageInputs, CriticLossInputs
 from rlver.train.batch import collate, micro_batches, pad_rows, policy_forward, unpad_rows, value_forward
 from rlver.train.checkpoint import (
     latest_checkpoint,
@@ -54,17 +62,9 @@ from rlver.train.checkpoint import (
 )
 from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
+from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
-from rlver.train.models import (
-    ValueModel,
-    base_model_path,
-    load_critic,
-    load_policy,
-    load_reference,
-    load_tokenizer,
-    resolve_device,
-    trainable_parameters,
-)
+from rlver.train.optim import Optimisers
 from rlver.train.tokenize import (
     TokenizationError,
     TokenizedEpisode,
@@ -85,26 +85,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def lr_lambda(schedule: str, warmup: int, total: int) -> Callable[[int], float]:
-    """Multiplier of the base learning rate after ``n`` optimiser-schedule steps (one per RL step).
-
-    The same curve as verl's FSDP schedulers (0-indexed, so with warm-up the first step runs at lr 0):
-    a run means the same thing on both engines.
-    """
-
-    def f(n: int) -> float:
-        if warmup and n < warmup:
-            return n / warmup
-        if schedule == "constant":
-            return 1.0
-        progress = min(1.0, (n - warmup) / max(1, total - warmup))
-        if schedule == "linear":
-            return 1.0 - progress
-        return 0.5 * (1.0 + math.cos(math.pi * progress))
-
-    return f
-
-
 def profiles_at(profiles: list[Profile], position: int, count: int, seed: int) -> list[Profile]:
     """Profiles ``position .. position+count-1`` of the endless stream of per-epoch shuffles.
 
@@ -120,7 +100,7 @@ def profiles_at(profiles: list[Profile], position: int, count: int, seed: int) -
 
 
 @dataclass
-class Scored:
+class ScoredBatch:
     """A step's dialogues after scoring: per-sequence 1-D tensors on the shifted grid (length L-1)."""
 
     episodes: list[Episode]
@@ -143,60 +123,13 @@ class Trainer:
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.ckpt_root = self.out / "checkpoints"
-        checkpoint = latest_checkpoint(self.ckpt_root) if resume else None
-        if resume and checkpoint is None:
-            raise TrainError(f"--resume: no checkpoint in {self.ckpt_root}")
-        if not resume and latest_checkpoint(self.ckpt_root) is not None:
-            raise TrainError(
-                f"{self.out} already holds a run's checkpoints: add --resume, or use another --out"
-            )
+        checkpoint = self._checkpoint_to_resume(resume)
         seed_everything(config.run.seed)
-        self.device = resolve_device(config.model.device)
-        self.base = base_model_path(config.model, self.out)
-        self.tokenizer = load_tokenizer(self.base)
         self.algo = get_algorithm(config.algorithm.name)
-
-        policy_from = checkpoint / "policy" if checkpoint else None
-        self.policy = load_policy(self.base, config.model, self.device, resume_from=policy_from)
-        self.critic: ValueModel | None = None
-        if self.algo.needs_critic:
-            value_from = checkpoint / "value" if checkpoint else None
-            self.critic = load_critic(self.base, config.model, self.device, resume_from=value_from)
-        # LoRA: the reference is the base model = the policy with its adapter disabled.
-        self.reference: nn.Module | None = None
-        if config.algorithm.kl_coef > 0 and not config.model.lora.enabled:
-            self.reference = load_reference(self.base, config.model, self.device)
-
-        o = config.optim
-        total = config.run.steps
-        self.opt_actor = torch.optim.AdamW(
-            trainable_parameters(self.policy),
-            lr=o.actor_lr,
-            betas=o.betas,
-            eps=o.eps,
-            weight_decay=o.weight_decay,
-        )
-        self.sched_actor = torch.optim.lr_scheduler.LambdaLR(
-            self.opt_actor, lr_lambda(o.schedule, o.warmup("actor", total), total)
-        )
-        self.opt_critic: torch.optim.Optimizer | None = None
-        self.sched_critic: torch.optim.lr_scheduler.LRScheduler | None = None
-        if self.critic is not None:
-            self.opt_critic = torch.optim.AdamW(
-                trainable_parameters(self.critic),
-                lr=o.critic_lr,
-                betas=o.betas,
-                eps=o.eps,
-                weight_decay=o.weight_decay,
-            )
-            self.sched_critic = torch.optim.lr_scheduler.LambdaLR(
-                self.opt_critic, lr_lambda(o.schedule, o.warmup("critic", total), total)
-            )
-
-        from rlver.llm.local import LocalChatModel
-        from rlver.profiles.sets import load_profile_set
-        from rlver.simulator.factory import build_simulator
-
+        models = build_models(config, self.out, needs_critic=self.algo.needs_critic, checkpoint=checkpoint)
+        self.device, self.base, self.tokenizer = models.device, models.base, models.tokenizer
+        self.policy, self.critic, self.reference = models.policy, models.critic, models.reference
+        self.optimisers = Optimisers(self.policy, self.critic, config.optim, config.run.steps)
         self.chat = LocalChatModel(
             self.policy,  # type: ignore[arg-type]
             self.tokenizer,
@@ -205,11 +138,7 @@ class Trainer:
             name="policy",
         )
         self.simulator = build_simulator(config.simulator)
-        self.train_profiles = load_profile_set(config.rollout.profiles)
-        if not self.train_profiles:
-            raise TrainError(f"rollout.profiles={config.rollout.profiles!r}: no profiles")
-        eval_profiles = load_profile_set(config.eval.profiles)
-        self.eval_profiles = eval_profiles[: config.eval.limit] if config.eval.limit else eval_profiles
+        self.train_profiles, self.eval_profiles = self._load_profiles()
 
         self.step = 0
         self.data_position = 0
@@ -223,17 +152,36 @@ class Trainer:
             wandb=config.run.wandb,
             config=mask_secret_values(redacted(config.model_dump(mode="json"))),
         )
-        import yaml
+        self._write_run_settings()
 
-        from rlver.llm.local import sampling_settings
+    def _checkpoint_to_resume(self, resume: bool) -> Path | None:
+        """The checkpoint ``--resume`` continues from; refuses to start a new run over an old one."""
+        checkpoint = latest_checkpoint(self.ckpt_root)
+        if resume and checkpoint is None:
+            raise TrainError(f"--resume: no checkpoint in {self.ckpt_root}")
+        if not resume and checkpoint is not None:
+            raise TrainError(
+                f"{self.out} already holds a run's checkpoints: add --resume, or use another --out"
+            )
+        return checkpoint
 
-        # The sampling actually used (every setting explicit; see rlver.llm.local), next to the config.
+    def _load_profiles(self) -> tuple[list[Profile], list[Profile]]:
+        cfg = self.cfg
+        train_profiles = load_profile_set(cfg.rollout.profiles)
+        if not train_profiles:
+            raise TrainError(f"rollout.profiles={cfg.rollout.profiles!r}: no profiles")
+        eval_profiles = load_profile_set(cfg.eval.profiles)
+        return train_profiles, eval_profiles[: cfg.eval.limit] if cfg.eval.limit else eval_profiles
+
+    def _write_run_settings(self) -> None:
+        """The sampling actually used (every setting explicit; see rlver.llm.local) and the config."""
+        cfg = self.cfg
         atomic_write_text(
             self.out / "sampling.json",
             json.dumps(
                 {
-                    "rollout": sampling_settings(self._sampling(config.rollout.temperature)),
-                    "eval": sampling_settings(self._sampling(config.eval.temperature)),
+                    "rollout": sampling_settings(self._sampling(cfg.rollout.temperature)),
+                    "eval": sampling_settings(self._sampling(cfg.eval.temperature)),
                     "agent_seed": "rollout.runner.agent_seed(step seed, dialogue seed, turn)",
                     "sampler": self.chat.describe()["sampler"],
                 },
@@ -242,33 +190,24 @@ class Trainer:
         )
         atomic_write_text(
             self.out / "config.yaml",
-            yaml.safe_dump(mask_secret_values(redacted(config.model_dump(mode="json"))), sort_keys=False),
+            yaml.safe_dump(mask_secret_values(redacted(cfg.model_dump(mode="json"))), sort_keys=False),
         )
 
     # ------------------------------------------------------------------------------------- state
     def _trainer_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
+        return {
             "step": self.step,
             "data_position": self.data_position,
             "eval_history": self.eval_history,
-            "opt_actor": self.opt_actor.state_dict(),
-            "sched_actor": self.sched_actor.state_dict(),
+            **self.optimisers.state_dict(),
             "rng": rng_state(),
         }
-        if self.opt_critic is not None and self.sched_critic is not None:
-            state["opt_critic"] = self.opt_critic.state_dict()
-            state["sched_critic"] = self.sched_critic.state_dict()
-        return state
 
     def _load_state(self, state: dict[str, Any]) -> None:
         self.step = int(state["step"])
         self.data_position = int(state["data_position"])
         self.eval_history = list(state.get("eval_history", []))
-        self.opt_actor.load_state_dict(state["opt_actor"])
-        self.sched_actor.load_state_dict(state["sched_actor"])
-        if self.opt_critic is not None and self.sched_critic is not None:
-            self.opt_critic.load_state_dict(state["opt_critic"])
-            self.sched_critic.load_state_dict(state["sched_critic"])
+        self.optimisers.load_state_dict(state)
         set_rng_state(state["rng"])
 
     def save(self) -> Path:
@@ -363,7 +302,7 @@ class Trainer:
         return a.epochs == 1 and a.minibatches == 1 and a.kl_coef == 0
 
     @torch.no_grad()
-    def _score(self, episodes: list[Episode], seqs: list[TokenizedEpisode]) -> Scored:
+    def _score(self, episodes: list[Episode], seqs: list[TokenizedEpisode]) -> ScoredBatch:
         """Old log-probs, reference log-probs and values of every sequence, in micro-batches."""
         self.policy.eval()
         a = self.cfg.algorithm
@@ -374,7 +313,7 @@ class Trainer:
         ref: list[torch.Tensor] | None = [torch.empty(0)] * len(seqs) if a.kl_coef > 0 else None
         values: list[torch.Tensor] | None = [torch.empty(0)] * len(seqs) if self.critic is not None else None
         if old is None and ref is None and values is None:
-            return Scored(episodes, seqs, old, ref, values)
+            return ScoredBatch(episodes, seqs, old, ref, values)
         for group in micro_batches(lengths, range(len(seqs)), a.micro_batch_tokens):
             mb = collate(seqs, group, pad, self.device)
             logp = policy_forward(self.policy, mb, temp)[0] if old is not None else None
@@ -388,7 +327,7 @@ class Trainer:
                     ref[i] = ref_logp[row, :n].float().cpu()
                 if values is not None and v is not None:
                     values[i] = v[row, :n].float().cpu()
-        return Scored(episodes, seqs, old, ref, values)
+        return ScoredBatch(episodes, seqs, old, ref, values)
 
     def _reference_logp(self, mb: Any, temp: float) -> torch.Tensor:
         if self.reference is not None:
@@ -408,7 +347,7 @@ class Trainer:
             rewards = [*rewards[: k - 1], sum(rewards[k - 1 :])]
         return rewards
 
-    def _advantages(self, s: Scored) -> None:
+    def _advantages(self, s: ScoredBatch) -> None:
         """Fill ``s.advantages`` (and ``s.returns`` for PPO) on the shifted grid."""
         a, r = self.cfg.algorithm, self.cfg.rollout
         lengths = [len(q) - 1 for q in s.seqs]
@@ -445,20 +384,14 @@ class Trainer:
         s.advantages = unpad_rows(adv, lengths)
 
     # ------------------------------------------------------------------------------------ update
-    def _update(self, s: Scored, generator: torch.Generator) -> dict[str, float]:
-        a, o = self.cfg.algorithm, self.cfg.optim
-        temp = self.cfg.rollout.temperature or 1.0
-        pad = int(self.tokenizer.pad_token_id)
+    def _update(self, s: ScoredBatch, generator: torch.Generator) -> dict[str, float]:
+        """``epochs`` passes over the batch in ``minibatches`` shuffled minibatches, one optimiser step
+        each; returns the mean of every logged quantity over those steps."""
+        a = self.cfg.algorithm
         n = len(s.seqs)
-        lengths = [len(q) for q in s.seqs]
-        action_tokens = [sum(q.assistant_mask[1:]) for q in s.seqs]
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
-
-        def add(key: str, value: float) -> None:
-            sums[key] = sums.get(key, 0.0) + value
-            counts[key] = counts.get(key, 0) + 1
-
+        #: on-policy only: the log-probs of the policy before its step, to compare with sampling time
         before_update: dict[int, torch.Tensor] = {}
         self.policy.train()
         if self.critic is not None:
@@ -466,123 +399,93 @@ class Trainer:
         for _epoch in range(a.epochs):
             order = torch.randperm(n, generator=generator).tolist()
             for minibatch in np.array_split(np.array(order), min(a.minibatches, n)):
-                idx = [int(i) for i in minibatch]
-                n_tok = float(sum(action_tokens[i] for i in idx))
-                self.opt_actor.zero_grad(set_to_none=True)
-                if self.opt_critic is not None:
-                    self.opt_critic.zero_grad(set_to_none=True)
-                mb_stats = {"policy_loss": 0.0, "clip_fraction": 0.0, "approx_kl": 0.0, "entropy": 0.0}
-                mb_stats.update(value_loss=0.0, value_clip_fraction=0.0, kl_loss=0.0)
-                for group in micro_batches(lengths, idx, a.micro_batch_tokens):
-                    mb = collate(s.seqs, group, pad, self.device)
-                    width = mb.action_mask.shape[1]
-
-                    def rows(xs: list[torch.Tensor], grp: list[int] = group, w: int = width) -> torch.Tensor:
-                        return pad_rows([xs[i] for i in grp], w).to(self.device)
-
-                    logp, entropy = policy_forward(
-                        self.policy, mb, temp, with_entropy=True, entropy_grad=a.entropy_coef > 0
-                    )
-                    assert entropy is not None
-                    old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
-                    if s.old_logp is None:  # on-policy: one epoch, one minibatch, before its step
-                        before_update.update(
-                            zip(
-                                group, (old_logp[row].float().cpu() for row in range(len(group))), strict=True
-                            )
-                        )
-                    out = alg.policy_loss(
-                        logp, old_logp, rows(s.advantages), mb.action_mask,
-                        clip_eps=a.clip_eps, clip_eps_high=a.clip_eps_high, normalizer=n_tok,
-                        dual_clip=a.dual_clip,
-                    )  # fmt: skip
-                    ent = alg.masked_mean(entropy, mb.action_mask, normalizer=n_tok)
-                    loss = out.loss
-                    if a.entropy_coef > 0:
-                        loss = loss - a.entropy_coef * ent
-                    if self.algo.kl_in == "loss" and a.kl_coef > 0 and s.ref_logp is not None:
-                        kl = alg.masked_mean(
-                            alg.kl_k3(logp, rows(s.ref_logp)), mb.action_mask, normalizer=n_tok
-                        )
-                        loss = loss + a.kl_coef * kl
-                        mb_stats["kl_loss"] += kl.item()
-                    loss.backward()
-                    mb_stats["policy_loss"] += out.loss.item()
-                    mb_stats["clip_fraction"] += out.clip_fraction.item()
-                    mb_stats["approx_kl"] += out.approx_kl.item()
-                    mb_stats["entropy"] += ent.item()
-                    if self.critic is not None:
-                        v = value_forward(self.critic, mb)
-                        vout = alg.value_loss(
-                            v, rows(s.values or []), rows(s.returns), mb.action_mask,
-                            clip_range=a.value_clip, normalizer=n_tok,
-                        )  # fmt: skip
-                        vout.loss.backward()
-                        mb_stats["value_loss"] += vout.loss.item()
-                        mb_stats["value_clip_fraction"] += vout.clip_fraction.item()
-                add("train/grad_norm_actor", _clip_and_norm(self.policy, o.max_grad_norm))
-                self.opt_actor.step()
-                if self.critic is not None and self.opt_critic is not None:
-                    add("train/grad_norm_critic", _clip_and_norm(self.critic, o.max_grad_norm))
-                    self.opt_critic.step()
-                for key, value in mb_stats.items():
-                    if key.startswith("value") and self.critic is None:
-                        continue
-                    if key == "kl_loss" and (self.algo.kl_in != "loss" or a.kl_coef == 0):
-                        continue
-                    add(f"train/{key}", value)
+                for key, value in self._minibatch_step(s, [int(i) for i in minibatch], before_update).items():
+                    sums[key] = sums.get(key, 0.0) + value
+                    counts[key] = counts.get(key, 0) + 1
         out_stats = {k: sums[k] / counts[k] for k in sums}
         if before_update:
             out_stats.update(logprob_diff_stats(s.seqs, [before_update[i] for i in range(n)]))
-        out_stats["train/lr_actor"] = float(self.sched_actor.get_last_lr()[0])
-        self.sched_actor.step()
-        if self.sched_critic is not None:
-            out_stats["train/lr_critic"] = float(self.sched_critic.get_last_lr()[0])
-            self.sched_critic.step()
+        out_stats.update(self.optimisers.schedule_step())
         return out_stats
+
+    def _minibatch_step(
+        self, s: ScoredBatch, idx: list[int], before_update: dict[int, torch.Tensor]
+    ) -> dict[str, float]:
+        """One optimiser step: gradients accumulated over the minibatch's micro-batches (each loss is a
+        token mean over the whole minibatch's action tokens), clipped, applied."""
+        a, o = self.cfg.algorithm, self.cfg.optim
+        n_tok = float(sum(sum(s.seqs[i].assistant_mask[1:]) for i in idx))
+        self.optimisers.zero_grad()
+        summed: dict[str, float] = {}
+        for group in micro_batches([len(q) for q in s.seqs], idx, a.micro_batch_tokens):
+            for key, value in self._micro_batch(s, group, n_tok, before_update).items():
+                summed[key] = summed.get(key, 0.0) + value
+        out = {"train/grad_norm_actor": _clip_and_norm(self.policy, o.max_grad_norm)}
+        self.optimisers.actor.step()
+        if self.critic is not None and self.optimisers.critic is not None:
+            out["train/grad_norm_critic"] = _clip_and_norm(self.critic, o.max_grad_norm)
+            self.optimisers.critic.step()
+        out.update({f"train/{key}": value for key, value in summed.items()})
+        return out
+
+    def _micro_batch(
+        self, s: ScoredBatch, group: list[int], n_tok: float, before_update: dict[int, torch.Tensor]
+    ) -> dict[str, float]:
+        """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic."""
+        a = self.cfg.algorithm
+        mb = collate(s.seqs, group, int(self.tokenizer.pad_token_id), self.device)
+        width = mb.action_mask.shape[1]
+
+        def rows(xs: list[torch.Tensor]) -> torch.Tensor:
+            return pad_rows([xs[i] for i in group], width).to(self.device)
+
+        logp, entropy = policy_forward(
+            self.policy, mb, self.cfg.rollout.temperature or 1.0, with_entropy=True,
+            entropy_grad=a.entropy_coef > 0,
+        )  # fmt: skip
+        assert entropy is not None
+        old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
+        if s.old_logp is None:  # on-policy: one epoch, one minibatch, before its step
+            before_update.update(zip(group, (row.float().cpu() for row in old_logp), strict=True))
+        ref_logp = rows(s.ref_logp) if s.ref_logp is not None else None
+        actor = self.algo.actor_loss(
+            ActorLossInputs(mb.action_mask, n_tok, logp, old_logp, rows(s.advantages), entropy, ref_logp), a
+        )
+        actor.loss.backward()
+        stats = {key: value.item() for key, value in actor.stats.items()}
+        if self.critic is not None:
+            values = value_forward(self.critic, mb)
+            critic = self.algo.critic_loss(
+                CriticLossInputs(mb.action_mask, n_tok, values, rows(s.values or []), rows(s.returns)), a
+            )
+            critic.loss.backward()
+            stats.update({key: value.item() for key, value in critic.stats.items()})
+        return stats
 
     # -------------------------------------------------------------------------------------- step
     def train_step(self) -> dict[str, Any]:
-        """One RL step; returns the metrics it logged."""
+        """One RL step — rollout → score → advantages → update — then log; returns the metrics."""
         cfg, r = self.cfg, self.cfg.rollout
         step = self.step + 1
         step_seed = cfg.run.seed * 1_000_003 + step
         seed_everything(step_seed)
         t_start = time.perf_counter()
 
-        # 1. rollout
+        # 1. rollout: dialogues with the policy, then drop the failed ones and tokenise the rest
         profiles = profiles_at(self.train_profiles, self.data_position, r.profiles_per_step, cfg.run.seed)
         episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed)
         t_rollout = time.perf_counter() - t_start
+        kept, seqs, metrics = self._trainable(step, episodes)
 
-        # 2. drop failed dialogues, tokenise
-        finished = [ep for ep in episodes if ep.status == "finished"]
-        broken = {ep.profile_id for ep in episodes if ep.status != "finished"}
-        grouped = self.algo.min_group_size > 1 and broken
-        # a group algorithm drops a group with a failed dialogue whole (verl refills it): no survivor bias
-        trainable = [ep for ep in finished if ep.profile_id not in broken] if grouped else finished
-        kept, seqs, untokenisable = self._tokenise(trainable)
-        metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
-        metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
-        metrics["rollout/untokenisable"] = untokenisable
-        metrics.update(mask_coverage_stats(seqs))
-        _warn_failures(step, episodes)
-        if not seqs:
-            raise TrainError(
-                f"step {step}: every dialogue failed ({len(episodes)} run); first error: "
-                + next((ep.error or "" for ep in episodes if ep.error), "none recorded")
-            )
-
-        # 3-4. score and compute advantages
+        # 2-3. score (old/reference log-probs, values) and compute advantages
         t0 = time.perf_counter()
         scored = self._score(kept, seqs)
         self._advantages(scored)
         t_score = time.perf_counter() - t0
 
-        # 5. update
+        # 4. update
         t0 = time.perf_counter()
-        generator = torch.Generator().manual_seed(step_seed)
-        metrics.update(self._update(scored, generator))
+        metrics.update(self._update(scored, torch.Generator().manual_seed(step_seed)))
         t_update = time.perf_counter() - t0
         metrics.update(scored.stats)
 
@@ -600,17 +503,46 @@ class Trainer:
                 "data/position": self.data_position,
             }
         )
-        # 6. evaluate
-        e = cfg.eval
-        if (e.every and step % e.every == 0) or step == cfg.run.steps:
+        self._evaluate_if_due(step, metrics)
+        metrics["time/step_s"] = time.perf_counter() - t_start
+        self.logger.log(step, metrics)
+        return metrics
+
+    def _trainable(
+        self, step: int, episodes: list[Episode]
+    ) -> tuple[list[Episode], list[TokenizedEpisode], dict[str, Any]]:
+        """The dialogues the update trains on, tokenised, and the rollout's metrics.
+
+        Failed dialogues are dropped; an algorithm that needs groups drops a group with a failed
+        dialogue whole (verl refills it), so the survivors carry no bias.
+        """
+        r = self.cfg.rollout
+        finished = [ep for ep in episodes if ep.status == "finished"]
+        broken = {ep.profile_id for ep in episodes if ep.status != "finished"}
+        grouped = self.algo.min_group_size > 1 and broken
+        trainable = [ep for ep in finished if ep.profile_id not in broken] if grouped else finished
+        kept, seqs, untokenisable = self._tokenise(trainable)
+        metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
+        metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
+        metrics["rollout/untokenisable"] = untokenisable
+        metrics.update(mask_coverage_stats(seqs))
+        _warn_failures(step, episodes)
+        if not seqs:
+            raise TrainError(
+                f"step {step}: every dialogue failed ({len(episodes)} run); first error: "
+                + next((ep.error or "" for ep in episodes if ep.error), "none recorded")
+            )
+        return kept, seqs, metrics
+
+    def _evaluate_if_due(self, step: int, metrics: dict[str, Any]) -> None:
+        """Every ``eval.every`` steps and after the last: the held-out score, into ``metrics``."""
+        e = self.cfg.eval
+        if (e.every and step % e.every == 0) or step == self.cfg.run.steps:
             t0 = time.perf_counter()
             result = self.evaluate()
             self.eval_history.append({"step": step, **result})
             metrics.update({f"eval/{k}": v for k, v in result.items()})
             metrics["time/eval_s"] = time.perf_counter() - t0
-        metrics["time/step_s"] = time.perf_counter() - t_start
-        self.logger.log(step, metrics)
-        return metrics
 
     def train(
         self,
@@ -658,8 +590,6 @@ class Trainer:
 
 
 def _progress(enabled: bool) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),

@@ -7,7 +7,7 @@ knobs (cluster shape, rollout engine, parallelism) live in an optional ``verl:``
 
 How our settings map to verl (see docs/multinode.md for the table against the published run):
 
-* ``algorithm.name`` is looked up in the algorithm table (:data:`rlver.train.algos.ALGORITHMS`), the
+* ``algorithm.name`` is looked up in the algorithm table (:data:`rlver.train.algorithms.ALGORITHMS`), the
   same one the local trainer reads: its ``verl_adv_estimator`` (``gae`` for PPO, ``grpo`` for GRPO), its
   ``needs_critic``, its ``kl_in`` and its ``min_group_size`` (``rollout.n = rollout.n_per_profile``
   for group algorithms) decide the overrides, so a new algorithm cannot silently run as another one.
@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.errors import ConfigError
-from rlver.train.algos import ALGORITHMS
+from rlver.train.algorithms import ALGORITHMS
 from rlver.train.config import TrainConfig
 
 

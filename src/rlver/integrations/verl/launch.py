@@ -44,7 +44,7 @@ from rlver.integrations.verl.dataset import build_rows, write_parquet
 from rlver.io import atomic_write_text
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
-from rlver.train.algos import ALGORITHMS
+from rlver.train.algorithms import ALGORITHMS
 from rlver.train.config import resolve_config_path
 
 
@@ -86,11 +86,9 @@ def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
     """``model.path: tiny`` builds the bundled tiny model into the run folder (smoke runs, tests)."""
     if cfg.model.path != "tiny":
         return cfg.model.path
-    from rlver.models.tiny import build_tiny_model
+    from rlver.models.tiny import ensure_tiny_model
 
-    target = out_dir / "tiny-model"
-    if not (target / "config.json").exists():
-        build_tiny_model(target, seed=cfg.model.tiny_seed, size=cfg.model.tiny_size)
+    target = ensure_tiny_model(out_dir / "tiny-model", seed=cfg.model.tiny_seed, size=cfg.model.tiny_size)
     return str(target.resolve())
 
 

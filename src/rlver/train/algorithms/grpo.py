@@ -9,31 +9,46 @@ for a lone survivor locally, and verl refills failed groups (docs/training.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING
 
 import torch
 
-from rlver.train import algorithms as alg
-from rlver.train.algos.base import AdvantageInputs, Advantages, Algorithm
+from rlver.train.algorithms import core
+from rlver.train.algorithms.base import (
+    ActorLossInputs,
+    AdvantageInputs,
+    Advantages,
+    Algorithm,
+    LossTerms,
+)
 
 if TYPE_CHECKING:
     from rlver.train.config import AlgorithmSettings
 
 
 class GRPO(Algorithm):
-    name: ClassVar[str] = "grpo"
-    needs_critic: ClassVar[bool] = False
-    kl_in: ClassVar[Literal["reward", "loss"]] = "loss"
-    min_group_size: ClassVar[int] = 2
-    loss_terms: ClassVar[tuple[str, ...]] = ("policy_clip", "kl_k3", "entropy")
-    verl_adv_estimator: ClassVar[str] = "grpo"
+    name = "grpo"
+    needs_critic = False
+    kl_in = "loss"
+    min_group_size = 2
+    loss_terms = ("policy_clip", "kl_k3", "entropy")
+    verl_adv_estimator = "grpo"
 
     def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
-        per_seq = alg.group_advantages(
+        per_seq = core.group_advantages(
             inputs.scores, inputs.groups, eps=settings.grpo_eps, scale=settings.grpo_scale_by_std
         )
         # groups whose dialogues all scored the same teach nothing: worth watching
         flat = sum(bool((per_seq[inputs.groups == g] == 0).all()) for g in torch.unique(inputs.groups))
         return Advantages(
-            alg.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
+            core.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
         )
+
+    def actor_loss(self, x: ActorLossInputs, settings: AlgorithmSettings) -> LossTerms:
+        """The shared surrogate and entropy bonus, plus ``kl_coef`` × k3(policy ‖ reference)."""
+        terms = super().actor_loss(x, settings)
+        if settings.kl_coef > 0 and x.ref_logp is not None:
+            kl = core.masked_mean(core.kl_k3(x.logp, x.ref_logp), x.mask, normalizer=x.normalizer)
+            terms.loss = terms.loss + settings.kl_coef * kl
+            terms.stats["kl_loss"] = kl
+        return terms

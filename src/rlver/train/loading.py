@@ -1,5 +1,8 @@
 """Load the models a run trains: the policy (full or LoRA), the critic, and the reference policy.
 
+:func:`build_models` assembles the set a run needs (from a checkpoint when resuming); the trainer only
+uses what it returns.
+
 * Policy: any causal LM folder / hub id (or ``tiny``). With LoRA (peft) only the adapter trains, and the
   frozen reference policy costs nothing: it is the same model with the adapter disabled.
 * Critic (PPO): a *separate* copy of the base model's transformer with a scalar head (the
@@ -15,13 +18,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from rlver.train.config import ModelSettings
+from rlver.models.tiny import ensure_tiny_model
+from rlver.train.config import ModelSettings, TrainConfig
 from rlver.train.precision import compute_in_bf16
 
 VALUE_HEAD_FILE = "value_head.pt"
@@ -41,30 +46,7 @@ def base_model_path(settings: ModelSettings, work_dir: Path) -> Path | str:
     """The folder (or hub id) of the base model; ``tiny`` is built into ``work_dir/base_model``."""
     if settings.path != "tiny":
         return settings.path
-    from rlver.models.tiny import build_tiny_model
-
-    target = work_dir / "base_model"
-    if not (target / "config.json").exists():
-        # Built beside the target and renamed into place: a run killed mid-build must not leave a
-        # folder with config.json but no weights, which every later start would trip over.
-        import shutil
-
-        from rlver.io import make_temp_dir, share_like_umask
-
-        work_dir.mkdir(parents=True, exist_ok=True)
-        for stale in work_dir.glob(".base_model.*"):
-            shutil.rmtree(stale, ignore_errors=True)
-        tmp = make_temp_dir(work_dir, ".base_model.")
-        try:
-            build_tiny_model(tmp, seed=settings.tiny_seed, size=settings.tiny_size)
-            share_like_umask(tmp)
-            if target.exists():  # a partial folder from an older, non-atomic build
-                shutil.rmtree(target)
-            tmp.replace(target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return target
+    return ensure_tiny_model(work_dir / "base_model", seed=settings.tiny_seed, size=settings.tiny_size)
 
 
 def _no_dropout(model: nn.Module) -> None:
@@ -205,3 +187,37 @@ def load_critic(
 
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+@dataclass
+class Models:
+    """Everything a run computes with: where, from which base, and the modules themselves."""
+
+    device: torch.device
+    base: Path | str
+    tokenizer: Any
+    policy: nn.Module
+    critic: ValueModel | None  # only for an algorithm that trains one
+    reference: nn.Module | None  # a frozen copy, only for full fine-tuning with a KL term
+
+
+def build_models(
+    config: TrainConfig, work_dir: Path, *, needs_critic: bool, checkpoint: Path | None = None
+) -> Models:
+    """The tokenizer, policy, critic (``needs_critic``) and reference of a run, resumed from
+    ``checkpoint`` when given. With LoRA there is no separate reference: it is the policy with its
+    adapter disabled, which costs no memory."""
+    device = resolve_device(config.model.device)
+    base = base_model_path(config.model, work_dir)
+    tokenizer = load_tokenizer(base)
+    policy = load_policy(
+        base, config.model, device, resume_from=checkpoint / "policy" if checkpoint else None
+    )
+    critic = None
+    if needs_critic:
+        value_from = checkpoint / "value" if checkpoint else None
+        critic = load_critic(base, config.model, device, resume_from=value_from)
+    reference = None
+    if config.algorithm.kl_coef > 0 and not config.model.lora.enabled:
+        reference = load_reference(base, config.model, device)
+    return Models(device, base, tokenizer, policy, critic, reference)

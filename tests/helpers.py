@@ -1,0 +1,50 @@
+"""Test data shared by several test files: the test profiles and the tiny training command line.
+
+Imported as ``from helpers import ...`` (pytest puts ``tests/`` on the path, as for
+``from test_env_rewards import make_episode``). Kept here, not inline, so that a change to the profile
+schema or to the training CLI is made once; a test that needs a variant copies a profile with
+``model_copy(update=...)``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rlver.profiles.loaders import load_profiles
+
+#: Every profile a test names by id (``tests/data/profiles.yaml``), read with rlver's own loader;
+#: ``source`` is left empty, as for a profile written inline.
+TEST_PROFILES = {p.id: p for p in load_profiles(Path(__file__).parent / "data" / "profiles.yaml", source="")}
+#: An English user with an opening line of their own (so no opening is generated).
+SAM_EN = TEST_PROFILES["en-1"]
+#: A Chinese user without an opening line (the simulator writes it).
+XIAOLIN_ZH = TEST_PROFILES["zh-1"]
+#: A minimal English profile (language, traits and style left to their defaults) with an opening line.
+NURSE_EN = TEST_PROFILES["p-test"]
+
+#: The smallest ``tiny-offline`` run that still does every part of a step: 2 profiles x 2 dialogues of
+#: one reply of at most 8 tokens, no evaluation, no progress bar, no TensorBoard.
+TINY_TRAIN_SETS = (
+    "rollout.batch_size=2",
+    "rollout.n_per_profile=2",
+    "rollout.max_assistant_turns=1",
+    "rollout.max_new_tokens=8",
+    "eval.every=0",
+    "eval.at_start=false",
+    "run.progress=false",
+    "run.tensorboard=false",
+)
+
+
+def train_argv(
+    out: str | Path, *sets: str, steps: int | None = None, config: str = "tiny-offline"
+) -> list[str]:
+    """``rlver train --config tiny-offline [--steps N] --out OUT --set k=v ...``, without the program
+    name (prefix ``sys.executable -m rlver`` or pass it to a test's own ``rlver(...)``)."""
+    argv = ["train", "--config", config]
+    if steps is not None:
+        argv += ["--steps", str(steps)]
+    argv += ["--out", str(out)]
+    for item in sets:
+        argv += ["--set", item]
+    return argv
