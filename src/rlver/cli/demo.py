@@ -64,17 +64,16 @@ DEMO_OVERRIDES = (
 
 @dataclass
 class DemoResult:
+    """Where the demo wrote its report, and ``summary.json``'s content (the numbers it printed)."""
+
     out_dir: Path
-    report_md: Path
     report_html: Path
-    before: dict[str, Any]
-    after: dict[str, Any]
-    steps: int
-    wall_s: float
-    peak_rss_mb: float
-    offline_user: str
-    example_before: list[str]
-    example_after: list[str]
+    report_md: Path
+    summary: dict[str, Any]
+
+    @property
+    def steps(self) -> int:
+        return int(self.summary["steps"])
 
 
 def peak_rss_mb() -> float:
@@ -266,26 +265,24 @@ def run_demo(
         title="rlver demo: before and after training",
         preface=_preface(summary, curve, pair),
     )
-    return DemoResult(
-        out_dir, md_path, html_path, summary["before"], summary["after"], trainer.step, wall, rss,
-        summary["offline_user"], summary["example"]["before"], summary["example"]["after"],
-    )  # fmt: skip
+    return DemoResult(out_dir, html_path, md_path, summary)
 
 
 def summary_lines(result: DemoResult) -> list[str]:
     """What the command prints: the offline user, the before/after score, one dialogue before and after
     (model and simulator text is untrusted: control characters are removed), and where the report is."""
-    b, a = result.before, result.after
+    s = result.summary
+    b, a, example = s["before"], s["after"], s["example"]
     lines = [
-        clean(result.offline_user),
-        f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({result.steps} steps)",
+        clean(s["offline_user"]),
+        f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({s['steps']} steps)",
         "",
         "one held-out dialogue before training:",
-        *(clean("  " + line) for line in result.example_before),
+        *(clean("  " + line) for line in example["before"]),
         "the same user after training:",
-        *(clean("  " + line) for line in result.example_after),
+        *(clean("  " + line) for line in example["after"]),
         "",
-        f"wall {result.wall_s:.0f} s, peak memory {result.peak_rss_mb:.0f} MB",
+        f"wall {s['wall_s']:.0f} s, peak memory {s['peak_rss_mb']:.0f} MB",
         f"report: {result.report_html}  (Markdown: {result.report_md})",
     ]
     return lines

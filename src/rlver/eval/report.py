@@ -463,6 +463,26 @@ def _md_preface(preface: Preface | None, figure_dir: str) -> list[str]:
     return lines
 
 
+def _md_comparisons(runs: Sequence[RunData]) -> list[str]:
+    comps = _comparisons(runs)
+    if not comps:
+        return []
+    lines = [f"## Paired comparison (against {_md_cell(runs[0].name)})", ""]
+    lines += [
+        "| run | pairs | Δ | 95% CI | wins/ties/losses | sign test p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in comps:
+        cmp = c["cmp"]
+        lines.append(
+            f"| {_md_cell(c['name'])} | {cmp.n_pairs} | {cmp.mean_diff:+.1f} | "
+            f"[{cmp.diff_ci_low:+.1f}, {cmp.diff_ci_high:+.1f}] | {cmp.wins}/{cmp.ties}/{cmp.losses} | "
+            f"{cmp.sign_test_p:.3g} |"
+        )
+    lines.append("")
+    return lines
+
+
 def render_markdown(
     runs: Sequence[RunData],
     figure_dir: str,
@@ -489,21 +509,7 @@ def render_markdown(
         "Score = mean final emotion; success = final ≥ 100; failure = final < 10; failed runs are excluded.",
         "",
     ]
-    comps = _comparisons(runs)
-    if comps:
-        lines += [f"## Paired comparison (against {_md_cell(runs[0].name)})", ""]
-        lines += [
-            "| run | pairs | Δ | 95% CI | wins/ties/losses | sign test p |",
-            "|---|---|---|---|---|---|",
-        ]
-        for c in comps:
-            cmp = c["cmp"]
-            lines.append(
-                f"| {_md_cell(c['name'])} | {cmp.n_pairs} | {cmp.mean_diff:+.1f} | "
-                f"[{cmp.diff_ci_low:+.1f}, {cmp.diff_ci_high:+.1f}] | {cmp.wins}/{cmp.ties}/{cmp.losses} | "
-                f"{cmp.sign_test_p:.3g} |"
-            )
-        lines.append("")
+    lines += _md_comparisons(runs)
     lines += ["## Plots", ""]
     figs, judge_figures = figures if figures is not None else build_figures(runs)
     for fig in [*figs, *judge_figures]:
