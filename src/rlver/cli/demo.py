@@ -193,7 +193,8 @@ def _preface(summary: dict[str, Any], curve: Figure, pair: tuple[Episode, Episod
             f"(mean final emotion, 0-100, {b['n']} dialogues): before {b['score']}, after {a['score']}.",
             summary["offline_user"],
             "The offline user is a proxy (no LLM), not the Sentient Benchmark: these numbers show that the "
-            "training loop learns against it, not how well the model would do on the benchmark.",
+            "training loop learns against it, not how well the model would do on the benchmark. A 2-layer "
+            "model learns whatever the proxy rewards; the dialogues below show what that is.",
         ),
         figures=(curve,),
         featured=(
