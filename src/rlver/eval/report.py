@@ -27,7 +27,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
+from rlver import __version__
 from rlver.config import redacted
+from rlver.env.thinking import split_think
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement, JudgeSummary
 from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
 from rlver.eval.sources import RunData
@@ -120,8 +124,6 @@ def dialogue_view(episode: Episode, *, think: bool | None = None) -> list[TurnVi
     ``think`` is the run's think mode (the manifest's ``env.think``); the episode's own ``meta["think"]``
     wins when present.
     """
-    from rlver.env.thinking import split_think
-
     meta_think = episode.meta.get("think")
     think_mode = meta_think if isinstance(meta_think, bool) else think
 
@@ -398,10 +400,6 @@ def render_html(
     preface: Preface | None = None,
 ) -> str:
     """The report as one HTML string (no external assets)."""
-    import jinja2
-
-    from rlver import __version__
-
     figs, judge_figures = figures if figures is not None else build_figures(runs)
     metric_rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
     dialogue_runs = []
