@@ -1,4 +1,5 @@
-"""``rlver demo`` end to end as a real subprocess (short budget): report, transcripts, summary."""
+"""``rlver demo``: end to end as a real subprocess (short budget): report, transcripts, summary; and
+its parts: the offline-user statement read from the artefact, the reward curve, CJK font fallback."""
 
 from __future__ import annotations
 
@@ -28,21 +29,32 @@ def test_demo_writes_report_and_transcripts(tmp_path: Path) -> None:
     assert f"report: {out / 'report.html'}" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] >= 1
+    assert summary["profiles"] == {"train": "zh-train", "eval": "zh-test"}
     for stage in ("before", "after"):
-        assert summary[stage]["n"] == 16  # 8 held-out users x 2 dialogues
+        assert summary[stage]["n"] == 24  # 3 held-out Chinese users x 8 dialogues
         transcript = read_transcript(out / stage / "transcript.jsonl")
-        assert len(transcript.episodes) == 16
+        assert len(transcript.episodes) == 24
     assert summary["peak_rss_mb"] < 4096
+    # which offline user, with its measured agreement, and one dialogue before and after (same user)
+    assert (
+        proc.stdout.startswith("rlver demo:")
+        and "Offline user: Chinese profiles: the learned appraisal" in proc.stdout
+    )
+    assert (
+        "one held-out dialogue before training:" in proc.stdout
+        and "the same user after training:" in proc.stdout
+    )
+    opening = summary["example"]["before"][0]
+    assert opening.startswith("user: ") and opening == summary["example"]["after"][0]
+    # one page: the standard report of the two evaluations with the demo's summary on top
     page = (out / "report.html").read_text()
     assert "data:image/png;base64," in page and "<script" not in page
-    assert "reward_curve.png" in (out / "report.md").read_text()
-    assert (out / "reward_curve.png").stat().st_size > 1000
+    assert "before training" in page and "Paired comparison" in page and 'id="summary"' in page
+    assert page.count('id="featured-') == 2 and "Spearman" in page
+    md = (out / "report.md").read_text()
+    assert "report_files/reward_curve.png" in md and opening in md
+    assert (out / "report_files" / "reward_curve.png").stat().st_size > 1000
     assert (out / "run" / "metrics.jsonl").exists()
-    # the standard benchmark report of the two evaluations, linked from the demo page
-    assert f"before/after dialogues: {out / 'compare.html'}" in proc.stdout
-    assert 'href="compare.html"' in page
-    compare = (out / "compare.html").read_text()
-    assert "before training" in compare and "Paired comparison" in compare
 
 
 @pytest.mark.slow
@@ -64,7 +76,7 @@ def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> No
     a, b = (json.loads((tmp_path / n / "summary.json").read_text()) for n in ("a", "b"))
     assert (a["before"], a["after"], a["steps"]) == (b["before"], b["after"], b["steps"])
 
-    from rlver.train.demo import DEMO_STEPS
+    from rlver.cli.demo import DEMO_STEPS
 
     both = subprocess.run(
         [sys.executable, "-m", "rlver", "demo", "--out", str(tmp_path / "c"), "--steps", "1", "--minutes", "1"],
@@ -72,3 +84,67 @@ def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> No
     )  # fmt: skip
     assert both.returncode == 2 and "not both" in both.stderr
     assert DEMO_STEPS >= 10
+
+
+def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
+    """The demo's claim about its offline user comes from the shipped artefact's validation (never
+    hard-coded), and English profiles are called what they are: unmeasured, not a proxy."""
+    from rlver.cli.demo import offline_user_statement
+    from rlver.simulator.learned import load_appraisal_model
+    from rlver.simulator.offline import OfflineSimulator
+
+    described = OfflineSimulator().describe()
+    overall = load_appraisal_model().describe()["validation"]["leave_model_out"]["overall"]
+    zh = offline_user_statement(described, {"zh"})
+    assert "learned appraisal" in zh and "English" not in zh
+    for key in ("spearman", "sign_agreement", "model_ranking_spearman"):
+        assert str(overall[key]) in zh
+    en = offline_user_statement(described, {"en"})
+    assert "lexicon" in en and "unmeasured" in en and "learned" not in en
+    # a refit with other figures changes the statement
+    refit = {**described, "learned": {"validation": {"leave_model_out": {"overall": {"spearman": 0.123}}}}}
+    assert "per-turn Spearman 0.123" in offline_user_statement(refit, {"zh"})
+
+
+def test_reward_curve_and_chinese_labels_draw_with_or_without_a_cjk_font(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Plots fall back to an installed CJK font for Chinese text, and say nothing (no warning per
+    missing glyph) when there is none: a report never fails over a font."""
+    import warnings
+
+    import matplotlib
+    from matplotlib import font_manager
+
+    from rlver.eval import plots
+    from rlver.eval.metrics import compute_metrics
+    from rlver.records import Episode, Message
+
+    ep = Episode(
+        profile_id="zh-1", messages=[Message(role="user", content="你好")], start_emotion=30, final_emotion=40
+    )
+    runs = [("训练之后 (after training)", compute_metrics([ep]))]
+    history = [{"step": s, "rollout/reward_mean": 0.2 + 0.01 * s} for s in range(1, 12)]
+    family = plots.cjk_font()
+    if family is not None:  # installed (fonts-noto-cjk): appended to the sans-serif fallback list
+        assert family in plots.CJK_FONT_FAMILIES and family in matplotlib.rcParams["font.sans-serif"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (
+            plots.reward_curve_png(history, [{"step": 0, "score": 20.0}, {"step": 11, "score": 31.0}])[:4]
+            == b"\x89PNG"
+        )
+        assert plots.trajectory_png(runs)[:4] == b"\x89PNG"
+    # no CJK font installed: nothing is found, nothing is added, and drawing Chinese is still quiet
+    monkeypatch.setattr(
+        font_manager.fontManager,
+        "ttflist",
+        [f for f in font_manager.fontManager.ttflist if f.name == "DejaVu Sans"],
+    )
+    monkeypatch.setitem(matplotlib.rcParams, "font.sans-serif", ["DejaVu Sans"])
+    assert plots.cjk_font() is None
+    plots._use_cjk_fallback()
+    assert matplotlib.rcParams["font.sans-serif"] == ["DejaVu Sans"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plots.trajectory_png(runs)[:4] == b"\x89PNG"

@@ -190,3 +190,53 @@ def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path)
     think_run = tmp_path / "think" / "transcript.jsonl"
     TranscriptWriter(think_run, build_manifest(kind="eval", run_name="think", env={"think": True})).append(ep)
     assert "think block (11 chars) — malformed" in render_html([load_run(think_run.parent)])
+
+
+def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report(
+    two_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """An orchestrating command (the demo) adds its summary to the standard report instead of writing a
+    page of its own: paragraphs and featured dialogues are escaped like everything else, the preface's
+    figures are embedded and written beside the Markdown twin, and the standard sections stay."""
+    from rlver.eval.plots import reward_curve_png
+    from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
+    from rlver.eval.runs import load_run
+
+    runs = [load_run(two_runs[0]), load_run(two_runs[1])]
+    curve = Figure(
+        "reward_curve",
+        "reward curve",
+        reward_curve_png([{"step": s, "rollout/reward_mean": 0.2 + 0.01 * s} for s in range(1, 8)], [{"step": 0, "score": 20.0}]),
+    )  # fmt: skip
+    featured = runs[1].episodes[0]
+    preface = Preface(
+        paragraphs=(f"held-out score went up {EVIL}",),
+        figures=(curve,),
+        featured=(Featured(f"after training {EVIL}", 1, featured),),
+    )
+    html_path, md_path = write_report(runs, tmp_path / "demo.html", title="demo", preface=preface)
+    html = html_path.read_text(encoding="utf-8")
+    assert "<script" not in html.lower() and "held-out score went up &lt;script&gt;" in html
+    assert html.index('id="summary"') < html.index('id="metrics"') < html.index('id="dialogues"')
+    assert 'id="featured-r1-p1-0"' in html and 'id="r1-p1-0"' in html  # featured copy and the full list
+    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', html)
+    assert len(images) == 4  # the reward curve + the three standard figures
+    assert "Paired comparison" in html
+    md = md_path.read_text(encoding="utf-8")
+    assert (
+        "demo_files/reward_curve.png" in md
+        and (tmp_path / "demo_files" / "reward_curve.png").stat().st_size > 1000
+    )
+    lines = dialogue_lines(featured)
+    assert lines[0] == "user: opening of p1" and lines[1].startswith("assistant: reply 0")
+    assert lines[2] == "    (emotion 40 -> 50, +10)"
+    assert "\n".join(lines) in md
+
+
+def test_dialogue_lines_cut_long_messages() -> None:
+    from rlver.eval.report import dialogue_lines
+
+    ep = make_episode("p1", [5])
+    ep.messages[2] = ep.messages[2].model_copy(update={"content": "word " * 100})
+    lines = dialogue_lines(ep, width=40)
+    assert len(lines[1]) == len("assistant: ") + 40 and lines[1].endswith("…")

@@ -167,7 +167,7 @@ def demo_command(
     seed: int = typer.Option(0, "--seed", help="Run seed."),
 ) -> None:
     """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
-    from rlver.train.demo import DEMO_STEPS, run_demo
+    from rlver.cli.demo import DEMO_STEPS, run_demo, summary_lines
 
     if steps is not None and minutes is not None:
         raise ConfigError("give --steps or --minutes, not both")
@@ -176,14 +176,10 @@ def demo_command(
     else:
         steps = steps or DEMO_STEPS
         plan = f"for {steps} GRPO steps"
-    typer.echo(f"rlver demo: building a tiny model and training it {plan} (offline)...")
+    typer.echo(f"rlver demo: building a tiny model and training it {plan} (offline, Chinese profiles)...")
     result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed)
-    b, a = result.before, result.after
-    typer.echo(f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({result.steps} steps)")
-    typer.echo(f"wall {result.wall_s:.0f} s, peak memory {result.peak_rss_mb:.0f} MB")
-    typer.echo(f"report: {result.report_html}  (Markdown: {result.report_md})")
-    if result.compare_html is not None:
-        typer.echo(f"before/after dialogues: {result.compare_html}")
+    for line in summary_lines(result):
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,12 +3,20 @@
 PNG bytes (not files) so the HTML report can embed them as base64 and stay one self-contained file,
 while the Markdown report writes the same bytes next to itself. Imported lazily by the report (matplotlib
 is slow to import and the CLI must stay fast).
+
+Chinese text (profile ids, run names) needs a CJK font: matplotlib's default DejaVu Sans has no CJK
+glyphs and draws empty boxes. When a CJK font is installed (``fonts-noto-cjk``, which ``make browser``
+installs) it is appended to the sans-serif list, and matplotlib (>= 3.6) falls back to it glyph by glyph,
+so Latin text looks the same as before. When none is installed the plots draw boxes for CJK characters
+and stay quiet about it (no warning per glyph): a report must never fail over a font.
 """
 
 from __future__ import annotations
 
 import io
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
@@ -16,11 +24,44 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import font_manager
 from matplotlib.ticker import MaxNLocator
 
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, JudgeSummary
 from rlver.eval.metrics import Metrics
 from rlver.records import FAILURE_BELOW, SUCCESS_AT
+
+#: CJK families tried in order (Simplified Chinese first: the bundled and published profiles are zh-CN).
+CJK_FONT_FAMILIES = (
+    "Noto Sans CJK SC",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "Noto Sans CJK JP",
+    "Noto Serif CJK SC",
+    "WenQuanYi Zen Hei",
+    "WenQuanYi Micro Hei",
+    "Droid Sans Fallback",
+    "Microsoft YaHei",
+    "SimHei",
+    "PingFang SC",
+    "Heiti SC",
+)
+
+
+def cjk_font() -> str | None:
+    """The first installed CJK font family of :data:`CJK_FONT_FAMILIES`, or None when there is none."""
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    return next((name for name in CJK_FONT_FAMILIES if name in installed), None)
+
+
+def _use_cjk_fallback() -> None:
+    family = cjk_font()
+    sans = list(matplotlib.rcParams["font.sans-serif"])
+    if family is not None and family not in sans:
+        matplotlib.rcParams["font.sans-serif"] = [*sans, family]
+
+
+_use_cjk_fallback()
 
 _COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563", "#ca8a04"]
 
@@ -31,7 +72,9 @@ def _color(i: int) -> str:
 
 def _png(fig: plt.Figure) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    with warnings.catch_warnings():  # no CJK font installed: boxes, not one warning per glyph
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from (current )?font")
+        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
 
@@ -146,4 +189,35 @@ def coordinate_png(summaries: Sequence[JudgeSummary]) -> bytes:
     ax.set_ylabel("← structured      creative →")
     ax.set_title("Social cognition coordinate")
     ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def reward_curve_png(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]]) -> bytes:
+    """A training run's reward per step (raw and a 5-step mean) with its held-out scores on top.
+
+    ``history`` holds the trainer's metrics rows that have ``rollout/reward_mean`` (reward in [0, 1],
+    drawn x 100 to share the axis with the score); ``evals`` holds ``{"step", "score"}`` points.
+    """
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    steps = [h["step"] for h in history]
+    rewards = [100 * h["rollout/reward_mean"] for h in history]
+    ax.plot(steps, rewards, color="#4c78a8", alpha=0.5, label="training dialogues")
+    k = 5
+    if len(rewards) >= k:
+        smooth = [sum(rewards[max(0, i - k + 1) : i + 1]) / min(k, i + 1) for i in range(len(rewards))]
+        ax.plot(steps, smooth, color="#4c78a8", label=f"training ({k}-step mean)")
+    if evals:
+        points = [e for e in evals if e.get("score") is not None]
+        ax.plot(
+            [e["step"] for e in points],
+            [e["score"] for e in points],
+            "o-",
+            color="#e45756",
+            label="held-out score",
+        )
+    ax.set_xlabel("RL step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+    ax.set_ylabel("final emotion (reward x 100)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
     return _png(fig)

@@ -9,6 +9,10 @@ Sections: metrics table; paired comparison (each run against the first); emotion
 histogram and success/failure bars; breakdowns by behaviour mode / difficulty; the LLM judge's radar and
 coordinate plots when ``rlver judge`` has been run; a per-profile table linking to every dialogue, which
 is rendered turn by turn with the simulated user's emotion, its change and its reasoning.
+
+A command that orchestrates runs (``rlver demo``) passes a :class:`Preface`: its own paragraphs, figures
+and a few dialogues picked out in full, shown above the standard sections. So the demo's page *is* the
+standard report, with one home for how runs, metrics and dialogues are drawn.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import jinja2
+
+from rlver import __version__
 from rlver.config import redacted
+from rlver.env.thinking import split_think
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement, JudgeSummary
 from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
 from rlver.eval.runs import RunData
@@ -49,6 +57,25 @@ class Figure:
     @property
     def b64(self) -> str:
         return base64.b64encode(self.png).decode("ascii")
+
+
+@dataclass
+class Featured:
+    """A dialogue picked out in the preface: ``run`` is the index of its run in the report's runs."""
+
+    caption: str
+    run: int
+    episode: Episode
+
+
+@dataclass
+class Preface:
+    """What an orchestrating command shows above the standard sections (the demo: which offline user it
+    trained against, before/after numbers, the reward curve, one dialogue before and after training)."""
+
+    paragraphs: Sequence[str] = ()
+    figures: Sequence[Figure] = ()
+    featured: Sequence[Featured] = ()
 
 
 @dataclass
@@ -97,8 +124,6 @@ def dialogue_view(episode: Episode, *, think: bool | None = None) -> list[TurnVi
     ``think`` is the run's think mode (the manifest's ``env.think``); the episode's own ``meta["think"]``
     wins when present.
     """
-    from rlver.env.thinking import split_think
-
     meta_think = episode.meta.get("think")
     think_mode = meta_think if isinstance(meta_think, bool) else think
 
@@ -155,6 +180,23 @@ def dialogue_view(episode: Episode, *, think: bool | None = None) -> list[TurnVi
             )
             n_assistant += 1
     return views
+
+
+def dialogue_lines(episode: Episode, *, width: int = 200) -> list[str]:
+    """The dialogue as plain text lines (terminal summary, Markdown): each reply followed by the simulated
+    user's emotion change; the system prompt is left out and each message is cut to ``width`` characters."""
+    lines = []
+    for t in dialogue_view(episode):
+        if t.role == "system":
+            continue
+        text = " ".join(t.text.split())
+        text = text if len(text) <= width else text[: width - 1] + "…"
+        who = "user" if t.role == "user" else "assistant"
+        lines.append(f"{who}: {text}")
+        if t.appraisal is not None:
+            a = t.appraisal
+            lines.append(f"    (emotion {a.emotion_before} -> {a.emotion_after}, {a.change:+d})")
+    return lines
 
 
 def _manifest_think(manifest: dict[str, Any]) -> bool | None:
@@ -317,38 +359,53 @@ def build_figures(runs: Sequence[RunData]) -> tuple[list[Figure], list[Figure]]:
 FigureSet = tuple[list[Figure], list[Figure]]
 
 
+def _dialogue_item(
+    run_index: int, ep: Episode, judged: dict[tuple[str, int], Judgement], think: bool | None
+) -> dict[str, Any]:
+    """One dialogue as the template draws it (header, judge ratings, turns with appraisals)."""
+    return {
+        "anchor": _anchor(run_index, ep),
+        "profile_id": ep.profile_id,
+        "sample_index": ep.sample_index,
+        "final": ep.final_emotion,
+        "tier": tier_of(ep.final_emotion),
+        "turns": ep.assistant_turns,
+        "ended": ep.end_reason or "",
+        "status": ep.status,
+        "error": (ep.error or "")[:500],
+        "error_kind": ep.error_kind or "error",
+        "topic": str(ep.meta.get("topic", "") or ""),
+        "judge": judged.get((ep.profile_id, ep.sample_index)),
+        "turns_view": dialogue_view(ep, think=think),
+    }
+
+
+def _preface_view(runs: Sequence[RunData], preface: Preface | None) -> dict[str, Any] | None:
+    if preface is None:
+        return None
+    featured = []
+    for f in preface.featured:
+        run = runs[f.run]
+        item = _dialogue_item(f.run, f.episode, _judge_by_key(run), _manifest_think(run.manifest))
+        item["anchor"] = "featured-" + item["anchor"]  # the full list below keeps the plain anchor
+        featured.append({"caption": f.caption, "d": item})
+    return {"paragraphs": list(preface.paragraphs), "figures": list(preface.figures), "featured": featured}
+
+
 def render_html(
-    runs: Sequence[RunData], *, title: str = "Sentient Benchmark report", figures: FigureSet | None = None
+    runs: Sequence[RunData],
+    *,
+    title: str = "Sentient Benchmark report",
+    figures: FigureSet | None = None,
+    preface: Preface | None = None,
 ) -> str:
     """The report as one HTML string (no external assets)."""
-    import jinja2
-
-    from rlver import __version__
-
     figs, judge_figures = figures if figures is not None else build_figures(runs)
     metric_rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
     dialogue_runs = []
     for i, run in enumerate(runs):
-        judged = _judge_by_key(run)
-        dialogues = []
-        for ep in run.episodes:
-            dialogues.append(
-                {
-                    "anchor": _anchor(i, ep),
-                    "profile_id": ep.profile_id,
-                    "sample_index": ep.sample_index,
-                    "final": ep.final_emotion,
-                    "tier": tier_of(ep.final_emotion),
-                    "turns": ep.assistant_turns,
-                    "ended": ep.end_reason or "",
-                    "status": ep.status,
-                    "error": (ep.error or "")[:500],
-                    "error_kind": ep.error_kind or "error",
-                    "topic": str(ep.meta.get("topic", "") or ""),
-                    "judge": judged.get((ep.profile_id, ep.sample_index)),
-                    "turns_view": dialogue_view(ep, think=_manifest_think(run.manifest)),
-                }
-            )
+        judged, think = _judge_by_key(run), _manifest_think(run.manifest)
+        dialogues = [_dialogue_item(i, ep, judged, think) for ep in run.episodes]
         dialogue_runs.append({"name": run.name, "dialogues": dialogues})
 
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=False)
@@ -358,6 +415,7 @@ def render_html(
     template = env.from_string(template_text)
     return template.render(
         title=title,
+        preface=_preface_view(runs, preface),
         generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         version=__version__,
         runs=[
@@ -390,15 +448,49 @@ def _md_cell(text: object) -> str:
     return re.sub(r"([\\`*_{}\[\]<>|#])", r"\\\1", s)
 
 
+def _md_preface(preface: Preface | None, figure_dir: str) -> list[str]:
+    if preface is None:
+        return []
+    lines = []
+    for p in preface.paragraphs:
+        lines += [p, ""]
+    lines += [f"![{fig.alt}]({figure_dir}/{fig.name}.png)" for fig in preface.figures]
+    lines.append("")
+    for f in preface.featured:
+        lines += [f"## {f.caption}", "", "```", *dialogue_lines(f.episode), "```", ""]
+    return lines
+
+
+def _md_comparisons(runs: Sequence[RunData]) -> list[str]:
+    comps = _comparisons(runs)
+    if not comps:
+        return []
+    lines = [f"## Paired comparison (against {_md_cell(runs[0].name)})", ""]
+    lines += [
+        "| run | pairs | Δ | 95% CI | wins/ties/losses | sign test p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in comps:
+        cmp = c["cmp"]
+        lines.append(
+            f"| {_md_cell(c['name'])} | {cmp.n_pairs} | {cmp.mean_diff:+.1f} | "
+            f"[{cmp.diff_ci_low:+.1f}, {cmp.diff_ci_high:+.1f}] | {cmp.wins}/{cmp.ties}/{cmp.losses} | "
+            f"{cmp.sign_test_p:.3g} |"
+        )
+    lines.append("")
+    return lines
+
+
 def render_markdown(
     runs: Sequence[RunData],
     figure_dir: str,
     *,
     title: str = "Sentient Benchmark report",
     figures: FigureSet | None = None,
+    preface: Preface | None = None,
 ) -> str:
     """A Markdown summary; figures are referenced from ``figure_dir`` (relative to the .md file)."""
-    lines = [f"# {title}", ""]
+    lines = [f"# {title}", "", *_md_preface(preface, figure_dir)]
     for r in runs:
         setup = run_setup(r.manifest)
         parts = [f"**{_md_cell(r.name)}**", r.metrics.counts()]
@@ -415,21 +507,7 @@ def render_markdown(
         "Score = mean final emotion; success = final ≥ 100; failure = final < 10; failed runs are excluded.",
         "",
     ]
-    comps = _comparisons(runs)
-    if comps:
-        lines += [f"## Paired comparison (against {_md_cell(runs[0].name)})", ""]
-        lines += [
-            "| run | pairs | Δ | 95% CI | wins/ties/losses | sign test p |",
-            "|---|---|---|---|---|---|",
-        ]
-        for c in comps:
-            cmp = c["cmp"]
-            lines.append(
-                f"| {_md_cell(c['name'])} | {cmp.n_pairs} | {cmp.mean_diff:+.1f} | "
-                f"[{cmp.diff_ci_low:+.1f}, {cmp.diff_ci_high:+.1f}] | {cmp.wins}/{cmp.ties}/{cmp.losses} | "
-                f"{cmp.sign_test_p:.3g} |"
-            )
-        lines.append("")
+    lines += _md_comparisons(runs)
     lines += ["## Plots", ""]
     figs, judge_figures = figures if figures is not None else build_figures(runs)
     for fig in [*figs, *judge_figures]:
@@ -472,15 +550,21 @@ def render_markdown(
 
 
 def write_report(
-    runs: Sequence[RunData], out_html: str | Path, *, title: str = "Sentient Benchmark report"
+    runs: Sequence[RunData],
+    out_html: str | Path,
+    *,
+    title: str = "Sentient Benchmark report",
+    preface: Preface | None = None,
 ) -> tuple[Path, Path]:
     """Write ``out_html`` (self-contained) and a Markdown twin ``<stem>.md`` with figures in ``<stem>_files/``."""
     html_path = Path(out_html)
     figures = build_figures(runs)
-    atomic_write_text(html_path, render_html(runs, title=title, figures=figures))
+    atomic_write_text(html_path, render_html(runs, title=title, figures=figures, preface=preface))
     md_path = html_path.with_suffix(".md")
     fig_dir_name = f"{html_path.stem}_files"
-    for fig in [*figures[0], *figures[1]]:
+    extra = list(preface.figures) if preface is not None else []
+    for fig in [*extra, *figures[0], *figures[1]]:
         atomic_write_bytes(html_path.parent / fig_dir_name / f"{fig.name}.png", fig.png)
-    atomic_write_text(md_path, render_markdown(runs, fig_dir_name, title=title, figures=figures))
+    md = render_markdown(runs, fig_dir_name, title=title, figures=figures, preface=preface)
+    atomic_write_text(md_path, md)
     return html_path, md_path

@@ -1,0 +1,289 @@
+"""``rlver demo``: the whole loop, offline, in a few minutes on a laptop CPU.
+
+Builds the tiny model, evaluates it on held-out bundled profiles against the offline simulated user,
+trains it with GRPO (the ``tiny-offline`` preset plus :data:`DEMO_OVERRIDES`) for a fixed number of
+steps, evaluates again, and writes the standard benchmark report of the two evaluations with the demo's
+summary on top: which offline user it trained against and that user's measured agreement with SAGE, the
+before/after held-out numbers, the reward curve, and one dialogue before and after training (the same
+held-out user). The tiny model does not become a good listener in minutes; the point is to see every
+part of the machinery work and the reward move on users it never trained on.
+
+Why this module is in ``cli/``: the demo orchestrates training (:mod:`rlver.train`) and evaluation and
+reporting (:mod:`rlver.eval`), and those two layers must not import each other. ``cli`` is the first
+layer above both (``integrations`` holds engine adapters such as verl, which the demo does not use), so
+the demo lives beside its command. The command (``cli/train_cmd.py``) imports this module lazily because
+it pulls in torch, and ``rlver --help`` must stay fast.
+
+Why Chinese profiles: the offline user is a measured proxy of the published simulator only there. For
+Chinese it uses the learned appraisal (fitted on the released SAGE judgements; its validation figures
+are read from the artefact and printed); for English it uses a lexicon whose agreement with SAGE is
+unmeasured. So the demo trains on ``zh-train`` and reports on ``zh-test``.
+
+The default is a fixed step count, not a time budget: with the same seed, on CPU in float32, two runs
+print the same numbers, so the README's headline can be checked. ``minutes`` (``--minutes``) trains for
+a time budget instead; how many steps fit then depends on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rlver.cli.safe_text import clean
+from rlver.eval import plots
+from rlver.eval.metrics import compute_metrics
+from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
+from rlver.eval.runs import load_run
+from rlver.io import atomic_write_json
+from rlver.profiles.sets import load_profile_set
+from rlver.records import Episode
+from rlver.train.config import TrainConfig, load_train_config
+from rlver.train.logger import read_metrics
+from rlver.train.trainer import Trainer
+from rlver.transcripts.native import TranscriptWriter, build_manifest
+
+#: Steps of the default demo: what fits in a few minutes on a 2-core CPU (README, "Measured").
+DEMO_STEPS = 100
+
+#: The demo's changes to the ``tiny-offline`` preset (which the learning tests use as it is): train and
+#: evaluate on the bundled Chinese profiles, where the offline user is a measured proxy. zh-test has only
+#: three users, so each is evaluated 8 times (24 dialogues) to make the before/after difference readable.
+DEMO_OVERRIDES = (
+    "rollout.profiles=zh-train",
+    "eval.profiles=zh-test",
+    "eval.samples_per_profile=8",
+    "run.checkpoint_every=0",
+    "eval.at_start=false",
+)
+
+
+@dataclass
+class DemoResult:
+    """Where the demo wrote its report, and ``summary.json``'s content (the numbers it printed)."""
+
+    out_dir: Path
+    report_html: Path
+    report_md: Path
+    summary: dict[str, Any]
+
+    @property
+    def steps(self) -> int:
+        return int(self.summary["steps"])
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 / 1024 if sys.platform == "darwin" else peak / 1024
+
+
+def demo_config(*, steps: int, minutes: float | None, seed: int, progress: bool) -> TrainConfig:
+    """The ``tiny-offline`` preset with the demo's overrides (a time budget leaves the step count open)."""
+    return load_train_config(
+        "tiny-offline",
+        [
+            f"run.steps={100000 if minutes is not None else steps}",
+            f"run.seed={seed}",
+            f"run.progress={str(progress).lower()}",
+            *DEMO_OVERRIDES,
+        ],
+    )
+
+
+def _write_transcript(path: Path, episodes: list[Episode], manifest: dict[str, Any]) -> None:
+    if path.exists():
+        path.unlink()
+    writer = TranscriptWriter(path, build_manifest(**manifest))
+    for ep in episodes:
+        writer.append(ep)
+
+
+def _headline(episodes: list[Episode]) -> dict[str, Any]:
+    """The before/after numbers of one evaluation, all from :func:`rlver.eval.metrics.compute_metrics`."""
+    m = compute_metrics(episodes)
+    return {
+        "score": None if m.score is None else round(m.score, 2),
+        "success": m.success,
+        "failure": m.failure,
+        "mean_turns": round(m.mean_turns, 2),
+        "n": m.n,
+        "mean_reply_tokens": round(m.mean_policy_tokens / max(m.mean_turns, 1e-9), 1),
+    }
+
+
+def offline_user_statement(simulator: dict[str, Any], languages: set[str]) -> str:
+    """Which offline user the demo trains against and how well it agrees with the published simulator.
+
+    The learned appraisal's figures come from its artefact's provenance (``simulator.describe()``), so
+    a refit changes what the demo prints without touching this code.
+    """
+    learned = simulator.get("learned") or {}
+    lmo = (learned.get("validation") or {}).get("leave_model_out", {}).get("overall", {})
+    parts = []
+    if "zh" in languages and learned:
+        parts.append(
+            "Chinese profiles: the learned appraisal (fitted on released SAGE judgements; on agent models "
+            f"it never saw: per-turn Spearman {lmo.get('spearman')}, sign agreement "
+            f"{lmo.get('sign_agreement')}, model-ranking Spearman {lmo.get('model_ranking_spearman')})"
+        )
+    if "en" in languages or not parts:
+        parts.append(
+            "English profiles: the lexicon appraisal, a transparent rule set whose agreement with SAGE "
+            "is unmeasured (there are no released English judgements): a smoke test of the training "
+            "loop, not a proxy"
+        )
+    return "Offline user: " + "; ".join(parts) + "."
+
+
+def _languages(profile_set: str) -> set[str]:
+    """Languages of the demo's evaluation profiles (the offline-user statement depends on them)."""
+    return {p.language for p in load_profile_set(profile_set)}
+
+
+def _evaluate(trainer: Trainer, out_dir: Path, stage: str, manifest: dict[str, Any]) -> list[Episode]:
+    """Evaluate on the held-out profiles and write the transcript to ``out_dir/stage``."""
+    episodes = trainer.evaluate_episodes()
+    run_name = "before training" if stage == "before" else f"after {trainer.step} steps"
+    extra = {} if stage == "before" else {"steps": trainer.step}
+    _write_transcript(
+        out_dir / stage / "transcript.jsonl",
+        episodes,
+        {**manifest, "stage": stage, "run_name": run_name, **extra},
+    )
+    return episodes
+
+
+def _featured_pair(before: list[Episode], after: list[Episode]) -> tuple[Episode, Episode]:
+    """The first held-out user's first dialogue before and after (the first, not the best: no pick)."""
+    after_by_key = {(ep.profile_id, ep.sample_index): ep for ep in after}
+    for ep in before:
+        match = after_by_key.get((ep.profile_id, ep.sample_index))
+        if match is not None:
+            return ep, match
+    return before[0], after[0]
+
+
+def _eval_points(
+    run_dir: Path, before: list[Episode], after: list[Episode], steps: int
+) -> list[dict[str, Any]]:
+    """Held-out scores for the curve: the demo's own evaluations at both ends, the trainer's in between."""
+    logged = [
+        {"step": h["step"], "score": h["eval/score"]}
+        for h in read_metrics(run_dir)
+        if "eval/score" in h and 0 < h["step"] < steps
+    ]
+    return [
+        {"step": 0, "score": compute_metrics(before).score},
+        *logged,
+        {"step": steps, "score": compute_metrics(after).score},
+    ]
+
+
+def _preface(summary: dict[str, Any], curve: Figure, pair: tuple[Episode, Episode]) -> Preface:
+    b, a = summary["before"], summary["after"]
+    return Preface(
+        paragraphs=(
+            f"The tiny model trained with GRPO against the offline simulated user for {summary['steps']} "
+            f"steps ({summary['wall_s']:.0f} s, peak memory {summary['peak_rss_mb']:.0f} MB). Held-out score "
+            f"(mean final emotion, 0-100, {b['n']} dialogues): before {b['score']}, after {a['score']}.",
+            summary["offline_user"],
+            "The offline user is a proxy (no LLM), not the Sentient Benchmark: these numbers show that the "
+            "training loop learns against it, not how well the model would do on the benchmark. A 2-layer "
+            "model learns whatever the proxy rewards; the dialogues below show what that is.",
+        ),
+        figures=(curve,),
+        featured=(
+            Featured("One dialogue before training", 0, pair[0]),
+            Featured(f"The same user after {summary['steps']} steps", 1, pair[1]),
+        ),
+    )
+
+
+def _prepare(out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = out_dir / "run"
+    if run_dir.exists():  # a demo always starts from scratch
+        shutil.rmtree(run_dir)
+    return run_dir
+
+
+def run_demo(
+    out_dir: Path,
+    *,
+    steps: int = DEMO_STEPS,
+    minutes: float | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> DemoResult:
+    """Run the demo for ``steps`` GRPO steps, or for a time budget of ``minutes`` when given."""
+    import torch
+
+    started = time.perf_counter()
+    torch.set_num_threads(max(1, min(torch.get_num_threads(), 2)))
+    config = demo_config(steps=steps, minutes=minutes, seed=seed, progress=progress)
+    run_dir = _prepare(out_dir)
+    trainer = Trainer(config, run_dir)
+    simulator = trainer.simulator.describe()
+    manifest = {"model": "tiny", "simulator": simulator, "profiles": config.eval.profiles}
+
+    before_eps = _evaluate(trainer, out_dir, "before", manifest)
+    budget = None
+    if minutes is not None:  # keep time for the final evaluation
+        budget = max(10.0, minutes * 60.0 - (time.perf_counter() - started) - 20.0)
+    trainer.train(time_budget_s=budget)
+    after_eps = _evaluate(trainer, out_dir, "after", manifest)
+
+    history = [h for h in read_metrics(run_dir) if "rollout/reward_mean" in h]
+    evals = _eval_points(run_dir, before_eps, after_eps, trainer.step)
+    curve = Figure("reward_curve", "Reward curve: training reward and held-out score per step",
+                   plots.reward_curve_png(history, evals))  # fmt: skip
+    pair = _featured_pair(before_eps, after_eps)
+    wall, rss = time.perf_counter() - started, peak_rss_mb()
+    summary = {
+        "before": _headline(before_eps),
+        "after": _headline(after_eps),
+        "steps": trainer.step,
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": round(rss, 1),
+        "profiles": {"train": config.rollout.profiles, "eval": config.eval.profiles},
+        "offline_user": offline_user_statement(simulator, _languages(config.eval.profiles)),
+        "example": {
+            "profile_id": pair[0].profile_id,
+            "before": dialogue_lines(pair[0]),
+            "after": dialogue_lines(pair[1]),
+        },
+    }
+    atomic_write_json(out_dir / "summary.json", summary)
+    runs = [load_run(out_dir / "before"), load_run(out_dir / "after")]
+    html_path, md_path = write_report(
+        runs,
+        out_dir / "report.html",
+        title="rlver demo: before and after training",
+        preface=_preface(summary, curve, pair),
+    )
+    return DemoResult(out_dir, html_path, md_path, summary)
+
+
+def summary_lines(result: DemoResult) -> list[str]:
+    """What the command prints: the offline user, the before/after score, one dialogue before and after
+    (model and simulator text is untrusted: control characters are removed), and where the report is."""
+    s = result.summary
+    b, a, example = s["before"], s["after"], s["example"]
+    lines = [
+        clean(s["offline_user"]),
+        f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({s['steps']} steps)",
+        "",
+        "one held-out dialogue before training:",
+        *(clean("  " + line) for line in example["before"]),
+        "the same user after training:",
+        *(clean("  " + line) for line in example["after"]),
+        "",
+        f"wall {s['wall_s']:.0f} s, peak memory {s['peak_rss_mb']:.0f} MB",
+        f"report: {result.report_html}  (Markdown: {result.report_md})",
+    ]
+    return lines
