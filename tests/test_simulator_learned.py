@@ -135,7 +135,7 @@ def test_reduced_refit_is_deterministic(shared_data: Path, tmp_path: Path) -> No
     """A full refit with validation takes ~10 min on 2 cores, too slow for CI: a reduced fit (one file,
     no validation) run twice must give the same bytes; `rlver simulator fit` on all nine files rebuilds
     the shipped artefact the same way (docs/simulator.md)."""
-    from rlver.simulator.learned_fit import dump_artefact, fit_artefact
+    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
 
     one = _released(shared_data) / "gpt-4o-simulator" / "openai-o1_result.jsonl"
     settings = {"cg_steps": 10}
@@ -155,7 +155,7 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
     from rlver.rollout.published import read_published
-    from rlver.simulator.learned_fit import spearman
+    from rlver.eval.calibrate import spearman
 
     path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"
     sim = OfflineSimulator()

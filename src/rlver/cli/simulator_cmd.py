@@ -24,7 +24,7 @@ def fit_cmd(
     from rich.console import Console
 
     from rlver.io import atomic_write_bytes
-    from rlver.simulator.learned_fit import dump_artefact, fit_artefact
+    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
 
     console = Console(stderr=True)
     artefact = fit_artefact(
