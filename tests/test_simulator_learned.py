@@ -152,10 +152,10 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     """Teacher-forced through the offline user itself (restore + respond), as `rlver calibrate` does."""
     import asyncio
 
+    from rlver.eval.calibrate import spearman
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
     from rlver.rollout.published import read_published
-    from rlver.eval.calibrate import spearman
 
     path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"
     sim = OfflineSimulator()

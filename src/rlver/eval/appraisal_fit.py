@@ -31,9 +31,9 @@ import numpy as np
 from rlver.env.thinking import visible_text
 from rlver.errors import InputError, Problem
 from rlver.eval.calibrate import spearman
-from rlver.records import Episode
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
+from rlver.records import Episode
 from rlver.rollout.published import read_published
 from rlver.simulator.learned import (
     DENSE_NAMES,

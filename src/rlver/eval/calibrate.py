@@ -39,6 +39,7 @@ from rlver.records import Episode, Message
 from rlver.rollout.published import read_published
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW
+from rlver.simulator.offline import OfflineUser
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
 
 PREDICTIONS = "predictions.jsonl"
@@ -118,6 +119,8 @@ class Turn:
     reply: str
     emotion_before: int
     recorded_change: int
+    #: The recorded changes of the earlier appraised turns of this dialogue (the simulator's own trajectory).
+    previous_changes: tuple[int, ...] = ()
 
 
 def appraised_turns(file: str, episode: Episode) -> list[Turn]:
@@ -143,6 +146,7 @@ def appraised_turns(file: str, episode: Episode) -> list[Turn]:
                 reply=dialogue[i - 1].content,
                 emotion_before=a.emotion_before,
                 recorded_change=a.emotion_after - a.emotion_before,
+                previous_changes=tuple(t.recorded_change for t in turns),
             )
         )
     return turns
@@ -231,7 +235,10 @@ def load_done(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 async def predict_turn(simulator: UserSimulator, profile: Profile, turn: Turn, seed: int) -> tuple[int, int]:
     """Teacher-forced prediction of one turn: ``(predicted change, simulator tokens)``."""
     user = simulator.start(profile, start_emotion=turn.emotion_before, seed=seed)
-    user.restore(turn.history, turn.emotion_before)
+    if isinstance(user, OfflineUser):
+        user.restore(turn.history, turn.emotion_before, changes=turn.previous_changes)
+    else:
+        user.restore(turn.history, turn.emotion_before)
     result = await user.respond(turn.reply)
     after = result.appraisal.emotion_after if result.appraisal is not None else turn.emotion_before
     return after - turn.emotion_before, result.tokens
