@@ -270,6 +270,21 @@ def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileDa
     return files
 
 
+def _plan(
+    files: Sequence[FileData], done: dict[tuple[str, str, int], dict[str, Any]]
+) -> tuple[list[tuple[FileData, Turn]], list[tuple[str, str, int]]]:
+    """The turns still to predict, and every turn's key in file/dialogue/turn order."""
+    todo: list[tuple[FileData, Turn]] = []
+    order: list[tuple[str, str, int]] = []
+    for fd in files:
+        for ep in fd.episodes:
+            for t in appraised_turns(fd.path, ep):
+                order.append(_key(t.file, t.dialogue_id, t.turn))
+                if order[-1] not in done:
+                    todo.append((fd, t))
+    return todo, order
+
+
 async def run_predictions(
     files: Sequence[FileData],
     simulator_for: Callable[[FileData], UserSimulator],
@@ -290,14 +305,7 @@ async def run_predictions(
     """
     path = out / PREDICTIONS
     done = load_done(path)
-    todo: list[tuple[FileData, Turn]] = []
-    order: list[tuple[str, str, int]] = []
-    for fd in files:
-        for ep in fd.episodes:
-            for t in appraised_turns(fd.path, ep):
-                order.append(_key(t.file, t.dialogue_id, t.turn))
-                if _key(t.file, t.dialogue_id, t.turn) not in done:
-                    todo.append((fd, t))
+    todo, order = _plan(files, done)
     total = len(order)
     finished = total - len(todo)
     if on_turn:

@@ -32,8 +32,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from rlver.errors import ConfigError
 
 #: The artefact shipped in the package.
@@ -78,11 +76,8 @@ def normalise(text: str) -> str:
 
 def char_ngrams(text: str, n_max: int, prefix: str) -> set[str]:
     """The set of character 1..``n_max``-grams of ``text`` (already normalised), each tagged ``prefix``."""
-    grams: set[str] = set()
-    for n in range(1, n_max + 1):
-        for i in range(len(text) - n + 1):
-            grams.add(prefix + text[i : i + n])
-    return grams
+    size = len(text)
+    return {prefix + text[i : i + n] for n in range(1, n_max + 1) for i in range(size - n + 1)}
 
 
 def cjk_bigrams(text: str) -> set[str]:
@@ -209,9 +204,8 @@ class AppraisalModel:
     ) -> tuple[float, dict[str, float]]:
         """The raw score of one reply and its contributions: ``ngrams``, ``context``, ``intercept``."""
         keys = sparse_keys(reply, last_user, self.settings)
-        w = self.weights
-        hits = [w[k] for k in keys if k in w]
-        ngram = sum(hits) / math.sqrt(len(keys)) if keys else 0.0
+        # One C-level lookup per key (dict.get through map): the hot loop of the offline user.
+        ngram = sum(filter(None, map(self.weights.get, keys))) / math.sqrt(len(keys)) if keys else 0.0
         dense = dense_features(
             reply,
             profile,
@@ -233,7 +227,7 @@ class AppraisalModel:
 
     def change(self, score: float, max_change: int = 10) -> int:
         """An integer change on the recorded scale from a raw score (see :func:`round_change`)."""
-        return int(round_change(np.array([self.slope * score + self.offset]), max_change)[0])
+        return round_change(self.slope * score + self.offset, max_change)
 
     def top_ngrams(self, k: int = 20, *, prefix: str = "r:", min_len: int = 2) -> list[tuple[str, float]]:
         """The ``k`` most rewarded reply n-grams (the probe builds keyword salad from them)."""
@@ -258,14 +252,17 @@ class AppraisalModel:
         }
 
 
-def round_change(value: np.ndarray, max_change: int = 10) -> np.ndarray:
-    """Stretched scores to integer changes: nearest integer, but never 0 for a non-zero score.
+def round_change(value: float, max_change: int = 10) -> int:
+    """A stretched score to an integer change: nearest integer, but never 0 for a non-zero score.
 
     The published simulator almost never leaves the emotion unchanged (3 of 7,215 released turns), so a
     rounded 0 only costs sign agreement: the sign of the score is the better guess (0.75 → 0.77 held out).
+    Plain Python on purpose: it runs once per turn, where a numpy call would cost more than the maths.
     """
-    rounded = np.sign(value) * np.maximum(np.floor(np.abs(value) + 0.5), 1.0)
-    return np.clip(rounded, -max_change, max_change)
+    if value == 0:
+        return 0
+    magnitude = max(1, math.floor(abs(value) + 0.5))
+    return max(-max_change, min(max_change, magnitude if value > 0 else -magnitude))
 
 
 def artefact_path() -> Path:
