@@ -68,7 +68,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v2"
+OFFLINE_VERSION = "rlver-offline-v3"
 
 #: Replies longer than this many characters are flagged (and earn nothing).
 MAX_REPLY_CHARS = 1500
