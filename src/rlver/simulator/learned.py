@@ -256,7 +256,8 @@ def round_change(value: float, max_change: int = 10) -> int:
     """A stretched score to an integer change: nearest integer, but never 0 for a non-zero score.
 
     The published simulator almost never leaves the emotion unchanged (3 of 7,215 released turns), so a
-    rounded 0 only costs sign agreement: the sign of the score is the better guess (0.75 → 0.77 held out).
+    rounded 0 only costs sign agreement: the sign of the score is the better guess (0.742 → 0.776 with
+    agent models held out, 0.756 → 0.786 with profiles held out).
     Plain Python on purpose: it runs once per turn, where a numpy call would cost more than the maths.
     """
     if value == 0:
