@@ -127,6 +127,9 @@ def test_turns_and_ends_read_from_a_synthetic_file(tmp_path: Path) -> None:
     assert [t.turn for t in turns] == list(range(1, 8))
     assert turns[-1].emotion_before == 95 and turns[-1].recorded_change == 5  # after − before, capped
     assert turns[0].history == (Message(role="user", content="我最近很烦。"),)
+    assert turns[0].previous_changes == () and turns[3].previous_changes == tuple(
+        t.recorded_change for t in turns[:3]
+    )
     assert "<think>" not in turns[1].history[1].content  # the user sees visible text only
     assert {k: recorded_end(e) for k, e in episodes.items()} == {
         "limit": "turn_limit",
@@ -222,6 +225,23 @@ def test_offline_restore_rebuilds_the_users_memory(tmp_path: Path) -> None:
     first = asyncio.run(fresh.respond(turns[3].history[1].content))
     assert repeat.appraisal is not None and first.appraisal is not None
     assert repeat.appraisal.raw_change < first.appraisal.raw_change
+
+
+def test_learned_provenance_is_shown_and_stored(tmp_path: Path) -> None:
+    from rlver.eval.calibrate_report import provenance_rows
+
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    out = tmp_path / "out"
+    sim = OfflineSimulator(seed=0)
+    asyncio.run(calibrate([str(path)], lambda _fd: sim, sim.describe(), out))
+    stored = json.loads((out / "calibration.json").read_text())["simulator"]["learned"]
+    assert len(stored["data"]) == 9 and stored["artefact_sha256"]
+    rows = dict(provenance_rows(sim.describe()))
+    assert rows["artefact"].endswith(stored["artefact_sha256"])
+    assert any(k.startswith("held out: leave_model_out") for k in rows)
+    page = (out / "calibration.html").read_text()
+    assert "Learned appraisal: provenance" in page and stored["data"][0]["sha256"] in page
+    assert provenance_rows(OfflineSimulator(learned=False).describe()) == []
 
 
 def test_offline_calibration_runs_and_resumes(tmp_path: Path) -> None:

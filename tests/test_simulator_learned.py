@@ -100,12 +100,38 @@ def test_restore_rebuilds_derived_state() -> None:
             Message(role="user", content=t1.text),
         ],
         t1.appraisal.emotion_after,
+        changes=[t1.appraisal.change],
     )
     got = restored.respond_now(second)
     assert "repeats_itself" in restored.last_flags
     assert got.appraisal is not None and expected.appraisal is not None
     assert got.appraisal.change == expected.appraisal.change
     assert got.appraisal.features == expected.appraisal.features
+
+
+def test_own_trajectory_is_read_and_kept() -> None:
+    """The learned appraisal reads the user's own earlier changes: the same reply in the same context
+    scores differently after a run of gains than after a run of losses, and each turn adds its change."""
+    sim = OfflineSimulator()
+    profile = load_profile_set("zh-test")[2]
+    reply = "听起来这件事让你很委屈，你已经尽力了。你最希望身边的人怎么回应你？"
+    history = [Message(role="user", content="我最近真的很累。")]
+    scores = {}
+    for name, changes in (("up", [10, 5, 5]), ("down", [-10, -5, -5])):
+        user = sim.start(profile, start_emotion=50)
+        user.restore(history, 50, changes=changes)
+        turn = user.respond_now(reply)
+        assert turn.appraisal is not None
+        scores[name] = turn.appraisal.features["learned_context"]
+        assert user._changes == [*changes, turn.appraisal.change]
+    assert scores["up"] != scores["down"]
+
+
+def test_rounding_keeps_the_sign() -> None:
+    from rlver.simulator.learned import round_change
+
+    got = [round_change(v) for v in (-0.2, 0.2, 0.0, 1.4, -7.6, 30.0, -2.5)]
+    assert got == [-1, 1, 0, 1, -8, 10, -3]
 
 
 def test_offline_throughput_zh() -> None:
@@ -136,7 +162,7 @@ def test_reduced_refit_is_deterministic(shared_data: Path, tmp_path: Path) -> No
     """A full refit with validation takes ~10 min on 2 cores, too slow for CI: a reduced fit (one file,
     no validation) run twice must give the same bytes; `rlver simulator fit` on all nine files rebuilds
     the shipped artefact the same way (docs/simulator.md)."""
-    from rlver.simulator.learned_fit import dump_artefact, fit_artefact
+    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
 
     one = _released(shared_data) / "gpt-4o-simulator" / "openai-o1_result.jsonl"
     settings = {"cg_steps": 10}
@@ -153,9 +179,9 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     """Teacher-forced through the offline user itself (restore + respond), as `rlver calibrate` does."""
     import asyncio
 
+    from rlver.eval.calibrate import spearman
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
-    from rlver.simulator.learned_fit import spearman
     from rlver.transcripts.published import read_published
 
     path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"

@@ -127,3 +127,10 @@ def test_agent_local_on_a_run_without_checkpoints_says_what_to_pass(run_dir: Pat
     proc = rlver("eval", "--agent-local", early, "--simulator", "offline", "--limit", "1", cwd=tmp_path)
     assert proc.returncode == 2
     assert "no checkpoint yet" in proc.stderr and str(early / "base_model") in proc.stderr.replace("\n", "")
+
+
+def test_training_run_records_its_simulated_user(run_dir: Path) -> None:
+    """The run folder says which user the rewards came from, with the learned appraisal's provenance."""
+    info = json.loads((run_dir / "simulator.json").read_text(encoding="utf-8"))
+    assert info["name"] == "offline" and info["appraisal"]["zh"] == "learned"
+    assert len(info["learned"]["artefact_sha256"]) == 64 and info["learned"]["data"]

@@ -23,8 +23,8 @@ def fit_cmd(
     """Fit the Chinese learned appraisal on released judgements; same data, same bytes."""
     from rich.console import Console
 
+    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
     from rlver.io import atomic_write_bytes
-    from rlver.simulator.learned_fit import dump_artefact, fit_artefact
 
     console = Console(stderr=True)
     artefact = fit_artefact(

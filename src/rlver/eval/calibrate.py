@@ -38,6 +38,7 @@ from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.records import Episode, Message
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW
+from rlver.simulator.offline import OfflineUser
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
 from rlver.transcripts.published import read_published
 
@@ -118,6 +119,8 @@ class Turn:
     reply: str
     emotion_before: int
     recorded_change: int
+    #: The recorded changes of the earlier appraised turns of this dialogue (the simulator's own trajectory).
+    previous_changes: tuple[int, ...] = ()
 
 
 def appraised_turns(file: str, episode: Episode) -> list[Turn]:
@@ -143,6 +146,7 @@ def appraised_turns(file: str, episode: Episode) -> list[Turn]:
                 reply=dialogue[i - 1].content,
                 emotion_before=a.emotion_before,
                 recorded_change=a.emotion_after - a.emotion_before,
+                previous_changes=tuple(t.recorded_change for t in turns),
             )
         )
     return turns
@@ -231,7 +235,10 @@ def load_done(path: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 async def predict_turn(simulator: UserSimulator, profile: Profile, turn: Turn, seed: int) -> tuple[int, int]:
     """Teacher-forced prediction of one turn: ``(predicted change, simulator tokens)``."""
     user = simulator.start(profile, start_emotion=turn.emotion_before, seed=seed)
-    user.restore(turn.history, turn.emotion_before)
+    if isinstance(user, OfflineUser):
+        user.restore(turn.history, turn.emotion_before, changes=turn.previous_changes)
+    else:
+        user.restore(turn.history, turn.emotion_before)
     result = await user.respond(turn.reply)
     after = result.appraisal.emotion_after if result.appraisal is not None else turn.emotion_before
     return after - turn.emotion_before, result.tokens
@@ -263,6 +270,21 @@ def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileDa
     return files
 
 
+def _plan(
+    files: Sequence[FileData], done: dict[tuple[str, str, int], dict[str, Any]]
+) -> tuple[list[tuple[FileData, Turn]], list[tuple[str, str, int]]]:
+    """The turns still to predict, and every turn's key in file/dialogue/turn order."""
+    todo: list[tuple[FileData, Turn]] = []
+    order: list[tuple[str, str, int]] = []
+    for fd in files:
+        for ep in fd.episodes:
+            for t in appraised_turns(fd.path, ep):
+                order.append(_key(t.file, t.dialogue_id, t.turn))
+                if order[-1] not in done:
+                    todo.append((fd, t))
+    return todo, order
+
+
 async def run_predictions(
     files: Sequence[FileData],
     simulator_for: Callable[[FileData], UserSimulator],
@@ -283,14 +305,7 @@ async def run_predictions(
     """
     path = out / PREDICTIONS
     done = load_done(path)
-    todo: list[tuple[FileData, Turn]] = []
-    order: list[tuple[str, str, int]] = []
-    for fd in files:
-        for ep in fd.episodes:
-            for t in appraised_turns(fd.path, ep):
-                order.append(_key(t.file, t.dialogue_id, t.turn))
-                if _key(t.file, t.dialogue_id, t.turn) not in done:
-                    todo.append((fd, t))
+    todo, order = _plan(files, done)
     total = len(order)
     finished = total - len(todo)
     if on_turn:

@@ -71,6 +71,53 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=130)
     console.print(table)
     console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
+    print_provenance(summary.get("simulator") or {})
+
+
+def provenance_rows(simulator: dict[str, Any]) -> list[tuple[str, str]]:
+    """The learned appraisal's provenance as (label, value) rows; empty when the simulator has none.
+
+    What the offline user's Chinese judgements rest on: the artefact's sha256, the released files it was
+    fitted on (with theirs), the fit settings and its own held-out figures per split and simulator model.
+    """
+    learned = simulator.get("learned")
+    if not isinstance(learned, dict):
+        return []
+    rows = [
+        ("artefact", f"{learned.get('artefact', '')} sha256 {learned.get('artefact_sha256', '')}"),
+        ("features", f"{learned.get('features_version', '')} (language {learned.get('language', '')})"),
+    ]
+    rows += [(f"data {d['file']}", f"sha256 {d['sha256']}") for d in learned.get("data", [])]
+    settings = learned.get("settings", {})
+    rows.append(("fit settings", ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))))
+    for split, report in sorted(learned.get("validation", {}).items()):
+        for part, fig in sorted(report.items()):
+            rows.append(
+                (
+                    f"held out: {split} / {part}",
+                    f"{fig['turns']} turns, spearman {_fmt(fig['spearman'])}, sign "
+                    f"{_fmt(fig['sign_agreement'])}, model-ranking {_fmt(fig['model_ranking_spearman'])}",
+                )
+            )
+    return rows
+
+
+def print_provenance(simulator: dict[str, Any]) -> None:
+    """The learned appraisal's provenance under the agreement table (nothing for other simulators)."""
+    rows = provenance_rows(simulator)
+    if not rows:
+        return
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="Learned appraisal (Chinese profiles): provenance")
+    table.add_column("what", justify="left")
+    table.add_column("value", justify="left", overflow="fold")
+    for label, value in rows:
+        table.add_row(label, value)
+    (Console() if sys.stdout.isatty() else Console(width=130)).print(table)
 
 
 def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: int) -> tuple[bytes, bytes]:
@@ -147,17 +194,19 @@ def render_html(
         for r in summary["files"]
     )
     o = summary["overall"]
+    prov = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in provenance_rows(simulator))
+    prov_html = f"<h2>Learned appraisal: provenance</h2><table class='prov'>{prov}</table>" if prov else ""
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:; "
         "style-src 'unsafe-inline'\"><title>rlver calibrate</title>"
         "<style>body{font-family:sans-serif;max-width:960px;margin:2em auto}td,th{padding:2px 8px;"
-        "border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}</style></head><body>"
+        "border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}.prov td{text-align:left;word-break:break-all}</style></head><body>"
         f"<h1>Simulator calibration</h1><p>Simulator: <code>{esc(json.dumps(simulator, ensure_ascii=False))}</code></p>"
         f"<p>Overall: {o['turns']} turns, per-turn Spearman {_fmt(o['spearman'])}, sign agreement "
         f"{_fmt(o['sign_agreement'])}, MAE {_fmt(o['mae'], 2)}; model-ranking Spearman "
         f"{_fmt(summary['model_ranking_spearman'])}.</p>"
-        f"<table><tr>{head}</tr>{body}</table>"
+        f"<table><tr>{head}</tr>{body}</table>{prov_html}"
         f"<h2>Recorded vs predicted</h2><img alt='scatter' src='data:image/png;base64,{base64.b64encode(scatter).decode()}'>"
         f"<h2>Model ranking</h2><img alt='ranking' src='data:image/png;base64,{base64.b64encode(ranking).decode()}'>"
         "</body></html>"

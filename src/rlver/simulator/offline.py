@@ -68,7 +68,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v2"
+OFFLINE_VERSION = "rlver-offline-v3"
 
 #: Replies longer than this many characters are flagged (and earn nothing).
 MAX_REPLY_CHARS = 1500
@@ -225,6 +225,21 @@ class Scored:
         return math.floor(abs(total) + 0.5) * (1 if total >= 0 else -1)
 
 
+@dataclass
+class _Draft:
+    """The contributions, flags and notes of one reply while :func:`score_reply` builds them."""
+
+    raw: dict[str, float] = field(default_factory=dict)
+    flags: list[str] = field(default_factory=list)
+    notes: dict[str, list[str]] = field(
+        default_factory=lambda: {"understanding": [], "goal_fit": [], "inner_reaction": []}
+    )
+
+    def flag(self, name: str, value: float) -> None:
+        self.flags.append(name)
+        self.raw[name] = value
+
+
 def score_reply(
     reply: str,
     pf: ProfileFeatures,
@@ -248,105 +263,124 @@ def score_reply(
         user_grams = set()
         for message in user_messages:
             user_grams |= _ngrams(_units(message, pf.language)[0], 3)
-    lex = pf.lexicon
-    lang = pf.language
-    raw: dict[str, float] = {}
-    flags: list[str] = []
-    notes: dict[str, list[str]] = {"understanding": [], "goal_fit": [], "inner_reaction": []}
+    draft = _Draft()
     text = reply.strip()
     view = TextView.of(text)
-    if lang == "en":  # the words were just found: reuse them
+    if pf.language == "en":  # the words were just found: reuse them
         seq, units, reply_tokens = view.words, len(view.words), view.words
     else:
-        (seq, units), reply_tokens = _units(text, lang), tokens(text, lang)
+        (seq, units), reply_tokens = _units(text, pf.language), tokens(text, pf.language)
+    _score_length(draft, text, units)
+    _hard_flags(draft, text, view, pf, units)
+    _copying(draft, text, seq, pf, user_grams)
+    token_set = set(reply_tokens)
+    _repetition(draft, token_set, previous_token_sets)
+    _relevance(draft, text, token_set, pf, embedder)
+    _wording(draft, view, pf)
+    _questions(draft, text, view, pf)
+    _stock_phrases(draft, view, pf)
+    return _finish(draft, difficulty, behaviour_bias)
 
-    # -- length --------------------------------------------------------------------------------
+
+def _score_length(draft: _Draft, text: str, units: int) -> None:
+    """About 15-60 word-like units earn most; empty, tiny and overlong replies are flagged."""
     if not text:
-        flags.append("empty")
-        raw["length"] = -3.0
+        draft.flags.append("empty")
+        draft.raw["length"] = -3.0
     elif len(text) > MAX_REPLY_CHARS:
-        flags.append("too_long")
-        raw["length"] = -4.0
+        draft.flags.append("too_long")
+        draft.raw["length"] = -4.0
     elif units < 4:
-        flags.append("too_short")
-        raw["length"] = -2.0
+        draft.flags.append("too_short")
+        draft.raw["length"] = -2.0
     elif units < 15:
-        raw["length"] = -1.0 + 2.0 * (units - 4) / 11.0
+        draft.raw["length"] = -1.0 + 2.0 * (units - 4) / 11.0
     elif units <= 60:
-        raw["length"] = 1.0
+        draft.raw["length"] = 1.0
     elif units <= 150:
-        raw["length"] = 1.0 - 2.0 * (units - 60) / 90.0
+        draft.raw["length"] = 1.0 - 2.0 * (units - 60) / 90.0
     else:
-        raw["length"] = -1.0 - min(2.0, (units - 150) / 100.0)
-    notes["understanding"].append(f"{units} word-like units")
+        draft.raw["length"] = -1.0 - min(2.0, (units - 150) / 100.0)
+    draft.notes["understanding"].append(f"{units} word-like units")
 
-    # -- hard flags ----------------------------------------------------------------------------
+
+def _hard_flags(draft: _Draft, text: str, view: TextView, pf: ProfileFeatures, units: int) -> None:
+    """Leaked thinking, judge-directed text, wrong language, gibberish, keyword salad, flattery."""
+    lang, lex = pf.language, pf.lexicon
     if THINK_TAG.search(text):
-        flags.append("think_leak")
-        raw["think_leak"] = -5.0
+        draft.flag("think_leak", -5.0)
     if any(pattern.search(text) for pattern in JUDGE_PATTERNS):
-        flags.append("judge_directed")
-        raw["judge_directed"] = -6.0
+        draft.flag("judge_directed", -6.0)
     ratio = cjk_ratio(text)
     letters = len(CJK_CHAR.findall(text)) + len(LATIN_LETTER.findall(text))
     if letters >= 5 and ((lang == "zh" and ratio < 0.5) or (lang == "en" and ratio > 0.2)):
-        flags.append("wrong_language")
-        raw["wrong_language"] = -4.0
+        draft.flag("wrong_language", -4.0)
     gib = _gibberish(text, lang, lex)
     if gib:
-        flags.append("gibberish")
-        raw["gibberish"] = -4.0
-        notes["understanding"].append(f"hard to read ({gib})")
+        draft.flag("gibberish", -4.0)
+        draft.notes["understanding"].append(f"hard to read ({gib})")
     salad = _keyword_salad(text, lang, lex, view)
     if salad and not gib:
-        flags.append("keyword_salad")
-        raw["keyword_salad"] = -4.0
-        notes["understanding"].append(f"not sentences ({salad})")
+        draft.flag("keyword_salad", -4.0)
+        draft.notes["understanding"].append(f"not sentences ({salad})")
     praise = len(lex.praise.findall(view))
     if praise >= 3 or (units and praise / max(units, 1) > 0.12 and praise >= 2):
-        flags.append("flattery")
-        raw["flattery"] = -min(4.0, 1.0 + praise * 0.5)
-    if text and len(seq) >= 6:
-        grams = _ngrams(seq, 3)
-        copied = len(grams & user_grams) / len(grams) if grams else 0.0
-        if copied >= 0.5:
-            flags.append("parrots_user")
-            raw["parrots_user"] = -3.0 * copied
-            notes["inner_reaction"].append(f"{copied:.0%} of it repeats the user's own words")
-        if pf.profile_grams:
-            from_profile = len(grams & pf.profile_grams) / len(grams) if grams else 0.0
-            if from_profile >= 0.6:
-                flags.append("parrots_profile")
-                raw["parrots_profile"] = -3.0 * from_profile
-                notes["inner_reaction"].append(f"{from_profile:.0%} of it is copied from my own story")
+        draft.flag("flattery", -min(4.0, 1.0 + praise * 0.5))
 
-    # -- repetition of earlier replies (graded, hard when near-verbatim) -----------------------
-    token_set = set(reply_tokens)
-    if previous_token_sets and token_set:
-        sim = max(_jaccard(token_set, prev) for prev in previous_token_sets)
-        if sim > 0.4:
-            raw["repetition"] = -5.0 * (sim - 0.4)
-            notes["inner_reaction"].append(f"{sim:.0%} like an earlier reply")
-        if sim >= 0.8:
-            flags.append("repeats_itself")
 
-    # -- relevance to the profile --------------------------------------------------------------
+def _copying(
+    draft: _Draft, text: str, seq: Sequence[str], pf: ProfileFeatures, user_grams: set[tuple[str, ...]]
+) -> None:
+    """A reply mostly made of the user's own words, or of the profile's text, is flagged."""
+    if not text or len(seq) < 6:
+        return
+    grams = _ngrams(seq, 3)
+    copied = len(grams & user_grams) / len(grams) if grams else 0.0
+    if copied >= 0.5:
+        draft.flag("parrots_user", -3.0 * copied)
+        draft.notes["inner_reaction"].append(f"{copied:.0%} of it repeats the user's own words")
+    if pf.profile_grams:
+        from_profile = len(grams & pf.profile_grams) / len(grams) if grams else 0.0
+        if from_profile >= 0.6:
+            draft.flag("parrots_profile", -3.0 * from_profile)
+            draft.notes["inner_reaction"].append(f"{from_profile:.0%} of it is copied from my own story")
+
+
+def _repetition(draft: _Draft, token_set: set[str], previous_token_sets: Sequence[set[str]]) -> None:
+    """Repeating an earlier reply costs gradually, and is flagged when near-verbatim."""
+    if not previous_token_sets or not token_set:
+        return
+    sim = max(_jaccard(token_set, prev) for prev in previous_token_sets)
+    if sim > 0.4:
+        draft.raw["repetition"] = -5.0 * (sim - 0.4)
+        draft.notes["inner_reaction"].append(f"{sim:.0%} like an earlier reply")
+    if sim >= 0.8:
+        draft.flags.append("repeats_itself")
+
+
+def _relevance(
+    draft: _Draft, text: str, token_set: set[str], pf: ProfileFeatures, embedder: Embedder | None
+) -> None:
+    """Relevance to the profile: embedding cosine when an embedder is set, else weighted word overlap."""
     if embedder is not None and pf.need_vector is not None and text:
         vec = np.asarray(embedder([text])[0], dtype=np.float64)
         denom = float(np.linalg.norm(vec) * np.linalg.norm(pf.need_vector)) or 1.0
         cosine = float(vec @ pf.need_vector) / denom
         relevance = min(1.0, max(0.0, (cosine - 0.1) / 0.4))
-        notes["goal_fit"].append(f"embedding similarity to goal and hidden need {cosine:.2f}")
+        draft.notes["goal_fit"].append(f"embedding similarity to goal and hidden need {cosine:.2f}")
     else:
         matched = {t: pf.keywords[t] for t in token_set if t in pf.keywords}
         relevance = _saturate(sum(matched.values()), 2.5)
         top = sorted(matched, key=lambda t: (-matched[t], t))[:6]
-        notes["goal_fit"].append(
+        draft.notes["goal_fit"].append(
             "touches the profile's words: " + ", ".join(top) if top else "no words of the user's situation"
         )
-    raw["relevance"] = 3.0 * relevance
+    draft.raw["relevance"] = 3.0 * relevance
 
-    # -- empathy vs solution wording, matched to the need -------------------------------------
+
+def _wording(draft: _Draft, view: TextView, pf: ProfileFeatures) -> None:
+    """Empathy vs solution wording, weighted by what the user needs."""
+    lex, raw, notes = pf.lexicon, draft.raw, draft.notes
     empathy_hits = {m.lower() for m in lex.empathy.findall(view)}
     solution_hits = {m.lower() for m in lex.solution.findall(view)}
     w_emp, w_sol = NEED_WEIGHTS[pf.need]
@@ -365,39 +399,49 @@ def score_reply(
         notes["understanding"].append("offers steps (" + ", ".join(sorted(solution_hits)[:4]) + ")")
     notes["goal_fit"].append(f"the user needs {pf.need}")
 
-    # -- questions -----------------------------------------------------------------------------
-    questions = text.count("?") + text.count("？")
-    if questions:
-        open_q = bool(lex.open_question.findall(view))
-        q_value = {"passive": 1.5, "avoidant": 0.5}.get(pf.style, 1.0)
-        raw["open_question"] = q_value * (1.0 if open_q else 0.4)
-        if questions > 3 or (pf.style == "avoidant" and questions > 1):
-            raw["interrogation"] = -1.0 * (questions - (1 if pf.style == "avoidant" else 3))
-            notes["inner_reaction"].append("too many questions at once")
 
-    # -- clichés, minimisers, disclaimers ------------------------------------------------------
+def _questions(draft: _Draft, text: str, view: TextView, pf: ProfileFeatures) -> None:
+    """An open question helps (a passive user most); too many at once is an interrogation."""
+    questions = text.count("?") + text.count("？")
+    if not questions:
+        return
+    open_q = bool(pf.lexicon.open_question.findall(view))
+    q_value = {"passive": 1.5, "avoidant": 0.5}.get(pf.style, 1.0)
+    draft.raw["open_question"] = q_value * (1.0 if open_q else 0.4)
+    if questions > 3 or (pf.style == "avoidant" and questions > 1):
+        draft.raw["interrogation"] = -1.0 * (questions - (1 if pf.style == "avoidant" else 3))
+        draft.notes["inner_reaction"].append("too many questions at once")
+
+
+def _stock_phrases(draft: _Draft, view: TextView, pf: ProfileFeatures) -> None:
+    """Clichés and minimisers (worse for a negative user), and AI disclaimers."""
+    lex = pf.lexicon
     cliche_weight = 1.5 if pf.style == "negative" else 1.0
     cliches = lex.cliche.findall(view)
     minimisers = lex.minimiser.findall(view)
     if cliches or minimisers:
-        raw["cliche"] = -min(4.0, cliche_weight * (1.5 * len(cliches) + 0.5 * len(minimisers)))
-        notes["inner_reaction"].append(
+        draft.raw["cliche"] = -min(4.0, cliche_weight * (1.5 * len(cliches) + 0.5 * len(minimisers)))
+        draft.notes["inner_reaction"].append(
             "stock phrases: " + ", ".join(dict.fromkeys(c.lower() for c in cliches + minimisers))
         )
     if lex.ai_disclaimer.findall(view):
-        raw["ai_disclaimer"] = -1.5
+        draft.raw["ai_disclaimer"] = -1.5
 
-    # -- difficulty, gate, behaviour -----------------------------------------------------------
+
+def _finish(draft: _Draft, difficulty: Difficulty, behaviour_bias: int) -> Scored:
+    """Difficulty scaling and offset, behaviour bias, and the gate of the hard flags."""
     pos_scale, neg_scale, offset = DIFFICULTY_SCALES[difficulty]
-    features = {k: round(v * (pos_scale if v > 0 else neg_scale), 4) for k, v in raw.items() if v}
+    features = {k: round(v * (pos_scale if v > 0 else neg_scale), 4) for k, v in draft.raw.items() if v}
     features["difficulty_offset"] = offset
     if behaviour_bias:
         features["behaviour_bias"] = float(behaviour_bias)
-    if any(f in HARD_FLAGS for f in flags):
+    if any(f in HARD_FLAGS for f in draft.flags):
         subtotal = sum(features.values())
         features["gate"] = round(min(0.0, -1.0 - subtotal), 4)
-        notes["inner_reaction"].append("nothing in this reply can count for it: " + ", ".join(flags))
-    return Scored(features=features, flags=flags, notes=notes)
+        draft.notes["inner_reaction"].append(
+            "nothing in this reply can count for it: " + ", ".join(draft.flags)
+        )
+    return Scored(features=features, flags=draft.flags, notes=draft.notes)
 
 
 def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
@@ -564,6 +608,8 @@ class OfflineUser(SimulatedUser):
         self._previous_token_sets: list[set[str]] = []
         self._previous_bigrams: list[set[str]] = []
         self._user_grams: set[tuple[str, ...]] = set()
+        #: This user's own emotion changes so far (the learned appraisal reads its trajectory).
+        self._changes: list[int] = []
         #: The flags of the last reply judged (``rlver probe --from-run`` reports them).
         self.last_flags: list[str] = []
 
@@ -576,10 +622,15 @@ class OfflineUser(SimulatedUser):
         self._previous_token_sets.append(set(tokens(agent_reply.strip(), self.pf.language)))
         self._previous_bigrams.append(cjk_bigrams(agent_reply))
 
-    def restore(self, history: Sequence[Message], emotion: int) -> None:
-        """Rebuild the derived state (earlier replies' tokens, the user's n-grams) from ``history``."""
+    def restore(self, history: Sequence[Message], emotion: int, *, changes: Sequence[int] = ()) -> None:
+        """Rebuild the derived state (earlier replies' tokens, the user's n-grams) from ``history``.
+
+        ``changes``: the emotion changes this user made earlier in the dialogue, oldest first (teacher-forced
+        calibration passes the recorded ones; without them the learned appraisal sees a fresh dialogue).
+        """
         super().restore([], emotion)
         self._previous_token_sets, self._previous_bigrams, self._user_grams = [], [], set()
+        self._changes = list(changes)
         for message in history:
             if message.role == "user":
                 self._heard(message.content)
@@ -601,6 +652,7 @@ class OfflineUser(SimulatedUser):
             turn=turn,
             last_user=last_user,
             previous_bigrams=self._previous_bigrams,
+            previous_changes=self._changes,
         )
         if self.simulator.vetoes and parts["ngrams"] > model.ngram_ceiling:
             # More rewarded phrases than any real reply in the fitting data: a stack of them, not a reply.
@@ -649,6 +701,7 @@ class OfflineUser(SimulatedUser):
         self.last_flags = list(scored.flags)
         raw_change = scored.raw_change
         before, change, after = self.emotion.apply(raw_change)
+        self._changes.append(change)
         tier = self.emotion.tier
         lang = self.pf.language
         appraisal = Appraisal(

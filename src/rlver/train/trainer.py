@@ -188,6 +188,10 @@ class Trainer:
                 indent=2,
             ),
         )
+        # Which simulated user the rewards came from (the learned appraisal's provenance included).
+        atomic_write_text(
+            self.out / "simulator.json", json.dumps(self.simulator.describe(), indent=2, ensure_ascii=False)
+        )
         atomic_write_text(
             self.out / "config.yaml",
             yaml.safe_dump(mask_secret_values(redacted(cfg.model_dump(mode="json"))), sort_keys=False),
