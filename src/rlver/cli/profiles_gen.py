@@ -69,17 +69,17 @@ def _generate(
     _check_options(lang, similarity, max_similarity, key_env)
     topics = load_seed_topics(seed_topics) if seed_topics else bundled_seed_topics(lang)
     others = [p for name in against for p in load_profile_set(name)]
-    settings = GenerateSettings(
+    settings = GenerateSettings(  # what to write, how to ask the model, what counts as a duplicate
         n=n,
         language=lang,
-        seed=seed,
         with_opening=with_opening,
+        source=f"generated:{model}",
+        seed=seed,
+        sampling=SamplingParams(temperature=temperature, max_tokens=max_tokens),
+        concurrency=concurrency,
+        max_attempts=max_attempts,
         similarity=similarity,
         max_similarity=max_similarity,
-        max_attempts=max_attempts,
-        concurrency=concurrency,
-        sampling=SamplingParams(temperature=temperature, max_tokens=max_tokens),
-        source=f"generated:{model}",
     )
     err = Console(stderr=True)
 

@@ -23,14 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from rlver.env.dialogue import EnvConfig
-from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import system_prompt
 from rlver.errors import RlverError
 from rlver.integrations.verl import AGENT_NAME, DATA_SOURCE
 from rlver.integrations.verl.settings import SETTINGS_KEY, DialogueTask
 from rlver.io import atomic_write_bytes
 from rlver.profiles.schema import Profile
-from rlver.simulator.factory import SimulatorSpec
 
 
 def opening_messages(profile: Profile, env: EnvConfig) -> list[dict[str, str]]:
@@ -46,30 +44,19 @@ def opening_messages(profile: Profile, env: EnvConfig) -> list[dict[str, str]]:
 def build_rows(
     profiles: Sequence[Profile],
     *,
-    simulator: SimulatorSpec,
     env: EnvConfig,
-    reward: RewardSpec,
-    max_reply_tokens: int,
-    simulator_concurrency: int,
     seed: int = 0,
     split: str = "train",
-    transcript_dir: str | None = None,
-    group_size: int = 1,
+    **task: Any,
 ) -> list[dict[str, Any]]:
-    """One verl dataset row per profile (row ``i`` gets seed ``seed + i``)."""
+    """One verl dataset row per profile (row ``i`` gets seed ``seed + i``).
+
+    ``task`` holds the rest of :class:`DialogueTask`'s fields (simulator, reward, token and
+    concurrency limits, ...), named only there so that a new field needs no edit here.
+    """
     rows = []
     for i, profile in enumerate(profiles):
-        task = DialogueTask(
-            profile=profile,
-            simulator=simulator,
-            env=env,
-            reward=reward,
-            max_reply_tokens=max_reply_tokens,
-            simulator_concurrency=simulator_concurrency,
-            seed=seed + i,
-            transcript_dir=transcript_dir,
-            group_size=group_size,
-        )
+        task_json = DialogueTask(profile=profile, env=env, seed=seed + i, **task).to_json()
         rows.append(
             {
                 "data_source": DATA_SOURCE,
@@ -81,7 +68,7 @@ def build_rows(
                     "index": i,
                     "profile_id": profile.id,
                     "split": split,
-                    SETTINGS_KEY: task.to_json(),
+                    SETTINGS_KEY: task_json,
                 },
             }
         )

@@ -57,14 +57,23 @@ class LaunchPlan:
     """What :func:`prepare` wrote and the command that runs it."""
 
     out_dir: Path
-    train_file: Path
-    val_file: Path
-    agent_loop_yaml: Path
-    overrides: list[str]
-    command: list[str]
-    n_train: int
-    n_val: int
+    overrides: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    n_train: int = 0
+    n_val: int = 0
     files: list[Path] = field(default_factory=list)
+
+    @property
+    def train_file(self) -> Path:
+        return self.out_dir / "train.parquet"
+
+    @property
+    def val_file(self) -> Path:
+        return self.out_dir / "val.parquet"
+
+    @property
+    def agent_loop_yaml(self) -> Path:
+        return self.out_dir / "agent_loops.yaml"
 
     @property
     def shell_command(self) -> str:
@@ -108,8 +117,8 @@ def _profiles(cfg: VerlTrainConfig) -> tuple[list[Profile], list[Profile]]:
 
 
 def _write_datasets(
-    cfg: VerlTrainConfig, out_dir: Path, train_profiles: list[Profile], val_profiles: list[Profile]
-) -> tuple[Path, Path]:
+    cfg: VerlTrainConfig, plan: LaunchPlan, train_profiles: list[Profile], val_profiles: list[Profile]
+) -> None:
     """``train.parquet`` and ``val.parquet``: one row per profile with its dialogue rules and reward.
 
     The rules are the config's one mapping to the environment (``TrainConfig.env_config``), the same
@@ -130,9 +139,9 @@ def _write_datasets(
         "reward": ro.reward,
         "max_reply_tokens": ro.max_new_tokens,
         "simulator_concurrency": ro.simulator_concurrency,
-        "transcript_dir": str(out_dir / "transcripts") if cfg.verl.transcripts else None,
+        "transcript_dir": str(plan.out_dir / "transcripts") if cfg.verl.transcripts else None,
     }
-    train_file = write_parquet(
+    write_parquet(
         build_rows(
             train_profiles,
             env=train_env,
@@ -141,14 +150,13 @@ def _write_datasets(
             group_size=ro.n_per_profile if ALGORITHMS[cfg.algorithm.name].min_group_size > 1 else 1,
             **common,
         ),
-        out_dir / "train.parquet",
+        plan.train_file,
     )
     val_env = cfg.env_config(evaluation=True)
-    val_file = write_parquet(
+    write_parquet(
         build_rows(val_profiles, env=val_env, seed=cfg.eval.seed, split="val", **common),
-        out_dir / "val.parquet",
+        plan.val_file,
     )
-    return train_file, val_file
 
 
 def _write_run_files(
@@ -170,32 +178,24 @@ def _write_run_files(
 
 def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
     """Write the run folder for ``cfg`` and return the plan (nothing is started)."""
-    out_dir = Path(cfg.verl.out_dir).expanduser().resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    plan = LaunchPlan(Path(cfg.verl.out_dir).expanduser().resolve())
+    plan.out_dir.mkdir(parents=True, exist_ok=True)
     train_profiles, val_profiles = _profiles(cfg)
-    train_file, val_file = _write_datasets(cfg, out_dir, train_profiles, val_profiles)
-    agent_yaml = out_dir / "agent_loops.yaml"
-    atomic_write_text(agent_yaml, agent_loop_yaml_text())
-    overrides = verl_overrides(
+    plan.n_train, plan.n_val = len(train_profiles), len(val_profiles)
+    _write_datasets(cfg, plan, train_profiles, val_profiles)
+    atomic_write_text(plan.agent_loop_yaml, agent_loop_yaml_text())
+    plan.overrides = verl_overrides(
         cfg,
-        model_path=_model_path(cfg, out_dir),
-        train_files=train_file,
-        val_files=val_file,
-        agent_loop_yaml=agent_yaml,
-        n_train_profiles=len(train_profiles),
+        model_path=_model_path(cfg, plan.out_dir),
+        train_files=plan.train_file,
+        val_files=plan.val_file,
+        agent_loop_yaml=plan.agent_loop_yaml,
+        n_train_profiles=plan.n_train,
     )
-    command = [python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
-    return LaunchPlan(
-        out_dir=out_dir,
-        train_file=train_file,
-        val_file=val_file,
-        agent_loop_yaml=agent_yaml,
-        overrides=overrides,
-        command=command,
-        n_train=len(train_profiles),
-        n_val=len(val_profiles),
-        files=[train_file, val_file, agent_yaml, *_write_run_files(cfg, out_dir, overrides, command)],
-    )
+    plan.command = [python or sys.executable, "-m", "verl.trainer.main_ppo", *plan.overrides]
+    run_files = _write_run_files(cfg, plan.out_dir, plan.overrides, plan.command)
+    plan.files = [plan.train_file, plan.val_file, plan.agent_loop_yaml, *run_files]
+    return plan
 
 
 def compose_verl_config(overrides: Sequence[str]) -> Any:
