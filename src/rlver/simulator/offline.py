@@ -111,9 +111,7 @@ HARD_FLAGS = (
 #: UTF-8 character), lone surrogates, C0/C1 control characters other than tab and newline, and
 #: private-use code points. None of the 7,673 agent replies of the released SAGE files has one
 #: (tests/test_simulator_offline.py counts them), while a tiny model's byte-level tokens produce them.
-BROKEN_CHAR = re.compile(
-    "[\ufffd\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\ue000-\uf8ff\U000f0000-\U0010ffff]"
-)
+BROKEN_CHAR = re.compile("[\ufffd\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
 _NEED_ALIASES = {
     "deep empathy": "empathy",
