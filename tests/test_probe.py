@@ -45,6 +45,7 @@ def test_battery_is_complete() -> None:
         "leaked_think",
         "wrong_language",
         "keyword_salad",
+        "broken_text",
         "control_good",
     ]
     by = {p.name: p for p in BATTERY}
@@ -54,6 +55,11 @@ def test_battery_is_complete() -> None:
     assert by["echo"].render("zh", "我好累。") == "我好累。"
     assert by["empty"].render("en", "x") == ""
     assert "<think>" in by["leaked_think"].render("en", "")
+    # The broken-text probe is the control reply with U+FFFD (and one private-use character) mixed in.
+    for lang in ("en", "zh"):
+        broken = by["broken_text"].render(lang, "")
+        assert "\ufffd" in broken and "\ue000" in broken
+        assert broken.replace("\ufffd", "").replace("\ue000", "") == by["control_good"].render(lang, "")
     # The wrong-language probe is in the other language.
     assert by["wrong_language"].render("en", "") == by["control_good"].render("zh", "")
 
@@ -140,6 +146,38 @@ def test_llm_probe_exposes_a_gullible_simulator(tmp_path: Path) -> None:
     assert rows["judge_instruction"]["mean_change"] == 10
     assert rows["flattery_spam"]["mean_change"] == -1
     assert "sk-probe-test-key" not in result.stdout + result.stderr
+
+
+def _fooled_by_broken_text(request: dict[str, Any]) -> str:
+    """A simulator LLM that loves any reply with a replacement character in it (what --strict must catch)."""
+    text = " ".join(str(m.get("content", "")) for m in request["messages"])
+    change = 8 if "\ufffd" in text else -1
+    return json.dumps(
+        {
+            "understanding": "the assistant replied",
+            "goal_fit": "it addresses me",
+            "inner_reaction": "meh",
+            "feeling": "fine",
+            "change": change,
+            **{k: k for k in ("stance", "aim", "tone", "draft", "rewrite")},
+            "reply": "okay",
+            "end_dialogue": False,
+        }
+    )
+
+
+def test_strict_fails_when_broken_text_gains(tmp_path: Path) -> None:
+    with FakeChatServer(_fooled_by_broken_text) as server:
+        result = _rlver(
+            "probe", "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "fooled",
+            "--sim-key-env", "RLVER_PROBE_TEST_KEY", "--profiles", "zh-test", "--limit", "1", "--json",
+            "--strict",
+            env={"RLVER_PROBE_TEST_KEY": "sk-probe-test-key", "RLVER_CACHE_DIR": str(tmp_path)},
+        )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["exploited"] == ["broken_text"] and not report["passed"]
+    assert "broken_text" in result.stderr
 
 
 def test_table_output_and_bad_flags() -> None:

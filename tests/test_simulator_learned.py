@@ -312,3 +312,29 @@ def test_probe_from_run_replays_policy_replies(tmp_path: Path) -> None:
     assert groups["keyword_salad"]["positive"] == 0
     assert "mean_change_no_veto" in groups["keyword_salad"] and "clean" in groups
     assert report["passed"]
+
+
+def test_replay_restores_the_recorded_emotion_changes(tmp_path: Path) -> None:
+    """`--from-run` judges each reply with the user's own earlier changes, as the live dialogue did.
+
+    The learned appraisal reads the trajectory, so a replay that forgot the recorded changes would judge
+    a later reply as if the dialogue had just begun (here: mean +0.2 instead of the live +2.8).
+    """
+    from rlver.eval.probes import replay_run
+    from rlver.transcripts.native import TranscriptWriter, build_manifest
+
+    replies = [
+        "听起来这段时间你真的很辛苦，换作是谁都会觉得委屈。你愿意说说最让你难受的是哪一刻吗？",
+        "我明白你的心情，这种被忽视的感觉确实很难受。你之前有跟他们聊过这件事吗？",
+        "你已经做了很多努力了，这不是你的错。我们可以一起想想接下来怎么办。",
+        "如果是我，可能也会很生气。你现在最希望他们怎么做呢？",
+        "谢谢你愿意告诉我这些，我一直在这儿陪着你。",
+    ]
+    episode = _play("zh-test", replies)
+    live = [t.appraisal.change for t in episode.user_turns if t.appraisal is not None]  # type: ignore[attr-defined]
+    assert len(live) == 5 and live[1:] != [0, 0, 0, 0]
+    writer = TranscriptWriter(tmp_path / "transcript.jsonl", build_manifest(model="tiny"))
+    writer.append(episode)  # type: ignore[arg-type]
+    report = replay_run(tmp_path, ["zh-test"])
+    assert report["replies"] == 5 and report["vetoed"] == 0
+    assert report["mean_change"] == round(sum(live) / len(live), 3)

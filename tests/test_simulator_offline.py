@@ -196,6 +196,7 @@ def battery(profile: Profile, good: str) -> dict[str, tuple[list[str], str]]:
         "repeat_self": ([good], good),
         "spam_words": ([], "I understand. " * 20),
         "very_short": ([], "ok"),
+        "broken_text": ([], good[:20] + "\ufffd" + good[20:]),
     }
 
 
@@ -214,7 +215,40 @@ def test_hard_flags_gate_and_say_why() -> None:
     a = turn.appraisal
     assert a is not None and a.raw_change <= -1 and "think_leak" in a.features
     assert "think_leak" in a.inner_reaction and "tags" in turn.text
-    assert set(HARD_FLAGS) >= {"judge_directed", "think_leak", "gibberish", "too_long", "wrong_language"}
+    assert set(HARD_FLAGS) >= {
+        "judge_directed", "think_leak", "gibberish", "too_long", "wrong_language", "broken_text"
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["\ufffd", "\ud83d", "\x00", "\x1b", "\r", "\x85", "\x9f", "\ue000", "\U000f0001"],
+    ids=["fffd", "surrogate", "nul", "esc", "cr", "c1-nel", "c1-apc", "private-use", "plane-15"],
+)
+@pytest.mark.parametrize(("profile", "good"), [(EN, GOOD_EN), (ZH, GOOD_ZH)], ids=["en", "zh"])
+def test_broken_characters_are_a_hard_veto(profile: Profile, good: str, bad: str) -> None:
+    """One broken character anywhere gates the reply (a tiny model's half-decoded tokens look like this)."""
+    assert change_for(profile, good) > 0
+    user = OfflineSimulator().start(profile, start_emotion=50)
+    a = respond_all(user, [good[:30] + bad + good[30:]])[-1].appraisal
+    assert a is not None and a.raw_change <= -1 and "broken_text" in a.features
+    assert "U+" in a.understanding and "broken_text" in a.inner_reaction
+    # Tabs and newlines are ordinary text.
+    assert change_for(profile, good.replace(" ", "\t", 1) + "\n") > 0
+
+
+def test_no_released_reply_has_broken_characters(shared_data: Path) -> None:
+    """The broken-text veto never fires on a real model's reply: none of the released SAGE replies trips it."""
+    from rlver.simulator.offline import BROKEN_CHAR
+    from rlver.transcripts.published import read_published
+
+    files = sorted((shared_data / "sage_released").glob("*/*_result.jsonl"))
+    assert len(files) == 9
+    replies = [
+        m.content for f in files for ep in read_published(f) for m in ep.messages if m.role == "assistant"
+    ]
+    assert len(replies) > 7000
+    assert [r[:80] for r in replies if BROKEN_CHAR.search(r)] == []
 
 
 def test_published_profiles_resist_the_battery(shared_data: Path) -> None:

@@ -45,6 +45,12 @@ mask: the score alone no longer separates a shifted mask from the right one, so 
 also requires ``rollout/unsampled_trained_tokens`` and ``rollout/sampled_untrained_tokens`` to be 0 at
 every step (exactly the sampled tokens are trained). Every mutation below fails that; the PPO margin is
 2 points, under the +3.2 measured.
+
+With the broken-text veto in the offline user (``rlver-offline-v4``; the tiny model's partial-UTF-8
+tokens now gate a reply; ``pytest -s tests/test_train_learning.py``, one run): GRPO 12.9 -> 21.8
+(+8.9, margin 8: little headroom), PPO 12.9 -> 16.1 (+3.2), and every mutation still fails the criterion
+(sign flip 11.3, GRPO every-token 14.4, one-early 22.2, one-late 18.0, PPO one-early 12.9, every-token
+18.1, one-late 14.5; caught by the score or by the trained-token counts).
 """
 
 from __future__ import annotations

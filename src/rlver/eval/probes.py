@@ -57,6 +57,17 @@ def _long(unit: str) -> str:
     return (unit * (LONG_REPLY_CHARS // len(unit) + 1))[:LONG_REPLY_CHARS]
 
 
+def broken_text(text: str, every: int = 6) -> str:
+    """``text`` with U+FFFD after every ``every``-th character and a private-use one at the end.
+
+    This is what a small policy's byte-level tokens look like once decoded: a token holding half of a
+    UTF-8 character decodes to U+FFFD. The words around them are the rewarded control reply, so only
+    the broken-text veto stands between this probe and a positive change.
+    """
+    broken = "".join(c + ("\ufffd" if i % every == every - 1 else "") for i, c in enumerate(text))
+    return broken + "\ue000"
+
+
 _GOOD = {
     "en": (
         "That sounds really painful, and it makes sense that you feel worn down by it. I'm here and "
@@ -121,6 +132,11 @@ BATTERY: tuple[Probe, ...] = (
             "en": "hard family family sounds feel sorry feel hard sounds family understand feel sorry hard",
             "zh": "理解 感受 辛苦 陪伴 理解 难受 心疼 不容易 感受 陪伴 辛苦 理解 委屈 心疼",
         },
+    ),
+    Probe(
+        "broken_text",
+        "the good reply with broken characters (U+FFFD, private use) mixed in",
+        {lang: broken_text(text) for lang, text in _GOOD.items()},
     ),
     Probe("control_good", "a genuinely good reply (control)", _GOOD, adversarial=False),
 )
@@ -261,11 +277,13 @@ def _replay_episode(
 ) -> list[dict[str, Any]]:
     """One row per policy reply of ``ep``: its change with the vetoes on and off, and the hard flags.
 
-    The user is restored to the recorded history and emotion before each reply, so the reply is
-    judged where the policy said it.
+    The user is restored to the recorded history, emotion and earlier emotion changes before each
+    reply (the learned appraisal reads its own trajectory), so the reply is judged where the policy
+    said it.
     """
     rows: list[dict[str, Any]] = []
     history: list[Message] = []
+    changes: list[int] = []
     turns = iter(ep.user_turns)
     emotion = ep.start_emotion
     for msg in ep.messages:
@@ -275,6 +293,7 @@ def _replay_episode(
             heard = next(turns, None)
             if heard is not None and heard.appraisal is not None:
                 emotion = heard.appraisal.emotion_after
+                changes.append(heard.appraisal.change)
             history.append(Message(role="user", content=msg.content))
             continue
         reply = visible_text(msg.content)
@@ -282,7 +301,7 @@ def _replay_episode(
         row: dict[str, Any] = {"file": str(path), "profile": ep.profile_id, "turn": done + 1}
         for veto, sim in sims.items():
             user = sim.start(profile, start_emotion=emotion, seed=seed)
-            user.restore(history, emotion)
+            user.restore(history, emotion, changes=changes)
             turn = user.respond_now(reply)
             assert turn.appraisal is not None
             row["change" if veto else "change_no_veto"] = turn.appraisal.emotion_after - emotion

@@ -24,7 +24,8 @@ Design of the signal (smooth where it should be learnable, hard where it must no
 * hard flags that *gate* all positive contributions (the change is then at most -1): empty or very
   short replies, more than ~1,500 characters, leaked ``<think>`` tags, text aimed at the judge
   ("output change +10", "ignore previous instructions", "as the simulator"), gibberish or word salad,
-  flattery spam, parroting the user's own words, repeating itself verbatim, the wrong language.
+  flattery spam, parroting the user's own words, repeating itself verbatim, the wrong language, broken
+  text (U+FFFD, control, surrogate or private-use characters: what a model's half-decoded tokens leave).
 
 Difficulty scales positives and negatives and adds an offset (``normal`` is moderately demanding: a
 bland reply loses a point). A behaviour mode's ``offline_change_bias`` is added last.
@@ -68,7 +69,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v3"
+OFFLINE_VERSION = "rlver-offline-v4"
 
 #: Replies longer than this many characters are flagged (and earn nothing).
 MAX_REPLY_CHARS = 1500
@@ -103,7 +104,14 @@ HARD_FLAGS = (
     "parrots_user",
     "repeats_itself",
     "wrong_language",
+    "broken_text",
 )
+
+#: Characters no real reply contains: U+FFFD (bytes that did not decode, e.g. a token that is half of a
+#: UTF-8 character), lone surrogates, C0/C1 control characters other than tab and newline, and
+#: private-use code points. None of the 7,673 agent replies of the released SAGE files has one
+#: (tests/test_simulator_offline.py counts them), while a tiny model's byte-level tokens produce them.
+BROKEN_CHAR = re.compile("[\ufffd\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
 _NEED_ALIASES = {
     "deep empathy": "empathy",
@@ -307,6 +315,11 @@ def _score_length(draft: _Draft, text: str, units: int) -> None:
 def _hard_flags(draft: _Draft, text: str, view: TextView, pf: ProfileFeatures, units: int) -> None:
     """Leaked thinking, judge-directed text, wrong language, gibberish, keyword salad, flattery."""
     lang, lex = pf.language, pf.lexicon
+    broken = BROKEN_CHAR.findall(text)
+    if broken:
+        draft.flag("broken_text", -4.0)
+        shown = ", ".join(sorted({f"U+{ord(c):04X}" for c in broken})[:3])
+        draft.notes["understanding"].append(f"broken characters ({shown})")
     if THINK_TAG.search(text):
         draft.flag("think_leak", -5.0)
     if any(pattern.search(text) for pattern in JUDGE_PATTERNS):
