@@ -40,9 +40,9 @@ from rlver.env.thinking import split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
-from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
+from rlver.records import FAILURE_BELOW, SUCCESS_AT, Episode, Message, SampledTurn, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
-from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW, TRAIN_START, EmotionState
+from rlver.simulator.emotion import TRAIN_START, EmotionState
 
 #: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with
 #: ``appraise_final_reply``), as SAGE/test_npc.py:93 does. ``after_user_exceeds``: the published
@@ -82,7 +82,7 @@ class EnvConfig(BaseModel):
     #: End the dialogue when the emotion reaches 100 (the published training goes on at 100).
     end_at_high: bool = True
     #: End the dialogue when the emotion falls below this (evaluation: 10; training ``<= 0`` = 1).
-    end_below: int = Field(default=TERMINAL_LOW, ge=-1000, le=101)
+    end_below: int = Field(default=FAILURE_BELOW, ge=-1000, le=101)
     #: How the turn limit is counted (see :data:`TurnLimitRule`).
     turn_limit_rule: TurnLimitRule = "reply_count"
     #: All dialogues of one profile in a rollout round share one opening line (the published
@@ -142,7 +142,7 @@ class EnvConfig(BaseModel):
         """The end reason an emotion value implies under these settings, or ``None``."""
         if not self.stop_on_emotion:
             return None
-        if self.end_at_high and emotion >= TERMINAL_HIGH:
+        if self.end_at_high and emotion >= SUCCESS_AT:
             return "emotion_high"
         if emotion < self.end_below:
             return "emotion_low"

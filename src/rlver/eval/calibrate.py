@@ -35,9 +35,8 @@ from rlver.errors import ConfigError, RlverError
 from rlver.io import append_jsonl, append_jsonl_many, atomic_write_json, atomic_write_text, iter_jsonl
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
-from rlver.records import Episode, Message
+from rlver.records import Episode, Message, fell_to_failure, reached_success
 from rlver.simulator.base import UserSimulator
-from rlver.simulator.emotion import TERMINAL_HIGH, TERMINAL_LOW
 from rlver.simulator.offline import OfflineUser
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
 from rlver.transcripts.published import read_published
@@ -158,9 +157,9 @@ def recorded_end(episode: Episode, max_assistant_turns: int = 10) -> str:
     final = episode.emotions[-1] if episode.emotions else episode.start_emotion
     if roles and roles[-1] == "assistant":
         return "turn_limit" if roles.count("assistant") >= max_assistant_turns else "unknown"
-    if final >= TERMINAL_HIGH:
+    if reached_success(final):
         return "emotion_high"
-    if final < TERMINAL_LOW:
+    if fell_to_failure(final):
         return "emotion_low"
     if episode.user_turns and says_goodbye(episode.user_turns[-1].text):
         return "goodbye"

@@ -16,10 +16,8 @@ EMOTION_MAX = 100
 EVAL_START = 40
 TRAIN_START = 30
 MAX_CHANGE = 10
-#: The published termination thresholds: the dialogue ends at or above HIGH and below LOW, i.e. as
-#: soon as its outcome is decided (the benchmark's success/failure values, defined in ``records``).
-TERMINAL_HIGH = SUCCESS_AT
-TERMINAL_LOW = FAILURE_BELOW
+# The published protocol ends a dialogue as soon as its outcome is decided: at or above
+# ``records.SUCCESS_AT`` and below ``records.FAILURE_BELOW`` (one home for both thresholds).
 
 #: One line per tier: how the user behaves there (used in prompts, docs and the offline simulator).
 TIER_MEANING: dict[Tier, str] = {
@@ -125,8 +123,8 @@ def is_terminal(emotion: int) -> bool:
 
 def terminal_reason(emotion: int) -> str | None:
     """The end reason an emotion value implies, or ``None`` while the dialogue may go on."""
-    if emotion >= TERMINAL_HIGH:
+    if emotion >= SUCCESS_AT:
         return "emotion_high"
-    if emotion < TERMINAL_LOW:
+    if emotion < FAILURE_BELOW:
         return "emotion_low"
     return None

@@ -39,13 +39,11 @@ from typing import Any, TypeVar
 
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
-from rlver.records import Episode
+from rlver.records import FAILURE_BELOW, SUCCESS_AT, Episode
 from rlver.simulator.emotion import (
     EMOTION_MAX,
     EMOTION_MIN,
     MAX_CHANGE,
-    TERMINAL_HIGH,
-    TERMINAL_LOW,
     clamp,
     tier_of,
 )
@@ -69,7 +67,7 @@ class AuditRules:
     bound_change: bool = True
     floor_emotion: bool = True
     end_at_high: bool = True
-    end_below: int = TERMINAL_LOW
+    end_below: int = FAILURE_BELOW
     turn_limit_rule: str = "reply_count"
 
     @property
@@ -88,7 +86,7 @@ class AuditRules:
 
     def ends(self, emotion: int) -> bool:
         """Whether this emotion ends the dialogue under these rules."""
-        return (self.end_at_high and emotion >= TERMINAL_HIGH) or emotion < self.end_below
+        return (self.end_at_high and emotion >= SUCCESS_AT) or emotion < self.end_below
 
 
 @dataclass
