@@ -95,3 +95,36 @@ def test_run_all_renders_the_docs_block_from_results(tmp_path: Path) -> None:
     assert "hand-written intro" in text and "footer" in text and "old" not in text
     assert "### 2. Simulator overhead" in text and "turns/s" in text
     assert "### 1. Rollout" not in text  # only what was measured is shown
+
+
+@pytest.mark.slow
+def test_learned_appraisal_holdout_refits_and_scores_held_out_files(
+    tmp_path: Path, shared_data: Path
+) -> None:
+    """Two agent models' files: each is scored by an appraisal refitted without it (vetoes included)."""
+    data = tmp_path / "data" / "gpt-4o-simulator"
+    data.mkdir(parents=True)
+    for name in ("gpt-4o-0806_result.jsonl", "openai-o1_result.jsonl"):
+        (data / name).symlink_to(shared_data / "sage_released" / "gpt-4o-simulator" / name)
+    out = tmp_path / "holdout.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "learned_appraisal_holdout.py"),
+            "--data",
+            str(data.parent),
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "held out gpt-4o: 1 files" in proc.stdout and "held out openai-o1: 1 files" in proc.stdout
+    summary = json.loads(out.read_text())
+    overall = summary["overall"]
+    assert overall["turns"] == summary["gpt-4o-simulator"]["turns"] > 1000
+    # a real signal, measured on files the fit never saw (0.63 on all nine files)
+    assert overall["spearman"] > 0.4 and overall["sign_agreement"] > 0.6
+    assert summary["model_ranking_spearman"] is None and len(summary["per_file"]) == 2

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rlver.simulator.offline import HARD_FLAGS
 from rlver.transcripts.native import read_transcript
 
 
@@ -34,6 +35,13 @@ def test_demo_writes_report_and_transcripts(tmp_path: Path) -> None:
         assert summary[stage]["n"] == 24  # 3 held-out Chinese users x 8 dialogues
         transcript = read_transcript(out / stage / "transcript.jsonl")
         assert len(transcript.episodes) == 24
+        # the veto counts beside the score are the transcript's: replies appraised, and gated ones
+        appraisals = [t.appraisal for ep in transcript.episodes for t in ep.user_turns if t.appraisal]
+        gated = [a for a in appraisals if any(f in HARD_FLAGS for f in a.features)]
+        assert (summary[stage]["replies"], summary[stage]["vetoed"]) == (len(appraisals), len(gated))
+        assert sum(summary[stage]["vetoes"].values()) >= len(gated)
+    head = next(line for line in proc.stdout.splitlines() if line.startswith("vetoed replies"))
+    assert f"before {summary['before']['vetoed']}/{summary['before']['replies']}" in head
     assert summary["peak_rss_mb"] < 4096
     # which offline user, with its measured agreement, and one dialogue before and after (same user)
     assert (

@@ -30,6 +30,7 @@ import resource
 import shutil
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from rlver.eval.runs import load_run
 from rlver.io import atomic_write_json
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
+from rlver.simulator.offline import HARD_FLAGS
 from rlver.train.config import TrainConfig, load_train_config
 from rlver.train.logger import read_metrics
 from rlver.train.trainer import Trainer
@@ -104,8 +106,10 @@ def _write_transcript(path: Path, episodes: list[Episode], manifest: dict[str, A
 
 
 def _headline(episodes: list[Episode]) -> dict[str, Any]:
-    """The before/after numbers of one evaluation, all from :func:`rlver.eval.metrics.compute_metrics`."""
+    """The before/after numbers of one evaluation, all from :func:`rlver.eval.metrics.compute_metrics`,
+    plus how many replies tripped a hard veto (see :func:`veto_counts`)."""
     m = compute_metrics(episodes)
+    replies, vetoed, by_flag = veto_counts(episodes)
     return {
         "score": None if m.score is None else round(m.score, 2),
         "success": m.success,
@@ -113,7 +117,35 @@ def _headline(episodes: list[Episode]) -> dict[str, Any]:
         "mean_turns": round(m.mean_turns, 2),
         "n": m.n,
         "mean_reply_tokens": round(m.mean_policy_tokens / max(m.mean_turns, 1e-9), 1),
+        "replies": replies,
+        "vetoed": vetoed,
+        "vetoes": by_flag,
     }
+
+
+def veto_counts(episodes: list[Episode]) -> tuple[int, int, dict[str, int]]:
+    """Appraised replies, how many tripped a hard veto, and the count per veto (most frequent first).
+
+    A tiny model's score can rise by trading an expensive veto for a cheaper one without ever writing
+    a reply the user would accept; printing the counts beside the score keeps that visible. Read from
+    the appraisals' recorded features (a hard flag is recorded as a feature of that name).
+    """
+    counts: Counter[str] = Counter()
+    replies = vetoed = 0
+    for ep in episodes:
+        for turn in ep.user_turns:
+            if turn.appraisal is None:
+                continue
+            flags = [f for f in turn.appraisal.features if f in HARD_FLAGS]
+            replies += 1
+            vetoed += bool(flags)
+            counts.update(flags)
+    return replies, vetoed, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _veto_text(h: dict[str, Any]) -> str:
+    detail = ", ".join(f"{flag} {n}" for flag, n in h["vetoes"].items())
+    return f"{h['vetoed']}/{h['replies']}" + (f" ({detail})" if detail else "")
 
 
 def offline_user_statement(simulator: dict[str, Any], languages: set[str]) -> str:
@@ -190,7 +222,9 @@ def _preface(summary: dict[str, Any], curve: Figure, pair: tuple[Episode, Episod
         paragraphs=(
             f"The tiny model trained with GRPO against the offline simulated user for {summary['steps']} "
             f"steps ({summary['wall_s']:.0f} s, peak memory {summary['peak_rss_mb']:.0f} MB). Held-out score "
-            f"(mean final emotion, 0-100, {b['n']} dialogues): before {b['score']}, after {a['score']}.",
+            f"(mean final emotion, 0-100, {b['n']} dialogues): before {b['score']}, after {a['score']}. "
+            f"Replies that tripped a hard veto (the user gates them: no positive change): before "
+            f"{_veto_text(b)}, after {_veto_text(a)}.",
             summary["offline_user"],
             "The offline user is a proxy (no LLM), not the Sentient Benchmark: these numbers show that the "
             "training loop learns against it, not how well the model would do on the benchmark. A 2-layer "
@@ -277,6 +311,7 @@ def summary_lines(result: DemoResult) -> list[str]:
     lines = [
         clean(s["offline_user"]),
         f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({s['steps']} steps)",
+        f"vetoed replies  before {_veto_text(b)}  after {_veto_text(a)}",
         "",
         "one held-out dialogue before training:",
         *(clean("  " + line) for line in example["before"]),

@@ -153,7 +153,7 @@ def export_command(
 def demo_command(
     out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
     steps: int | None = typer.Option(
-        None, "--steps", min=1, help="GRPO steps (default 100: about 3 minutes on 2 CPU cores)."
+        None, "--steps", min=1, help="GRPO steps (default 100: about 7 minutes of training on 2 CPU cores)."
     ),
     minutes: float | None = typer.Option(
         None,

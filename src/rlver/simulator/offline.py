@@ -69,7 +69,11 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v4"
+OFFLINE_VERSION = "rlver-offline-v5"
+
+#: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
+#: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
+FLATTERY_DENSITY = 0.08
 
 #: Replies longer than this many characters are flagged (and earn nothing).
 MAX_REPLY_CHARS = 1500
@@ -110,7 +114,8 @@ HARD_FLAGS = (
 #: Characters no real reply contains: U+FFFD (bytes that did not decode, e.g. a token that is half of a
 #: UTF-8 character), lone surrogates, C0/C1 control characters other than tab and newline, and
 #: private-use code points. None of the 7,673 agent replies of the released SAGE files has one
-#: (tests/test_simulator_offline.py counts them), while a tiny model's byte-level tokens produce them.
+#: (tests/test_simulator_offline.py checks every content veto on them), while a tiny model's byte-level
+#: tokens produce them.
 BROKEN_CHAR = re.compile("[\ufffd\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
 _NEED_ALIASES = {
@@ -135,7 +140,14 @@ _NEED_ALIASES = {
 }
 
 
-_CHAR_RUN = re.compile(r"(.)\1{5}")
+#: Six of the same letter in a row ("aaaaaa", "哈哈哈哈哈哈"). Letters only: Markdown rules ("------")
+#: and ellipses ("......") are how 12 released SAGE replies are laid out, not gibberish.
+_CHAR_RUN = re.compile(r"([^\W\d_])\1{5}")
+
+#: Window (CJK characters) for the "same few characters" test: over a whole long reply the share of
+#: distinct characters falls with the length alone (it vetoed 148 released SAGE replies), inside a
+#: window it does not (the lowest released reply: 0.38 of 60; the demo policy's loops: 0.33 median).
+_ZH_WINDOW = 60
 
 
 def _saturate(x: float, scale: float) -> float:
@@ -337,7 +349,9 @@ def _hard_flags(draft: _Draft, text: str, view: TextView, pf: ProfileFeatures, u
         draft.flag("keyword_salad", -4.0)
         draft.notes["understanding"].append(f"not sentences ({salad})")
     praise = len(lex.praise.findall(view))
-    if praise >= 3 or (units and praise / max(units, 1) > 0.12 and praise >= 2):
+    # Density, not a count: a long real reply may praise three times (42 released SAGE replies did, at
+    # most 0.053 praise words per unit, and SAGE rated them like any other), flattery spam is all praise.
+    if praise >= 2 and praise / max(units, 1) > FLATTERY_DENSITY:
         draft.flag("flattery", -min(4.0, 1.0 + praise * 0.5))
 
 
@@ -457,6 +471,14 @@ def _finish(draft: _Draft, difficulty: Difficulty, behaviour_bias: int) -> Score
     return Scored(features=features, flags=draft.flags, notes=draft.notes)
 
 
+def _fewest_distinct(chars: Sequence[str], window: int) -> float:
+    """The lowest share of distinct characters in any half-overlapping ``window`` of ``chars``."""
+    if len(chars) <= window:
+        return len(set(chars)) / len(chars)
+    step = window // 2
+    return min(len(set(chars[i : i + window])) / window for i in range(0, len(chars) - window + 1, step))
+
+
 def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
     """A reason the text is not natural language, or "" when it reads as language."""
     if not text:
@@ -474,7 +496,7 @@ def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
         if len(chars) >= 20:
             if sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars) < 0.05:
                 return "no grammatical words"
-            if len(set(chars)) / len(chars) < 0.3:
+            if _fewest_distinct(chars, _ZH_WINDOW) < 0.3:
                 return "the same few characters over and over"
         return ""
     words = EN_WORD.findall(text.lower())
@@ -548,6 +570,26 @@ _EN_GRAMMAR = frozenset(
 )
 
 
+def repeated_share_limit(bigrams: int) -> float:
+    """How much of a Chinese reply of ``bigrams`` character pairs may repeat earlier pairs.
+
+    Real text repeats more as it grows (names, list headings), so the limit grows with the length:
+    0.2 up to 50 pairs, +0.1 per doubling. Measured on the 7,673 agent replies of the released SAGE files:
+    none comes within 0.07 of it (the old fixed limit, 0.4 at any length, vetoed 30 of them), while all
+    48 replies of the demo's trained policy — phrase loops such as "压力压力想来说真的很来说真的很" —
+    exceed it, the closest by 0.03 (tests/test_simulator_offline.py checks both).
+    """
+    return 0.2 + 0.1 * math.log2(max(1.0, bigrams / 50))
+
+
+def zh_phrase_loop(chars: Sequence[str]) -> bool:
+    """Whether a run of Chinese characters keeps cycling through the same few phrases."""
+    bigrams = [a + b for a, b in itertools.pairwise(chars)]
+    if len(bigrams) < 12:
+        return False
+    return 1 - len(set(bigrams)) / len(bigrams) > repeated_share_limit(len(bigrams))
+
+
 def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
     """A reason the text is a pile of rewarded words rather than sentences, or ""."""
     if lang == "zh":
@@ -557,8 +599,7 @@ def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
         grammar = sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars)
         if grammar < 0.08:
             return "almost no grammatical words"
-        bigrams = [a + b for a, b in itertools.pairwise(chars)]
-        if len(bigrams) >= 12 and len(set(bigrams)) / len(bigrams) < 0.6:
+        if zh_phrase_loop(chars):
             return "the same phrases over and over"
         covered = sum(len(p) for p in lex.empathy.findall(view) + lex.solution.findall(view))
         if covered / len(chars) > 0.6 and grammar < 0.15:

@@ -73,10 +73,13 @@ class PhraseList:
     def findall(self, view: TextView) -> list[str]:
         """Every occurrence (with repeats) of a phrase of the list in ``view``."""
         hits = [w for w in view.words if w in self.words]
-        for phrase in self.multi:
-            hits.extend([phrase] * view.padded.count(f" {phrase} "))
+        if len(view.words) > 1:
+            for phrase in self.multi:
+                if n := view.padded.count(f" {phrase} "):
+                    hits.extend([phrase] * n)
         for phrase in self.cjk:
-            hits.extend([phrase] * view.lower.count(phrase))
+            if n := view.lower.count(phrase):
+                hits.extend([phrase] * n)
         return hits
 
 
@@ -204,7 +207,13 @@ ZH = Lexicon(
     ai_disclaimer=_phrases("作为ai|作为一个ai|作为人工智能|作为一个人工智能|语言模型"),
     judge_directed=re.compile(
         r"(?:忽略.{0,8}(?:指令|设定|规则|提示|要求|以上|之前|前面)"
-        r"|情绪(?:值|分|分数)?.{0,4}[+＋]\s*\d|情绪值|打分|加分|评分|模拟器|系统提示"
+        r"|情绪(?:值|分|分数)?.{0,4}[+＋]\s*\d|情绪值|系统提示"
+        # Scoring words only when they ask for a score for this reply or the user's emotion: bare
+        # 加分/评分/打分 are everyday words ("that earns you points", app ratings) and hit 34 released
+        # SAGE replies, whose turns SAGE rated +3.3 on average.
+        r"|(?:给|为)(?:我|这条回复|这个回复|这条回答|这个回答).{0,8}(?:加分|打分|评分|满分|高分)"
+        r"|(?:情绪|心情)(?:值|分)?.{0,6}(?:加分|打分|评分|满分)"
+        r"|(?:打分|评分)(?:函数|模型|器)|(?:用户|情绪)模拟器|模拟(?:的)?用户"
         r"|输出.{0,10}(?:分|变化|change)|作为(?:模拟器|评委|裁判|系统|评估者)"
         r"|<\s*/?\s*(?:agent_reply|dialogue|turn|appraisal)\b)",
         re.IGNORECASE | re.DOTALL,
