@@ -305,6 +305,8 @@ def test_llm_calibration_is_concurrent_resumable_and_counts_tokens(tmp_path: Pat
         served = server.served
         lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
         assert len(lines) == 22 and all(x["tokens"] > 0 for x in lines)
+        # one call per turn: the appraisal only (the user's answer is never written, nor paid for)
+        assert served == 22
         result = _strict_json(out / "calibration.json")
         assert result["overall"]["spearman"] == 1.0 and result["overall"]["sign_agreement"] == 1.0
         assert result["files"][0]["tokens"] == sum(x["tokens"] for x in lines)

@@ -238,7 +238,8 @@ async def predict_turn(simulator: UserSimulator, profile: Profile, turn: Turn, s
         user.restore(turn.history, turn.emotion_before, changes=turn.previous_changes)
     else:
         user.restore(turn.history, turn.emotion_before)
-    result = await user.respond(turn.reply)
+    # The judgement only: an LLM user skips writing its answer, which calibration never reads.
+    result = await user.appraise(turn.reply)
     after = result.appraisal.emotion_after if result.appraisal is not None else turn.emotion_before
     return after - turn.emotion_before, result.tokens
 

@@ -47,6 +47,15 @@ class SimulatedUser(abc.ABC):
         produced; the caller marks the dialogue failed.
         """
 
+    async def appraise(self, agent_reply: str) -> UserTurn:
+        """Only the judgement of ``agent_reply``: the emotion moves, the user's answer may be left out.
+
+        Teacher-forced calibration needs the emotion change and nothing else, so an LLM-backed user
+        overrides this to skip the call that writes its answer (half the calls of a turn). The default
+        is a whole :meth:`respond`, which is free for a user without a model.
+        """
+        return await self.respond(agent_reply)
+
 
 class UserSimulator(abc.ABC):
     """Makes :class:`SimulatedUser` objects; one per run, shared by all dialogues."""

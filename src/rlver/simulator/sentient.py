@@ -206,6 +206,23 @@ class SentientUser(SimulatedUser):
         )
         return await self._ask(prompt, ReplyAnswer, "reply", quoted)
 
+    async def appraise(self, agent_reply: str) -> UserTurn:
+        """The appraisal call alone (no answer is written: ``text`` is empty). For calibration."""
+        started = time.perf_counter()
+        self._agent_replies.append(agent_reply)
+        prompt = self._appraisal_prompt(agent_reply)
+        answer, result = await self._ask(prompt, AppraisalAnswer, "appraisal", tuple(self._agent_replies))
+        appraisal = self._appraisal(answer)
+        self.history.append(Message(role="assistant", content=agent_reply))
+        return UserTurn(
+            text="",
+            appraisal=appraisal,
+            latency_s=time.perf_counter() - started,
+            tokens=result.tokens,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+        )
+
     async def respond(self, agent_reply: str) -> UserTurn:
         """Appraise ``agent_reply`` (our arithmetic moves the emotion), then answer in character."""
         started = time.perf_counter()
