@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import itertools
 import time
 from pathlib import Path
 
@@ -310,15 +309,14 @@ def test_phrase_loops_are_keyword_salad(reply: str) -> None:
 
 def test_phrase_loop_limit_spares_every_released_reply(shared_data: Path) -> None:
     """No real model's visible reply trips the length-aware repetition limit, and none comes close."""
-    from rlver.simulator.offline import CJK_CHAR, repeated_share_limit, zh_phrase_loop
+    from rlver.simulator.offline import CJK_CHAR, repeated_share, repeated_share_limit, zh_phrase_loop
 
     replies = _released_replies(shared_data)
     looping, closest = [], 1.0
     for reply in replies:
         chars = [c for c in reply if CJK_CHAR.match(c)]
-        pairs = len(chars) - 1
+        pairs, share = repeated_share(chars)
         if pairs >= 12:
-            share = 1 - len({a + b for a, b in itertools.pairwise(chars)}) / pairs
             closest = min(closest, repeated_share_limit(pairs) - share)
         if zh_phrase_loop(chars):
             looping.append(reply[:80])

@@ -43,7 +43,7 @@ from rlver.eval.runs import load_run
 from rlver.io import atomic_write_json
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
-from rlver.simulator.offline import HARD_FLAGS
+from rlver.simulator.offline import hard_flags_of
 from rlver.train.config import TrainConfig, load_train_config
 from rlver.train.logger import read_metrics
 from rlver.train.trainer import Trainer
@@ -136,7 +136,7 @@ def veto_counts(episodes: list[Episode]) -> tuple[int, int, dict[str, int]]:
         for turn in ep.user_turns:
             if turn.appraisal is None:
                 continue
-            flags = [f for f in turn.appraisal.features if f in HARD_FLAGS]
+            flags = hard_flags_of(turn.appraisal.features)
             replies += 1
             vetoed += bool(flags)
             counts.update(flags)

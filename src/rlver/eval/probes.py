@@ -26,7 +26,7 @@ from rlver.profiles.schema import Profile
 from rlver.profiles.sets import find_profile
 from rlver.records import Episode, Message
 from rlver.simulator.base import UserSimulator
-from rlver.simulator.offline import HARD_FLAGS, OfflineSimulator
+from rlver.simulator.offline import OfflineSimulator, hard_flags_of
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import format_of_first_record
 
@@ -306,7 +306,7 @@ def _replay_episode(
             assert turn.appraisal is not None
             row["change" if veto else "change_no_veto"] = turn.appraisal.emotion_after - emotion
             if veto:
-                row["flags"] = [f for f in user.last_flags if f in HARD_FLAGS]
+                row["flags"] = hard_flags_of(user.last_flags)
         rows.append(row)
         history.append(Message(role="assistant", content=reply))
     return rows

@@ -9,15 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlver.errors import ConfigError
-from rlver.records import FAILURE_BELOW, SUCCESS_AT, Tier
+from rlver.records import Tier, fell_to_failure, reached_success
 
 EMOTION_MIN = 0
 EMOTION_MAX = 100
 EVAL_START = 40
 TRAIN_START = 30
 MAX_CHANGE = 10
-# The published protocol ends a dialogue as soon as its outcome is decided: at or above
-# ``records.SUCCESS_AT`` and below ``records.FAILURE_BELOW`` (one home for both thresholds).
 
 #: One line per tier: how the user behaves there (used in prompts, docs and the offline simulator).
 TIER_MEANING: dict[Tier, str] = {
@@ -122,9 +120,13 @@ def is_terminal(emotion: int) -> bool:
 
 
 def terminal_reason(emotion: int) -> str | None:
-    """The end reason an emotion value implies, or ``None`` while the dialogue may go on."""
-    if emotion >= SUCCESS_AT:
+    """The end reason an emotion value implies, or ``None`` while the dialogue may go on.
+
+    The published protocol ends a dialogue as soon as its outcome is decided, so the thresholds are the
+    benchmark's own success and failure (``records``, their one home).
+    """
+    if reached_success(emotion):
         return "emotion_high"
-    if emotion < FAILURE_BELOW:
+    if fell_to_failure(emotion):
         return "emotion_low"
     return None

@@ -38,7 +38,7 @@ import math
 import random
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +110,12 @@ HARD_FLAGS = (
     "wrong_language",
     "broken_text",
 )
+
+
+def hard_flags_of(flags: Iterable[str]) -> list[str]:
+    """The hard (gating) flags among ``flags``, in their order: what makes a reply vetoed."""
+    return [f for f in flags if f in HARD_FLAGS]
+
 
 #: Characters no real reply contains: U+FFFD (bytes that did not decode, e.g. a token that is half of a
 #: UTF-8 character), lone surrogates, C0/C1 control characters other than tab and newline, and
@@ -582,12 +588,16 @@ def repeated_share_limit(bigrams: int) -> float:
     return 0.2 + 0.1 * math.log2(max(1.0, bigrams / 50))
 
 
+def repeated_share(chars: Sequence[str]) -> tuple[int, float]:
+    """The number of character pairs of ``chars`` and the share of them that repeat an earlier pair."""
+    bigrams = [a + b for a, b in itertools.pairwise(chars)]
+    return len(bigrams), (1 - len(set(bigrams)) / len(bigrams) if bigrams else 0.0)
+
+
 def zh_phrase_loop(chars: Sequence[str]) -> bool:
     """Whether a run of Chinese characters keeps cycling through the same few phrases."""
-    bigrams = [a + b for a, b in itertools.pairwise(chars)]
-    if len(bigrams) < 12:
-        return False
-    return 1 - len(set(bigrams)) / len(bigrams) > repeated_share_limit(len(bigrams))
+    pairs, share = repeated_share(chars)
+    return pairs >= 12 and share > repeated_share_limit(pairs)
 
 
 def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:

@@ -206,13 +206,24 @@ class SentientUser(SimulatedUser):
         )
         return await self._ask(prompt, ReplyAnswer, "reply", quoted)
 
+    async def _judge(
+        self, agent_reply: str
+    ) -> tuple[list[Message], Appraisal, StructuredResult, tuple[str, ...]]:
+        """The appraisal call and our arithmetic on it: what :meth:`respond` and :meth:`appraise` share.
+
+        Returns the appraisal prompt (the ``sage`` reply step continues it), the applied appraisal, the
+        call's result (tokens), and the agent replies so far (quoted back if the model echoes them).
+        """
+        self._agent_replies.append(agent_reply)
+        quoted = tuple(self._agent_replies)
+        appraisal_prompt = self._appraisal_prompt(agent_reply)
+        answer, result = await self._ask(appraisal_prompt, AppraisalAnswer, "appraisal", quoted)
+        return appraisal_prompt, self._appraisal(answer), result, quoted
+
     async def appraise(self, agent_reply: str) -> UserTurn:
         """The appraisal call alone (no answer is written: ``text`` is empty). For calibration."""
         started = time.perf_counter()
-        self._agent_replies.append(agent_reply)
-        prompt = self._appraisal_prompt(agent_reply)
-        answer, result = await self._ask(prompt, AppraisalAnswer, "appraisal", tuple(self._agent_replies))
-        appraisal = self._appraisal(answer)
+        _, appraisal, result, _ = await self._judge(agent_reply)
         self.history.append(Message(role="assistant", content=agent_reply))
         return UserTurn(
             text="",
@@ -226,11 +237,7 @@ class SentientUser(SimulatedUser):
     async def respond(self, agent_reply: str) -> UserTurn:
         """Appraise ``agent_reply`` (our arithmetic moves the emotion), then answer in character."""
         started = time.perf_counter()
-        self._agent_replies.append(agent_reply)
-        quoted = tuple(self._agent_replies)
-        appraisal_prompt = self._appraisal_prompt(agent_reply)
-        answer, appraisal_result = await self._ask(appraisal_prompt, AppraisalAnswer, "appraisal", quoted)
-        appraisal = self._appraisal(answer)
+        appraisal_prompt, appraisal, appraisal_result, quoted = await self._judge(agent_reply)
         reply, reply_result = await self._ask_reply(appraisal_prompt, agent_reply, appraisal, quoted)
         self.history.append(Message(role="assistant", content=agent_reply))
         self.history.append(Message(role="user", content=reply.reply))
