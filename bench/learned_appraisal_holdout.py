@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from rlver.errors import InputError, Problem, RlverError
 from rlver.eval.appraisal_fit import dump_artefact, find_result_files, fit_artefact, model_group
 from rlver.eval.calibrate import agreement, appraised_turns, load_files, predict_turn, spearman
 from rlver.simulator.learned import AppraisalModel
@@ -83,14 +84,34 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _held_out_groups(data: Path) -> tuple[list[Path], list[str]]:
+    """The result files under ``data`` and their agent models; each model is held out in turn."""
+    if not data.is_dir():
+        raise InputError(Problem(str(data), None, None, "expected a folder of *_result.jsonl files"))
+    files = find_result_files(data)
+    groups = sorted({model_group(f.name.removesuffix("_result.jsonl")) for f in files})
+    if len(groups) < 2:
+        raise InputError(
+            Problem(
+                str(data),
+                None,
+                None,
+                f"holding a model out needs files of 2 or more agent models, found {groups}",
+            )
+        )
+    return files, groups
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     default = Path(os.environ.get("RLVER_SHARED_DATA", "../shared/data")) / "sage_released"
     parser.add_argument("--data", type=Path, default=default)
     parser.add_argument("--json", type=Path, default=None, help="Write the summary here as JSON.")
     args = parser.parse_args()
-    files = find_result_files(args.data)
-    groups = sorted({model_group(f.name.removesuffix("_result.jsonl")) for f in files})
+    try:
+        files, groups = _held_out_groups(args.data)
+    except RlverError as exc:
+        raise SystemExit(f"learned_appraisal_holdout: {exc}") from None
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for group in groups:

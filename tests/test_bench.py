@@ -128,3 +128,22 @@ def test_learned_appraisal_holdout_refits_and_scores_held_out_files(
     # a real signal, measured on files the fit never saw (0.63 on all nine files)
     assert overall["spearman"] > 0.4 and overall["sign_agreement"] > 0.6
     assert summary["model_ranking_spearman"] is None and len(summary["per_file"]) == 2
+
+
+def test_learned_appraisal_holdout_names_the_folder_it_cannot_use(tmp_path: Path) -> None:
+    """No folder, or files of one agent model only: a one-line error naming the folder, no traceback."""
+    one = tmp_path / "one" / "gpt-4o-simulator"
+    one.mkdir(parents=True)
+    (one / "openai-o1_result.jsonl").write_text("")
+    for data, expected in (
+        (tmp_path / "missing", "expected a folder"),
+        (one.parent, "2 or more agent models"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, str(BENCH / "learned_appraisal_holdout.py"), "--data", str(data)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert str(data) in proc.stderr and expected in proc.stderr

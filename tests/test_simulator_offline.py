@@ -255,6 +255,43 @@ def test_zh_judge_directed_pattern(text: str, directed: bool) -> None:
     assert bool(ZH_LEXICON.judge_directed.search(text)) is directed
 
 
+#: A long, ordinary Chinese reply in Markdown (our own text): over 60 characters its share of distinct
+#: characters falls with the length alone, and its layout has a horizontal rule and an ellipsis.
+LONG_ZH_MARKDOWN = (
+    "我能理解你现在的心情，被误会的感觉真的很难受。我们可以一步一步来想一想接下来怎么办：\n\n"
+    "------\n\n"
+    "1. **先照顾好自己**：今天早点休息，别让这件事一直占着你的睡眠。\n"
+    "2. **把事实写下来**：你负责过哪些部分、什么时候交付的，列成一张清单……\n"
+    "3. **找个合适的时机**：约主管单独谈十分钟，语气平静，只讲事实。\n"
+    "4. **请同事作证**：如果有人看到过你加班赶进度，可以请他帮忙说明。\n"
+    "5. **留下邮件记录**：以后重要的进展都用邮件同步，免得再被忽略。\n"
+    "6. **想清楚底线**：如果沟通以后还是没有改变，你打算怎样保护自己？\n\n"
+    "你最担心的是哪一部分？我们可以从那里开始。"
+)
+
+
+def test_long_markdown_chinese_is_not_gibberish() -> None:
+    """Distinct characters are counted in windows and character runs are letters only (v5)."""
+    user = OfflineSimulator().start(ZH, start_emotion=50)
+    respond_all(user, [LONG_ZH_MARKDOWN])
+    assert not {"gibberish", "keyword_salad"} & set(user.last_flags)
+    # ... while a real character loop still is
+    user = OfflineSimulator().start(ZH, start_emotion=50)
+    respond_all(user, ["难受难受难受" * 8 + "。"])
+    assert "gibberish" in user.last_flags or "keyword_salad" in user.last_flags
+
+
+def test_flattery_is_a_density_not_a_count() -> None:
+    """Three praise words in a long reply are praise; the same words as most of a reply are spam."""
+    long_praise = "你做得太棒了。" + LONG_ZH_MARKDOWN + "你真的很优秀，也很了不起。"
+    user = OfflineSimulator().start(ZH, start_emotion=50)
+    respond_all(user, [long_praise])
+    assert "flattery" not in user.last_flags
+    user = OfflineSimulator().start(ZH, start_emotion=50)
+    respond_all(user, ["你太棒了！你真优秀！你了不起！"])
+    assert "flattery" in user.last_flags
+
+
 #: The hard vetoes that judge a reply on its own text (the rest depend on the dialogue or the length).
 CONTENT_VETOES = (
     "broken_text", "think_leak", "judge_directed", "wrong_language", "gibberish", "keyword_salad", "flattery"
