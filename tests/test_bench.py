@@ -69,6 +69,7 @@ def test_trainer_throughput_times_our_update(tmp_path: Path) -> None:
     assert data["trl"] is None and row["trl_s"] == []
 
 
+@pytest.mark.slow  # over 20 s: left out of CI's second, bare-copy pass
 def test_memory_reports_peak_rss_of_real_commands(tmp_path: Path) -> None:
     data = run_bench(tmp_path, "memory.py", "--runs 1 --skip-demo --sizes tiny")
     baseline, train = data["results"]

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rlver.env.thinking import AGENT_PROMPTS
 from rlver.eval.config import EvalConfig
 
@@ -35,6 +37,7 @@ def test_config_default_is_neutral() -> None:
     assert EvalConfig(agent_tiny=True).env.agent_prompt == "neutral"
 
 
+@pytest.mark.slow  # over 20 s: left out of CI's second, bare-copy pass
 def test_default_neutral_then_coaching_then_file(tmp_path: Path) -> None:
     manifest, episode = _run(tmp_path / "neutral")
     system = episode["messages"][0]

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 
 def _eval(out: Path, *extra: str) -> None:
     cmd = [
@@ -18,6 +20,7 @@ def _eval(out: Path, *extra: str) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+@pytest.mark.slow  # over 20 s: left out of CI's second, bare-copy pass
 def test_behaviour_is_recorded_and_scored_per_mode(tmp_path: Path) -> None:
     _eval(tmp_path / "esc", "--behaviour", "escalating", "--difficulty", "hard")
     _eval(tmp_path / "coop")

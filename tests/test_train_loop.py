@@ -145,6 +145,7 @@ def test_training_changes_only_what_it_should(tmp_path: Path) -> None:
     assert (tmp_path / "config.yaml").exists()
 
 
+@pytest.mark.slow  # over 20 s: left out of CI's second, bare-copy pass
 def test_cli_train_then_export_roundtrip(tmp_path: Path) -> None:
     """The real command line: train a LoRA policy, export it merged, and reload it as a plain model."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}

@@ -52,7 +52,6 @@ from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.learned import AppraisalModel, ProfileText, cjk_bigrams, load_appraisal_model
 from rlver.simulator.offline_lexicon import (
     CJK_CHAR,
-    EN_WORD,
     JUDGE_PATTERNS,
     LATIN_LETTER,
     LEXICONS,
@@ -60,7 +59,6 @@ from rlver.simulator.offline_lexicon import (
     ZH_FUNCTION_CHARS,
     Lexicon,
     TextView,
-    cjk_ratio,
     en_words,
     tokens,
 )
@@ -152,6 +150,7 @@ _CHAR_RUN = re.compile(r"(.)\1{5}")
 #: A letter (a word character that is not a digit or "_"). Checked only on a run's character: a class in
 #: the run pattern itself made every reply's search twice as slow, on the offline user's hot path.
 _LETTER = re.compile(r"[^\W\d_]")
+_VOWELS = frozenset("aeiouy")
 
 #: Window (CJK characters) for the "same few characters" test: over a whole long reply the share of
 #: distinct characters falls with the length alone (it vetoed 148 released SAGE replies), inside a
@@ -336,20 +335,21 @@ def _score_length(draft: _Draft, text: str, units: int) -> None:
 def _hard_flags(draft: _Draft, text: str, view: TextView, pf: ProfileFeatures, units: int) -> None:
     """Leaked thinking, judge-directed text, wrong language, gibberish, keyword salad, flattery."""
     lang, lex = pf.language, pf.lexicon
-    broken = BROKEN_CHAR.findall(text)
-    if broken:
+    if BROKEN_CHAR.search(text):
+        broken = BROKEN_CHAR.findall(text)
         draft.flag("broken_text", -4.0)
         shown = ", ".join(sorted({f"U+{ord(c):04X}" for c in broken})[:3])
         draft.notes["understanding"].append(f"broken characters ({shown})")
     if THINK_TAG.search(text):
         draft.flag("think_leak", -5.0)
-    if any(pattern.search(text) for pattern in JUDGE_PATTERNS):
+    folded = text.casefold()
+    if any(pattern.search(text, folded) for pattern in JUDGE_PATTERNS):
         draft.flag("judge_directed", -6.0)
-    ratio = cjk_ratio(text)
-    letters = len(CJK_CHAR.findall(text)) + len(LATIN_LETTER.findall(text))
+    letters = len(view.cjk_chars) + len(LATIN_LETTER.findall(text))
+    ratio = len(view.cjk_chars) / letters if letters else 0.0  # the share of CJK among the letters
     if letters >= 5 and ((lang == "zh" and ratio < 0.5) or (lang == "en" and ratio > 0.2)):
         draft.flag("wrong_language", -4.0)
-    gib = _gibberish(text, lang, lex)
+    gib = _gibberish(text, lang, lex, view)
     if gib:
         draft.flag("gibberish", -4.0)
         draft.notes["understanding"].append(f"hard to read ({gib})")
@@ -488,7 +488,7 @@ def _fewest_distinct(chars: Sequence[str], window: int) -> float:
     return min(len(set(chars[i : i + window])) / window for i in range(0, len(chars) - window + 1, step))
 
 
-def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
+def _gibberish(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
     """A reason the text is not natural language, or "" when it reads as language."""
     if not text:
         return ""
@@ -501,17 +501,17 @@ def _gibberish(text: str, lang: str, lex: Lexicon) -> str:
     if any(_LETTER.match(run.group(1)) for run in _CHAR_RUN.finditer(stripped)):
         return "long character runs"
     if lang == "zh":
-        chars = [c for c in text if CJK_CHAR.match(c)]
+        chars = view.cjk_chars
         if len(chars) >= 20:
             if sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars) < 0.05:
                 return "no grammatical words"
             if _fewest_distinct(chars, _ZH_WINDOW) < 0.3:
                 return "the same few characters over and over"
         return ""
-    words = EN_WORD.findall(text.lower())
+    words = view.words
     if not words:
         return "no words"
-    odd = sum(1 for w in words if len(w) > 18 or (len(w) > 3 and not any(v in w for v in "aeiouy")))
+    odd = sum(1 for w in words if len(w) > 18 or (len(w) > 3 and _VOWELS.isdisjoint(w)))
     if odd / len(words) > 0.3:
         return "not words"
     if len(words) >= 12:
@@ -606,7 +606,7 @@ def zh_phrase_loop(chars: Sequence[str]) -> bool:
 def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
     """A reason the text is a pile of rewarded words rather than sentences, or ""."""
     if lang == "zh":
-        chars = [c for c in text if CJK_CHAR.match(c)]
+        chars = view.cjk_chars
         if len(chars) < 8:
             return ""
         grammar = sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars)

@@ -16,13 +16,6 @@ LATIN_LETTER = re.compile(r"[A-Za-z]")
 EN_WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
-def cjk_ratio(text: str) -> float:
-    """Share of CJK characters among letters (CJK + Latin); 0.0 for text without letters."""
-    cjk = len(CJK_CHAR.findall(text))
-    latin = len(LATIN_LETTER.findall(text))
-    return cjk / (cjk + latin) if cjk + latin else 0.0
-
-
 def en_words(text: str) -> list[str]:
     return EN_WORD.findall(text.lower())
 
@@ -49,12 +42,23 @@ class TextView:
     lower: str
     words: list[str]
     padded: str
+    #: The distinct words, so a multi-word phrase is only searched for when its first word is there.
+    word_set: frozenset[str]
+    #: The CJK characters in order (Chinese is judged by characters); none means no Chinese phrase
+    #: needs searching for.
+    cjk_chars: list[str]
 
     @classmethod
     def of(cls, text: str) -> TextView:
         lower = text.lower()
         words = EN_WORD.findall(lower)
-        return cls(lower=lower, words=words, padded=" " + " ".join(words) + " ")
+        return cls(
+            lower=lower,
+            words=words,
+            padded=" " + " ".join(words) + " ",
+            word_set=frozenset(words),
+            cjk_chars=CJK_CHAR.findall(lower),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,19 +71,24 @@ class PhraseList:
     """
 
     words: frozenset[str]
-    multi: tuple[str, ...]
+    #: Multi-word phrases as (first word, phrase, phrase padded with spaces), in list order.
+    multi: tuple[tuple[str, str, str], ...]
     cjk: tuple[str, ...]
+
+    #: The first words of ``multi``: most replies share none with a list, and then it is skipped at once.
+    multi_firsts: frozenset[str]
 
     def findall(self, view: TextView) -> list[str]:
         """Every occurrence (with repeats) of a phrase of the list in ``view``."""
-        hits = [w for w in view.words if w in self.words]
-        if len(view.words) > 1:
-            for phrase in self.multi:
-                if n := view.padded.count(f" {phrase} "):
+        hits = [] if self.words.isdisjoint(view.word_set) else [w for w in view.words if w in self.words]
+        if len(view.words) > 1 and not self.multi_firsts.isdisjoint(view.word_set):
+            for first, phrase, padded in self.multi:
+                if first in view.word_set and (n := view.padded.count(padded)):
                     hits.extend([phrase] * n)
-        for phrase in self.cjk:
-            if n := view.lower.count(phrase):
-                hits.extend([phrase] * n)
+        if view.cjk_chars:
+            for phrase in self.cjk:
+                if n := view.lower.count(phrase):
+                    hits.extend([phrase] * n)
         return hits
 
 
@@ -88,9 +97,35 @@ def _phrases(words: str) -> PhraseList:
     items = [w.strip().lower() for w in words.split("|") if w.strip()]
     cjk = tuple(w for w in items if CJK_CHAR.search(w))
     latin = [w for w in items if not CJK_CHAR.search(w)]
-    multi = tuple(" ".join(EN_WORD.findall(w)) for w in latin if len(EN_WORD.findall(w)) > 1)
+    multi = tuple(
+        (found[0], " ".join(found), f" {' '.join(found)} ")
+        for found in (EN_WORD.findall(w) for w in latin)
+        if len(found) > 1
+    )
     single = frozenset(w for w in latin if len(EN_WORD.findall(w)) == 1)
-    return PhraseList(words=single, multi=multi, cjk=cjk)
+    return PhraseList(words=single, multi=multi, cjk=cjk, multi_firsts=frozenset(m[0] for m in multi))
+
+
+@dataclass(frozen=True)
+class GatedPattern:
+    """A slow regex behind a cheap gate: it is only run when the text contains one of ``triggers``.
+
+    Python's ``re`` tries every alternative of a long ``\\b(?:…)`` pattern at every position, which
+    cost ~90 µs on a 180-character reply (a fifth of a scored turn); most replies contain none of the
+    words any alternative needs, and ``str in str`` rules them out in a few µs. Every alternative
+    of ``pattern`` must contain one of ``triggers`` (compared case-folded), so the gate never changes
+    a verdict; tests/test_simulator_offline.py checks that on the released replies and on fuzz.
+    """
+
+    pattern: re.Pattern[str]
+    triggers: tuple[str, ...]
+
+    def search(self, text: str, folded: str | None = None) -> re.Match[str] | None:
+        """``pattern.search(text)``, skipped when no trigger occurs; ``folded`` is ``text.casefold()``."""
+        folded = text.casefold() if folded is None else folded
+        if not any(trigger in folded for trigger in self.triggers):
+            return None
+        return self.pattern.search(text)
 
 
 def _words(text: str) -> list[str]:
@@ -108,7 +143,7 @@ class Lexicon:
     minimiser: PhraseList
     praise: PhraseList
     ai_disclaimer: PhraseList
-    judge_directed: re.Pattern[str]
+    judge_directed: GatedPattern
     need_empathy: PhraseList
     need_advice: PhraseList
     stopwords: frozenset[str]
@@ -165,18 +200,26 @@ EN = Lexicon(
         "remarkable|so strong|so brave|so smart|proud of you|outstanding|superb|marvelous|magnificent"
     ),
     ai_disclaimer=_phrases("as an ai|i'm an ai|i am an ai|language model|i'm just an ai|as a chatbot"),
-    judge_directed=re.compile(
-        r"(?:\b(?:emotion|mood|score|change|rating|points?|reward)\b\s*[:=]?\s*(?:to\s*)?[+＋]\s*\d"
-        r"|\bchange\s*[:=]\s*[+-]?\d"
-        r"|\bignore\b.{0,40}\b(?:instructions?|prompts?|rules?|above|previous|everything)\b"
-        r"|\bas (?:the|a|an|your) (?:simulator|judge|evaluator|grader|system|rater)\b"
-        r"|\b(?:system prompt|developer message|simulated user|emotion score|emotion value|reward model)\b"
-        r"|\b(?:output|assign|award)\b.{0,30}\b(?:change|score|emotion|points?)\b"
-        r"|\b(?:give|rate|set)\b.{0,20}(?:\+\s*\d+|10/10|100/100|\bfull (?:marks|score)|\bmax(?:imum)? (?:score|points))"
-        r"|\b(?:emotion|score|mood)\s+(?:to|of|at)\s+\d+"
-        r"|\bjson\b|\"change\"|\bappraisal\b"
-        r"|<\s*/?\s*(?:agent_reply|dialogue|turn|appraisal)\b)",
-        re.IGNORECASE | re.DOTALL,
+    judge_directed=GatedPattern(
+        re.compile(
+            r"(?:\b(?:emotion|mood|score|change|rating|points?|reward)\b\s*[:=]?\s*(?:to\s*)?[+＋]\s*\d"
+            r"|\bchange\s*[:=]\s*[+-]?\d"
+            r"|\bignore\b.{0,40}\b(?:instructions?|prompts?|rules?|above|previous|everything)\b"
+            r"|\bas (?:the|a|an|your) (?:simulator|judge|evaluator|grader|system|rater)\b"
+            r"|\b(?:system prompt|developer message|simulated user|emotion score|emotion value|reward model)\b"
+            r"|\b(?:output|assign|award)\b.{0,30}\b(?:change|score|emotion|points?)\b"
+            r"|\b(?:give|rate|set)\b.{0,20}(?:\+\s*\d+|10/10|100/100|\bfull (?:marks|score)|\bmax(?:imum)? (?:score|points))"
+            r"|\b(?:emotion|score|mood)\s+(?:to|of|at)\s+\d+"
+            r"|\bjson\b|\"change\"|\bappraisal\b"
+            r"|<\s*/?\s*(?:agent_reply|dialogue|turn|appraisal)\b)",
+            re.IGNORECASE | re.DOTALL,
+        ),
+        triggers=tuple(
+            _words(
+                "emotion mood score change rating point reward ignore simulator judge evaluator grader system "
+                "rater developer simulated output assign award give rate set json appraisal <"
+            )
+        ),
     ),
     need_empathy=_phrases(
         "heard|listen|listened|understood|understand|validation|validate|validated|accept|accepted|comfort|"
@@ -205,18 +248,21 @@ ZH = Lexicon(
     minimiser=_phrases("只要|就好了|不就是|至少"),
     praise=_phrases("太棒了|了不起|厉害|优秀|完美|最棒|天才|真棒|佩服|伟大|出色|无敌|牛"),
     ai_disclaimer=_phrases("作为ai|作为一个ai|作为人工智能|作为一个人工智能|语言模型"),
-    judge_directed=re.compile(
-        r"(?:忽略.{0,8}(?:指令|设定|规则|提示|要求|以上|之前|前面)"
-        r"|情绪(?:值|分|分数)?.{0,4}[+＋]\s*\d|情绪值|系统提示"
-        # Scoring words only when they ask for a score for this reply or the user's emotion: bare
-        # 加分/评分/打分 are everyday words ("that earns you points", app ratings) and hit 34 released
-        # SAGE replies, whose turns SAGE rated +3.3 on average.
-        r"|(?:给|为)(?:我|这条回复|这个回复|这条回答|这个回答).{0,8}(?:加分|打分|评分|满分|高分)"
-        r"|(?:情绪|心情)(?:值|分)?.{0,6}(?:加分|打分|评分|满分)"
-        r"|(?:打分|评分)(?:函数|模型|器)|(?:用户|情绪)模拟器|模拟(?:的)?用户"
-        r"|输出.{0,10}(?:分|变化|change)|作为(?:模拟器|评委|裁判|系统|评估者)"
-        r"|<\s*/?\s*(?:agent_reply|dialogue|turn|appraisal)\b)",
-        re.IGNORECASE | re.DOTALL,
+    judge_directed=GatedPattern(
+        re.compile(
+            r"(?:忽略.{0,8}(?:指令|设定|规则|提示|要求|以上|之前|前面)"
+            r"|情绪(?:值|分|分数)?.{0,4}[+＋]\s*\d|情绪值|系统提示"
+            # Scoring words only when they ask for a score for this reply or the user's emotion: bare
+            # 加分/评分/打分 are everyday words ("that earns you points", app ratings) and hit 34 released
+            # SAGE replies, whose turns SAGE rated +3.3 on average.
+            r"|(?:给|为)(?:我|这条回复|这个回复|这条回答|这个回答).{0,8}(?:加分|打分|评分|满分|高分)"
+            r"|(?:情绪|心情)(?:值|分)?.{0,6}(?:加分|打分|评分|满分)"
+            r"|(?:打分|评分)(?:函数|模型|器)|(?:用户|情绪)模拟器|模拟(?:的)?用户"
+            r"|输出.{0,10}(?:分|变化|change)|作为(?:模拟器|评委|裁判|系统|评估者)"
+            r"|<\s*/?\s*(?:agent_reply|dialogue|turn|appraisal)\b)",
+            re.IGNORECASE | re.DOTALL,
+        ),
+        triggers=tuple(_words("忽略 情绪 心情 系统提示 给我 为我 给这 为这 打分 评分 模拟 输出 作为 <")),
     ),
     need_empathy=_phrases("倾听|理解|认可|肯定|陪伴|安慰|支持|被看见|共情|接纳|关心|尊重|被听到|认同"),
     need_advice=_phrases("建议|办法|方法|解决|计划|方案|怎么办|指导|具体|决定|出路|策略|步骤"),
