@@ -8,7 +8,10 @@ schema or to the training CLI is made once; a test that needs a variant copies a
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
 from rlver.profiles.loaders import load_profiles
 
@@ -48,3 +51,17 @@ def train_argv(
     for item in sets:
         argv += ["--set", item]
     return argv
+
+
+def popen_with_ctrl_c(cmd: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    """``subprocess.Popen(cmd, text=True, **kwargs)`` for a child that must act on SIGINT as after Ctrl-C.
+
+    A shell that starts a job in the background (``make test &`` in a script) sets SIGINT to ignored
+    for it, and an ignored signal stays ignored across exec: the child would never see the test's
+    SIGINT. A handled signal is reset to its default at exec, so handle it here while the child starts.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(cmd, text=True, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from helpers import TINY_TRAIN_SETS, train_argv
+from helpers import TINY_TRAIN_SETS, popen_with_ctrl_c, train_argv
 from rlver.testing.openai_server import FakeChatServer
 from test_generate import STORIES, ScriptedResponder, story_answer
 
@@ -61,9 +61,9 @@ def test_failed_train_leaves_no_run_folder_and_no_open_session(tmp_path: Path) -
 
 
 def test_ctrl_c_on_train_says_what_was_saved(tmp_path: Path) -> None:
-    proc = subprocess.Popen(
+    proc = popen_with_ctrl_c(
         [sys.executable, "-m", "rlver", *train_argv("run", *TINY_TRAIN_SETS, "run.checkpoint_every=1", steps=500)],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while not (tmp_path / "run" / "checkpoints" / "latest").exists():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import popen_with_ctrl_c
 from rlver.eval.config import EvalConfig
 from rlver.eval.runner import run_eval
 
@@ -47,7 +48,7 @@ def _eval_cmd(out: Path, *extra: str) -> list[str]:
 def _run_until_written(cmd: list[str], transcript: Path, at_least: int, sig: int) -> tuple[int, str]:
     """Start ``cmd``; once ``at_least`` dialogues are in the transcript, send ``sig``; return (rc, stderr)."""
     env = {**os.environ, "COLUMNS": "120"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = popen_with_ctrl_c(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 180
     try:
         while time.monotonic() < deadline and proc.poll() is None:

@@ -113,8 +113,10 @@ class GatedPattern:
     Python's ``re`` tries every alternative of a long ``\\b(?:…)`` pattern at every position, which
     cost ~90 µs on a 180-character reply (a fifth of a scored turn); most replies contain none of the
     words any alternative needs, and ``str in str`` rules them out in a few µs. Every alternative
-    of ``pattern`` must contain one of ``triggers`` (compared case-folded), so the gate never changes
-    a verdict; tests/test_simulator_offline.py checks that on the released replies and on fuzz.
+    of ``pattern`` must contain one of ``triggers`` (compared case-folded, which sees through what
+    ``re.IGNORECASE`` matches, such as "ſ" for "s"), so the gate never changes a verdict:
+    tests/test_simulator_offline.py checks one example per alternative and 4,000 fuzz texts, and
+    the 7,673 released replies plus the probe battery scored identically with and without it.
     """
 
     pattern: re.Pattern[str]
