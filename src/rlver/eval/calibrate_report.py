@@ -26,6 +26,35 @@ def _file_cells(r: dict[str, Any]) -> list[str]:
         _fmt(r["sign_agreement"]),
         _fmt(r["mae"], 2),
         _fmt(r["trajectories_identical"]),
+        "–" if r.get("in_fit") is None else ("yes" if r["in_fit"] else "no"),
+    ]
+
+
+#: Column names of the per-file table (terminal and HTML).
+FILE_COLUMNS = (
+    "file",
+    "dialogues",
+    "turns",
+    "mean rec.",
+    "mean pred.",
+    "spearman",
+    "sign",
+    "MAE",
+    "traj.",
+    "in fit",
+)
+#: Column names of the per-group table.
+GROUP_COLUMNS = ("files", "turns", "spearman", "sign", "MAE", "model ranking")
+
+
+def _group_cells(g: dict[str, Any]) -> list[str]:
+    return [
+        str(g["files"]),
+        str(g["turns"]),
+        _fmt(g["spearman"]),
+        _fmt(g["sign_agreement"]),
+        _fmt(g["mae"], 2),
+        _fmt(g["model_ranking_spearman"]),
     ]
 
 
@@ -49,7 +78,7 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
     from rich.table import Table
 
     table = Table(title=f"Agreement with the recorded appraisals (simulator: {simulator})")
-    for col in ("file", "dialogues", "turns", "mean rec.", "mean pred.", "spearman", "sign", "MAE", "traj."):
+    for col in FILE_COLUMNS:
         table.add_column(col, justify="left" if col == "file" else "right")
     for r in summary["files"]:
         table.add_row(_label(r["path"]), *_file_cells(r))
@@ -64,6 +93,7 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
         _fmt(o["sign_agreement"]),
         _fmt(o["mae"], 2),
         "",
+        "",
     )
     import sys
 
@@ -71,6 +101,15 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=130)
     console.print(table)
     console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
+    groups = summary.get("groups") or []
+    if groups:
+        split = Table(title="By simulator folder and by whether the learned fit saw the file")
+        split.add_column("files", justify="left")
+        for col in GROUP_COLUMNS:
+            split.add_column(col, justify="right")
+        for g in groups:
+            split.add_row(g["label"], *_group_cells(g))
+        console.print(split)
     print_provenance(summary.get("simulator") or {})
 
 
@@ -175,25 +214,23 @@ def render_html(
 
     scatter, ranking = _pngs(summary, predictions, 0)
     esc = html.escape
-    head = "".join(
-        f"<th>{c}</th>"
-        for c in (
-            "file",
-            "dialogues",
-            "turns",
-            "mean rec.",
-            "mean pred.",
-            "spearman",
-            "sign",
-            "MAE",
-            "trajectories",
-        )
-    )
+    head = "".join(f"<th>{c}</th>" for c in FILE_COLUMNS)
     body = "".join(
         "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (r["path"], *_file_cells(r))) + "</tr>"
         for r in summary["files"]
     )
     o = summary["overall"]
+    group_rows = "".join(
+        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in (g["label"], *_group_cells(g))) + "</tr>"
+        for g in summary.get("groups") or []
+    )
+    groups_html = (
+        "<h2>By simulator folder and by whether the learned fit saw the file</h2><table><tr><th>files</th>"
+        + "".join(f"<th>{c}</th>" for c in GROUP_COLUMNS)
+        + f"</tr>{group_rows}</table>"
+        if group_rows
+        else ""
+    )
     prov = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in provenance_rows(simulator))
     prov_html = f"<h2>Learned appraisal: provenance</h2><table class='prov'>{prov}</table>" if prov else ""
     return (
@@ -206,7 +243,7 @@ def render_html(
         f"<p>Overall: {o['turns']} turns, per-turn Spearman {_fmt(o['spearman'])}, sign agreement "
         f"{_fmt(o['sign_agreement'])}, MAE {_fmt(o['mae'], 2)}; model-ranking Spearman "
         f"{_fmt(summary['model_ranking_spearman'])}.</p>"
-        f"<table><tr>{head}</tr>{body}</table>{prov_html}"
+        f"<table><tr>{head}</tr>{body}</table>{groups_html}{prov_html}"
         f"<h2>Recorded vs predicted</h2><img alt='scatter' src='data:image/png;base64,{base64.b64encode(scatter).decode()}'>"
         f"<h2>Model ranking</h2><img alt='ranking' src='data:image/png;base64,{base64.b64encode(ranking).decode()}'>"
         "</body></html>"
