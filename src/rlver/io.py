@@ -8,6 +8,7 @@ one partial trailing line, which :func:`read_jsonl` reports and skips.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from rlver.errors import InputError, Problem
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The hex sha256 of a file's bytes: how provenance names a data file (the learned appraisal's
+    artefact records its fitting files this way, and ``rlver calibrate`` matches files by it)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

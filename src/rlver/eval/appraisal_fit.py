@@ -31,6 +31,7 @@ import numpy as np
 from rlver.env.thinking import visible_text
 from rlver.errors import InputError, Problem
 from rlver.eval.calibrate import spearman
+from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
 from rlver.records import Episode
@@ -93,10 +94,6 @@ def index_keys(turns: Sequence[Turn]) -> list[str]:
 def model_group(model: str) -> str:
     """The agent model a file belongs to, without its date suffix (gpt-4o-0806 and -0808 are one)."""
     return re.sub(r"-\d{4}$", "", model)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def find_result_files(data: Path) -> list[Path]:
@@ -407,7 +404,7 @@ def fit_artefact(
         "language": "zh",
         "target": "emotion change after - before of the released SAGE simulator, per appraised turn",
         "data": [
-            {"file": str(p.relative_to(root)) if p.is_relative_to(root) else p.name, "sha256": _sha256(p)}
+            {"file": str(p.relative_to(root)) if p.is_relative_to(root) else p.name, "sha256": file_sha256(p)}
             for p in files
         ],
         "turns": len(turns),

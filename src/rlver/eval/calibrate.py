@@ -34,7 +34,14 @@ import numpy as np
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.thinking import split_think
 from rlver.errors import ConfigError, RlverError
-from rlver.io import append_jsonl, append_jsonl_many, atomic_write_json, atomic_write_text, iter_jsonl
+from rlver.io import (
+    append_jsonl,
+    append_jsonl_many,
+    atomic_write_json,
+    atomic_write_text,
+    file_sha256,
+    iter_jsonl,
+)
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.records import Episode, Message, fell_to_failure, reached_success
@@ -268,8 +275,8 @@ def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileDa
         ids = [e.episode_id for e in episodes]
         if len(set(ids)) != len(ids):
             raise ConfigError(f"{path}: a dialogue id occurs twice; calibrate needs one dialogue per profile")
-        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        files.append(FileData(path, episodes, {e.profile_id: profile_of(e) for e in episodes}, digest))
+        profiles = {e.profile_id: profile_of(e) for e in episodes}
+        files.append(FileData(path, episodes, profiles, file_sha256(path)))
     if not files:
         raise ConfigError("calibrate: no result files given")
     return files
@@ -438,7 +445,7 @@ def _group(
 
 
 def split_groups(
-    rows: Sequence[dict[str, Any]], by_file: dict[str, list[dict[str, Any]]], fitted: frozenset[str]
+    rows: Sequence[dict[str, Any]], by_file: dict[str, list[dict[str, Any]]]
 ) -> list[dict[str, Any]]:
     """Agreement per simulator folder and, for a learned simulator, on the files its fit never saw.
 
@@ -447,14 +454,17 @@ def split_groups(
     figures say how well the fit memorised, not how it generalises, so they are reported apart.
     """
     folders = sorted({Path(r["path"]).parent.name for r in rows})
-    if not fitted and len(folders) <= 1:
+    learned = any(r["in_fit"] is not None for r in rows)
+    if not learned and len(folders) <= 1:
         return []  # one group, the overall row itself
-    splits: list[tuple[str, list[dict[str, Any]]]] = [("all files", list(rows))]
-    if fitted:
-        splits = [
+    splits = (
+        [
             ("files the fit never saw", [r for r in rows if not r["in_fit"]]),
             ("files the fit was fitted on (in-sample)", [r for r in rows if r["in_fit"]]),
         ]
+        if learned
+        else [("all files", list(rows))]
+    )
     groups: list[dict[str, Any]] = []
     for name, part in splits:
         if not part:
@@ -512,7 +522,7 @@ def summarise(
         "overall": overall,
         "files": rows,
         "model_ranking_spearman": _model_ranking(rows),
-        "groups": split_groups(rows, by_file, fitted),
+        "groups": split_groups(rows, by_file),
     }
 
 
