@@ -148,3 +148,37 @@ def test_learned_appraisal_holdout_names_the_folder_it_cannot_use(tmp_path: Path
         )
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert str(data) in proc.stderr and expected in proc.stderr
+
+
+@pytest.mark.slow
+def test_learned_appraisal_learning_curve_grows_nested_shares(tmp_path: Path, shared_data: Path) -> None:
+    """Two GPT-4o files to fit on, a third as the held-out file: the curve's shares are nested draws and
+    the "more files" check fits without, then with, the other held-out models (none here but one)."""
+    released = shared_data / "sage_released" / "gpt-4o-simulator"
+    data = tmp_path / "data" / "gpt-4o-simulator"
+    heldout = tmp_path / "heldout" / "gpt-4o-simulator"
+    for folder, names in (
+        (data, ("claude3.7-think_result.jsonl", "openai-o1_result.jsonl")),
+        (heldout, ("gpt-4o-0806_result.jsonl",)),
+    ):
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).symlink_to(released / name)
+    script = str(BENCH / "learned_appraisal_learning_curve.py")
+    runs = {}
+    for mode, extra in (("heldout", ["--heldout", str(heldout.parent)]), ("models", [])):
+        out = tmp_path / f"{mode}.json"
+        args = ["--data", str(data.parent), "--shares", "0.5,1", "--json", str(out), *extra]
+        proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[mode] = json.loads(out.read_text())
+    held = runs["heldout"]
+    half, whole = held["curve"]
+    assert half["train_turns"] < whole["train_turns"] == held["data_turns"]
+    assert whole["test_turns"] == held["heldout_turns"] > 500
+    # a real signal on a file the fit never saw (the shipped fit: 0.66 on nine such files)
+    assert whole["spearman"] > 0.4 and whole["sign_agreement"] > 0.6
+    (row,) = held["more_files"]["per_model"]
+    assert row["model"] == "gpt-4o" and row["fit_turns"][0] == row["fit_turns"][1] == held["data_turns"]
+    assert [r["train_turns"] for r in runs["models"]["curve"]] == [half["train_turns"], whole["train_turns"]]
+    assert all(0.3 < r["spearman"] < 1 for r in runs["models"]["curve"])
