@@ -111,6 +111,17 @@ def more_files(data: list[Turn], heldout: list[Turn], keys: list[str]) -> dict[s
     return {"per_model": rows, "pooled": [spearman(only, recorded), spearman(more, recorded)]}
 
 
+def parse_shares(text: str) -> list[float]:
+    """``--shares``: comma-separated shares of the fitting dialogues, each in (0, 1]."""
+    try:
+        shares = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not shares or any(not 0 < s <= 1 for s in shares):
+        raise argparse.ArgumentTypeError(f"each share must be in (0, 1], got {text!r}")
+    return shares
+
+
 def _turns(folder: Path) -> list[Turn]:
     if not folder.is_dir():
         raise InputError(Problem(str(folder), None, None, "expected a folder of *_result.jsonl files"))
@@ -122,10 +133,10 @@ def main() -> None:
     default = Path(os.environ.get("RLVER_SHARED_DATA", "../shared/data")) / "sage_released"
     parser.add_argument("--data", type=Path, default=default, help="The fitting files (the shared nine).")
     parser.add_argument("--heldout", type=Path, default=None, help="Released files the fit never saw.")
-    parser.add_argument("--shares", default="0.25,0.5,0.75,1")
+    parser.add_argument("--shares", type=parse_shares, default=[0.25, 0.5, 0.75, 1.0])
     parser.add_argument("--json", type=Path, default=None, help="Write the figures here as JSON.")
     args = parser.parse_args()
-    shares = [float(s) for s in args.shares.split(",")]
+    shares: list[float] = args.shares
     try:
         data = _turns(args.data)
         heldout = _turns(args.heldout) if args.heldout else []

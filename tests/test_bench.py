@@ -182,3 +182,19 @@ def test_learned_appraisal_learning_curve_grows_nested_shares(tmp_path: Path, sh
     assert row["model"] == "gpt-4o" and row["fit_turns"][0] == row["fit_turns"][1] == held["data_turns"]
     assert [r["train_turns"] for r in runs["models"]["curve"]] == [half["train_turns"], whole["train_turns"]]
     assert all(0.3 < r["spearman"] < 1 for r in runs["models"]["curve"])
+
+
+def test_learned_appraisal_learning_curve_names_what_it_cannot_use(tmp_path: Path) -> None:
+    """A missing or empty folder, or a share outside (0, 1]: one line naming it, no traceback."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    script = str(BENCH / "learned_appraisal_learning_curve.py")
+    for args, expected in (
+        (["--data", str(tmp_path / "missing")], [str(tmp_path / "missing"), "expected a folder"]),
+        (["--data", str(empty)], [str(empty), "no *_result.jsonl files"]),
+        (["--data", str(empty), "--shares", "0.5,1.5"], ["--shares", "(0, 1]", "'0.5,1.5'"]),
+        (["--data", str(empty), "--shares", "half"], ["--shares", "'half'"]),
+    ):
+        proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert all(part in proc.stderr for part in expected), proc.stderr
