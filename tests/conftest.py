@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rlver.io import default_data_dir
 from rlver.testing.openai_server import FakeChatServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -15,6 +16,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 #: beside the checkout. Only the ``shared_data`` fixture hands it to tests; every other test runs as on
 #: a fresh clone with nothing beside it.
 SHARED_DATA = Path(os.environ.get("RLVER_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
+#: Where ``rlver models fetch`` put the real model, read before any test isolates the data dir.
+SMOLLM2_DIR = default_data_dir() / "models" / "smollm2-135m-instruct"
+#: Set (by .ci/run) where the real model must be there: its tests then fail instead of skipping.
+REQUIRE_REAL_MODEL = os.environ.get("RLVER_REQUIRE_REAL_MODEL") == "1"
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +70,25 @@ def _no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """The fetched SmolLM2-135M-Instruct folder; skips (fails under RLVER_REQUIRE_REAL_MODEL=1) without it."""
+    if not (SMOLLM2_DIR / "rlver-model.json").is_file():
+        message = f"SmolLM2 not fetched to {SMOLLM2_DIR}: run `rlver models fetch smollm2-135m-instruct`"
+        if REQUIRE_REAL_MODEL:
+            pytest.fail(message)
+        pytest.skip(message)
+    return SMOLLM2_DIR
+
+
+@pytest.fixture()
+def smollm2(smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The real model, also resolvable by its name (``smollm2-135m-instruct``) in this test and in any
+    ``rlver`` it starts: a data dir of the test's own holds a link to the fetched folder."""
+    data = tmp_path / "rlver-data"
+    (data / "models").mkdir(parents=True)
+    (data / "models" / "smollm2-135m-instruct").symlink_to(smollm2_dir)
+    monkeypatch.setenv("RLVER_DATA_DIR", str(data))
+    return smollm2_dir

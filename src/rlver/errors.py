@@ -55,6 +55,13 @@ class DownloadError(RlverError):
     """A download failed (offline, HTTP error, checksum mismatch)."""
 
 
+class PolicyOutOfMemoryError(RlverError):
+    """The policy could not generate even one reply in memory: the step fails instead of dropping the
+    dialogue (which would bias training towards short dialogues). The message names what to lower."""
+
+    exit_code = 2
+
+
 class NothingFinished(RlverError):
     """A run produced no result at all (no dialogue finished, nothing judged, no probe cell).
 

@@ -19,6 +19,21 @@ from typing import Any
 
 from rlver.errors import InputError, Problem
 
+#: Overrides where rlver keeps what it downloads (published profiles, fetched models).
+DATA_DIR_ENV = "RLVER_DATA_DIR"
+
+
+def default_data_dir() -> Path:
+    """``$RLVER_DATA_DIR`` if set, else ``$XDG_CACHE_HOME/rlver/data`` (``~/.cache/rlver/data``).
+
+    One place for every download (profiles by ``rlver data download``, models by ``rlver models
+    fetch``), so a team can point it at a shared folder once."""
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rlver" / "data"
+
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
     """The hex sha256 of a file's bytes: how provenance names a data file (the learned appraisal's

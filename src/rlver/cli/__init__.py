@@ -20,6 +20,7 @@ from rlver.cli import (
     data,
     eval_cmd,
     inspect_cmd,
+    models,
     probe,
     profiles,
     simulator_cmd,
@@ -39,6 +40,7 @@ app = typer.Typer(
 app.add_typer(data.app, name="data")
 app.add_typer(profiles.app, name="profiles")
 app.add_typer(config_cmd.app, name="config")
+app.add_typer(models.app, name="models")
 for module in (audit, calibrate, chat, eval_cmd, inspect_cmd, probe, train_cmd):
     module.register(app)
 simulator_cmd.register(app)

@@ -31,15 +31,21 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
         )
     elif spec.kind == "local":
         from rlver.llm.local import LocalChatModel
+        from rlver.models.fetch import resolve_model_path
 
-        if _looks_like_path(spec.model) and not Path(spec.model).expanduser().exists():
+        path = resolve_model_path(spec.model)
+        if _looks_like_path(path) and not Path(path).expanduser().exists():
             raise ConfigError(
                 f"model: no model folder at {spec.model!r} (expected a folder with config.json, "
                 "e.g. one written by `rlver export`, or a Hugging Face model id)"
             )
         try:
             model = LocalChatModel.from_pretrained(
-                spec.model, device=spec.device, dtype=spec.dtype, max_batch_size=spec.max_batch_size
+                path,
+                device=spec.device,
+                dtype=spec.dtype,
+                max_batch_size=spec.max_batch_size,
+                name=spec.model,
             )
         except (OSError, ValueError) as exc:  # missing files; a folder transformers cannot read
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -12,14 +12,17 @@ worker thread (``asyncio.to_thread``) so the event loop keeps serving simulator 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
-from rlver.llm.sequence import chat_ids
+from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 
 if TYPE_CHECKING:
     import torch
@@ -61,6 +64,7 @@ class LocalChatModel(ChatModel):
         self.device = next(model.parameters()).device
         self._lock = threading.Lock()  # one generate at a time: train/eval toggling is not thread-safe
         self.stop_token_ids = self._stop_ids()
+        self._keeps_last_logits = accepts_logits_to_keep(self.model)
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = int(pad if pad is not None else self.stop_token_ids[0])
 
@@ -90,7 +94,10 @@ class LocalChatModel(ChatModel):
         )
 
     def _stop_ids(self) -> list[int]:
+        """The template's turn end first, then eos and the usual end-of-turn tokens the vocab has."""
         ids: list[int] = []
+        with contextlib.suppress(SequenceError):
+            ids.append(end_of_turn_id(self.tokenizer))
         eos = getattr(self.model.generation_config, "eos_token_id", None)
         for value in [*(eos if isinstance(eos, list) else [eos]), self.tokenizer.eos_token_id]:
             if isinstance(value, int) and value not in ids:
@@ -192,14 +199,42 @@ class LocalChatModel(ChatModel):
                 results[i] = exc
         if prompts:
             try:
-                completions = self._generate(
+                completions = self._generate_fitting(
                     [ids for _, ids in prompts], sampling, [row_seeds[i] for i, _ in prompts]
                 )
-            except Exception as exc:  # e.g. out of memory: the whole chunk failed
+            except PolicyOutOfMemoryError:
+                raise  # never a dropped dialogue: the caller's step fails, naming what to lower
+            except Exception as exc:  # any other failure of the whole chunk
                 completions = [exc] * len(prompts)
             for (i, _), completion in zip(prompts, completions, strict=True):
                 results[i] = completion
         return [r if r is not None else RuntimeError("no result") for r in results]
+
+    def _generate_fitting(
+        self, prompts: list[list[int]], sampling: SamplingParams, seeds: list[int | None]
+    ) -> list[Completion | BaseException]:
+        """:meth:`_generate`, halving the chunk on out-of-memory until it fits.
+
+        Why retry instead of failing the rows: the rows that do not fit are the longest dialogues, and
+        dropping them would bias training towards short ones. A row's completion depends only on its
+        prompt and its own seed, so splitting a chunk changes no sampled token. A single row that still
+        does not fit fails the step with the settings to lower.
+        """
+        try:
+            return self._generate(prompts, sampling, seeds)
+        except Exception as exc:
+            if not is_out_of_memory(exc):
+                raise
+            release_cached_memory()
+            if len(prompts) == 1:
+                raise PolicyOutOfMemoryError(
+                    f"the policy ran out of memory generating one reply of {len(prompts[0])} prompt tokens "
+                    f"+ up to {sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
+                    "or the dialogue's length (rollout.max_turns), or use a larger device"
+                ) from None
+        half = len(prompts) // 2
+        first = self._generate_fitting(prompts[:half], sampling, seeds[:half])
+        return first + self._generate_fitting(prompts[half:], sampling, seeds[half:])
 
     def _generate(
         self, prompts: list[list[int]], sampling: SamplingParams, seeds: Sequence[int | None] | None = None
@@ -232,7 +267,7 @@ class LocalChatModel(ChatModel):
             was_training = self.model.training
             self.model.eval()
             try:
-                with torch.inference_mode():
+                with torch.inference_mode(), self._one_cast_region():
                     generators = [self._generator(seed) for seed in row_seeds]
                     tokens, logps = self._sample_loop(
                         input_ids.to(self.device),
@@ -250,6 +285,23 @@ class LocalChatModel(ChatModel):
             self._to_completion(toks, lps, len(prompt), sampling, latency)
             for toks, lps, prompt in zip(tokens, logps, prompts, strict=True)
         ]
+
+    def _one_cast_region(self) -> contextlib.AbstractContextManager[Any]:
+        """One autocast region around a whole generation, for a model that computes in bf16.
+
+        Why: the model's forward enters autocast itself (:func:`rlver.llm.precision.compute_in_bf16`),
+        and autocast's cache of bf16 weight copies is cleared whenever the *outermost* region exits,
+        so without an enclosing region every decode step cast all fp32 weights to bf16 again. Inside
+        this region each weight is cast once per generation.
+        """
+        import torch
+
+        from rlver.llm.precision import autocast_dtype
+
+        dtype = autocast_dtype(self.model)
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
 
     def _generator(self, seed: int | None) -> torch.Generator:
         """A row's private RNG: its own seed, or (unseeded) one drawn from torch's global stream."""
@@ -278,7 +330,12 @@ class LocalChatModel(ChatModel):
         logps: list[list[float]] = [[] for _ in range(rows)]
         done = [False] * rows
         temperature = float(settings["temperature"])
-        out = self.model(input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True)
+        # Prefill: only the last position's logits are sampled from; a model that can skip the rest
+        # does (full logits are [rows, prompt, vocab]: 54 GiB in bf16 for 32 rows x 6 k tokens x 152 k).
+        keep = {"logits_to_keep": 1} if self._keeps_last_logits else {}
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True, **keep
+        )
         for step in range(sampling.max_tokens):
             logits = out.logits[:, -1, :].float()
             logp_all = torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
@@ -388,3 +445,35 @@ def _filtered_probs(logp: torch.Tensor, top_p: float, top_k: int) -> torch.Tenso
         sorted_p = sorted_p.masked_fill(drop, 0.0)
         probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
     return probs / probs.sum()
+
+
+def accepts_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do, peft-wrapped
+    ones through their base model); a custom model without it gets full logits, which is only slower."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A device (or host) allocation failure, whatever the backend calls it."""
+    import torch
+
+    oom_type = getattr(torch, "OutOfMemoryError", None)
+    if oom_type is not None and isinstance(exc, oom_type):
+        return True
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
+
+
+def release_cached_memory() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

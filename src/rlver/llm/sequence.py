@@ -17,6 +17,7 @@ template's own text after its end token (``"\\n"`` in ChatML) follows. The verl 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,12 +50,59 @@ def _render(tokenizer: Any, chat: list[dict[str, str]], *, add_generation_prompt
     return list(out["input_ids"])
 
 
+#: Attribute caching a tokenizer's derived turn end (the template is rendered twice to find it).
+_TURN_END_ATTR = "_rlver_turn_end_id"
+
+
 def end_of_turn_id(tokenizer: Any) -> int:
-    """The token the template closes an assistant turn with (the tokenizer's eos, e.g. ``<|im_end|>``)."""
-    eos = tokenizer.eos_token_id
-    if not isinstance(eos, int):
-        raise SequenceError("the tokenizer has no eos token; cannot close a turn")
-    return eos
+    """The token the chat *template* closes an assistant turn with, read from the template itself.
+
+    Why not ``tokenizer.eos_token_id``: for many checkpoints eos is not the turn end (Qwen2.5 base and
+    many fine-tunes: eos ``<|endoftext|>`` while ChatML closes turns with ``<|im_end|>``; Gemma closes
+    them with ``<end_of_turn>``). Taking eos would insert a mask-0 eos after every reply and drop the
+    template's own closing. So render one short assistant turn with two different contents: what both
+    renderings end with is what the template writes after any reply (ChatML: ``<|im_end|>`` ``\\n``),
+    and its first token is the turn end. Only when the template writes nothing after the content, or
+    writes plain text there, does eos stand in.
+    """
+    cached = getattr(tokenizer, _TURN_END_ATTR, None)
+    if isinstance(cached, int):
+        return cached
+    found = _template_turn_end(tokenizer)
+    if found is None:
+        eos = tokenizer.eos_token_id
+        if not isinstance(eos, int):
+            raise SequenceError("the chat template closes no turn and the tokenizer has no eos token")
+        found = int(eos)
+    # a tokenizer object that refuses attributes derives it each time
+    with contextlib.suppress(AttributeError):
+        setattr(tokenizer, _TURN_END_ATTR, found)
+    return found
+
+
+def _template_turn_end(tokenizer: Any) -> int | None:
+    user = [{"role": "user", "content": "hello"}]
+    try:
+        prompt = _render(tokenizer, user, add_generation_prompt=True)
+        turns = []
+        for content in ("A", "Bb cc"):
+            full = _render(
+                tokenizer, [*user, {"role": "assistant", "content": content}], add_generation_prompt=False
+            )
+            if full[: len(prompt)] != prompt:
+                return None
+            turns.append(full[len(prompt) :])
+    except Exception:  # a template that needs other roles or kwargs: fall back to eos
+        return None
+    common = 0
+    while common < min(map(len, turns)) and turns[0][-1 - common] == turns[1][-1 - common]:
+        common += 1
+    if common == 0:
+        return None
+    first = int(turns[0][len(turns[0]) - common])
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    added = set((getattr(tokenizer, "added_tokens_decoder", None) or {}).keys())
+    return first if first in special or first in added else None
 
 
 def chat_ids(

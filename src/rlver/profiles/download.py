@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlver.errors import DownloadError
-from rlver.io import atomic_write_bytes
+from rlver.io import atomic_write_bytes, default_data_dir
 
 #: Raw-file root of https://github.com/Tencent/digitalhuman (branch ``main``).
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/Tencent/digitalhuman/main"
 BASE_URL_ENV = "RLVER_DATA_BASE_URL"
-DATA_DIR_ENV = "RLVER_DATA_DIR"
 #: A folder holding already-verified copies of the published files (e.g. a shared team folder).
 SHARED_DATA_ENV = "RLVER_SHARED_DATA"
 _MAX_BYTES = 64 * 1024 * 1024  # the published files are 0.6 and 3 MB; refuse anything absurd
@@ -63,15 +62,6 @@ DATA_FILES: dict[str, DataFile] = {
         description="the 500 published RL training profiles",
     ),
 }
-
-
-def default_data_dir() -> Path:
-    """``$RLVER_DATA_DIR`` if set, else ``$XDG_CACHE_HOME/rlver/data`` (``~/.cache/rlver/data``)."""
-    env = os.environ.get(DATA_DIR_ENV)
-    if env:
-        return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "rlver" / "data"
 
 
 def candidate_dirs() -> list[Path]:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import RewardSpec, episode_reward
+from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
@@ -248,6 +249,8 @@ async def _generate(
     samplings = [sampling.model_copy(update={"seed": agent_seed(run_seed, d.seed, round_no)}) for d in live]
     try:
         out = await policy.complete_each(batch, samplings)
+    except PolicyOutOfMemoryError:
+        raise  # fails the run: dropping the dialogues that did not fit would bias what is trained
     except Exception as exc:
         return [exc] * len(batch)
     if len(out) != len(batch):

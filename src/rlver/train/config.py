@@ -74,6 +74,12 @@ class AlgorithmSettings(_Strict):
     epochs: int = Field(default=1, ge=1, description="passes over each batch of dialogues")
     minibatches: int = Field(default=1, ge=1, description="optimiser steps per epoch")
     micro_batch_tokens: int = Field(default=16384, ge=16, description="padded tokens per forward pass")
+    logit_chunk_tokens: int = Field(
+        default=1024,
+        ge=16,
+        description="positions whose full-vocabulary logits are alive at once when scoring and updating "
+        "(memory; the numbers do not depend on it)",
+    )
 
     @field_validator("name")
     @classmethod

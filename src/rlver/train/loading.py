@@ -10,7 +10,7 @@ uses what it returns.
   learning rate and optimiser.
 * Dropout is switched off everywhere: RL's importance ratios assume that the model that scored the
   rollout (old log-probs) and the model being updated agree exactly at step 0.
-* ``dtype: bfloat16`` is mixed precision (``rlver.train.precision``): fully fine-tuned weights (policy and
+* ``dtype: bfloat16`` is mixed precision (``rlver.llm.precision``): fully fine-tuned weights (policy and
   critic) are kept in fp32 — the master copy AdamW updates and checkpoints hold — and every forward pass
   computes in bf16 under autocast. With LoRA the frozen base is loaded in bf16 (it never changes, so
   rounding costs nothing) and peft keeps the trainable adapter in fp32.
@@ -25,9 +25,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from rlver.llm.precision import compute_in_bf16
+from rlver.models.fetch import resolve_model_path
 from rlver.models.tiny import ensure_tiny_model
 from rlver.train.config import ModelSettings, TrainConfig
-from rlver.train.precision import compute_in_bf16
 
 VALUE_HEAD_FILE = "value_head.pt"
 
@@ -43,9 +44,10 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def base_model_path(settings: ModelSettings, work_dir: Path) -> Path | str:
-    """The folder (or hub id) of the base model; ``tiny`` is built into ``work_dir/base_model``."""
+    """The folder (or hub id) of the base model; ``tiny`` is built into ``work_dir/base_model``, and a
+    fetchable model's name (``smollm2-135m-instruct``) is its fetched folder."""
     if settings.path != "tiny":
-        return settings.path
+        return resolve_model_path(settings.path)
     return ensure_tiny_model(work_dir / "base_model", seed=settings.tiny_seed, size=settings.tiny_size)
 
 
@@ -116,7 +118,7 @@ def _load_trainable(
     base when LoRA is on, else the full weights (from the checkpoint when resuming).
 
     Full fine-tuning always holds fp32 weights; ``bfloat16`` then means bf16 *compute* (autocast), never
-    bf16 weights, whose rounding would swallow small updates (see ``rlver.train.precision``)."""
+    bf16 weights, whose rounding would swallow small updates (see ``rlver.llm.precision``)."""
     dtype = torch_dtype(settings.dtype)
     if settings.lora.enabled:
         model: Any = auto_class.from_pretrained(base, dtype=dtype)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlver.errors import RlverError
-from rlver.llm.sequence import SequenceError, chat_ids
+from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 from rlver.records import Episode, Message
 
 
@@ -148,7 +148,7 @@ def _tokens(tokenizer: Any, chat: list[dict[str, str]], *, add_generation_prompt
 def _mask_by_prefixes(tokenizer: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[int]]:
     ids = _tokens(tokenizer, chat, add_generation_prompt=False)
     mask = [0] * len(ids)
-    eos = tokenizer.eos_token_id
+    eos = end_of_turn_id(tokenizer)
     for i, message in enumerate(chat):
         if message["role"] != "assistant":
             continue

@@ -320,7 +320,8 @@ class Trainer:
             return ScoredBatch(episodes, seqs, old, ref, values)
         for group in micro_batches(lengths, range(len(seqs)), a.micro_batch_tokens):
             mb = collate(seqs, group, pad, self.device)
-            logp = policy_forward(self.policy, mb, temp)[0] if old is not None else None
+            chunk = a.logit_chunk_tokens
+            logp = policy_forward(self.policy, mb, temp, chunk_tokens=chunk)[0] if old is not None else None
             ref_logp = self._reference_logp(mb, temp) if ref is not None else None
             v = value_forward(self.critic, mb) if self.critic is not None else None
             for row, i in enumerate(group):
@@ -334,10 +335,11 @@ class Trainer:
         return ScoredBatch(episodes, seqs, old, ref, values)
 
     def _reference_logp(self, mb: Any, temp: float) -> torch.Tensor:
+        chunk = self.cfg.algorithm.logit_chunk_tokens
         if self.reference is not None:
-            return policy_forward(self.reference, mb, temp)[0]
+            return policy_forward(self.reference, mb, temp, chunk_tokens=chunk)[0]
         with self.policy.disable_adapter():  # type: ignore[operator]
-            return policy_forward(self.policy, mb, temp)[0]
+            return policy_forward(self.policy, mb, temp, chunk_tokens=chunk)[0]
 
     def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
         spec = self.cfg.rollout.reward
@@ -445,7 +447,7 @@ class Trainer:
 
         logp, entropy = policy_forward(
             self.policy, mb, self.cfg.rollout.temperature or 1.0, with_entropy=True,
-            entropy_grad=a.entropy_coef > 0,
+            entropy_grad=a.entropy_coef > 0, chunk_tokens=a.logit_chunk_tokens,
         )  # fmt: skip
         assert entropy is not None
         old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()

@@ -48,6 +48,7 @@ from rlver.errors import SimulatorError
 from rlver.integrations.verl import AGENT_NAME
 from rlver.integrations.verl.settings import DialogueTask
 from rlver.io import append_jsonl
+from rlver.llm.sequence import SequenceError, end_of_turn_id
 from rlver.records import Episode
 from rlver.rollout.runner import hashed_seed
 from rlver.simulator.base import UserSimulator
@@ -194,22 +195,21 @@ def stop_token_ids(tokenizer: Any) -> set[int]:
     ids = {i for i in (tokenizer.eos_token_id, tokenizer.pad_token_id) if isinstance(i, int)}
     vocab = tokenizer.get_vocab()
     ids.update(vocab[t] for t in _STOP_TOKENS if t in vocab)
+    ids.add(turn_end_token_id(tokenizer))
     return ids
 
 
 def turn_end_token_id(tokenizer: Any) -> int:
-    """The token the chat template closes an assistant turn with (``<|im_end|>`` for Qwen/ChatML).
+    """The token the chat template closes an assistant turn with (``<|im_end|>`` for Qwen/ChatML),
+    read from the template as the local trainer does (:func:`rlver.llm.sequence.end_of_turn_id`).
 
     A reply cut at ``max_tokens`` has none; the loop appends this one with mask 0 (never trained, as the
     local trainer does), so the template's newline and the next user turn follow a closed turn.
     """
-    vocab = tokenizer.get_vocab()
-    for name in _STOP_TOKENS:
-        if name in vocab:
-            return int(vocab[name])
-    if isinstance(tokenizer.eos_token_id, int):
-        return int(tokenizer.eos_token_id)
-    raise ValueError("the tokenizer has no end-of-turn token (none of " + ", ".join(_STOP_TOKENS) + ")")
+    try:
+        return end_of_turn_id(tokenizer)
+    except SequenceError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _scalar(value: Any, default: int = 0) -> int:

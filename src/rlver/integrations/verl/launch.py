@@ -92,9 +92,12 @@ def agent_loop_yaml_text() -> str:
 
 
 def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
-    """``model.path: tiny`` builds the bundled tiny model into the run folder (smoke runs, tests)."""
+    """``model.path: tiny`` builds the bundled tiny model into the run folder (smoke runs, tests); a
+    fetchable model's name is its fetched folder."""
     if cfg.model.path != "tiny":
-        return cfg.model.path
+        from rlver.models.fetch import resolve_model_path
+
+        return resolve_model_path(cfg.model.path)
     from rlver.models.tiny import ensure_tiny_model
 
     target = ensure_tiny_model(out_dir / "tiny-model", seed=cfg.model.tiny_seed, size=cfg.model.tiny_size)

