@@ -451,8 +451,8 @@ def accepts_logits_to_keep(model: Any) -> bool:
     """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do, peft-wrapped
     ones through their base model); a custom model without it gets full logits, which is only slower."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    try:
-        return "logits_to_keep" in inspect.signature(inner.forward).parameters
+    try:  # the class's forward: a wrapper set on the instance (bf16 autocast) passes keywords through
+        return "logits_to_keep" in inspect.signature(type(inner).forward).parameters
     except (TypeError, ValueError):
         return False
 
