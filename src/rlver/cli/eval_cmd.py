@@ -288,16 +288,28 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
         )
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
     console.print(f"{m.counts()} dialogue(s)")
+    console.print(f"{m.truncation()}" + _cap_note(result.manifest))
     if m.n_failed_runs:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
         console.print(
-            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score; "
-            f"the errors are in {result.transcript}; --resume re-runs them"
+            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score: the "
+            f"score is partial, not comparable with a complete run; the errors are in "
+            f"{result.transcript}; --resume re-runs them"
         )
     console.print(f"transcript: {result.transcript}")
     console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
     if result.report is not None:
         console.print(f"report:     {result.report}")
+
+
+def _cap_note(manifest: dict[str, Any]) -> str:
+    """`` (agent max_tokens N, simulator max_tokens M)`` from a run's manifest."""
+    agent = (manifest.get("agent_sampling") or {}).get("max_tokens")
+    sim = ((manifest.get("simulator") or {}).get("sampling") or {}).get("max_tokens")
+    parts = [f"agent max_tokens {agent if agent is not None else 'unset'}"]
+    if sim is not None:
+        parts.append(f"simulator max_tokens {sim}")
+    return f" ({', '.join(parts)})"
 
 
 def score_command(
@@ -380,7 +392,7 @@ def _scores_table(runs: list[Any]) -> Any:
             r.name,
             *([r.format] if show_format else []),
             str(m.n),
-            "-" if m.score_rounded is None else f"{m.score_rounded:.1f}",
+            "-" if m.score_rounded is None else f"{m.score_rounded:.1f}" + ("" if m.complete else " partial"),
             str(m.success),
             str(m.failure),
             str(m.n_failed_runs),

@@ -149,6 +149,46 @@ class EnvConfig(BaseModel):
         return None
 
 
+#: The settings that decide a dialogue's length and scoring: two configs that agree on these run the
+#: same protocol, whatever their prompts or think mode.
+_PROTOCOL_FIELDS = (
+    "max_assistant_turns",
+    "appraise_final_reply",
+    "start_emotion",
+    "stop_on_emotion",
+    "bound_change",
+    "floor_emotion",
+    "end_at_high",
+    "end_below",
+    "turn_limit_rule",
+)
+
+
+def protocol_name(config: EnvConfig) -> str:
+    """``benchmark`` (the Sentient Benchmark's dialogue), ``training`` (rlver's or the published
+    training dialogue) or ``custom``: which protocol a held-out score was measured on."""
+    # The number of replies may differ (the label states it): a 2-turn check from 30 is still the
+    # training protocol, and a 3-reply run from 40 with the last reply unappraised the benchmark's.
+    mine = [getattr(config, f) for f in _PROTOCOL_FIELDS[1:]]
+    if mine == [getattr(EnvConfig.evaluation(), f) for f in _PROTOCOL_FIELDS[1:]]:
+        return "benchmark"
+    for same in (EnvConfig.training(), EnvConfig.published_training()):
+        if [getattr(same, f) for f in _PROTOCOL_FIELDS[2:]] == mine[1:]:
+            return "training"
+    return "custom"
+
+
+def protocol_label(config: EnvConfig, name: str | None = None) -> str:
+    """``"training protocol: 2 replies from 30"``: printed next to every held-out score, so a number
+    measured on the training dialogue is never read as a benchmark score (docs/benchmark.md)."""
+    label = name or protocol_name(config)
+    appraised = config.max_appraisals
+    return (
+        f"{label} protocol: {config.reply_limit} replies from {config.start_emotion}"
+        + ("" if appraised == config.reply_limit else f", {appraised} appraised")
+    )
+
+
 @dataclass
 class StepResult:
     """What ``step`` returns. ``user_message`` is ``None`` when the dialogue ended without a user reply
@@ -191,6 +231,7 @@ class DialogueEnv:
         self._done = False
         self._end_reason: str | None = None
         self._format_errors = 0
+        self._truncated_replies = 0
         self._policy_tokens = 0
         self._simulator_tokens = 0
         self._error: str | None = None
@@ -262,6 +303,7 @@ class DialogueEnv:
         )
         if completion is not None:
             self._policy_tokens += completion.completion_tokens
+            self._truncated_replies += completion.finish_reason == "length"
         timing = TurnTiming(
             policy_s=policy_s if policy_s is not None else (completion.latency_s if completion else 0.0)
         )
@@ -372,6 +414,7 @@ class DialogueEnv:
             error=self._error,
             error_kind=self._error_kind,
             format_errors=self._format_errors,
+            truncated_replies=self._truncated_replies,
             policy_tokens=self._policy_tokens,
             simulator_tokens=self._simulator_tokens,
             simulator_prompt_tokens=sum(t.prompt_tokens for t in self._user_turns),

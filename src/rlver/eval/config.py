@@ -31,6 +31,21 @@ from rlver.simulator.factory import SimulatorSpec
 #: The tiny test model writes gibberish; a few tokens a turn keep an offline smoke run fast.
 TINY_AGENT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=16)
 
+#: The agent's reply cap when a benchmark run does not set one. SAGE's ``call_npc`` sets none
+#: (SAGE/npc_response.py:22), so the cap must be one that no released reply would reach: the longest
+#: agent reply in the nine released result files is 4,643 characters (o1), far under 8,192 tokens in
+#: any tokenizer. ``SamplingParams``' own default (512) would cut about half of some models' replies.
+EVAL_AGENT_MAX_TOKENS = 8192
+
+
+def _uncapped(sampling: SamplingParams) -> SamplingParams:
+    """``sampling`` with the benchmark's high reply cap when it does not state ``max_tokens`` itself."""
+    if "max_tokens" in sampling.model_fields_set:
+        return sampling
+    raised = sampling.model_copy(update={"max_tokens": EVAL_AGENT_MAX_TOKENS})
+    raised.model_fields_set.add("max_tokens")
+    return raised
+
 
 class EvalConfig(BaseModel):
     """One benchmark run."""
@@ -75,6 +90,19 @@ class EvalConfig(BaseModel):
                 "no agent: give --agent-base-url/--agent-model, --agent-local PATH or --agent-tiny "
                 "(config key `agent`, or `agent_tiny: true`)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _published_reply_cap(self) -> EvalConfig:
+        """An agent whose sampling states no ``max_tokens`` gets :data:`EVAL_AGENT_MAX_TOKENS`.
+
+        Applied to the config itself, so ``config.json``, the manifest's ``agent_spec`` and
+        ``agent_sampling`` and the calls all carry the same number.
+        """
+        if self.agent is not None:
+            self.agent.sampling = _uncapped(self.agent.sampling)
+        if self.sampling is not None and self.agent is not None:
+            self.sampling = _uncapped(self.sampling)
         return self
 
     @property

@@ -107,13 +107,17 @@ def default_cache_path() -> Path:
 
 def simulator_sampling(spec: SimulatorSpec) -> SamplingParams:
     """The sampling the LLM simulator will use (see :class:`SimulatorSpec`)."""
-    from rlver.simulator.sentient import DEFAULT_SAMPLING
+    from rlver.simulator.sentient import DEFAULT_SAMPLING, SIMULATOR_MAX_TOKENS
 
+    chosen = DEFAULT_SAMPLING
     if spec.sampling is not None:
-        return spec.sampling
-    if spec.model is not None and "sampling" in spec.model.model_fields_set:
-        return spec.model.sampling
-    return DEFAULT_SAMPLING
+        chosen = spec.sampling
+    elif spec.model is not None and "sampling" in spec.model.model_fields_set:
+        chosen = spec.model.sampling
+    if "max_tokens" in chosen.model_fields_set:
+        return chosen
+    # No cap stated: the simulator's own high cap, not SamplingParams' 512 (see SIMULATOR_MAX_TOKENS).
+    return chosen.model_copy(update={"max_tokens": SIMULATOR_MAX_TOKENS})
 
 
 def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> UserSimulator:

@@ -46,8 +46,14 @@ from rlver.simulator.prompts import sage
 Protocol = Literal["sage", "rlver-v1"]
 PROTOCOLS: tuple[str, ...] = ("sage", "rlver-v1")
 
+#: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
+#: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
+#: planned reply runs to several hundred tokens, so the cap is set where only a runaway answer meets
+#: it. A cut answer is counted (``UserTurn.truncated_calls``) and re-asked once.
+SIMULATOR_MAX_TOKENS = 4096
+
 #: The default sampling of the simulator LLM (see the module docstring for why).
-DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=1024)
+DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=SIMULATOR_MAX_TOKENS)
 
 #: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
 SATISFIED_TIERS = ("S", "A")
@@ -156,6 +162,7 @@ class SentientUser(SimulatedUser):
             tokens=result.tokens,
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
+            truncated_calls=result.truncated,
             extra=_plan_extra(answer),
         )
 
@@ -232,6 +239,7 @@ class SentientUser(SimulatedUser):
             tokens=result.tokens,
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
+            truncated_calls=result.truncated,
         )
 
     async def respond(self, agent_reply: str) -> UserTurn:
@@ -251,6 +259,7 @@ class SentientUser(SimulatedUser):
             tokens=sum(r.tokens for r in results),
             prompt_tokens=sum(r.prompt_tokens for r in results),
             completion_tokens=sum(r.completion_tokens for r in results),
+            truncated_calls=sum(r.truncated for r in results),
             extra=_plan_extra(reply),
         )
 
