@@ -56,7 +56,8 @@ _EVAL_HELP: dict[str, str] = {
     "--agent-max-tokens": "Agent max tokens per reply.",
     "--system-prompt": "Agent system prompt (text or @file).",
     "--agent-prompt": "Agent system prompt: neutral (default; the published benchmark's plain high-EQ "
-    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
+    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable), "
+    "published (the published training's friend-chat prompt, in our words) or FILE.",
     "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
     "--sim-protocol": "LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our "
     "earlier prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
@@ -209,7 +210,9 @@ def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool 
     if system_prompt is not None:
         env["system_prompt"] = _text_arg(system_prompt)
     if agent_prompt is not None:
-        if agent_prompt in ("neutral", "coaching"):
+        from rlver.env.thinking import AGENT_PROMPT_NAMES
+
+        if agent_prompt in AGENT_PROMPT_NAMES:
             env["agent_prompt"] = agent_prompt
         elif system_prompt is not None:
             raise ConfigError("give either --agent-prompt FILE or --system-prompt, not both")

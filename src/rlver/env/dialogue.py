@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlver.env.thinking import split_think, system_prompt
+from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
@@ -68,8 +68,9 @@ class EnvConfig(BaseModel):
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
     #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
-    #: published evaluation used) or ``coaching`` (our empathy coaching; raises a base model's score).
-    agent_prompt: Literal["neutral", "coaching"] = "coaching"
+    #: published evaluation used), ``coaching`` (our empathy coaching; raises a base model's score) or
+    #: ``published`` (the published training's friend-chat prompt, in our words).
+    agent_prompt: Literal["neutral", "coaching", "published"] = "coaching"
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
@@ -183,9 +184,8 @@ def protocol_label(config: EnvConfig, name: str | None = None) -> str:
     measured on the training dialogue is never read as a benchmark score (docs/benchmark.md)."""
     label = name or protocol_name(config)
     appraised = config.max_appraisals
-    return (
-        f"{label} protocol: {config.reply_limit} replies from {config.start_emotion}"
-        + ("" if appraised == config.reply_limit else f", {appraised} appraised")
+    return f"{label} protocol: {config.reply_limit} replies from {config.start_emotion}" + (
+        "" if appraised == config.reply_limit else f", {appraised} appraised"
     )
 
 
@@ -286,7 +286,7 @@ class DialogueEnv:
         format_error = self.config.think and not split.well_formed
         if format_error:
             self._format_errors += 1
-        visible = split.visible
+        visible = shown_to_user(agent_raw_text)  # the published rule: a cut thought is shown, not hidden
         truncated = len(visible) > self.config.max_reply_chars
         if truncated:
             visible = visible[: self.config.max_reply_chars]
@@ -387,7 +387,7 @@ class DialogueEnv:
         if self.config.think and self.config.think_context == "visible":
             # thought-free history: earlier replies as their visible text, so no sampled ids apply
             visible = [
-                Message(role=m.role, content=split_think(m.content).visible) if m.role == "assistant" else m
+                Message(role=m.role, content=shown_to_user(m.content)) if m.role == "assistant" else m
                 for m in self._messages
             ]
             return PolicyMessages(visible, [None] * len(self._sampled))

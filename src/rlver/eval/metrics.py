@@ -126,7 +126,9 @@ class Metrics(BaseModel):
         if self.score_rounded is None:
             return f"no score: no dialogue finished ({self.n_failed_runs} failed)"
         label = "score" if self.complete else "PARTIAL score"
-        return f"{label} {self.score_rounded:.1f}  success {self.success}  failure {self.failure}  (n={self.n})"
+        return (
+            f"{label} {self.score_rounded:.1f}  success {self.success}  failure {self.failure}  (n={self.n})"
+        )
 
     def counts(self) -> str:
         """``n finished / m failed``: how partial failure is shown everywhere (terminal, report)."""
