@@ -70,4 +70,4 @@ def test_config_show_prints_the_cap_and_the_prompt_with_its_sha256() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "max_new_tokens: 5000" in proc.stdout and "agent_prompt: published" in proc.stdout
     digest = hashlib.sha256(system_prompt(True, "zh", "published").encode()).hexdigest()[:16]
-    assert f"# policy prompt: published (think); sha256 en " in proc.stdout and f"zh {digest}" in proc.stdout
+    assert "# policy prompt: published (think); sha256 en " in proc.stdout and f"zh {digest}" in proc.stdout
