@@ -126,3 +126,37 @@ def test_an_empty_agent_reply_is_appraised_not_failed(tmp_path: Path) -> None:
     appraised = [t for t in episode.user_turns if t.appraisal is not None]
     assert len(appraised) == 2  # 3 replies, the last never appraised
     assert [m.content for m in episode.messages if m.role == "assistant"] == ["", "", ""]
+
+
+def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path: Path) -> None:
+    done = _rlver(
+        "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "en-test", "--limit", "1",
+        "--agent-max-tokens", "8", "--protocol", "training", "--no-report", "--out", "run", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    transcript = read_transcript(tmp_path / "run" / "transcript.jsonl")
+    assert transcript.manifest["protocol"] == "training protocol: 8 replies from 30"
+    [episode] = transcript.episodes
+    assert episode.start_emotion == 30
+    report = _rlver("report", "run", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    assert "training protocol: 8 replies from 30" in (tmp_path / "run" / "report.md").read_text(
+        encoding="utf-8"
+    )
+    bad = _rlver("eval", "--agent-tiny", "--protocol", "leaderboard", "--out", "x", cwd=tmp_path)
+    assert bad.returncode == 2 and "choose benchmark or training" in bad.stderr
+
+
+def test_protocol_training_with_a_run_folder_takes_that_runs_evaluation(tmp_path: Path) -> None:
+    from rlver.cli.eval_cmd import _run_training_env
+    from rlver.env.dialogue import EnvConfig, protocol_label
+    from rlver.train.config import load_train_config
+
+    run = tmp_path / "run"
+    (run / "checkpoints" / "step_2").mkdir(parents=True)
+    cfg = load_train_config("tiny-offline", ["rollout.agent_prompt=published"])
+    (run / "config.yaml").write_text(cfg.model_dump_json(), encoding="utf-8")  # JSON is YAML
+    env = EnvConfig(**_run_training_env(run / "checkpoints" / "step_2"))
+    assert protocol_label(env) == "training protocol: 2 replies from 30"  # the demo's held-out check
+    assert env.agent_prompt == "published"
+    assert _run_training_env(tmp_path / "elsewhere") == {}

@@ -62,6 +62,9 @@ _EVAL_HELP: dict[str, str] = {
     "--sim-protocol": "LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our "
     "earlier prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
     "--set simulator.difficulty_paragraph=true.",
+    "--protocol": "benchmark (default: start 40, 10 replies, the last unappraised; the leaderboard's) or "
+    "training (the training dialogue: start 30, 8 replies; with --agent-local RUN the dialogue that "
+    "run's held-out evaluation used). The two scores are not comparable (docs/benchmark.md).",
     "--profiles": "sage, en-test, zh-test, bundled-test, ... or a file.",
     "--limit": "Evaluate only the first N profiles.",
     "--n-per-profile": "Dialogues per profile.",
@@ -99,6 +102,7 @@ def eval_command(
     sim_protocol: str | None = _opt("--sim-protocol"),
     behaviour: str | None = BEHAVIOUR,
     difficulty: str | None = DIFFICULTY,
+    protocol: str | None = _opt("--protocol"),
     profiles: str | None = _opt("--profiles"),
     limit: int | None = _opt("--limit", min=1),
     n_per_profile: int | None = _opt("--n-per-profile", min=1),
@@ -126,6 +130,10 @@ def eval_command(
     if agent_tiny:
         flags["agent_tiny"] = True
     env = _env_block(system_prompt, agent_prompt, think)
+    if protocol is not None:
+        flags["protocol"] = _protocol_choice(protocol)
+        if protocol == "training" and agent_local:
+            env = {**_run_training_env(Path(agent_local).expanduser()), **env}
     if env:
         flags["env"] = env
     sim = simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
@@ -221,6 +229,26 @@ def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool 
     if think is not None:
         env["think"] = think
     return env
+
+
+def _protocol_choice(protocol: str) -> str:
+    if protocol not in ("benchmark", "training"):
+        raise ConfigError(f"--protocol {protocol!r}: choose benchmark or training")
+    return protocol
+
+
+def _run_training_env(path: Path) -> dict[str, Any]:
+    """The dialogue a training run's held-out evaluation ran on the training protocol (its
+    ``config.yaml``: ``eval.protocol: training`` with that run's turns, start and prompt), as
+    ``env`` keys; ``{}`` when ``path`` is not in a training run folder."""
+    for folder in (path, path.parent, path.parent.parent, path.parent.parent.parent):
+        saved = folder / "config.yaml"
+        if (folder / "checkpoints").is_dir() and saved.exists():
+            from rlver.train.config import load_train_config
+
+            cfg = load_train_config(str(saved), ["eval.protocol=training"])
+            return cfg.env_config(evaluation=True).model_dump(mode="json")
+    return {}
 
 
 def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:

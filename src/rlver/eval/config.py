@@ -19,7 +19,7 @@ Example ``eval.yaml``::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -61,6 +61,11 @@ class EvalConfig(BaseModel):
     profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
     limit: int | None = Field(default=None, ge=1, description="use only the first N profiles")
     n_per_profile: int = Field(default=1, ge=1, description="dialogues per profile (each scored)")
+    #: ``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last unappraised).
+    #: ``training``: the training dialogue (``EnvConfig.training()``: start 30, 8 replies, each
+    #: appraised), so a trained policy can be checked the way training checked it; keys given in
+    #: ``env`` still win. The two numbers differ and are not comparable (docs/benchmark.md).
+    protocol: Literal["benchmark", "training"] = "benchmark"
     env: EnvConfig = Field(default_factory=EnvConfig.evaluation)
     concurrency: int = Field(default=32, ge=1, description="simulator calls in flight at once")
     #: Dialogues run together (one batched policy call per turn). ``None`` = all at once; smaller
@@ -70,6 +75,18 @@ class EvalConfig(BaseModel):
     out: str = Field(default="runs/eval", description="output folder (transcript, metrics, report)")
     run_name: str | None = None
     report: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_env(cls, data: Any) -> Any:
+        """``protocol: training`` starts ``env`` from the training dialogue instead of the benchmark's."""
+        if not isinstance(data, dict) or data.get("protocol") != "training":
+            return data
+        env = data.get("env")
+        if isinstance(env, EnvConfig):
+            return data  # a complete environment, built by the caller
+        base = EnvConfig.training(agent_prompt="neutral").model_dump(mode="json")
+        return {**data, "env": {**base, **(env or {})}}
 
     @field_validator("env", mode="before")
     @classmethod
