@@ -318,7 +318,7 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
             f"{result.transcript} (field `error`); fix the cause and rerun with --resume"
         )
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
-    console.print(f"{m.counts()} dialogue(s)")
+    console.print(f"{m.counts()} dialogue(s) · {result.manifest.get('protocol', 'protocol not recorded')}")
     console.print(f"{m.truncation()}" + _cap_note(result.manifest))
     if m.n_failed_runs:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
