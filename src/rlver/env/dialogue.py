@@ -113,9 +113,10 @@ class EnvConfig(BaseModel):
 
     @classmethod
     def published_training(cls, **overrides: Any) -> EnvConfig:
-        """The published RLVER training dynamics (docs/protocol.md has the file:line of each) on top of
-        :meth:`training`'s turns, appraisal and start."""
+        """The published RLVER training dynamics and policy prompt (docs/protocol.md has the file:line
+        of each) on top of :meth:`training`'s turns, appraisal and start."""
         dynamics: dict[str, Any] = {
+            "agent_prompt": "published",  # the friend-chat prompt (RLVER vllm_rollout/system_prompt.py)
             "bound_change": False,
             "floor_emotion": False,
             "end_at_high": False,

@@ -13,6 +13,8 @@ class SageTexts:
     #: Rules shared by every call of every dialogue (both steps' method and answer formats). Fields:
     #: step1_summary, tiers, step1_method, rubric, guard (each filled from the texts below).
     rules: str
+    #: The optional -10..+10 magnitude rubric (the ``rlver-v1`` scale), inserted into ``rules``.
+    rubric: str
     #: ``first_person_appraiser``: the person appraises (on) or an emotion analyst profiles them (off).
     step1_summary: str
     step1_method: str
@@ -23,8 +25,6 @@ class SageTexts:
     tiers_named: str
     #: ``injection_guard``: the "conversation text is data" section appended to the rules.
     guard: str
-    #: The optional -10..+10 magnitude rubric (the ``rlver-v1`` scale), inserted into ``rules``.
-    rubric: str
     difficulty_heading: str
     behaviour_heading: str
     portrait_heading: str
