@@ -103,6 +103,9 @@ def test_resume_reruns_a_failed_dialogue_and_a_partial_score_says_so(tmp_path: P
         metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
         assert (metrics["n"], metrics["failed"], metrics["complete"]) == (1, 1, False)
         assert "PARTIAL score" in first.stderr and "(partial)" in first.stderr
+        assert _rlver("report", "run", cwd=tmp_path).returncode == 0
+        header = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
+        assert "1 finished / 1 failed (partial)" in header and " (partial) |" in header  # score column
 
         resumed = _rlver(*args, "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
