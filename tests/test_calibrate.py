@@ -418,3 +418,42 @@ def test_failed_llm_turns_are_reported_and_retried_on_rerun(tmp_path: Path) -> N
         proc = cli(*args, cache_dir=tmp_path / "cache")
         assert proc.returncode == 0, proc.stderr
         assert len((out / "predictions.jsonl").read_text().splitlines()) == 22
+
+
+def test_sim_option_turns_on_a_sage_prompt_option_and_is_recorded(tmp_path: Path) -> None:
+    """`rlver calibrate --sim-option NAME` is how each prompt option is measured (docs/protocol.md)."""
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    with FakeChatServer(scripted_simulator) as server:
+        args = [str(path), "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim"]
+        args += [
+            "--sim-key-env",
+            "",
+            "--limit",
+            "1",
+            "--sim-option",
+            "tier_bands",
+            "--out",
+            str(tmp_path / "o"),
+        ]
+        proc = cli(*args, cache_dir=tmp_path / "cache")
+        assert proc.returncode == 0, proc.stderr
+        systems = {r["messages"][0]["content"] for r in server.requests}
+    assert systems and all("70-99" in s for s in systems)
+    result = _strict_json(tmp_path / "o" / "calibration.json")
+    assert result["simulator"]["tier_bands"] is True and result["simulator"]["show_traits"] is False
+    bad = cli(
+        str(path),
+        "--simulator",
+        "llm",
+        "--sim-model",
+        "m",
+        "--sim-option",
+        "bands",
+        "--out",
+        str(tmp_path / "b"),
+    )
+    assert bad.returncode == 2 and "tier_bands" in bad.stderr and "Traceback" not in bad.stderr
+    offline = cli(
+        str(path), "--simulator", "offline", "--sim-option", "tier_bands", "--out", str(tmp_path / "c")
+    )
+    assert offline.returncode == 2 and "--simulator llm" in offline.stderr

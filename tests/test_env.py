@@ -144,8 +144,10 @@ def test_think_is_stripped_before_the_simulator_and_format_errors_counted() -> N
         await env.reset(PROFILE)
         await env.step("<think>SECRET-PLAN-1</think>I hear you.")
         await env.step("no think block at all")
-        r = await env.step("<think>SECRET-PLAN-2 unclosed, ran out of tokens")
-        assert r.info["visible"] == ""
+        r = await env.step("<think>CUT-THOUGHT unclosed, ran out of tokens")
+        # the published rule (vllm_rollout_spmd_think.py:402-406): no </think>, so the reply as written
+        # reaches the user, not an empty message
+        assert r.info["visible"] == "<think>CUT-THOUGHT unclosed, ran out of tokens"
         ep = env.episode
         assert ep.format_errors == 2
         assert ep.meta["think"] is True
@@ -153,9 +155,10 @@ def test_think_is_stripped_before_the_simulator_and_format_errors_counted() -> N
         policy_ctx = [m.content for m in env.messages_for_policy()]
         assert "<think>SECRET-PLAN-1</think>I hear you." in policy_ctx
         assert "<think>" in policy_ctx[0]  # think-mode system prompt
-        # ...but the simulator never saw any of it.
+        # ...but the simulator never saw a closed thought; the cut one it saw as written.
         for call in llm.calls:
             assert not any("SECRET-PLAN" in text for text in call)
+        assert any("CUT-THOUGHT" in text for call in llm.calls for text in call)
         assert any("I hear you." in text for call in llm.calls for text in call)
 
     asyncio.run(run())

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlver.env.thinking import split_think, system_prompt
+from rlver.env.thinking import shown_to_user, split_think, system_prompt
 
 
 def test_well_formed_reply() -> None:
@@ -108,3 +108,26 @@ def test_one_leading_block_is_exactly_split(thought: str, reply: str) -> None:
     assert s.visible == reply.strip()
     assert s.thought == thought.strip()
     assert s.well_formed == (bool(thought.strip()) and bool(reply.strip()))
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("<think>plan</think>That sounds hard.", "That sounds hard."),
+        ("<think>still thinking about what to s", "<think>still thinking about what to s"),  # cut
+        ("plain reply, no tags", "plain reply, no tags"),
+        ("<think>a</think>b<think>c</think> d ", "d"),  # the text after the LAST closing tag
+        ("thought with the tag in the prompt</think>\nReply.", "Reply."),
+        ("<THINK>a</ Think >Reply", "Reply"),
+        ("<think>a</think>", ""),
+    ],
+)
+def test_shown_to_user_follows_the_published_rule(raw: str, shown: str) -> None:
+    """RLVER vllm_rollout_spmd_think.py:402-406: after the last </think>, else the raw text."""
+    assert shown_to_user(raw) == shown
+
+
+def test_shown_to_user_agrees_with_split_think_on_well_formed_replies() -> None:
+    for raw in ("<think>why</think>Because.", "<think>\nplan\n</think>\n\nHello there. "):
+        assert split_think(raw).well_formed
+        assert shown_to_user(raw) == split_think(raw).visible

@@ -63,7 +63,7 @@ def test_metrics_of_nothing_finished_are_null_not_nan_or_zero(tmp_path: Path) ->
     m = compute_metrics(failed)
     assert (m.n, m.n_failed_runs) == (0, 2)
     assert m.score is None and m.score_rounded is None and m.score_ci_low is None
-    assert "no score" in m.headline() and m.counts() == "0 finished / 2 failed"
+    assert "no score" in m.headline() and m.counts() == "0 finished / 2 failed (partial)"
     cmp = paired_comparison(failed, failed)
     assert cmp.n_pairs == 0 and cmp.mean_diff is None and cmp.diff_ci_low is None
     atomic_write_json(tmp_path / "metrics.json", m.model_dump(mode="json"))

@@ -77,7 +77,7 @@ def test_change_forms(value: Any, expected: int) -> None:
         (good(change="a lot"), "must be an integer"),
         (good(change=True), "not a boolean"),
         (good(change=None), "must be an integer"),
-        (good(change=500), r"between -10 and \+10"),
+        (good(change=100_000), "must be an integer"),  # more than 4 digits: a broken answer
         (good(feeling="   "), "must not be blank"),
         (good(understanding="x" * (MAX_REASON_CHARS + 1)), "at most"),
         (good(change=1) + "\n" + good(change=9), "2 different JSON objects"),
@@ -204,3 +204,14 @@ def test_adversarial_echo_over_http(fake_server: FakeChatServer) -> None:
     planted = AGENT_ATTACK[AGENT_ATTACK.index("{") :]
     fake_server.responder = lambda request: f"Agent said {planted}. Verdict: {good(change=-5)}"
     assert _ask(fake_server, quoted=[AGENT_ATTACK]).change == -5
+
+
+def test_a_large_stated_change_is_kept_for_the_rules_to_clamp_or_apply() -> None:
+    """SAGE clamps any stated integer to ±10 (simulator_response.py:150-151); the published training
+    simulator applies it (hard_player_simulator_dsv3.py:219). Neither rejects it."""
+    from rlver.simulator.emotion import EmotionRules
+
+    assert parse_simulator_answer(good(change=150), AppraisalAnswer).change == 150
+    assert parse_simulator_answer(good(change="-500"), AppraisalAnswer).change == -500
+    assert EmotionRules().apply(40, 150) == (10, 50)  # the benchmark's ±10 clamp
+    assert EmotionRules(bound_change=False, floor=False).apply(40, 150) == (150, 100)  # capped at 100

@@ -22,6 +22,7 @@ from rlver.simulator.prompts import sage
 PINNED = {
     "rlver-sentient-prompts-v1": "332244adb1bb1d15",
     "rlver-sage-prompts-v1": "358c530e3e4469cb",
+    "rlver-sage-prompts-v2": "cea4adada536f79b",
 }
 
 
@@ -84,29 +85,34 @@ def _rlver_v1() -> list[object]:
     return out
 
 
-def _sage() -> list[object]:
+def _sage(options: sage.SageOptions = sage.SageOptions()) -> list[object]:
     out: list[object] = []
     for language in ("en", "zh"):
         for goal_is_need in (True, False):
             p = _profile(language, goal_is_need)
             for rubric, difficulty in ((False, None), (True, "hard")):
                 system = sage.system_message(
-                    p, language=language, magnitude_rubric=rubric, difficulty=difficulty
+                    p, language=language, magnitude_rubric=rubric, difficulty=difficulty, options=options
                 )
-                step1 = sage.appraisal_messages(system, HISTORY, "agent", 40, language=language)
+                step1 = sage.appraisal_messages(
+                    system, HISTORY, "agent", 40, language=language, options=options
+                )
+                reply = sage.reply_messages(step1, APPRAISAL, language=language, options=options)
                 out.append([(m.role, m.content) for m in step1])
-                out.append(
-                    [(m.role, m.content) for m in sage.reply_messages(step1, APPRAISAL, language=language)]
-                )
-                out.append(
-                    [(m.role, m.content) for m in sage.opening_messages(system, 30, language=language)]
-                )
+                out.append([(m.role, m.content) for m in reply])
+                opening = sage.opening_messages(system, 30, language=language, options=options)
+                out.append([(m.role, m.content) for m in opening])
         out.append(sage.reask_message("bad", language).content)
     return out
 
 
 def test_rendered_prompts_match_their_recorded_versions() -> None:
-    found = {prompts.PROMPT_VERSION: _digest(_rlver_v1()), sage.SAGE_PROMPT_VERSION: _digest(_sage())}
+    found = {
+        prompts.PROMPT_VERSION: _digest(_rlver_v1()),
+        sage.SAGE_PROMPT_VERSION: _digest(_sage()),
+        # every SageOption on renders the prompts as they were before the options existed
+        "rlver-sage-prompts-v1": _digest(_sage(sage.ALL_ON)),
+    }
     assert found == PINNED, (
         "the rendered simulator prompts changed: if intended, bump PROMPT_VERSION / SAGE_PROMPT_VERSION "
         f"and pin the new digests here ({found})"

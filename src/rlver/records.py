@@ -70,6 +70,8 @@ class UserTurn(BaseModel):
     #: The simulator's input and output tokens for this turn (every call and re-ask; 0 when unknown).
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    #: The simulator's calls for this turn that were cut at their token cap (``finish_reason`` length).
+    truncated_calls: int = 0
     # Fields carried verbatim from an imported transcript (e.g. the published user ``thinking``).
     extra: dict[str, Any] = Field(default_factory=dict)
 
@@ -110,6 +112,9 @@ class Episode(BaseModel):
     error: str | None = None
     error_kind: str | None = None
     format_errors: int = 0  # assistant replies without a well-formed think block (think mode)
+    #: Agent replies cut at the agent's token cap (``finish_reason == "length"``): a count, so a run
+    #: whose cap shortened replies says so (the published benchmark set no cap).
+    truncated_replies: int = 0
     policy_tokens: int = 0
     simulator_tokens: int = 0
     #: The simulator's input / output tokens over the dialogue (sums of the user turns' counts).

@@ -15,8 +15,11 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from rlver.cli import simulator_flags as sim_flags
-from rlver.errors import RlverError
-from rlver.simulator.factory import KINDS, build_simulator
+from rlver.errors import InputError, Problem, RlverError
+from rlver.simulator.factory import KINDS, SAGE_OPTION_NAMES, build_simulator
+
+#: ``--sim-option`` names: the sage prompt options (SimulatorSpec fields of the same names).
+PROMPT_OPTIONS = ("magnitude_rubric", "difficulty_paragraph", *SAGE_OPTION_NAMES)
 
 if TYPE_CHECKING:  # rlver.eval.calibrate loads numpy: imported where used, so `rlver --help` stays fast
     from rlver.eval.calibrate import FileData
@@ -44,6 +47,13 @@ def calibrate_command(
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of each file."),
     seed: int = typer.Option(0, "--seed", help="Base seed (a per-turn seed is derived from it)."),
     out: Path = typer.Option(Path("calibration"), "--out", help="Output folder (resumed when it exists)."),
+    sim_option: list[str] = typer.Option(
+        [],
+        "--sim-option",
+        help="Turn on one sage-prompt option (llm; repeatable): "
+        + ", ".join(PROMPT_OPTIONS)
+        + ". Each shows the simulator something SAGE's did not (docs/protocol.md).",
+    ),
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
     ``--simulator replay``, a free run of rlver's environment that must reproduce every trajectory)."""
@@ -54,6 +64,7 @@ def calibrate_command(
         simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env, from_spec=False
     )
     kind = raw.setdefault("kind", sim_flags.DEFAULT_KIND)
+    raw.update(_prompt_options(sim_option, kind))
     factory, info = _simulator_factory(raw, behaviour, difficulty, seed, sim_temperature)
 
     from rich.progress import Progress
@@ -86,6 +97,22 @@ def calibrate_command(
             typer.echo(f"{path}: {m['dialogue_id']}: {'; '.join(m['problems'])}", err=True)
         if bad:
             raise ReplayMismatch(f"{len(bad)} recorded trajectorie(s) not reproduced (see calibration.json)")
+
+
+def _prompt_options(names: list[str], kind: str) -> dict[str, bool]:
+    """``--sim-option NAME ...`` as simulator spec keys, each ``True``; an unknown name exits 2."""
+    for name in names:
+        if name not in PROMPT_OPTIONS:
+            raise InputError(
+                Problem(
+                    "--sim-option", None, None, f"expected one of {', '.join(PROMPT_OPTIONS)}, got {name!r}"
+                )
+            )
+    if names and kind != "llm":
+        raise InputError(
+            Problem("--sim-option", None, None, f"prompt options apply to --simulator llm, not {kind}")
+        )
+    return dict.fromkeys(names, True)
 
 
 def _simulator_factory(

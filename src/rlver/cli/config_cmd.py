@@ -7,6 +7,7 @@ The eval and train config models belong to their own packages (``rlver.eval.conf
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 import yaml
@@ -91,3 +92,22 @@ def show_cmd(
     config = _load(chosen, file, overrides)
     typer.echo(header)
     typer.echo(render_config(config), nl=False)
+    rollout = getattr(config, "rollout", None)
+    if rollout is not None:
+        typer.echo(_prompt_note(rollout))
+
+
+def _prompt_note(rollout: Any) -> str:
+    """A comment naming the policy's prompt and its SHA-256 per language, as a run's manifest does."""
+    import hashlib
+
+    from rlver.env.thinking import system_prompt
+
+    settings = rollout.prompt_settings()
+    if "system_prompt" in settings:
+        texts = {"file": settings["system_prompt"]}
+    else:
+        texts = {lang: system_prompt(rollout.think, lang, settings["agent_prompt"]) for lang in ("en", "zh")}
+    digests = ", ".join(f"{k} {hashlib.sha256(v.encode()).hexdigest()[:16]}" for k, v in texts.items())
+    mode = "think" if rollout.think else "no think"
+    return f"# policy prompt: {rollout.agent_prompt} ({mode}); sha256 {digests}"

@@ -56,11 +56,15 @@ _EVAL_HELP: dict[str, str] = {
     "--agent-max-tokens": "Agent max tokens per reply.",
     "--system-prompt": "Agent system prompt (text or @file).",
     "--agent-prompt": "Agent system prompt: neutral (default; the published benchmark's plain high-EQ "
-    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable) or FILE.",
+    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable), "
+    "published (the published training's friend-chat prompt, in our words) or FILE.",
     "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
     "--sim-protocol": "LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our "
     "earlier prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
     "--set simulator.difficulty_paragraph=true.",
+    "--protocol": "benchmark (default: start 40, 10 replies, the last unappraised; the leaderboard's) or "
+    "training (the training dialogue: start 30, 8 replies; with --agent-local RUN the dialogue that "
+    "run's held-out evaluation used). The two scores are not comparable (docs/benchmark.md).",
     "--profiles": "sage, en-test, zh-test, bundled-test, ... or a file.",
     "--limit": "Evaluate only the first N profiles.",
     "--n-per-profile": "Dialogues per profile.",
@@ -98,6 +102,7 @@ def eval_command(
     sim_protocol: str | None = _opt("--sim-protocol"),
     behaviour: str | None = BEHAVIOUR,
     difficulty: str | None = DIFFICULTY,
+    protocol: str | None = _opt("--protocol"),
     profiles: str | None = _opt("--profiles"),
     limit: int | None = _opt("--limit", min=1),
     n_per_profile: int | None = _opt("--n-per-profile", min=1),
@@ -125,6 +130,10 @@ def eval_command(
     if agent_tiny:
         flags["agent_tiny"] = True
     env = _env_block(system_prompt, agent_prompt, think)
+    if protocol is not None:
+        flags["protocol"] = _protocol_choice(protocol)
+        if protocol == "training" and agent_local:
+            env = {**_run_training_env(Path(agent_local).expanduser()), **env}
     if env:
         flags["env"] = env
     sim = simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
@@ -209,7 +218,9 @@ def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool 
     if system_prompt is not None:
         env["system_prompt"] = _text_arg(system_prompt)
     if agent_prompt is not None:
-        if agent_prompt in ("neutral", "coaching"):
+        from rlver.env.thinking import AGENT_PROMPT_NAMES
+
+        if agent_prompt in AGENT_PROMPT_NAMES:
             env["agent_prompt"] = agent_prompt
         elif system_prompt is not None:
             raise ConfigError("give either --agent-prompt FILE or --system-prompt, not both")
@@ -218,6 +229,26 @@ def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool 
     if think is not None:
         env["think"] = think
     return env
+
+
+def _protocol_choice(protocol: str) -> str:
+    if protocol not in ("benchmark", "training"):
+        raise ConfigError(f"--protocol {protocol!r}: choose benchmark or training")
+    return protocol
+
+
+def _run_training_env(path: Path) -> dict[str, Any]:
+    """The dialogue a training run's held-out evaluation ran on the training protocol (its
+    ``config.yaml``: ``eval.protocol: training`` with that run's turns, start and prompt), as
+    ``env`` keys; ``{}`` when ``path`` is not in a training run folder."""
+    for folder in (path, path.parent, path.parent.parent, path.parent.parent.parent):
+        saved = folder / "config.yaml"
+        if (folder / "checkpoints").is_dir() and saved.exists():
+            from rlver.train.config import load_train_config
+
+            cfg = load_train_config(str(saved), ["eval.protocol=training"])
+            return cfg.env_config(evaluation=True).model_dump(mode="json")
+    return {}
 
 
 def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:
@@ -287,17 +318,29 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
             f"{result.transcript} (field `error`); fix the cause and rerun with --resume"
         )
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
-    console.print(f"{m.counts()} dialogue(s)")
+    console.print(f"{m.counts()} dialogue(s) · {result.manifest.get('protocol', 'protocol not recorded')}")
+    console.print(f"{m.truncation()}" + _cap_note(result.manifest))
     if m.n_failed_runs:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
         console.print(
-            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score; "
-            f"the errors are in {result.transcript}; --resume re-runs them"
+            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score: the "
+            f"score is partial, not comparable with a complete run; the errors are in "
+            f"{result.transcript}; --resume re-runs them"
         )
     console.print(f"transcript: {result.transcript}")
     console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
     if result.report is not None:
         console.print(f"report:     {result.report}")
+
+
+def _cap_note(manifest: dict[str, Any]) -> str:
+    """`` (agent max_tokens N, simulator max_tokens M)`` from a run's manifest."""
+    agent = (manifest.get("agent_sampling") or {}).get("max_tokens")
+    sim = ((manifest.get("simulator") or {}).get("sampling") or {}).get("max_tokens")
+    parts = [f"agent max_tokens {agent if agent is not None else 'unset'}"]
+    if sim is not None:
+        parts.append(f"simulator max_tokens {sim}")
+    return f" ({', '.join(parts)})"
 
 
 def score_command(
@@ -380,7 +423,7 @@ def _scores_table(runs: list[Any]) -> Any:
             r.name,
             *([r.format] if show_format else []),
             str(m.n),
-            "-" if m.score_rounded is None else f"{m.score_rounded:.1f}",
+            "-" if m.score_rounded is None else f"{m.score_rounded:.1f}" + ("" if m.complete else " partial"),
             str(m.success),
             str(m.failure),
             str(m.n_failed_runs),

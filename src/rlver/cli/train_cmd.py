@@ -80,7 +80,10 @@ def train_command(
         raise
     last = trainer.eval_history[-1] if trainer.eval_history else None
     if last is not None:
-        typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f}")
+        from rlver.env.dialogue import protocol_label
+
+        label = protocol_label(cfg.env_config(evaluation=True), cfg.eval.protocol)
+        typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f} ({label})")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
 
 

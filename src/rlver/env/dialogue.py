@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlver.env.thinking import split_think, system_prompt
+from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
@@ -68,8 +68,9 @@ class EnvConfig(BaseModel):
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
     #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
-    #: published evaluation used) or ``coaching`` (our empathy coaching; raises a base model's score).
-    agent_prompt: Literal["neutral", "coaching"] = "coaching"
+    #: published evaluation used), ``coaching`` (our empathy coaching; raises a base model's score) or
+    #: ``published`` (the published training's friend-chat prompt, in our words).
+    agent_prompt: Literal["neutral", "coaching", "published"] = "coaching"
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
@@ -112,9 +113,10 @@ class EnvConfig(BaseModel):
 
     @classmethod
     def published_training(cls, **overrides: Any) -> EnvConfig:
-        """The published RLVER training dynamics (docs/protocol.md has the file:line of each) on top of
-        :meth:`training`'s turns, appraisal and start."""
+        """The published RLVER training dynamics and policy prompt (docs/protocol.md has the file:line
+        of each) on top of :meth:`training`'s turns, appraisal and start."""
         dynamics: dict[str, Any] = {
+            "agent_prompt": "published",  # the friend-chat prompt (RLVER vllm_rollout/system_prompt.py)
             "bound_change": False,
             "floor_emotion": False,
             "end_at_high": False,
@@ -147,6 +149,45 @@ class EnvConfig(BaseModel):
         if emotion < self.end_below:
             return "emotion_low"
         return None
+
+
+#: The settings that decide a dialogue's length and scoring: two configs that agree on these run the
+#: same protocol, whatever their prompts or think mode.
+_PROTOCOL_FIELDS = (
+    "max_assistant_turns",
+    "appraise_final_reply",
+    "start_emotion",
+    "stop_on_emotion",
+    "bound_change",
+    "floor_emotion",
+    "end_at_high",
+    "end_below",
+    "turn_limit_rule",
+)
+
+
+def protocol_name(config: EnvConfig) -> str:
+    """``benchmark`` (the Sentient Benchmark's dialogue), ``training`` (rlver's or the published
+    training dialogue) or ``custom``: which protocol a held-out score was measured on."""
+    # The number of replies may differ (the label states it): a 2-turn check from 30 is still the
+    # training protocol, and a 3-reply run from 40 with the last reply unappraised the benchmark's.
+    mine = [getattr(config, f) for f in _PROTOCOL_FIELDS[1:]]
+    if mine == [getattr(EnvConfig.evaluation(), f) for f in _PROTOCOL_FIELDS[1:]]:
+        return "benchmark"
+    for same in (EnvConfig.training(), EnvConfig.published_training()):
+        if [getattr(same, f) for f in _PROTOCOL_FIELDS[2:]] == mine[1:]:
+            return "training"
+    return "custom"
+
+
+def protocol_label(config: EnvConfig, name: str | None = None) -> str:
+    """``"training protocol: 2 replies from 30"``: printed next to every held-out score, so a number
+    measured on the training dialogue is never read as a benchmark score (docs/benchmark.md)."""
+    label = name or protocol_name(config)
+    appraised = config.max_appraisals
+    return f"{label} protocol: {config.reply_limit} replies from {config.start_emotion}" + (
+        "" if appraised == config.reply_limit else f", {appraised} appraised"
+    )
 
 
 @dataclass
@@ -191,6 +232,7 @@ class DialogueEnv:
         self._done = False
         self._end_reason: str | None = None
         self._format_errors = 0
+        self._truncated_replies = 0
         self._policy_tokens = 0
         self._simulator_tokens = 0
         self._error: str | None = None
@@ -245,7 +287,7 @@ class DialogueEnv:
         format_error = self.config.think and not split.well_formed
         if format_error:
             self._format_errors += 1
-        visible = split.visible
+        visible = shown_to_user(agent_raw_text)  # the published rule: a cut thought is shown, not hidden
         truncated = len(visible) > self.config.max_reply_chars
         if truncated:
             visible = visible[: self.config.max_reply_chars]
@@ -262,6 +304,7 @@ class DialogueEnv:
         )
         if completion is not None:
             self._policy_tokens += completion.completion_tokens
+            self._truncated_replies += completion.finish_reason == "length"
         timing = TurnTiming(
             policy_s=policy_s if policy_s is not None else (completion.latency_s if completion else 0.0)
         )
@@ -345,7 +388,7 @@ class DialogueEnv:
         if self.config.think and self.config.think_context == "visible":
             # thought-free history: earlier replies as their visible text, so no sampled ids apply
             visible = [
-                Message(role=m.role, content=split_think(m.content).visible) if m.role == "assistant" else m
+                Message(role=m.role, content=shown_to_user(m.content)) if m.role == "assistant" else m
                 for m in self._messages
             ]
             return PolicyMessages(visible, [None] * len(self._sampled))
@@ -372,6 +415,7 @@ class DialogueEnv:
             error=self._error,
             error_kind=self._error_kind,
             format_errors=self._format_errors,
+            truncated_replies=self._truncated_replies,
             policy_tokens=self._policy_tokens,
             simulator_tokens=self._simulator_tokens,
             simulator_prompt_tokens=sum(t.prompt_tokens for t in self._user_turns),

@@ -13,6 +13,13 @@ deliberately conservative: whatever *might* be reasoning never reaches the user.
 
 A reply is *well-formed* only when it is exactly one leading block with non-blank reasoning followed by
 non-blank visible text. Anything else is a format error the reward may penalise.
+
+What the simulated user is *shown*, and what later turns see of an earlier reply when the history is
+thought-free, is :func:`shown_to_user`: the published rule (RLVER
+``vllm_rollout_spmd_think.py:402-406``), the text after the last ``</think>``, or the whole reply when
+it has none. So a reply cut at the token cap mid-thought reaches the user as it was written, not as
+an empty message (which the user would appraise as silence). :func:`split_think` stays the parser of
+the reasoning (format errors, transcripts, reports); the two agree on every well-formed reply.
 """
 
 from __future__ import annotations
@@ -82,8 +89,26 @@ def _first_tag_start(raw: str) -> int:
 
 
 def visible_text(raw: str) -> str:
-    """Only the part of ``raw`` the simulated user may see."""
+    """The reply without its reasoning, by the conservative :func:`split_think` (reports, judges)."""
     return split_think(raw).visible
+
+
+_CLOSE_TAG = re.compile(r"<\s*/\s*think(?:ing)?\s*>", re.IGNORECASE)
+
+
+def shown_to_user(raw: str) -> str:
+    """What the simulated user sees of a raw reply: the published rule, on both engines.
+
+    RLVER's think-mode rollout hands the user ``content.split("</think>")[-1].strip()`` when the reply
+    has a closing tag, else the reply as it is (``vllm_rollout_spmd_think.py:402-406``). The tag is
+    matched as :func:`split_think` matches it (any case, inner spaces, ``</thinking>``). The
+    published code then also cuts at a ``你：`` prefix (``:407-410``); that is a parsing bug and is not
+    copied (docs/protocol.md).
+    """
+    closes = list(_CLOSE_TAG.finditer(raw))
+    if closes:
+        return raw[closes[-1].end() :].strip()
+    return raw.strip()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -127,13 +152,85 @@ _NEUTRAL = {
     "zh": "你是一个善解人意的聊天伙伴，情商很高。和用户聊天时，让对方觉得舒服、开心，或者得到所需要的帮助。",
 }
 
-#: Named agent prompts: ``neutral`` (the benchmark default) and ``coaching`` (our empathy coaching,
-#: which raises a base model's score, so it is not comparable with the published leaderboard).
+#: The published training prompt (RLVER ``vllm_rollout/system_prompt.py:1-25``) in our own words: the
+#: policy chats with a friend and is good at cheering friends up with emotionally intelligent replies;
+#: the aim is a better mood or a closer bond; replies are warm, casual and everyday. The think version
+#: (``:10-25``) adds: decide how and what to answer before replying, weigh the strategy (logic and
+#: tone), wrap the thinking in <think></think>, and a reply format. Keyed by language, then think mode.
+_PUBLISHED: dict[str, dict[bool, str]] = {
+    "en": {
+        False: (
+            "You are chatting with a friend, and you have a knack for lifting a friend's spirits with "
+            "emotionally intelligent replies.\n\nWhat you want from each reply: your friend feels "
+            "better, or the two of you feel closer.\n\nKeep the conversation warm, relaxed and "
+            "everyday. A warm, natural reply is usually:\n1. short, casual and easy, in plain everyday "
+            "words, with loose grammar;\n2. sprinkled with the little interjections and colloquial "
+            "turns people use when they talk."
+        ),
+        True: (
+            "You are chatting with a friend, and you have a knack for lifting a friend's spirits with "
+            "emotionally intelligent replies. Before every reply you first work out how to answer and "
+            "what to say; only once you have settled on an approach do you write the reply.\n\nWhat "
+            "you want from each reply: your friend feels better, or the two of you feel closer.\n\n"
+            "While thinking, weigh an emotionally intelligent way to answer: the line of thought to "
+            "follow and the tone to take. Your thinking must sit between <think> and </think>.\n\n"
+            "In the reply itself, keep the conversation warm, relaxed and everyday.\n\nAnswer in "
+            "this shape:\n<think>\nyour thinking\n</think>\nyour reply"
+        ),
+    },
+    "zh": {
+        False: (
+            "你正在和一位朋友聊天，你很会用高情商的话让朋友开心起来。\n\n每句回复想达到的，是让朋友心情好一些，"
+            "或者让你们更亲近一点。\n\n聊天要亲切、随意，像平常过日子那样。自然亲切的回复通常是：\n"
+            "1. 简短、轻松，用平常的字眼，语法不必讲究；\n2. 多用语气词和口头上的说法。"
+        ),
+        True: (
+            "你正在和一位朋友聊天，你很会用高情商的话让朋友开心起来。每次回复之前，你会先想清楚怎么回、"
+            "回些什么；想好了策略，再把回复写出来。\n\n每句回复想达到的，是让朋友心情好一些，"
+            "或者让你们更亲近一点。\n\n思考时，琢磨一个高情商的回法：说话的思路和语气。思考的内容"
+            "一定要放在 <think> 和 </think> 之间。\n\n回复本身要亲切、随意，像平常过日子那样。\n\n"
+            "回复的格式：\n<think>\n你的思考\n</think>\n你的回复"
+        ),
+    },
+}
+
+#: Named agent prompts: ``neutral`` (the benchmark default), ``coaching`` (our empathy coaching,
+#: which raises a base model's score, so it is not comparable with the published leaderboard) and
+#: ``published`` (the published training's friend-chat prompt, in our words; the published presets).
 AGENT_PROMPTS: dict[str, dict[str, str]] = {"neutral": _NEUTRAL, "coaching": _BASE}
+AGENT_PROMPT_NAMES: tuple[str, ...] = ("neutral", "coaching", "published")
 
 
 def system_prompt(think: bool, language: Language | str = "en", name: str = "coaching") -> str:
-    """The policy's system prompt ``name`` for no-think or think-then-say mode, in English or Chinese."""
+    """The policy's system prompt ``name`` for no-think or think-then-say mode, in English or Chinese.
+
+    ``published`` has its own think version (as the published code has); the other two add our
+    think instructions to the same text.
+    """
+    if name == "published":
+        lang = language if language in _PUBLISHED else "en"
+        return _PUBLISHED[lang][think]
     texts = AGENT_PROMPTS[name]
     lang = language if language in texts else "en"
     return texts[lang] + (_THINK[lang] if think else "")
+
+
+def read_prompt_file(path: str) -> str:
+    """The text of an agent-prompt file (``rollout.agent_prompt`` / ``--agent-prompt FILE``).
+
+    A ``ValueError`` names the file and the choices, so a config error reads ``rollout.agent_prompt:
+    ...`` with one line, and a misspelt name (``publish``) is not taken for a missing file silently.
+    """
+    from pathlib import Path
+
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or type(exc).__name__
+        raise ValueError(
+            f"{path!r} is neither {', '.join(AGENT_PROMPT_NAMES)} nor a readable text file ({reason})"
+        ) from None
+    if not text.strip():
+        raise ValueError(f"{path}: the prompt file is empty")
+    return text

@@ -19,7 +19,7 @@ Example ``eval.yaml``::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -30,6 +30,21 @@ from rlver.simulator.factory import SimulatorSpec
 
 #: The tiny test model writes gibberish; a few tokens a turn keep an offline smoke run fast.
 TINY_AGENT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=16)
+
+#: The agent's reply cap when a benchmark run does not set one. SAGE's ``call_npc`` sets none
+#: (SAGE/npc_response.py:22), so the cap must be one that no released reply would reach: the longest
+#: agent reply in the nine released result files is 4,643 characters (o1), far under 8,192 tokens in
+#: any tokenizer. ``SamplingParams``' own default (512) would cut about half of some models' replies.
+EVAL_AGENT_MAX_TOKENS = 8192
+
+
+def _uncapped(sampling: SamplingParams) -> SamplingParams:
+    """``sampling`` with the benchmark's high reply cap when it does not state ``max_tokens`` itself."""
+    if "max_tokens" in sampling.model_fields_set:
+        return sampling
+    raised = sampling.model_copy(update={"max_tokens": EVAL_AGENT_MAX_TOKENS})
+    raised.model_fields_set.add("max_tokens")
+    return raised
 
 
 class EvalConfig(BaseModel):
@@ -46,6 +61,11 @@ class EvalConfig(BaseModel):
     profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
     limit: int | None = Field(default=None, ge=1, description="use only the first N profiles")
     n_per_profile: int = Field(default=1, ge=1, description="dialogues per profile (each scored)")
+    #: ``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last unappraised).
+    #: ``training``: the training dialogue (``EnvConfig.training()``: start 30, 8 replies, each
+    #: appraised), so a trained policy can be checked the way training checked it; keys given in
+    #: ``env`` still win. The two numbers differ and are not comparable (docs/benchmark.md).
+    protocol: Literal["benchmark", "training"] = "benchmark"
     env: EnvConfig = Field(default_factory=EnvConfig.evaluation)
     concurrency: int = Field(default=32, ge=1, description="simulator calls in flight at once")
     #: Dialogues run together (one batched policy call per turn). ``None`` = all at once; smaller
@@ -55,6 +75,18 @@ class EvalConfig(BaseModel):
     out: str = Field(default="runs/eval", description="output folder (transcript, metrics, report)")
     run_name: str | None = None
     report: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _protocol_env(cls, data: Any) -> Any:
+        """``protocol: training`` starts ``env`` from the training dialogue instead of the benchmark's."""
+        if not isinstance(data, dict) or data.get("protocol") != "training":
+            return data
+        env = data.get("env")
+        if isinstance(env, EnvConfig):
+            return data  # a complete environment, built by the caller
+        base = EnvConfig.training(agent_prompt="neutral").model_dump(mode="json")
+        return {**data, "env": {**base, **(env or {})}}
 
     @field_validator("env", mode="before")
     @classmethod
@@ -75,6 +107,19 @@ class EvalConfig(BaseModel):
                 "no agent: give --agent-base-url/--agent-model, --agent-local PATH or --agent-tiny "
                 "(config key `agent`, or `agent_tiny: true`)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _published_reply_cap(self) -> EvalConfig:
+        """An agent whose sampling states no ``max_tokens`` gets :data:`EVAL_AGENT_MAX_TOKENS`.
+
+        Applied to the config itself, so ``config.json``, the manifest's ``agent_spec`` and
+        ``agent_sampling`` and the calls all carry the same number.
+        """
+        if self.agent is not None:
+            self.agent.sampling = _uncapped(self.agent.sampling)
+        if self.sampling is not None and self.agent is not None:
+            self.sampling = _uncapped(self.sampling)
         return self
 
     @property

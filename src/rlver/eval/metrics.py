@@ -78,6 +78,14 @@ class Metrics(BaseModel):
 
     n: int = Field(description="dialogues counted in the score (status finished)")
     n_failed_runs: int = Field(0, description="dialogues that failed (API/simulator errors); excluded")
+    #: The same count under the name the report and metrics.json readers look for.
+    failed: int = Field(0, description="dialogues that failed (= n_failed_runs)")
+    #: The dialogues the run set out to score (profiles x n_per_profile), when known.
+    expected: int | None = Field(None, description="dialogues the run was meant to score, when known")
+    #: ``False`` when the score covers fewer dialogues than the run meant to score (failed or missing
+    #: ones): such a score is *partial* and is labelled so wherever it is printed. SAGE retried until
+    #: every dialogue had a judgement, so its scores are never partial.
+    complete: bool = Field(True, description="the score covers every dialogue of the run")
     failed_run_kinds: dict[str, int] = Field(default_factory=dict)
     #: ``None`` (JSON ``null``) when no dialogue finished: there is no score, and 0.0 would read as one.
     score: float | None = Field(description="mean final emotion over counted dialogues (unrounded)")
@@ -106,6 +114,10 @@ class Metrics(BaseModel):
     mean_simulator_completion_tokens: float = 0.0
     mean_simulator_prompt_tokens_per_turn: float = 0.0
     format_errors: int = 0
+    #: Agent replies cut at the agent's token cap, over the counted dialogues (SAGE set no cap).
+    truncated_replies: int = 0
+    #: Simulator calls cut at the simulator's token cap (each is re-asked once), counted dialogues.
+    simulator_truncated_calls: int = 0
     end_reasons: dict[str, int] = Field(default_factory=dict)
     final_emotions: list[int] = Field(default_factory=list, description="per counted dialogue, in order")
     breakdowns: dict[str, dict[str, GroupMetrics]] = Field(default_factory=dict)
@@ -113,11 +125,24 @@ class Metrics(BaseModel):
     def headline(self) -> str:
         if self.score_rounded is None:
             return f"no score: no dialogue finished ({self.n_failed_runs} failed)"
-        return f"score {self.score_rounded:.1f}  success {self.success}  failure {self.failure}  (n={self.n})"
+        label = "score" if self.complete else "PARTIAL score"
+        return (
+            f"{label} {self.score_rounded:.1f}  success {self.success}  failure {self.failure}  (n={self.n})"
+        )
 
     def counts(self) -> str:
         """``n finished / m failed``: how partial failure is shown everywhere (terminal, report)."""
-        return f"{self.n} finished / {self.n_failed_runs} failed"
+        text = f"{self.n} finished / {self.n_failed_runs} failed"
+        if self.expected is not None and self.n + self.n_failed_runs < self.expected:
+            text += f" / {self.expected - self.n - self.n_failed_runs} not run"
+        return text + ("" if self.complete else " (partial)")
+
+    def truncation(self) -> str:
+        """How many replies a token cap cut, agent and simulator (shown on the terminal and the report)."""
+        return (
+            f"{self.truncated_replies} agent repl{'y' if self.truncated_replies == 1 else 'ies'} and "
+            f"{self.simulator_truncated_calls} simulator call(s) cut at the token cap"
+        )
 
 
 def _group(out: Outcomes) -> GroupMetrics:
@@ -181,8 +206,14 @@ def _trajectory(
     )
 
 
-def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTSTRAP_SEED) -> Metrics:
-    """Compute the benchmark metrics of one run. Failed runs are counted but excluded from the score."""
+def compute_metrics(
+    episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTSTRAP_SEED, expected: int | None = None
+) -> Metrics:
+    """Compute the benchmark metrics of one run. Failed runs are counted but excluded from the score.
+
+    ``expected`` (the dialogues the run set out to score) makes a run with missing dialogues partial
+    too, not only one with failed dialogues.
+    """
     out = outcomes(episodes)
     done, finals = out.done, out.finals
     head = _group(out)
@@ -191,6 +222,9 @@ def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTST
     return Metrics(
         n=out.n,
         n_failed_runs=len(out.failed),
+        failed=len(out.failed),
+        expected=expected,
+        complete=not out.failed and (expected is None or out.n >= expected),
         failed_run_kinds=dict(Counter(ep.error_kind or "unknown" for ep in out.failed)),
         score=float(out.score) if out.score is not None else None,
         score_rounded=head.score if out.n else None,
@@ -211,6 +245,8 @@ def compute_metrics(episodes: Iterable[Episode], *, bootstrap_seed: int = BOOTST
         mean_simulator_tokens=float(np.mean([ep.simulator_tokens for ep in done])) if done else 0.0,
         **_simulator_cost(done),
         format_errors=sum(ep.format_errors for ep in done),
+        truncated_replies=sum(ep.truncated_replies for ep in done),
+        simulator_truncated_calls=sum(t.truncated_calls for ep in done for t in ep.user_turns),
         end_reasons=dict(Counter(ep.end_reason or "unknown" for ep in done)),
         final_emotions=finals,
         breakdowns=_breakdowns(done),
@@ -304,7 +340,9 @@ def metrics_table_rows(named: Sequence[tuple[str, Metrics]]) -> list[dict[str, A
             {
                 "run": name,
                 "n": m.n,
-                "score": "-" if m.score_rounded is None else f"{m.score_rounded:.1f}",
+                "score": "-"
+                if m.score_rounded is None
+                else f"{m.score_rounded:.1f}" + ("" if m.complete else " (partial)"),
                 "95% CI": f"[{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]"
                 if m.score_ci_low is not None
                 else "-",

@@ -192,11 +192,15 @@ def coordinate_png(summaries: Sequence[JudgeSummary]) -> bytes:
     return _png(fig)
 
 
-def reward_curve_png(history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]]) -> bytes:
+def reward_curve_png(
+    history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]], protocol: str | None = None
+) -> bytes:
     """A training run's reward per step (raw and a 5-step mean) with its held-out scores on top.
 
     ``history`` holds the trainer's metrics rows that have ``rollout/reward_mean`` (reward in [0, 1],
     drawn x 100 to share the axis with the score); ``evals`` holds ``{"step", "score"}`` points.
+    ``protocol`` (``rlver.env.dialogue.protocol_label``) goes into the held-out legend, so the curve
+    is never read as benchmark scores when it was measured on the training dialogue.
     """
     fig, ax = plt.subplots(figsize=(7, 3.6))
     steps = [h["step"] for h in history]
@@ -213,7 +217,7 @@ def reward_curve_png(history: Sequence[dict[str, Any]], evals: Sequence[dict[str
             [e["score"] for e in points],
             "o-",
             color="#e45756",
-            label="held-out score",
+            label=f"held-out score ({protocol})" if protocol else "held-out score",
         )
     ax.set_xlabel("RL step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers

@@ -240,10 +240,15 @@ def run_setup(manifest: dict[str, Any]) -> dict[str, str]:
     sim_spec = manifest.get("simulator_spec")
     sim = manifest.get("simulator")
     if isinstance(sim_spec, dict) and isinstance(sim_spec.get("model"), dict):
-        out["simulator"] = "llm: " + _model_text(sim_spec["model"], sim_spec.get("sampling"))
+        # the sampling the simulator really ran with (its describe()), else what the spec said
+        used = sim.get("sampling") if isinstance(sim, dict) else None
+        out["simulator"] = "llm: " + _model_text(sim_spec["model"], used or sim_spec.get("sampling"))
     elif isinstance(sim, dict) and sim.get("name"):
         version = f" ({sim['version']})" if sim.get("version") else ""
         out["simulator"] = f"{sim['name']}{version}"
+    protocol = manifest.get("protocol")
+    if isinstance(protocol, str):
+        out["protocol"] = protocol
     return out
 
 
@@ -424,7 +429,7 @@ def render_html(
                 "path": str(r.path),
                 "manifest_json": json.dumps(redacted(r.manifest), ensure_ascii=False, indent=2, default=str),
                 "setup": run_setup(r.manifest),
-                "counts": r.metrics.counts(),
+                "counts": f"{r.metrics.counts()} dialogues · {r.metrics.truncation()}",
             }
             for r in runs
         ],
@@ -493,7 +498,7 @@ def render_markdown(
     lines = [f"# {title}", "", *_md_preface(preface, figure_dir)]
     for r in runs:
         setup = run_setup(r.manifest)
-        parts = [f"**{_md_cell(r.name)}**", r.metrics.counts()]
+        parts = [f"**{_md_cell(r.name)}**", r.metrics.counts(), r.metrics.truncation()]
         parts += [f"{k}: {_md_cell(v)}" for k, v in setup.items()]
         lines.append("- " + " · ".join(parts))
     lines.append("")

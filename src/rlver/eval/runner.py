@@ -26,11 +26,12 @@ import logging
 import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rlver.config import redacted
+from rlver.env.dialogue import protocol_label
 from rlver.env.thinking import system_prompt
 from rlver.errors import InputError, Problem
 from rlver.eval.config import EvalConfig
@@ -90,6 +91,8 @@ class EvalResult:
     report: Path | None
     ran: int
     skipped: int
+    #: The run's manifest (sampling caps, agent prompt, protocol) as written to the transcript.
+    manifest: dict[str, Any] = field(default_factory=dict)
 
 
 ProgressCallback = Callable[[EvalProgress], None]
@@ -119,7 +122,11 @@ def agent_spec(config: EvalConfig) -> ModelSpec:
 
 
 def build_agent(spec: ModelSpec) -> ChatModel:
-    return build_chat_model(spec)
+    """The model under test. An empty reply (after the client's retries) is its answer and is
+    appraised, as SAGE did, instead of failing the dialogue."""
+    agent = build_chat_model(spec)
+    agent.accept_empty = True
+    return agent
 
 
 def agent_prompt_record(env: Any) -> dict[str, Any]:
@@ -161,6 +168,7 @@ def _manifest(
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),
+        protocol=protocol_label(config.env),
         agent_prompt=agent_prompt_record(config.env),
         profiles=config.profiles,
         limit=config.limit,
@@ -297,7 +305,7 @@ async def _run_in(
 
     # The very records `rlver score` and the report read (the resume rule keeps them == ``wanted``).
     _, _, episodes = read_episodes(transcript)
-    metrics = compute_metrics(episodes)
+    metrics = compute_metrics(episodes, expected=len(wanted))
     atomic_write_json(
         out_dir / METRICS_NAME, {"run_name": manifest.get("run_name"), **metrics.model_dump(mode="json")}
     )
@@ -309,6 +317,7 @@ async def _run_in(
         report=report_path,
         ran=len(ran),
         skipped=len(skip),
+        manifest=manifest,
     )
 
 

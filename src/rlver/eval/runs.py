@@ -55,10 +55,18 @@ def load_run(path: str | Path) -> RunData:
         format=fmt,
         manifest=manifest,
         episodes=episodes,
-        metrics=compute_metrics(episodes),
+        metrics=compute_metrics(episodes, expected=expected_dialogues(manifest)),
         judge=judge,
         judged=judged,
     )
+
+
+def expected_dialogues(manifest: dict[str, Any]) -> int | None:
+    """The dialogues an ``rlver eval`` run set out to score (profiles x samples), from its manifest."""
+    n_profiles, per = manifest.get("n_profiles"), manifest.get("n_per_profile")
+    if isinstance(n_profiles, int) and isinstance(per, int):
+        return n_profiles * per
+    return None
 
 
 def unique_names(runs: list[RunData]) -> None:

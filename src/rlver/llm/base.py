@@ -59,6 +59,10 @@ class ChatModel(abc.ABC):
 
     #: A short name recorded in manifests (model id, never a key).
     name: str = "model"
+    #: An answer whose text stays empty after every retry is returned as an empty completion instead
+    #: of raised. Set for the agent under test: an empty reply is the agent's answer and is appraised
+    #: (SAGE appraised the empty replies of its released files); a simulator keeps ``False``.
+    accept_empty: bool = False
 
     @abc.abstractmethod
     async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:

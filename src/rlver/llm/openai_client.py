@@ -88,10 +88,14 @@ def parse_retry_after(value: str | None) -> float | None:
 class _Retryable(Exception):
     """Internal: one failed attempt, already mapped to the typed error we would raise at the end."""
 
-    def __init__(self, error: LLMError, retry_after: float | None = None) -> None:
+    def __init__(
+        self, error: LLMError, retry_after: float | None = None, empty: Completion | None = None
+    ) -> None:
         super().__init__(str(error))
         self.error = error
         self.retry_after = retry_after
+        #: An answer whose text was empty: returned after the last attempt when the caller accepts one.
+        self.empty = empty
 
 
 class OpenAIChatModel(ChatModel):
@@ -241,6 +245,10 @@ class OpenAIChatModel(ChatModel):
             completion.latency_s = time.perf_counter() - start
             return completion
         assert last is not None or deadline is not None
+        if last is not None and last.empty is not None and self.accept_empty:
+            # Still empty after every retry: an answer, not an outage (SAGE appraised such replies).
+            last.empty.latency_s = time.perf_counter() - start
+            return last.empty
         if last is None:
             raise LLMTimeoutError(f"{self._where()}: overall deadline of {self.deadline_s:g}s passed")
         error = last.error
@@ -366,10 +374,11 @@ class OpenAIChatModel(ChatModel):
         text = message.get("content") if isinstance(message, dict) else None
         if not isinstance(text, str):
             raise _Retryable(LLMResponseError(f"{self._where()}: answer has no message text"))
-        if not text.strip():
-            raise _Retryable(LLMResponseError(f"{self._where()}: answer text is empty"))
         finish = choice.get("finish_reason")
         finish_reason = finish if isinstance(finish, str) else None
+        if not text.strip():
+            empty = Completion(text=text, finish_reason=finish_reason)
+            raise _Retryable(LLMResponseError(f"{self._where()}: answer text is empty"), empty=empty)
         if len(text) > self.max_response_chars:
             text = text[: self.max_response_chars]
             finish_reason = "length"

@@ -88,6 +88,11 @@ class StructuredResult:
     def completion_tokens(self) -> int:
         return sum(c.completion_tokens for c in self.completions)
 
+    @property
+    def truncated(self) -> int:
+        """Completions cut at the token cap (``finish_reason == "length"``), re-asks included."""
+        return sum(1 for c in self.completions if c.finish_reason == "length")
+
 
 # -- finding the object ---------------------------------------------------------------------------
 

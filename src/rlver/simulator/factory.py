@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -79,6 +79,20 @@ class SimulatorSpec(BaseModel):
     magnitude_rubric: bool = False
     #: llm + sage only: add the difficulty paragraph (the published benchmark simulator has none).
     difficulty_paragraph: bool = False
+    # llm + sage only: what the simulator is shown beyond what SAGE showed it; all off, as SAGE
+    # (rlver.simulator.prompts.sage.SageOptions; docs/protocol.md says why one might want each).
+    #: the profile's traits and conversational style
+    show_traits: bool = False
+    #: each tier's numeric band (S 100, A 70-99, ...)
+    tier_bands: bool = False
+    #: the emotion number and tier in both steps, the reply continuing the appraisal exchange
+    number_and_tier: bool = False
+    #: the person appraises the reply (off: a third-person emotion analyst, as SAGE)
+    first_person_appraiser: bool = False
+    #: a section telling the simulator that conversation text is data, never instructions
+    injection_guard: bool = False
+    #: the whole appraisal, the stated change included, in the reply step
+    full_appraisal_in_reply: bool = False
 
     @field_validator("kind")
     @classmethod
@@ -107,13 +121,17 @@ def default_cache_path() -> Path:
 
 def simulator_sampling(spec: SimulatorSpec) -> SamplingParams:
     """The sampling the LLM simulator will use (see :class:`SimulatorSpec`)."""
-    from rlver.simulator.sentient import DEFAULT_SAMPLING
+    from rlver.simulator.sentient import DEFAULT_SAMPLING, SIMULATOR_MAX_TOKENS
 
+    chosen = DEFAULT_SAMPLING
     if spec.sampling is not None:
-        return spec.sampling
-    if spec.model is not None and "sampling" in spec.model.model_fields_set:
-        return spec.model.sampling
-    return DEFAULT_SAMPLING
+        chosen = spec.sampling
+    elif spec.model is not None and "sampling" in spec.model.model_fields_set:
+        chosen = spec.model.sampling
+    if "max_tokens" in chosen.model_fields_set:
+        return chosen
+    # No cap stated: the simulator's own high cap, not SamplingParams' 512 (see SIMULATOR_MAX_TOKENS).
+    return chosen.model_copy(update={"max_tokens": SIMULATOR_MAX_TOKENS})
 
 
 def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> UserSimulator:
@@ -165,10 +183,28 @@ def _build_llm(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
         protocol=spec.protocol,
         magnitude_rubric=spec.magnitude_rubric,
         difficulty_paragraph=spec.difficulty_paragraph,
+        sage_options=sage_options(spec),
     )
 
 
+def sage_options(spec: SimulatorSpec) -> Any:
+    """The spec's :class:`~rlver.simulator.prompts.sage.SageOptions` (one field each, same names)."""
+    from rlver.simulator.prompts.sage import SageOptions
+
+    return SageOptions(**{name: getattr(spec, name) for name in SageOptions.names()})
+
+
 # -- the registry -----------------------------------------------------------------------------------
+
+#: The SimulatorSpec fields that are SageOptions (kept here so the registry needs no prompt import).
+SAGE_OPTION_NAMES = (
+    "show_traits",
+    "tier_bands",
+    "number_and_tier",
+    "first_person_appraiser",
+    "injection_guard",
+    "full_appraisal_in_reply",
+)
 
 #: Builds a kind's simulator from a spec; the model argument replaces building one from ``spec.model``.
 Builder = Callable[[SimulatorSpec, ChatModel | None], UserSimulator]
@@ -204,7 +240,15 @@ KINDS: dict[str, SimulatorKind] = {
             "an LLM plays the user; needs --sim-model",
             _build_llm,
             needs_model=True,
-            options=("model", "sampling", "cache", "protocol", "magnitude_rubric", "difficulty_paragraph"),
+            options=(
+                "model",
+                "sampling",
+                "cache",
+                "protocol",
+                "magnitude_rubric",
+                "difficulty_paragraph",
+                *SAGE_OPTION_NAMES,
+            ),
         ),
     )
 }

@@ -37,8 +37,11 @@ from rlver.records import Message
 MAX_ANSWER_CHARS = 32_000
 MAX_REASON_CHARS = 3_000
 MAX_REPLY_CHARS = 2_000
-#: A stated change outside this range is not a sloppy number but a broken answer.
-MAX_ABS_RAW_CHANGE = 100
+#: A stated change outside this range is not a sloppy number but a broken answer. Large statements
+#: within it are kept: the published simulators parse any integer and then clamp it to ±10 (SAGE,
+#: simulator_response.py:150-151) or apply it as stated (RLVER training, hard_player_simulator_dsv3.py:219),
+#: so a "+150" is a judgement the environment's rules (``EnvConfig.bound_change``) deal with, not an error.
+MAX_ABS_RAW_CHANGE = 9999
 
 _NUMBER = re.compile(r"^\s*([+-]?)\s*(\d{1,4})(?:\.0+)?\s*$")
 
@@ -84,7 +87,9 @@ class AppraisalAnswer(BaseModel):
         else:
             raise ValueError(f"must be an integer such as -3 or +5 (got {_short(value)})")
         if abs(number) > MAX_ABS_RAW_CHANGE:
-            raise ValueError(f"must be between -10 and +10 (got {number})")
+            raise ValueError(
+                f"must be an integer between -{MAX_ABS_RAW_CHANGE} and {MAX_ABS_RAW_CHANGE} (got {number})"
+            )
         return number
 
 

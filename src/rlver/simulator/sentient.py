@@ -46,8 +46,14 @@ from rlver.simulator.prompts import sage
 Protocol = Literal["sage", "rlver-v1"]
 PROTOCOLS: tuple[str, ...] = ("sage", "rlver-v1")
 
+#: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
+#: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
+#: planned reply runs to several hundred tokens, so the cap is set where only a runaway answer meets
+#: it. A cut answer is counted (``UserTurn.truncated_calls``) and re-asked once.
+SIMULATOR_MAX_TOKENS = 4096
+
 #: The default sampling of the simulator LLM (see the module docstring for why).
-DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=1024)
+DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=SIMULATOR_MAX_TOKENS)
 
 #: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
 SATISFIED_TIERS = ("S", "A")
@@ -100,6 +106,7 @@ class SentientUser(SimulatedUser):
                 magnitude_rubric=sim.magnitude_rubric,
                 difficulty=self.difficulty if sim.difficulty_paragraph else None,
                 behaviour=self.behaviour,
+                options=sim.sage_options,
             )
         return self._system
 
@@ -144,7 +151,12 @@ class SentientUser(SimulatedUser):
             return UserTurn(text=self.profile.opening, latency_s=time.perf_counter() - started, tokens=0)
         answer: OpeningAnswer | PlannedReplyAnswer
         if self.simulator.protocol == "sage":
-            prompt = sage.opening_messages(self._sage_system(), self.emotion.value, language=self.language)
+            prompt = sage.opening_messages(
+                self._sage_system(),
+                self.emotion.value,
+                language=self.language,
+                options=self.simulator.sage_options,
+            )
             answer, result = await self._ask(prompt, PlannedReplyAnswer, "opening")
         else:
             prompt = prompts.opening_messages(self.profile, language=self.language)
@@ -156,6 +168,7 @@ class SentientUser(SimulatedUser):
             tokens=result.tokens,
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
+            truncated_calls=result.truncated,
             extra=_plan_extra(answer),
         )
 
@@ -177,7 +190,12 @@ class SentientUser(SimulatedUser):
     def _appraisal_prompt(self, agent_reply: str) -> list[Message]:
         if self.simulator.protocol == "sage":
             return sage.appraisal_messages(
-                self._sage_system(), self.history, agent_reply, self.emotion.value, language=self.language
+                self._sage_system(),
+                self.history,
+                agent_reply,
+                self.emotion.value,
+                language=self.language,
+                options=self.simulator.sage_options,
             )
         return prompts.appraisal_messages(
             self.profile,
@@ -194,7 +212,9 @@ class SentientUser(SimulatedUser):
     ) -> tuple[ReplyAnswer | PlannedReplyAnswer, StructuredResult]:
         """The reply step: ``sage`` continues the appraisal conversation; ``rlver-v1`` starts anew."""
         if self.simulator.protocol == "sage":
-            prompt = sage.reply_messages(appraisal_prompt, appraisal, language=self.language)
+            prompt = sage.reply_messages(
+                appraisal_prompt, appraisal, language=self.language, options=self.simulator.sage_options
+            )
             return await self._ask(prompt, PlannedReplyAnswer, "reply", quoted)
         prompt = prompts.reply_messages(
             self.profile,
@@ -232,6 +252,7 @@ class SentientUser(SimulatedUser):
             tokens=result.tokens,
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
+            truncated_calls=result.truncated,
         )
 
     async def respond(self, agent_reply: str) -> UserTurn:
@@ -251,6 +272,7 @@ class SentientUser(SimulatedUser):
             tokens=sum(r.tokens for r in results),
             prompt_tokens=sum(r.prompt_tokens for r in results),
             completion_tokens=sum(r.completion_tokens for r in results),
+            truncated_calls=sum(r.truncated for r in results),
             extra=_plan_extra(reply),
         )
 
@@ -288,8 +310,11 @@ class SentientSimulator(UserSimulator):
         protocol: str = "rlver-v1",
         magnitude_rubric: bool = False,
         difficulty_paragraph: bool = False,
+        sage_options: sage.SageOptions | None = None,
     ) -> None:
         super().__init__(rules)
+        #: ``sage`` only: what the prompts show beyond SAGE's (all off by default; see SageOptions).
+        self.sage_options = sage_options or sage.SageOptions()
         if protocol not in PROTOCOLS:
             raise ConfigError(f"simulator protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
         self.protocol = protocol
@@ -336,6 +361,12 @@ class SentientSimulator(UserSimulator):
             "prompt_version": sage.SAGE_PROMPT_VERSION if self.protocol == "sage" else prompts.PROMPT_VERSION,
             "magnitude_rubric": self.magnitude_rubric if self.protocol == "sage" else True,
             "difficulty_paragraph": self.difficulty_paragraph if self.protocol == "sage" else True,
+            # the rlver-v1 prompts show all of these (traits, bands, number and tier, first person,
+            # the guard, the whole appraisal)
+            **{
+                name: getattr(self.sage_options, name) if self.protocol == "sage" else True
+                for name in sage.SageOptions.names()
+            },
             "max_change": self.rules.max_change,
             "emotion_range": [self.rules.low, self.rules.high],
         }

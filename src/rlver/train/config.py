@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rlver.config import load_config, registered
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
+from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
 from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
@@ -137,6 +138,10 @@ class RolloutSettings(_Strict):
     #: rollout does; then every assistant turn is its own training sample (prompt = what the policy
     #: saw, response = its sampled ids) carrying the dialogue's reward.
     think_context: Literal["full", "visible"] = "full"
+    #: The policy's system prompt: ``neutral``, ``coaching`` (rlver's default), ``published`` (the
+    #: published training's friend-chat prompt, in our words; the four published presets) or the path
+    #: of a UTF-8 text file used as it is (think mode adds nothing to it).
+    agent_prompt: str = Field(default="coaching", min_length=1)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     max_new_tokens: int = Field(default=512, ge=1)
@@ -158,9 +163,23 @@ class RolloutSettings(_Strict):
         # config.yaml of runs written before ``reward:`` nested (so ``--resume`` still reads them)
         return RewardSpec.nest_flat_keys(data)
 
+    @field_validator("agent_prompt")
+    @classmethod
+    def _prompt_name_or_file(cls, value: str) -> str:
+        if value not in AGENT_PROMPT_NAMES:
+            read_prompt_file(value)  # fails now, naming the file, rather than at the first dialogue
+        return value
+
+    def prompt_settings(self) -> dict[str, Any]:
+        """``agent_prompt`` as EnvConfig fields: a built-in name, or a file's text as ``system_prompt``."""
+        if self.agent_prompt in AGENT_PROMPT_NAMES:
+            return {"agent_prompt": self.agent_prompt}
+        return {"system_prompt": read_prompt_file(self.agent_prompt)}
+
     def env_dynamics(self) -> dict[str, Any]:
         """The EnvConfig fields of a training dialogue, shared by the local trainer and verl's launcher."""
         return {
+            **self.prompt_settings(),
             "max_assistant_turns": self.max_assistant_turns,
             "appraise_final_reply": self.appraise_final_reply,
             "start_emotion": self.start_emotion,

@@ -250,7 +250,7 @@ def episode_turn_samples(
     """One training sample per assistant turn, for think mode with a thought-free history.
 
     Sample *k*'s prompt is exactly what the policy saw when it sampled turn *k*: the earlier replies as
-    their visible text (think blocks removed), rendered by the template, all mask 0; its response is
+    the user saw them (:func:`~rlver.env.thinking.shown_to_user`), rendered by the template, all mask 0; its response is
     turn *k*'s sampled ids (mask 1), closed with a mask-0 end token when it did not end on one. This is
     the published think-mode layout (RLVER vllm_rollout_spmd_think.py:683-691 expands each dialogue
     into one sample per turn). A sample longer than ``max_length`` keeps its prompt and the first
@@ -258,7 +258,7 @@ def episode_turn_samples(
     counts them on the first sample), so a long dialogue loses its *late* turns' samples, never
     earlier ones.
     """
-    from rlver.env.thinking import split_think
+    from rlver.env.thinking import shown_to_user
 
     messages = _dialogue_for_training(episode, system_prompt)
     turns = list(episode.sampled) if episode.sampled else []
@@ -272,7 +272,7 @@ def episode_turn_samples(
         chat = [
             {
                 "role": m.role,
-                "content": split_think(m.content).visible if m.role == "assistant" else m.content,
+                "content": shown_to_user(m.content) if m.role == "assistant" else m.content,
             }
             for m in messages[:i]
         ] + [{"role": "assistant", "content": message.content}]

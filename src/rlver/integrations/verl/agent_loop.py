@@ -10,8 +10,10 @@ actor holding many trajectories on one asyncio loop). The loop is token in, toke
    by verl's server manager from *token ids* and appended as generated (mask 1, logprobs kept), so
    the trained tokens are exactly the sampled tokens (no decode/re-encode drift); a reply cut at
    ``max_tokens`` is closed with a mask-0 end token before the next user turn;
-3. the raw reply is decoded and handed to the env, which strips ``<think>`` blocks before the simulated
-   user sees it; the user's answer is appended with the chat template's tokens (mask 0);
+3. the raw reply is decoded and handed to the env, which shows the simulated user what the local
+   engine shows it (:func:`rlver.env.thinking.shown_to_user`, the published cut-off rule: the text
+   after the last ``</think>``, else the whole reply); the user's answer is appended with the chat
+   template's tokens (mask 0);
 4. the trajectory always ends on an assistant turn (a user answer that no reply follows is not
    appended), and ``reward_score`` is :func:`rlver.env.rewards.episode_reward` of the episode, which
    verl puts on the last assistant token;
@@ -316,7 +318,7 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                 end_reason = "context_full"
                 break
 
-        episode = env.episode
+        episode = env.episode.model_copy(update={"truncated_replies": t.truncated})
         t.extra["truncated_replies"] = t.truncated
         if end_reason == "context_full":
             episode = episode.model_copy(update={"end_reason": "context_full"})

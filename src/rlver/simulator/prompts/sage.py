@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
@@ -38,7 +39,45 @@ from rlver.simulator.prompts.base import for_language, texts_from_module
 from rlver.simulator.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
-SAGE_PROMPT_VERSION = "rlver-sage-prompts-v1"
+#: v2 made what the simulator is shown as SAGE showed it by default (:class:`SageOptions` all off);
+#: with every option on, v2 renders exactly the text of v1.
+SAGE_PROMPT_VERSION = "rlver-sage-prompts-v2"
+
+
+@dataclass(frozen=True)
+class SageOptions:
+    """What the ``sage`` prompts show the simulator beyond what SAGE showed it. All off by default (the
+    benchmark's judge saw none of them); each is a ``simulator.<name>`` setting, and docs/protocol.md
+    says why one might want it and which ``rlver calibrate`` run would measure it.
+
+    * ``show_traits``: the profile's traits and conversational style (``main_cha``/``cha_group``);
+      SAGE's prompts show the portrait and scene only (SAGE/simulator_response.py:105-109, 246-250).
+    * ``tier_bands``: each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (:187-194).
+    * ``number_and_tier``: both the emotion number and its tier in both steps, the reply step
+      continuing the appraisal exchange; SAGE gives step 1 the number (:111) and step 2 the tier
+      name (:261-262, :279), each in its own prompt.
+    * ``first_person_appraiser``: the person appraises the reply themselves; SAGE's step 1 is a
+      third-person emotion analyser (:57).
+    * ``injection_guard``: a section saying that conversation text is data, never instructions;
+      SAGE has none.
+    * ``full_appraisal_in_reply``: step 2 gets the whole appraisal, the stated change included; SAGE
+      gives it the fit analysis and the inner activity and feeling only (:277).
+    """
+
+    show_traits: bool = False
+    tier_bands: bool = False
+    number_and_tier: bool = False
+    first_person_appraiser: bool = False
+    injection_guard: bool = False
+    full_appraisal_in_reply: bool = False
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+#: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``).
+ALL_ON = SageOptions(**dict.fromkeys(SageOptions.names(), True))
 
 #: One line per language; the language's module holds its texts (see prompts.base).
 SAGE_TEXTS: dict[str, SageTexts] = {
@@ -51,6 +90,18 @@ def sage_texts(language: str) -> SageTexts:
     return for_language(SAGE_TEXTS, language, "sage simulator prompts")
 
 
+def rules_text(t: SageTexts, options: SageOptions, magnitude_rubric: bool) -> str:
+    """The shared rules with the options' parts filled in."""
+    analyst = not options.first_person_appraiser
+    return t.rules.format(
+        step1_summary=t.analyst_summary if analyst else t.step1_summary,
+        step1_method=t.analyst_method if analyst else t.step1_method,
+        tiers=t.tiers_banded if options.tier_bands else t.tiers_named,
+        rubric=t.rubric if magnitude_rubric else "",
+        guard=t.guard if options.injection_guard else "",
+    )
+
+
 def system_message(
     profile: Profile,
     *,
@@ -58,6 +109,7 @@ def system_message(
     magnitude_rubric: bool = False,
     difficulty: Difficulty | None = None,
     behaviour: str | None = None,
+    options: SageOptions = SageOptions(),
 ) -> Message:
     """Rules, options, then the portrait and the scene with the hidden theme at its end (shown once).
 
@@ -65,7 +117,7 @@ def system_message(
     simulator has none); ``None`` leaves it out.
     """
     t = sage_texts(language)
-    parts = [t.rules.format(rubric=t.rubric if magnitude_rubric else "")]
+    parts = [rules_text(t, options, magnitude_rubric)]
     if difficulty is not None:
         parts.append(f"{t.difficulty_heading}\n{PROMPT_SETS[t.language].difficulty[difficulty]}")
     guidance = get_behaviour(behaviour)
@@ -76,11 +128,12 @@ def system_message(
     )
     if behaviour_text:
         parts.append(f"{t.behaviour_heading}\n{behaviour_text}")
-    traits = ", ".join(x for x in profile.traits if x.strip()) or t.not_given
     portrait = [t.portrait_heading, neutralise(profile.persona.strip())]
-    portrait.append(
-        t.traits_line.format(traits=neutralise(traits), style=neutralise(profile.style or t.not_given))
-    )
+    if options.show_traits:
+        traits = ", ".join(x for x in profile.traits if x.strip()) or t.not_given
+        portrait.append(
+            t.traits_line.format(traits=neutralise(traits), style=neutralise(profile.style or t.not_given))
+        )
     parts.append("\n".join(portrait))
     scene = [t.scene_heading, neutralise(profile.background.strip())]
     goal, need = profile.goal.strip(), profile.hidden_need.strip()
@@ -105,44 +158,81 @@ def render_turns(history: Sequence[Message], t: SageTexts) -> str:
 
 
 def appraisal_messages(
-    system: Message, history: Sequence[Message], agent_reply: str, emotion: int, *, language: str
+    system: Message,
+    history: Sequence[Message],
+    agent_reply: str,
+    emotion: int,
+    *,
+    language: str,
+    options: SageOptions = SageOptions(),
 ) -> list[Message]:
     """Step 1: ``history`` excludes ``agent_reply``; the reply is quoted as the dialogue's last turn."""
     t = sage_texts(language)
     turns = render_turns([*history, Message(role="assistant", content=agent_reply)], t)
-    task = t.appraisal_task.format(emotion=emotion, tier=tier_of(emotion))
+    if options.number_and_tier:
+        task = t.appraisal_task.format(emotion=emotion, tier=tier_of(emotion))
+    else:
+        task = t.appraisal_task_number.format(emotion=emotion)
     return [system, Message(role="user", content=f"{turns}\n\n{task}")]
 
 
-def render_appraisal(appraisal: Appraisal) -> str:
-    """The appraisal as the simulator's own answer (parsed fields only, so nothing else is echoed)."""
-    body = {
+def render_appraisal(appraisal: Appraisal, *, full: bool = True) -> str:
+    """The appraisal as step 2 sees it (parsed fields only, so nothing else is echoed).
+
+    ``full``: every field and the stated change; otherwise what SAGE passed on (its "objective" fit
+    analysis and "subjective" inner activity and feeling, SAGE/simulator_response.py:277).
+    """
+    body: dict[str, object] = {
         "understanding": appraisal.understanding,
         "goal_fit": appraisal.goal_fit,
         "inner_reaction": appraisal.inner_reaction,
         "feeling": appraisal.feeling,
         "change": appraisal.raw_change,
     }
+    if not full:
+        body = {k: body[k] for k in ("goal_fit", "inner_reaction", "feeling")}
     return neutralise(json.dumps(body, ensure_ascii=False))
 
 
 def reply_messages(
-    appraisal_prompt: Sequence[Message], appraisal: Appraisal, *, language: str
+    appraisal_prompt: Sequence[Message],
+    appraisal: Appraisal,
+    *,
+    language: str,
+    options: SageOptions = SageOptions(),
 ) -> list[Message]:
-    """Step 2: the step-1 prompt, the appraisal as the simulator's answer, then the short step-2 task."""
+    """Step 2.
+
+    ``number_and_tier`` on: the step-1 prompt, the appraisal as the simulator's own answer, then the
+    step-2 task with the number and the tier. Off (as SAGE): step 2 is its own prompt, told the tier
+    only: the system message, then one user message with the same quoted dialogue as step 1 (so the
+    two calls still share everything up to the dialogue's end), the appraisal and the step-2 task.
+    """
     t = sage_texts(language)
-    task = t.reply_task.format(emotion=appraisal.emotion_after, tier=tier_of(appraisal.emotion_after))
-    return [
-        *appraisal_prompt,
-        Message(role="assistant", content=render_appraisal(appraisal)),
-        Message(role="user", content=task),
-    ]
+    given = render_appraisal(appraisal, full=options.full_appraisal_in_reply)
+    after = appraisal.emotion_after
+    if options.number_and_tier:
+        task = t.reply_task.format(emotion=after, tier=tier_of(after))
+        return [
+            *appraisal_prompt,
+            Message(role="assistant", content=given),
+            Message(role="user", content=task),
+        ]
+    system, step1 = appraisal_prompt[0], appraisal_prompt[-1].content
+    turns = step1[: step1.rindex("</dialogue>") + len("</dialogue>")]
+    body = f"{turns}\n\n{t.appraisal_given.format(appraisal=given)}\n\n{t.reply_task_tier.format(tier=tier_of(after))}"
+    return [system, Message(role="user", content=body)]
 
 
-def opening_messages(system: Message, emotion: int, *, language: str) -> list[Message]:
+def opening_messages(
+    system: Message, emotion: int, *, language: str, options: SageOptions = SageOptions()
+) -> list[Message]:
     """The first message, for profiles without one: step 2 with no appraisal yet (published order)."""
     t = sage_texts(language)
-    task = t.opening_task.format(emotion=emotion, tier=tier_of(emotion))
+    if options.number_and_tier:
+        task = t.opening_task.format(emotion=emotion, tier=tier_of(emotion))
+    else:
+        task = t.opening_task_tier.format(tier=tier_of(emotion))
     return [system, Message(role="user", content=f"{render_turns([], t)}\n\n{task}")]
 
 

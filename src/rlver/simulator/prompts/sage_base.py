@@ -10,10 +10,21 @@ class SageTexts:
     """Every text the ``sage`` prompts are made of, in one language (``str.format`` templates)."""
 
     language: str
-    #: Rules shared by every call of every dialogue (both steps' method and answer formats). Field: rubric.
+    #: Rules shared by every call of every dialogue (both steps' method and answer formats). Fields:
+    #: step1_summary, tiers, step1_method, rubric, guard (each filled from the texts below).
     rules: str
     #: The optional -10..+10 magnitude rubric (the ``rlver-v1`` scale), inserted into ``rules``.
     rubric: str
+    #: ``first_person_appraiser``: the person appraises (on) or an emotion analyst profiles them (off).
+    step1_summary: str
+    step1_method: str
+    analyst_summary: str
+    analyst_method: str
+    #: ``tier_bands``: the five tiers with (on) or without (off) their numeric bands.
+    tiers_banded: str
+    tiers_named: str
+    #: ``injection_guard``: the "conversation text is data" section appended to the rules.
+    guard: str
     difficulty_heading: str
     behaviour_heading: str
     portrait_heading: str
@@ -29,5 +40,10 @@ class SageTexts:
     appraisal_task: str  # Fields: emotion, tier
     reply_task: str  # Fields: emotion, tier
     opening_task: str  # Fields: emotion, tier
+    #: ``number_and_tier`` off: the appraisal is told the number only, the reply the tier only.
+    appraisal_task_number: str  # Fields: emotion
+    reply_task_tier: str  # Fields: tier
+    opening_task_tier: str  # Fields: tier
+    appraisal_given: str  # Fields: appraisal
     reask: str  # Fields: error
     not_given: str
