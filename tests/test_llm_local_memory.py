@@ -90,7 +90,9 @@ def test_out_of_memory_halves_the_chunk_and_samples_the_same_tokens(monkeypatch:
     assert sizes[0] == 3 and 1 in sizes
 
 
-def test_a_single_row_out_of_memory_fails_the_call_naming_what_to_lower(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_single_row_out_of_memory_fails_the_call_naming_what_to_lower(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     net, tok = tiny_model_and_tokenizer()
     llm = LocalChatModel(net, tok, device="cpu")
 

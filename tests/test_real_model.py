@@ -247,5 +247,7 @@ def test_grpo_full_fine_tuning_resumes_exactly_and_exports_the_same_replies(
 
 @pytest.mark.slow
 def test_grpo_lora_step(smollm2: Path, tmp_path: Path) -> None:
-    records = _train(tmp_path / "lora", "model.lora.enabled=true", "model.lora.r=4", "optim.actor_lr=1e-4", steps=1)
+    records = _train(
+        tmp_path / "lora", "model.lora.enabled=true", "model.lora.r=4", "optim.actor_lr=1e-4", steps=1
+    )
     _check_step(records[-1])

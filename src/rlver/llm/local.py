@@ -336,7 +336,8 @@ class LocalChatModel(ChatModel):
         out = self.model(
             input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True, **keep
         )
-        for step in range(sampling.max_tokens):
+        budget = self._new_token_budget(input_ids.shape[1], sampling.max_tokens)
+        for step in range(budget):
             logits = out.logits[:, -1, :].float()
             logp_all = torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1)
             nxt = torch.full((rows,), self.pad_token_id, dtype=torch.long)
@@ -353,7 +354,7 @@ class LocalChatModel(ChatModel):
                 nxt[row] = tok
                 if tok in stops or (sampling.stop and self._hits_stop_string(tokens[row], sampling.stop)):
                     done[row] = True
-            if all(done) or step == sampling.max_tokens - 1:
+            if all(done) or step == budget - 1:
                 break
             ones = torch.ones((rows, 1), dtype=attention.dtype, device=attention.device)
             attention = torch.cat([attention, ones], 1)
@@ -366,6 +367,19 @@ class LocalChatModel(ChatModel):
                 use_cache=True,
             )
         return tokens, logps
+
+    def _new_token_budget(self, prompt_width: int, max_tokens: int) -> int:
+        """``max_tokens``, but never past the model's context (``max_position_embeddings``): the
+        benchmark's uncapped default (8,192) must end where the model's positions end, not run on."""
+        context = getattr(self.model.config, "max_position_embeddings", None)
+        if not isinstance(context, int):
+            return max_tokens
+        room = context - prompt_width
+        if room <= 0:
+            raise ValueError(
+                f"the prompt ({prompt_width} tokens) fills the model's context of {context} tokens"
+            )
+        return min(max_tokens, room)
 
     def _hits_stop_string(self, tokens: list[int], stop: list[str]) -> bool:
         text = self.tokenizer.decode(tokens[-32:], skip_special_tokens=True)

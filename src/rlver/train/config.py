@@ -148,6 +148,10 @@ class RolloutSettings(_Strict):
     #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
     reward: RewardSpec = Field(default_factory=RewardSpec)
     simulator_concurrency: int = Field(default=64, ge=1)
+    #: A step whose share of failed dialogues is above this stops the run, naming the errors: the
+    #: update would otherwise train on whichever dialogues happened to survive (an outage of the
+    #: simulator, or a failure mode that hits long dialogues). 1.0 stops only when none finished.
+    max_failed_share: float = Field(default=0.5, ge=0.0, le=1.0)
     # Emotion dynamics of training dialogues (EnvConfig fields of the same names; docs/protocol.md).
     # Defaults keep rlver's bounded dynamics; the published presets set the published values.
     bound_change: bool = True

@@ -538,6 +538,7 @@ class Trainer:
                 f"step {step}: every dialogue failed ({len(episodes)} run); first error: "
                 + next((ep.error or "" for ep in episodes if ep.error), "none recorded")
             )
+        _stop_if_too_many_failed(step, episodes, r.max_failed_share)
         return kept, seqs, metrics
 
     def _evaluate_if_due(self, step: int, metrics: dict[str, Any]) -> None:
@@ -680,6 +681,22 @@ def _warn_failures(step: int, episodes: list[Episode]) -> None:
             sum(failed.values()),
             len(episodes),
             "; ".join(f"{kind} x{failed[kind]} (first: {msg})" for kind, msg in first.items()),
+        )
+
+
+def _stop_if_too_many_failed(step: int, episodes: list[Episode], max_share: float) -> None:
+    """Stop the run when more than ``max_share`` of a step's dialogues failed (the SAGE benchmark
+    retries until it has a judgement; an update over the survivors would quietly change what is
+    trained). The checkpoint before this step is intact, so ``--resume`` repeats the step."""
+    failed = failures_by_kind(episodes)
+    n_failed = sum(failed.values())
+    if episodes and n_failed / len(episodes) > max_share:
+        first = next((ep.error or "" for ep in episodes if ep.status != "finished" and ep.error), "")
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in failed.items())
+        raise TrainError(
+            f"step {step}: {n_failed} of {len(episodes)} dialogues failed ({kinds}; first: {first}), "
+            f"more than rollout.max_failed_share={max_share}; fix the cause and rerun with --resume, "
+            "or raise rollout.max_failed_share"
         )
 
 
