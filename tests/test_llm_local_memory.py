@@ -100,5 +100,5 @@ def test_a_single_row_out_of_memory_fails_the_call_naming_what_to_lower(
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
     monkeypatch.setattr(llm, "_generate", never)
-    with pytest.raises(PolicyOutOfMemoryError, match="rollout.max_new_tokens"):
+    with pytest.raises(PolicyOutOfMemoryError, match=r"rollout\.max_new_tokens"):
         _generate(llm)
