@@ -99,8 +99,14 @@ def test_the_turn_end_is_the_templates_and_rlvers_ids_equal_the_templates(model_
     assert end_of_turn_id(tok) == tok.convert_tokens_to_ids("<|im_end|>")
     for turns in DIALOGUES:
         chat = _chat(turns)
-        want = list(tok.apply_chat_template(chat, tokenize=True, return_dict=True)["input_ids"])
-        built = chat_ids(tok, chat, [None] * len(chat), add_generation_prompt=False)
+        # a dialogue that ends on the user is the next turn's prompt (what the sampler is given)
+        prompt = chat[-1]["role"] == "user"
+        want = list(
+            tok.apply_chat_template(chat, tokenize=True, return_dict=True, add_generation_prompt=prompt)[
+                "input_ids"
+            ]
+        )
+        built = chat_ids(tok, chat, [None] * len(chat), add_generation_prompt=prompt)
         assert built.ids == want
         # the same, given each turn's ids as a policy would have sampled them (content + turn end)
         sampled = [
@@ -108,7 +114,7 @@ def test_the_turn_end_is_the_templates_and_rlvers_ids_equal_the_templates(model_
             for m in chat
             if m["role"] == "assistant"
         ]
-        again = chat_ids(tok, chat, sampled, add_generation_prompt=False)
+        again = chat_ids(tok, chat, sampled, add_generation_prompt=prompt)
         assert again.ids == want
         trained = [t for t, m in zip(again.ids, again.mask, strict=True) if m]
         assert trained == [t for ids in sampled for t in ids]
