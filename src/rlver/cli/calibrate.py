@@ -46,7 +46,7 @@ def calibrate_command(
     out: Path = typer.Option(Path("calibration"), "--out", help="Output folder (resumed when it exists)."),
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
-    ``--simulator replay``, a free run of rlver's environment that must reproduce every trajectory)."""
+    --simulator replay, a free run of rlver's environment that must reproduce every trajectory)."""
     from rlver.eval.calibrate import calibrate
     from rlver.eval.calibrate_report import print_table
 

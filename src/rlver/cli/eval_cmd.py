@@ -323,10 +323,12 @@ def score_command(
         return
     from rich.console import Console
 
+    from rlver.eval.tables import print_fitting
+
     console = Console()
-    console.print(_scores_table(runs))
+    print_fitting(console, _scores_table(runs))
     if comparisons:
-        console.print(_comparison_table(runs[0].name, comparisons))
+        print_fitting(console, _comparison_table(runs[0].name, comparisons))
 
 
 def _print_scores_json(runs: list[Any], comparisons: list[tuple[str, Any]] | None) -> None:

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
+from rlver.cli.plain_help import plain_typer
+
+app = plain_typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
 
 
 @app.command("fit")
