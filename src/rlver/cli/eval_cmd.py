@@ -116,6 +116,8 @@ def eval_command(
 
     data: dict[str, Any] = read_yaml_mapping(config) if config is not None else {}
     flags: dict[str, Any] = {}
+    if agent_tiny and (agent_local or agent_base_url or agent_model):
+        raise ConfigError("give one agent: --agent-tiny, --agent-local or --agent-base-url/--agent-model")
     agent = _agent_block(agent_local, agent_base_url, agent_model, agent_key_env)
     if agent:
         flags["agent"] = agent
@@ -147,6 +149,14 @@ def eval_command(
     if flags.get("agent") and data.get("agent_tiny"):
         data.pop("agent_tiny")
     cfg = load_config(EvalConfig, None, set_, base=deep_merge(data, flags))
+    if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
+        raise ConfigError(
+            f"--out {cfg.out_dir}: a file is there; the output must be a new or existing folder"
+        )
+    if cfg.agent is not None and cfg.agent.kind == "local":
+        from rlver.llm.factory import check_model_source
+
+        check_model_source(cfg.agent.model, "--agent-local" if agent_local else "agent.model")
     _run_with_progress(cfg, resume=resume)
 
 
@@ -313,6 +323,10 @@ def score_command(
     from rlver.eval.metrics import paired_comparison
     from rlver.eval.runs import load_run, unique_names
 
+    if compare and len(transcripts) < 2:
+        raise ConfigError(
+            "--compare needs two or more runs: the first is the baseline the others are compared with"
+        )
     runs = [load_run(p) for p in transcripts]
     unique_names(runs)
     comparisons = (
@@ -427,12 +441,25 @@ def report_command(
     from rlver.eval.report import write_report
     from rlver.eval.runs import load_run, unique_names
 
+    if out is not None:
+        _check_report_out(out)
     loaded = [load_run(p) for p in runs]
     unique_names(loaded)
     if out is None:
         out = (runs[0] / "report.html") if len(runs) == 1 and runs[0].is_dir() else Path("report.html")
     html, md = write_report(loaded, out, title=title)
     typer.echo(f"report: {html}\nmarkdown: {md}")
+
+
+def _check_report_out(out: Path) -> None:
+    """``report --out`` names a file in a folder that exists: a folder there, or a missing parent (which
+    used to be created silently, hiding a typo), is refused."""
+    if out.is_dir():
+        raise ConfigError(
+            f"--out {out}: a folder is there; give the HTML file to write, e.g. {out / 'report.html'}"
+        )
+    if not out.parent.is_dir():
+        raise ConfigError(f"--out {out}: the folder {out.parent} does not exist; create it first")
 
 
 def judge_command(

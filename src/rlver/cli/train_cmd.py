@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rlver.errors import ConfigError, RlverError
+
+if TYPE_CHECKING:  # imported where used: torch/pydantic stay out of `rlver --help`
+    from rlver.train.config import TrainConfig
 
 
 def train_command(
@@ -53,7 +57,6 @@ def train_command(
         raise ConfigError(f"--engine {engine!r}: choose local or verl")
 
     from rlver.train.config import load_train_config
-    from rlver.train.trainer import Trainer
 
     saved = out / "config.yaml"
     if resume and config is None:
@@ -64,6 +67,9 @@ def train_command(
         raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
     else:
         cfg = load_train_config(config, overrides)
+    preflight(cfg, out, resume=resume)
+    from rlver.train.trainer import Trainer  # torch: imported once the cheap checks have passed
+
     existed = out.exists()
     trainer = None
     try:
@@ -82,6 +88,28 @@ def train_command(
     if last is not None:
         typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f}")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
+
+
+def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
+    """Every check that needs no model, done before one is loaded (which takes minutes for a 7B model,
+    or ends in hub retries offline): the run folder, the profile sets, the model's folder.
+
+    Each failure is a one-line ConfigError/InputError (exit 2) naming the flag, file or setting.
+    """
+    from rlver.llm.factory import check_model_source
+    from rlver.profiles.sets import load_profile_set
+    from rlver.train.checkpoint import latest_checkpoint
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there; the run folder must be a new or existing folder")
+    if not resume and out.is_dir() and latest_checkpoint(out / "checkpoints") is not None:
+        raise ConfigError(
+            f"--out {out} already holds a run's checkpoints: add --resume, or use another --out"
+        )
+    for setting, name in (("rollout.profiles", cfg.rollout.profiles), ("eval.profiles", cfg.eval.profiles)):
+        if not load_profile_set(name):
+            raise ConfigError(f"{setting}={name!r}: no profiles")
+    check_model_source(cfg.model.path, "model.path")
 
 
 class TrainInterrupted(RlverError):

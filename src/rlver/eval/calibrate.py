@@ -33,7 +33,7 @@ import numpy as np
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.thinking import split_think
-from rlver.errors import ConfigError, RlverError
+from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.io import (
     append_jsonl,
     append_jsonl_many,
@@ -262,6 +262,36 @@ class FileData:
     sha256: str = ""
 
 
+def check_result_file(path: str) -> None:
+    """Refuse, with one line naming the file, what calibrate cannot read: a missing path, a folder, an
+    empty file, and a transcript written by ``rlver eval`` (our format has no recorded appraisals to
+    agree with; ``rlver score`` reads it)."""
+    from rlver.transcripts.files import detect_format
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(Problem(path, None, None, "no such file"))
+    if p.is_dir():
+        raise InputError(
+            Problem(
+                path, None, None, f"a folder; give the released result files in it ({p / '*_result.jsonl'})"
+            )
+        )
+    if p.stat().st_size == 0:
+        raise InputError(Problem(path, None, None, "empty file: no dialogues to calibrate against"))
+    if detect_format(p, strict=True) == "rlver":
+        raise InputError(
+            Problem(
+                path,
+                None,
+                None,
+                "this is an rlver transcript (written by `rlver eval`); calibrate reads released SAGE "
+                "result files (*_result.jsonl), whose recorded appraisals it agrees with; "
+                "`rlver score` reads this file",
+            )
+        )
+
+
 def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileData]:
     files: list[FileData] = []
     seen: set[str] = set()
@@ -269,6 +299,7 @@ def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileDa
         if path in seen:
             continue
         seen.add(path)
+        check_result_file(path)
         episodes = read_published(path)
         if limit is not None:
             episodes = episodes[:limit]
