@@ -31,7 +31,7 @@ class ReplayMismatch(RlverError):
 
 def calibrate_command(
     files: list[Path] = typer.Argument(
-        ..., metavar="FILE...", help="Released SAGE result files (*_result.jsonl)."
+        ..., metavar="FILE", help="Released SAGE result files (*_result.jsonl)."
     ),
     simulator: str | None = sim_flags.simulator_option(from_spec=False),
     sim_base_url: str | None = sim_flags.SIM_BASE_URL,

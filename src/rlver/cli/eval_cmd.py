@@ -37,9 +37,12 @@ def _text_arg(value: str | None) -> str | None:
     if value is not None and value.startswith("@"):
         path = Path(value[1:]).expanduser()
         try:
-            return path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(Problem(str(path), None, None, f"cannot read: {exc.strerror}")) from None
+        if not text.strip():
+            raise InputError(Problem(str(path), None, None, "empty file: no text to use"))
+        return text
     return value
 
 

@@ -34,4 +34,6 @@ def plain_typer(**kwargs: Any) -> typer.Typer:
     """``typer.Typer(**kwargs)`` with plain, uncut help and no pretty tracebacks."""
     kwargs.setdefault("add_completion", False)
     kwargs.setdefault("pretty_exceptions_enable", False)
+    # click caps help at 80 columns; a wider terminal gets up to 120 (wrapping still follows the width).
+    kwargs.setdefault("context_settings", {"max_content_width": 120})
     return typer.Typer(cls=PlainGroup, rich_markup_mode=None, **kwargs)
