@@ -168,5 +168,5 @@ def test_factory_reports_missing_local_model(tmp_path: Path) -> None:
         build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "empty"), device="cpu"))
     # One with files but no config.json is refused the same way.
     (tmp_path / "empty" / "tokenizer.json").write_text("{}", encoding="utf-8")
-    with pytest.raises(ConfigError, match="has no config.json"):
+    with pytest.raises(ConfigError, match=r"has no config\.json"):
         build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "empty"), device="cpu"))

@@ -6,6 +6,7 @@ torch/transformers are imported inside the commands so ``rlver --help`` stays fa
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -204,8 +205,14 @@ def demo_command(
     else:
         steps = steps or DEMO_STEPS
         plan = f"for {steps} GRPO steps"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there; the demo writes a folder")
     typer.echo(f"rlver demo: building a tiny model and training it {plan} (offline, Chinese profiles)...")
-    result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed)
+    # A terminal gets the progress bar; a file or a pipe gets plain lines as the demo goes (a bar
+    # written to a file appears only once it is done, so the output said nothing for minutes).
+    plain = not sys.stdout.isatty()
+    say = (lambda line: typer.echo(line)) if plain else None
+    result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed, progress=not plain, say=say)
     for line in summary_lines(result):
         typer.echo(line)
 
