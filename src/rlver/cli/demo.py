@@ -121,20 +121,24 @@ Say = Callable[[str], None]
 
 
 def step_reporter(
-    say: Say, total: int | None, every: int, started: float
+    say: Say, total: int | None, every: int, started: float, *, min_gap_s: float = 0.0
 ) -> Callable[[int, dict[str, Any]], None]:
-    """A trainer ``on_step`` callback printing a plain line every ``every`` steps (and at the last):
-    step, training reward, the held-out score when one was taken, and the elapsed time. For output that
-    is not a terminal (a file, CI), where a progress bar shows only once it is done."""
+    """A trainer ``on_step`` callback printing a plain line every ``every`` steps (and at the last)
+    but at most one per ``min_gap_s`` seconds: step, training reward, the held-out score when one was
+    taken, and the elapsed time. For output that is not a terminal (a file, CI), where a progress bar
+    shows only once it is done."""
+    last = [float("-inf")]
 
     def on_step(step: int, metrics: dict[str, Any]) -> None:
-        if step % every and step != total:
+        now = time.perf_counter()
+        if step != total and (step % every or now - last[0] < min_gap_s):
             return
+        last[0] = now
         of = f"/{total}" if total else ""
         line = f"  step {step}{of}  reward {metrics['rollout/reward_mean']:.3f}"
         if "eval/score" in metrics:
             line += f"  held-out {metrics['eval/score']:.1f}"
-        say(f"{line}  ({time.perf_counter() - started:.0f} s)")
+        say(f"{line}  ({now - started:.0f} s)")
 
     return on_step
 
@@ -357,7 +361,10 @@ def run_demo(
     tell(
         f"training (GRPO, {config.rollout.profiles_per_step * config.rollout.n_per_profile} dialogues a step)"
     )
-    on_step = step_reporter(tell, total, max(1, (total or 100) // 10), started) if say else None
+    on_step = None
+    if say is not None:  # a line every tenth of the steps, or of the time budget
+        every, gap = (max(1, total // 10), 0.0) if total else (1, (minutes or 1.0) * 6.0)
+        on_step = step_reporter(say, total, every, started, min_gap_s=gap)
     trainer.train(time_budget_s=budget, on_step=on_step)
     tell(f"evaluating after training: {held_out}")
     after_eps = _final_evaluation(trainer, last, out_dir, manifest)
