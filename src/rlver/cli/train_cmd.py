@@ -182,7 +182,10 @@ def export_command(
 def demo_command(
     out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
     steps: int | None = typer.Option(
-        None, "--steps", min=1, help="GRPO steps (default 100: about 7 minutes of training on 2 CPU cores)."
+        None,
+        "--steps",
+        min=1,
+        help="GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation).",
     ),
     minutes: float | None = typer.Option(
         None,
