@@ -242,7 +242,7 @@ def unique_suffixes(paths: Sequence[str | Path], *, strip: str = "") -> list[str
     ``sim-2/gpt-4o`` (with ``strip="_result.jsonl"``), whatever the working directory: paths are
     compared resolved, so ``.`` and ``..`` never show up in a label. One depth serves all paths (the
     smallest at which every label differs), so rows of one table read alike. The same path given twice
-    keeps its full form for both.
+    gets the same label twice (callers that need distinct names number them).
     """
     parts = [Path(p).expanduser().resolve().parts for p in paths]
     if not parts:

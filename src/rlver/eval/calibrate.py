@@ -484,7 +484,7 @@ def split_groups(
     only comparable with its own. Files whose sha256 is in the fit's provenance are in-sample: their
     figures say how well the fit memorised, not how it generalises, so they are reported apart.
     """
-    folders = sorted({Path(r["path"]).parent.name for r in rows})
+    folders = sorted({Path(r["path"]).resolve().parent.name for r in rows})
     learned = any(r["in_fit"] is not None for r in rows)
     if not learned and len(folders) <= 1:
         return []  # one group, the overall row itself
@@ -503,7 +503,7 @@ def split_groups(
         groups.append(_group(name, part, by_file))
         if len(folders) > 1:
             for folder in folders:
-                sub = [r for r in part if Path(r["path"]).parent.name == folder]
+                sub = [r for r in part if Path(r["path"]).resolve().parent.name == folder]
                 if sub:
                     groups.append(_group(f"{name} / {folder}", sub, by_file))
     return groups

@@ -102,10 +102,11 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
         "",
         "",
     )
+    import os
     import sys
 
-    # Piped output (CI logs) gets a width that keeps most file names on one line.
-    console = Console() if sys.stdout.isatty() else Console(width=130)
+    # Piped output (CI logs) gets a width that keeps most file names on one line, unless COLUMNS says.
+    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=130)
     from rlver.eval.tables import print_fitting
 
     print_fitting(console, table)
@@ -118,7 +119,7 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
             split.add_column(col, justify="right")
         for g in groups:
             split.add_row(g["label"], *_group_cells(g))
-        console.print(split)
+        print_fitting(console, split)
     print_provenance(summary.get("simulator") or {})
 
 
