@@ -292,3 +292,32 @@ def test_third_party_progress_bars_only_with_verbose(tmp_path: Path) -> None:
     verbose = rlver(*argv, "--out", "b", "--no-report", "--verbose", cwd=tmp_path)
     assert verbose.returncode == 0, verbose.stderr
     assert "Loading weights" in verbose.stderr
+
+
+def test_an_uncached_hub_id_is_refused_at_once_without_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hub id that is not cached fails before loading when the hub cannot be asked: with
+    HF_HUB_OFFLINE, or when its host name does not resolve (no network: it used to take ~25-50 s of
+    retries and end in a traceback)."""
+    import socket
+
+    from rlver.errors import ConfigError
+    from rlver.llm.factory import check_model_source
+
+    with pytest.raises(
+        ConfigError,
+        match=r"model\.path: 'rlver-test/no-such-model' is not in the Hugging Face cache and HF_HUB_OFFLINE",
+    ):
+        check_model_source("rlver-test/no-such-model")
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    for proxy in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HF_ENDPOINT"):
+        monkeypatch.delenv(proxy, raising=False)
+
+    def no_dns(*_args: object, **_kwargs: object) -> None:
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    with pytest.raises(ConfigError, match=r"huggingface\.co cannot be reached"):
+        check_model_source("rlver-test/no-such-model", "--agent-local")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # a proxy may resolve names itself
+    check_model_source("rlver-test/no-such-model")
+    check_model_source("tiny")

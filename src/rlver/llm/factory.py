@@ -81,11 +81,11 @@ def _check_model_folder(path: Path, model: str, setting: str) -> None:
 
 
 def _check_hub_id(model: str, setting: str) -> None:
-    """A hub id is fine when cached, or when the hub may be asked; offline and uncached, it is refused."""
+    """A hub id is fine when cached, or when the hub can be asked; uncached with ``HF_HUB_OFFLINE=1``
+    or with the hub's host unknown (no network), it is refused at once instead of after
+    huggingface_hub's retries (about 25 s, then a traceback)."""
     import os
 
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes", "on"):
-        return  # transformers downloads it (and reports a failure, which build_chat_model words)
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
@@ -96,11 +96,34 @@ def _check_hub_id(model: str, setting: str) -> None:
         raise ConfigError(
             f"{setting}: {model!r} is neither a model folder nor a Hugging Face model id"
         ) from None
-    if not isinstance(cached, str):
+    if isinstance(cached, str):
+        return
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    why = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable()
+    if why:
         raise ConfigError(
-            f"{setting}: {model!r} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
-            "download it with network access, or give a local model folder"
+            f"{setting}: {model!r} is not in the Hugging Face cache and {why}; download it where the hub "
+            "can be reached, or give a local model folder"
         )
+
+
+def _hub_unreachable() -> str:
+    """Why the hub cannot be reached from here ("" when it may be): its host name does not resolve.
+
+    Only a name lookup (no request), and skipped behind a proxy, which may resolve names itself.
+    """
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return ""
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return f"{host} cannot be reached (no network?)"
+    return ""
 
 
 def _looks_like_path(model: str) -> bool:
