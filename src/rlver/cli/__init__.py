@@ -34,7 +34,8 @@ from rlver.errors import RlverError
 app = plain_typer(
     name="rlver",
     help="Reinforcement learning with verifiable emotion rewards: train and benchmark chat models "
-    "against simulated users.",
+    "against simulated users.\n\nAny command takes --verbose to show the progress bars and notices of "
+    "transformers and huggingface_hub, which are hidden otherwise.",
     no_args_is_help=True,
 )
 
