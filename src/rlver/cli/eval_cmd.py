@@ -436,7 +436,10 @@ def report_command(
         ..., help="Run folders or transcript files; several give a side-by-side comparison."
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="HTML file to write (a .md twin is written next to it)."
+        None,
+        "--out",
+        help="HTML file to write (a .md twin is written next to it); its folder may be new, "
+        "its folder's folder must exist.",
     ),
     title: str = typer.Option("Sentient Benchmark report", "--title", help="Report title."),
 ) -> None:
@@ -455,14 +458,15 @@ def report_command(
 
 
 def _check_report_out(out: Path) -> None:
-    """``report --out`` names a file in a folder that exists: a folder there, or a missing parent (which
-    used to be created silently, hiding a typo), is refused."""
+    """``report --out`` names a file. A folder there is refused; so is a path whose folder is missing
+    more than one level deep (``/missing/dir/x.html`` used to create both folders silently, hiding a
+    typo). One new folder in an existing one (``--out cmp/report.html``) is made, as ``mkdir`` would."""
     if out.is_dir():
         raise ConfigError(
             f"--out {out}: a folder is there; give the HTML file to write, e.g. {out / 'report.html'}"
         )
-    if not out.parent.is_dir():
-        raise ConfigError(f"--out {out}: the folder {out.parent} does not exist; create it first")
+    if not out.parent.is_dir() and not out.parent.parent.is_dir():
+        raise ConfigError(f"--out {out}: the folder {out.parent.parent} does not exist; create it first")
 
 
 def judge_command(
