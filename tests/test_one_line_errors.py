@@ -270,6 +270,7 @@ def test_every_command_refuses_the_wrong_kind_of_path_in_one_line(
     assert arg.split("/")[0] in line, line  # the error names the path given (or its first part)
 
 
+@pytest.mark.slow  # two evaluations in subprocesses: 17-32 s on the shared 2-core box
 def test_third_party_progress_bars_only_with_verbose(tmp_path: Path) -> None:
     """transformers' "Loading weights" bar stays out of rlver's output unless --verbose asks for it."""
     from rlver.models.tiny import ensure_tiny_model
