@@ -57,6 +57,7 @@ def test_simulator_overhead_measures_every_part(tmp_path: Path) -> None:
     assert data["offline_turns"] == 8
 
 
+@pytest.mark.slow  # ~25 s on the 2-core box (issue 25)
 def test_trainer_throughput_times_our_update(tmp_path: Path) -> None:
     data = run_bench(
         tmp_path,

@@ -40,6 +40,14 @@ def test_demo_writes_report_and_transcripts(tmp_path: Path) -> None:
         gated = [a for a in appraisals if any(f in HARD_FLAGS for f in a.features)]
         assert (summary[stage]["replies"], summary[stage]["vetoed"]) == (len(appraisals), len(gated))
         assert sum(summary[stage]["vetoes"].values()) >= len(gated)
+    # Output to a pipe talks while it works: plain lines before the result, a step line among them
+    # (a progress bar written to a file shows only once it is done; issue 25).
+    lines = proc.stdout.splitlines()
+    before_result = lines[1 : next(i for i, line in enumerate(lines) if line.startswith("Offline user:"))]
+    assert len(before_result) >= 4, proc.stdout
+    assert before_result[0].startswith("evaluating before training: 24 held-out dialogues (training protocol")
+    assert any(line.startswith("  step ") and " s)" in line for line in before_result), proc.stdout
+    assert "\x1b[" not in proc.stdout and "━" not in proc.stdout  # no bar, no escape codes
     head = next(line for line in proc.stdout.splitlines() if line.startswith("vetoed replies"))
     assert f"before {summary['before']['vetoed']}/{summary['before']['replies']}" in head
     assert summary["peak_rss_mb"] < 4096
@@ -156,3 +164,31 @@ def test_reward_curve_and_chinese_labels_draw_with_or_without_a_cjk_font(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert plots.trajectory_png(runs)[:4] == b"\x89PNG"
+
+
+def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:
+    """The plain progress of a demo whose output is a file: which steps print, and what a line says."""
+    from rlver.cli.demo import step_reporter
+
+    said: list[str] = []
+    report = step_reporter(said.append, 30, 3, started=0.0)
+    for step in range(1, 31):
+        metrics = {"rollout/reward_mean": step / 100, **({"eval/score": 20.0} if step % 5 == 0 else {})}
+        report(step, metrics)
+    assert [line.split()[1] for line in said] == [f"{k}/30" for k in range(3, 31, 3)]
+    assert said[4].startswith("  step 15/30  reward 0.150  held-out 20.0  (") and said[4].endswith(" s)")
+    # a time budget: every step may print, but at most one line per gap (the last step always)
+    timed: list[str] = []
+    report = step_reporter(timed.append, None, 1, started=0.0, min_gap_s=3600.0)
+    for step in range(1, 6):
+        report(step, {"rollout/reward_mean": 0.1})
+    assert len(timed) == 1 and timed[0].startswith("  step 1  reward 0.100")
+
+
+def test_the_held_out_score_names_its_protocol() -> None:
+    from rlver.cli.demo import demo_config, protocol_label
+
+    config = demo_config(steps=2, minutes=None, seed=0, progress=False)
+    assert protocol_label(config) == "training protocol: 2 replies from 30"
+    longer = config.model_copy(update={"eval": config.eval.model_copy(update={"max_assistant_turns": 4})})
+    assert protocol_label(longer) == "training protocol: 4 replies from 30"

@@ -162,7 +162,11 @@ def test_factory_reports_missing_local_model(tmp_path: Path) -> None:
 
     with pytest.raises(ConfigError, match="no model folder at"):
         build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "nope"), device="cpu"))
-    # A folder that exists but holds no model is reported by the loader.
+    # A folder that exists but holds no model is refused before the loader is asked.
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ConfigError, match="cannot load local model"):
+    with pytest.raises(ConfigError, match="is empty"):
+        build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "empty"), device="cpu"))
+    # One with files but no config.json is refused the same way.
+    (tmp_path / "empty" / "tokenizer.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"has no config\.json"):
         build_chat_model(ModelSpec(kind="local", model=str(tmp_path / "empty"), device="cpu"))

@@ -232,6 +232,7 @@ def test_score_report_and_judge_never_write_the_key(
 # -- rlver train --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~51 s on the 2-core box (issue 25)
 @pytest.mark.timeout(240)
 def test_train_sends_the_key_but_never_writes_it(server: FakeChatServer, tmp_path: Path) -> None:
     profiles = _profiles(tmp_path / "profiles.jsonl", ["", REJECT_SIM, "", ""])

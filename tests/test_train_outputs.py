@@ -58,6 +58,7 @@ def test_training_outputs_are_readable_by_others(run_dir: Path) -> None:
         assert _mode(path) == 0o644, path
 
 
+@pytest.mark.slow  # ~28 s on the 2-core box (issue 25)
 def test_export_refuses_a_folder_it_did_not_write(run_dir: Path, tmp_path: Path) -> None:
     evalrun = tmp_path / "evalrun"
     evalrun.mkdir()
@@ -83,6 +84,7 @@ def test_export_to_a_file_is_a_clear_error(run_dir: Path, tmp_path: Path) -> Non
     assert target.read_text() == "keep me"
 
 
+@pytest.mark.slow  # ~35 s each on the 2-core box (issue 25)
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_export_replaces_an_earlier_export_with_the_umask_modes(
     run_dir: Path, tmp_path: Path, umask: int

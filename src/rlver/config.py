@@ -95,6 +95,12 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    if not loaded:
+        # An empty file silently meant "all defaults": a 100-step PPO run on en-train, or an eval config.
+        raise ConfigError(
+            f"{path}: the config file is empty; start from a preset, e.g. "
+            "`rlver config show tiny-offline > my.yaml` (training) or give the settings as flags"
+        )
     return loaded
 
 

@@ -248,3 +248,27 @@ def repair_torn_tail(path: str | os.PathLike[str]) -> bool:
         fh.flush()
         os.fsync(fh.fileno())
     return True
+
+
+def unique_suffixes(paths: Sequence[str | Path], *, strip: str = "") -> list[str]:
+    """Each path named by the shortest trailing part of it that tells it apart from the others.
+
+    ``a/sim-1/gpt-4o_result.jsonl`` and ``a/sim-2/gpt-4o_result.jsonl`` read ``sim-1/gpt-4o`` and
+    ``sim-2/gpt-4o`` (with ``strip="_result.jsonl"``), whatever the working directory: paths are
+    compared resolved, so ``.`` and ``..`` never show up in a label. One depth serves all paths (the
+    smallest at which every label differs), so rows of one table read alike. The same path given twice
+    gets the same label twice (callers that need distinct names number them).
+    """
+    parts = [Path(p).expanduser().resolve().parts for p in paths]
+    if not parts:
+        return []
+    deepest = max(len(p) for p in parts)
+    depth = 1
+    while depth < deepest and len({p[-depth:] for p in parts}) < len(set(parts)):
+        depth += 1
+    labels = []
+    for p in parts:
+        tail = p[-depth:]
+        label = str(Path(*tail)) if tail else ""
+        labels.append(label.removesuffix(strip) if strip and label.endswith(strip) else label)
+    return labels

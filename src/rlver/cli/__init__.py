@@ -7,7 +7,10 @@ are printed as plain messages with their exit code; anything else is a bug and s
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
+from typing import Any, TextIO
 
 import typer
 
@@ -26,15 +29,15 @@ from rlver.cli import (
     simulator_cmd,
     train_cmd,
 )
+from rlver.cli.plain_help import plain_typer
 from rlver.errors import RlverError
 
-app = typer.Typer(
+app = plain_typer(
     name="rlver",
     help="Reinforcement learning with verifiable emotion rewards: train and benchmark chat models "
-    "against simulated users.",
+    "against simulated users.\n\nAny command takes --verbose to show the progress bars and notices of "
+    "transformers and huggingface_hub, which are hidden otherwise.",
     no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
 )
 
 app.add_typer(data.app, name="data")
@@ -61,11 +64,59 @@ def _root(
     """rlver: RL with verifiable emotion rewards."""
 
 
+#: Filesystem errors that name the path they are about: a file given where a folder is expected, a
+#: folder where a file is, a missing parent, no permission. Whatever command meets one, the user's fix
+#: is the same (give another path), so they are one line rather than a traceback.
+_PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Show a warning as one ``warning:`` line: no source path, no source line (they are for us)."""
+    text = str(message).strip().splitlines()
+    print(f"warning: {text[0] if text else category.__name__}", file=file or sys.stderr)
+
+
+def _quiet_third_party(argv: list[str]) -> list[str]:
+    """Take ``--verbose`` out of ``argv`` (any command accepts it) and, without it, switch off the
+    progress bars and notices of transformers / huggingface_hub, which otherwise interleave with ours
+    ("Loading weights", "Writing model shards"). Environment variables, because those libraries read
+    them when first imported, and the commands import them lazily."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    verbose = "--verbose" in argv[:cut]
+    if verbose:
+        argv = [a for i, a in enumerate(argv) if a != "--verbose" or i >= cut]
+    else:
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    return argv
+
+
+def _path_error_line(exc: OSError) -> str:
+    """``PATH: what is wrong`` for a filesystem error, with the second path of a rename left out."""
+    what = exc.strerror or type(exc).__name__
+    hint = {
+        FileExistsError: "it exists and is not a folder; give another path",
+        IsADirectoryError: "it is a folder; give a file",
+        NotADirectoryError: "a part of it is a file, not a folder",
+    }.get(type(exc), "")
+    return f"{exc.filename}: {what.lower()}" + (f" ({hint})" if hint else "")
+
+
 def main() -> None:
     """Console-script entry point: run the app, turning RlverError into a clean message."""
+    warnings.showwarning = _one_line_warning
+    args: Any = _quiet_third_party(sys.argv[1:])
     try:
         # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
-        rc = app(standalone_mode=False)
+        rc = app(args=args, standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
     except RlverError as exc:
         from rich.console import Console
@@ -83,6 +134,11 @@ def main() -> None:
         sys.exit(130)
     except KeyboardInterrupt:
         sys.exit(130)
+    except _PATH_ERRORS as exc:
+        if exc.filename is None:
+            raise
+        print(f"error: {_path_error_line(exc)}", file=sys.stderr)
+        sys.exit(2)
     except Exception as exc:  # usage errors: bad option values, unknown commands, no arguments
         if isinstance(exc, _click_exception_types()):
             exc.show()  # type: ignore[attr-defined]

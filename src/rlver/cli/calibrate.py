@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from rlver.cli import simulator_flags as sim_flags
-from rlver.errors import InputError, Problem, RlverError
+from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.simulator.factory import KINDS, SAGE_OPTION_NAMES, build_simulator
 
 #: ``--sim-option`` names: the sage prompt options (SimulatorSpec fields of the same names).
@@ -33,7 +33,9 @@ class ReplayMismatch(RlverError):
 
 
 def calibrate_command(
-    files: list[Path] = typer.Argument(..., help="Released SAGE result files (*_result.jsonl)."),
+    files: list[Path] = typer.Argument(
+        ..., metavar="FILE", help="Released SAGE result files (*_result.jsonl)."
+    ),
     simulator: str | None = sim_flags.simulator_option(from_spec=False),
     sim_base_url: str | None = sim_flags.SIM_BASE_URL,
     sim_model: str | None = sim_flags.SIM_MODEL,
@@ -56,9 +58,14 @@ def calibrate_command(
     ),
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
-    ``--simulator replay``, a free run of rlver's environment that must reproduce every trajectory)."""
-    from rlver.eval.calibrate import calibrate
+    --simulator replay, a free run of rlver's environment that must reproduce every trajectory)."""
+    from rlver.eval.calibrate import calibrate, check_result_file
     from rlver.eval.calibrate_report import print_table
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there; the output must be a new or existing folder")
+    for f in files:  # before the simulator is built: a bad file fails in a second
+        check_result_file(str(f))
 
     raw = sim_flags.simulator_block(
         simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env, from_spec=False

@@ -256,6 +256,9 @@ def chat_command(
     """Talk to a simulated user as the assistant (default), or to a model as the user (--play-user)."""
     if language not in ("en", "zh"):
         raise InputError(Problem("--language", None, None, f"expected en or zh, got {language!r}"))
+    if start is not None and not 0 <= start <= 100:
+        # Refused, as `rlver eval` refuses env.start_emotion: clamping hid the typo.
+        raise InputError(Problem("--start", None, None, f"the emotion runs from 0 to 100, got {start}"))
     if simulator is not None:
         check_kind(simulator)
     if play_user:

@@ -13,10 +13,11 @@ import typer
 import yaml
 from pydantic import BaseModel
 
+from rlver.cli.plain_help import plain_typer
 from rlver.config import load_config, mask_secret_values, redacted
 from rlver.errors import ConfigError
 
-app = typer.Typer(no_args_is_help=True, help="Inspect configuration files.")
+app = plain_typer(no_args_is_help=True, help="Inspect configuration files.")
 
 _TRAIN_ONLY_KEYS = {"model", "algorithm", "optim", "rollout", "run"}
 _EVAL_ONLY_KEYS = {"agent", "agent_tiny", "profiles", "limit", "n_per_profile", "env", "out", "report"}

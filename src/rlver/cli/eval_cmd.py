@@ -37,9 +37,12 @@ def _text_arg(value: str | None) -> str | None:
     if value is not None and value.startswith("@"):
         path = Path(value[1:]).expanduser()
         try:
-            return path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise InputError(Problem(str(path), None, None, f"cannot read: {exc.strerror}")) from None
+        if not text.strip():
+            raise InputError(Problem(str(path), None, None, "empty file: no text to use"))
+        return text
     return value
 
 
@@ -121,6 +124,8 @@ def eval_command(
 
     data: dict[str, Any] = read_yaml_mapping(config) if config is not None else {}
     flags: dict[str, Any] = {}
+    if agent_tiny and (agent_local or agent_base_url or agent_model):
+        raise ConfigError("give one agent: --agent-tiny, --agent-local or --agent-base-url/--agent-model")
     agent = _agent_block(agent_local, agent_base_url, agent_model, agent_key_env)
     if agent:
         flags["agent"] = agent
@@ -156,6 +161,14 @@ def eval_command(
     if flags.get("agent") and data.get("agent_tiny"):
         data.pop("agent_tiny")
     cfg = load_config(EvalConfig, None, set_, base=deep_merge(data, flags))
+    if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
+        raise ConfigError(
+            f"--out {cfg.out_dir}: a file is there; the output must be a new or existing folder"
+        )
+    if cfg.agent is not None and cfg.agent.kind == "local":
+        from rlver.llm.factory import check_model_source
+
+        check_model_source(cfg.agent.model, "--agent-local" if agent_local else "agent.model")
     _run_with_progress(cfg, resume=resume)
 
 
@@ -356,6 +369,10 @@ def score_command(
     from rlver.eval.metrics import paired_comparison
     from rlver.eval.runs import load_run, unique_names
 
+    if compare and len(transcripts) < 2:
+        raise ConfigError(
+            "--compare needs two or more runs: the first is the baseline the others are compared with"
+        )
     runs = [load_run(p) for p in transcripts]
     unique_names(runs)
     comparisons = (
@@ -366,10 +383,12 @@ def score_command(
         return
     from rich.console import Console
 
+    from rlver.eval.tables import print_fitting
+
     console = Console()
-    console.print(_scores_table(runs))
+    print_fitting(console, _scores_table(runs))
     if comparisons:
-        console.print(_comparison_table(runs[0].name, comparisons))
+        print_fitting(console, _comparison_table(runs[0].name, comparisons))
 
 
 def _print_scores_json(runs: list[Any], comparisons: list[tuple[str, Any]] | None) -> None:
@@ -460,7 +479,10 @@ def report_command(
         ..., help="Run folders or transcript files; several give a side-by-side comparison."
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="HTML file to write (a .md twin is written next to it)."
+        None,
+        "--out",
+        help="HTML file to write (a .md twin is written next to it); its folder may be new, "
+        "its folder's folder must exist.",
     ),
     title: str = typer.Option("Sentient Benchmark report", "--title", help="Report title."),
 ) -> None:
@@ -468,12 +490,26 @@ def report_command(
     from rlver.eval.report import write_report
     from rlver.eval.runs import load_run, unique_names
 
+    if out is not None:
+        _check_report_out(out)
     loaded = [load_run(p) for p in runs]
     unique_names(loaded)
     if out is None:
         out = (runs[0] / "report.html") if len(runs) == 1 and runs[0].is_dir() else Path("report.html")
     html, md = write_report(loaded, out, title=title)
     typer.echo(f"report: {html}\nmarkdown: {md}")
+
+
+def _check_report_out(out: Path) -> None:
+    """``report --out`` names a file. A folder there is refused; so is a path whose folder is missing
+    more than one level deep (``/missing/dir/x.html`` used to create both folders silently, hiding a
+    typo). One new folder in an existing one (``--out cmp/report.html``) is made, as ``mkdir`` would."""
+    if out.is_dir():
+        raise ConfigError(
+            f"--out {out}: a folder is there; give the HTML file to write, e.g. {out / 'report.html'}"
+        )
+    if not out.parent.is_dir() and not out.parent.parent.is_dir():
+        raise ConfigError(f"--out {out}: the folder {out.parent.parent} does not exist; create it first")
 
 
 def judge_command(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="List, show and validate user profiles.")
+from rlver.cli.plain_help import plain_typer
+
+app = plain_typer(no_args_is_help=True, help="List, show and validate user profiles.")
 
 
 def _short(text: str, width: int) -> str:

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import typer
 
-app = typer.Typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
+from rlver.cli.plain_help import plain_typer
+from rlver.errors import ConfigError
+
+app = plain_typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
 
 
 @app.command("fit")
@@ -26,6 +29,10 @@ def fit_cmd(
     from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
     from rlver.io import atomic_write_bytes
 
+    if out.is_dir():
+        raise ConfigError(
+            f"--out {out}: a folder is there; give the JSON file to write, e.g. {out / 'appraisal.json'}"
+        )
     console = Console(stderr=True)
     artefact = fit_artefact(
         data, settings={"joint_holdout": joint}, validate=validate, log=lambda m: console.print(m)

@@ -6,11 +6,16 @@ torch/transformers are imported inside the commands so ``rlver --help`` stays fa
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from rlver.errors import ConfigError, RlverError
+
+if TYPE_CHECKING:  # imported where used: torch/pydantic stay out of `rlver --help`
+    from rlver.train.config import TrainConfig
 
 
 def train_command(
@@ -53,7 +58,6 @@ def train_command(
         raise ConfigError(f"--engine {engine!r}: choose local or verl")
 
     from rlver.train.config import load_train_config
-    from rlver.train.trainer import Trainer
 
     saved = out / "config.yaml"
     if resume and config is None:
@@ -64,6 +68,9 @@ def train_command(
         raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
     else:
         cfg = load_train_config(config, overrides)
+    preflight(cfg, out, resume=resume)
+    from rlver.train.trainer import Trainer  # torch: imported once the cheap checks have passed
+
     existed = out.exists()
     trainer = None
     try:
@@ -85,6 +92,28 @@ def train_command(
         label = protocol_label(cfg.env_config(evaluation=True), cfg.eval.protocol)
         typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f} ({label})")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
+
+
+def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
+    """Every check that needs no model, done before one is loaded (which takes minutes for a 7B model,
+    or ends in hub retries offline): the run folder, the profile sets, the model's folder.
+
+    Each failure is a one-line ConfigError/InputError (exit 2) naming the flag, file or setting.
+    """
+    from rlver.llm.factory import check_model_source
+    from rlver.profiles.sets import load_profile_set
+    from rlver.train.checkpoint import latest_checkpoint
+
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there; the run folder must be a new or existing folder")
+    if not resume and out.is_dir() and latest_checkpoint(out / "checkpoints") is not None:
+        raise ConfigError(
+            f"--out {out} already holds a run's checkpoints: add --resume, or use another --out"
+        )
+    for setting, name in (("rollout.profiles", cfg.rollout.profiles), ("eval.profiles", cfg.eval.profiles)):
+        if not load_profile_set(name):
+            raise ConfigError(f"{setting}={name!r}: no profiles")
+    check_model_source(cfg.model.path, "model.path")
 
 
 class TrainInterrupted(RlverError):
@@ -156,7 +185,10 @@ def export_command(
 def demo_command(
     out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
     steps: int | None = typer.Option(
-        None, "--steps", min=1, help="GRPO steps (default 100: about 7 minutes of training on 2 CPU cores)."
+        None,
+        "--steps",
+        min=1,
+        help="GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation).",
     ),
     minutes: float | None = typer.Option(
         None,
@@ -179,8 +211,14 @@ def demo_command(
     else:
         steps = steps or DEMO_STEPS
         plan = f"for {steps} GRPO steps"
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there; the demo writes a folder")
     typer.echo(f"rlver demo: building a tiny model and training it {plan} (offline, Chinese profiles)...")
-    result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed)
+    # A terminal gets the progress bar; a file or a pipe gets plain lines as the demo goes (a bar
+    # written to a file appears only once it is done, so the output said nothing for minutes).
+    plain = not sys.stdout.isatty()
+    say = (lambda line: typer.echo(line)) if plain else None
+    result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed, progress=not plain, say=say)
     for line in summary_lines(result):
         typer.echo(line)
 

@@ -110,6 +110,11 @@ def read_turns(files: Sequence[Path], root: Path, settings: dict[str, Any]) -> l
         rel = str(path.relative_to(root)) if path.is_relative_to(root) else path.name
         for ep in read_published(path):
             turns.extend(episode_turns(ep, rel, path, settings))
+    if not turns:  # an empty file, or files without appraisals: nothing to fit (numpy would say less)
+        where = str(files[0]) if len(files) == 1 else str(root)
+        raise InputError(
+            Problem(where, None, None, "no appraised turns to fit on (empty or unjudged result files)")
+        )
     return turns
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.thinking import split_think
-from rlver.errors import ConfigError, RlverError
+from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.io import (
     append_jsonl,
     append_jsonl_many,
@@ -262,6 +262,36 @@ class FileData:
     sha256: str = ""
 
 
+def check_result_file(path: str) -> None:
+    """Refuse, with one line naming the file, what calibrate cannot read: a missing path, a folder, an
+    empty file, and a transcript written by ``rlver eval`` (our format has no recorded appraisals to
+    agree with; ``rlver score`` reads it)."""
+    from rlver.transcripts.files import detect_format
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(Problem(path, None, None, "no such file"))
+    if p.is_dir():
+        raise InputError(
+            Problem(
+                path, None, None, f"a folder; give the released result files in it ({p / '*_result.jsonl'})"
+            )
+        )
+    if p.stat().st_size == 0:
+        raise InputError(Problem(path, None, None, "empty file: no dialogues to calibrate against"))
+    if detect_format(p, strict=True) == "rlver":
+        raise InputError(
+            Problem(
+                path,
+                None,
+                None,
+                "this is an rlver transcript (written by `rlver eval`); calibrate reads released SAGE "
+                "result files (*_result.jsonl), whose recorded appraisals it agrees with; "
+                "`rlver score` reads this file",
+            )
+        )
+
+
 def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileData]:
     files: list[FileData] = []
     seen: set[str] = set()
@@ -269,6 +299,7 @@ def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileDa
         if path in seen:
             continue
         seen.add(path)
+        check_result_file(path)
         episodes = read_published(path)
         if limit is not None:
             episodes = episodes[:limit]
@@ -453,7 +484,7 @@ def split_groups(
     only comparable with its own. Files whose sha256 is in the fit's provenance are in-sample: their
     figures say how well the fit memorised, not how it generalises, so they are reported apart.
     """
-    folders = sorted({Path(r["path"]).parent.name for r in rows})
+    folders = sorted({Path(r["path"]).resolve().parent.name for r in rows})
     learned = any(r["in_fit"] is not None for r in rows)
     if not learned and len(folders) <= 1:
         return []  # one group, the overall row itself
@@ -472,7 +503,7 @@ def split_groups(
         groups.append(_group(name, part, by_file))
         if len(folders) > 1:
             for folder in folders:
-                sub = [r for r in part if Path(r["path"]).parent.name == folder]
+                sub = [r for r in part if Path(r["path"]).resolve().parent.name == folder]
                 if sub:
                     groups.append(_group(f"{name} / {folder}", sub, by_file))
     return groups

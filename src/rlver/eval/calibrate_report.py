@@ -9,7 +9,6 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -58,9 +57,12 @@ def _group_cells(g: dict[str, Any]) -> list[str]:
     ]
 
 
-def _label(path: str) -> str:
-    p = Path(path)
-    return f"{p.parent.name}/{p.name.removesuffix('_result.jsonl')}"
+def file_labels(paths: Sequence[str]) -> list[str]:
+    """Released files named by their shortest unique path suffix, ``_result.jsonl`` dropped:
+    ``deepseek-v3-simulator/gpt-4.1`` beside ``gpt-4o-simulator/gpt-4.1``, plain ``gpt-4.1`` alone."""
+    from rlver.io import unique_suffixes
+
+    return unique_suffixes(paths, strip="_result.jsonl")
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -79,9 +81,14 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
 
     table = Table(title=f"Agreement with the recorded appraisals (simulator: {simulator})")
     for col in FILE_COLUMNS:
-        table.add_column(col, justify="left" if col == "file" else "right")
-    for r in summary["files"]:
-        table.add_row(_label(r["path"]), *_file_cells(r))
+        # The file column wraps (never cut); the figures stay on one line each.
+        if col == "file":
+            table.add_column(col, justify="left", overflow="fold", ratio=1)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
+    labels = file_labels([r["path"] for r in summary["files"]])
+    for r, label in zip(summary["files"], labels, strict=True):
+        table.add_row(label, *_file_cells(r))
     o = summary["overall"]
     table.add_row(
         "overall",
@@ -95,11 +102,14 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
         "",
         "",
     )
+    import os
     import sys
 
-    # Piped output (CI logs) gets a width that keeps the file names whole.
-    console = Console() if sys.stdout.isatty() else Console(width=130)
-    console.print(table)
+    # Piped output (CI logs) gets a width that keeps most file names on one line, unless COLUMNS says.
+    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=130)
+    from rlver.eval.tables import print_fitting
+
+    print_fitting(console, table)
     console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
     groups = summary.get("groups") or []
     if groups:
@@ -109,7 +119,7 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
             split.add_column(col, justify="right")
         for g in groups:
             split.add_row(g["label"], *_group_cells(g))
-        console.print(split)
+        print_fitting(console, split)
     print_provenance(summary.get("simulator") or {})
 
 
@@ -191,12 +201,14 @@ def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: 
     ax.set_title("Per-turn change, teacher-forced")
     scatter = png(fig)
 
+    paths = [r["path"] for r in summary["files"]]
+    labels = dict(zip(paths, file_labels(paths), strict=True))
     rows = [r for r in summary["files"] if r["mean_recorded_change"] is not None]
     fig, ax = plt.subplots(figsize=(6.5, 5))
     for r in rows:
         ax.scatter(r["mean_recorded_change"], r["mean_predicted_change"], color="#dc2626")
         ax.annotate(
-            _label(r["path"]).replace("$", r"\$"),
+            labels[r["path"]].replace("$", r"\$"),
             (r["mean_recorded_change"], r["mean_predicted_change"]),
             fontsize=7,
         )

@@ -70,7 +70,22 @@ def expected_dialogues(manifest: dict[str, Any]) -> int | None:
 
 
 def unique_names(runs: list[RunData]) -> None:
-    """Make run names unique (two runs called ``eval`` become ``eval``, ``eval (2)``)."""
+    """Make run names unique. Runs that share a name are told apart by where they live: two
+    ``claude3.7`` files from the folders ``sim-a`` and ``sim-b`` read ``sim-a/claude3.7`` and
+    ``sim-b/claude3.7`` (the shortest unique folder suffix). Only the same path given twice is
+    numbered (``eval``, ``eval (2)``)."""
+    from rlver.io import unique_suffixes
+
+    by_name: dict[str, list[RunData]] = {}
+    for run in runs:
+        by_name.setdefault(run.name, []).append(run)
+    for name, same in by_name.items():
+        if len(same) < 2:
+            continue
+        folders = [r.path.parent for r in same]
+        if len({f.resolve() for f in folders}) > 1:
+            for run, where in zip(same, unique_suffixes(folders), strict=True):
+                run.name = f"{where}/{name}"
     seen: dict[str, int] = {}
     for run in runs:
         count = seen.get(run.name, 0) + 1

@@ -33,12 +33,8 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
         from rlver.llm.local import LocalChatModel
         from rlver.models.fetch import resolve_model_path
 
+        check_model_source(spec.model, "model")
         path = resolve_model_path(spec.model)
-        if _looks_like_path(path) and not Path(path).expanduser().exists():
-            raise ConfigError(
-                f"model: no model folder at {spec.model!r} (expected a folder with config.json, "
-                "e.g. one written by `rlver export`, or a Hugging Face model id)"
-            )
         try:
             model = LocalChatModel.from_pretrained(
                 path,
@@ -57,6 +53,87 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
 
         model = CachedChatModel(model, spec.cache)
     return model
+
+
+def check_model_source(model: str, setting: str = "model.path") -> None:
+    """Refuse, before anything is loaded, a model that cannot be loaded: a folder that does not exist,
+    a file or an empty folder where a model folder is expected, or a hub id that is neither cached nor
+    reachable (``HF_HUB_OFFLINE=1``).
+
+    ``rlver train`` and ``rlver eval`` both call this first, so a wrong path fails in a second with the
+    setting's name instead of after minutes of loading (or of hub retries) with a transformers traceback.
+    ``tiny`` (the bundled test model) is always fine. A fetchable model's name
+    (``smollm2-135m-instruct``) is checked as its fetched folder; not fetched yet, the error names the
+    fetch command (:func:`rlver.models.fetch.resolve_model_path`).
+    """
+    if model == "tiny":
+        return
+    from rlver.models.fetch import resolve_model_path
+
+    model = resolve_model_path(model)
+    path = Path(model).expanduser()
+    if path.exists() or _looks_like_path(model):
+        _check_model_folder(path, model, setting)
+        return
+    _check_hub_id(model, setting)
+
+
+def _check_model_folder(path: Path, model: str, setting: str) -> None:
+    """A local model folder must exist, be a folder and hold a ``config.json``."""
+    hint = "a folder with config.json, e.g. one written by `rlver export`, or a Hugging Face model id"
+    if not path.exists():
+        raise ConfigError(f"{setting}: no model folder at {model!r} (expected {hint})")
+    if not path.is_dir():
+        raise ConfigError(f"{setting}: {model!r} is a file, not a model folder (expected {hint})")
+    if not (path / "config.json").is_file():
+        what = "is empty" if not any(path.iterdir()) else "has no config.json"
+        raise ConfigError(f"{setting}: the folder {model!r} {what} (expected {hint})")
+
+
+def _check_hub_id(model: str, setting: str) -> None:
+    """A hub id is fine when cached, or when the hub can be asked; uncached with ``HF_HUB_OFFLINE=1``
+    or with the hub's host unknown (no network), it is refused at once instead of after
+    huggingface_hub's retries (about 25 s, then a traceback)."""
+    import os
+
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
+        return
+    try:
+        cached = try_to_load_from_cache(model, "config.json")
+    except ValueError:  # not a valid repo id (huggingface_hub's HFValidationError)
+        raise ConfigError(
+            f"{setting}: {model!r} is neither a model folder nor a Hugging Face model id"
+        ) from None
+    if isinstance(cached, str):
+        return
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    why = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable()
+    if why:
+        raise ConfigError(
+            f"{setting}: {model!r} is not in the Hugging Face cache and {why}; download it where the hub "
+            "can be reached, or give a local model folder"
+        )
+
+
+def _hub_unreachable() -> str:
+    """Why the hub cannot be reached from here ("" when it may be): its host name does not resolve.
+
+    Only a name lookup (no request), and skipped behind a proxy, which may resolve names itself.
+    """
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")):
+        return ""
+    host = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co").hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return f"{host} cannot be reached (no network?)"
+    return ""
 
 
 def _looks_like_path(model: str) -> bool:

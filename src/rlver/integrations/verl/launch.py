@@ -62,6 +62,7 @@ class LaunchPlan:
     n_train: int = 0
     n_val: int = 0
     files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # stand-in data of a dry run, said out loud
 
     @property
     def train_file(self) -> Path:
@@ -104,11 +105,19 @@ def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
     return str(target.resolve())
 
 
-def _profiles(cfg: VerlTrainConfig) -> tuple[list[Profile], list[Profile]]:
-    """The training and validation profiles, refused with a readable error when there are too few."""
+def _profiles(
+    cfg: VerlTrainConfig, *, stand_in: bool = False
+) -> tuple[list[Profile], list[Profile], list[str]]:
+    """The training and validation profiles, refused with a readable error when there are too few.
+
+    ``stand_in`` (a dry run): a published set that is not downloaded is replaced by the bundled Chinese
+    set (the published sets are Chinese), repeated to fill a step; the third value says so, one line
+    per replaced set, for the dry run to print and write beside the data.
+    """
     ro = cfg.rollout
-    train_profiles = load_profile_set(ro.profiles)
-    val_profiles = load_profile_set(cfg.eval.profiles)[: cfg.eval.limit]
+    notes: list[str] = []
+    train_profiles = _load_or_stand_in(ro.profiles, "zh-train", ro.profiles_per_step, stand_in, notes)
+    val_profiles = _load_or_stand_in(cfg.eval.profiles, "zh-test", 1, stand_in, notes)[: cfg.eval.limit]
     if len(train_profiles) < ro.profiles_per_step:
         raise ConfigError(
             f"rollout.profiles: {ro.profiles} has {len(train_profiles)} profiles, fewer than the "
@@ -116,7 +125,30 @@ def _profiles(cfg: VerlTrainConfig) -> tuple[list[Profile], list[Profile]]:
         )
     if not val_profiles:
         raise ConfigError(f"eval.profiles: {cfg.eval.profiles} has no profiles")
-    return train_profiles, val_profiles
+    return train_profiles, val_profiles, notes
+
+
+def _load_or_stand_in(
+    name: str, bundled: str, at_least: int, stand_in: bool, notes: list[str]
+) -> list[Profile]:
+    """``name``'s profiles; for a dry run, a labelled stand-in when ``name`` is a published set not yet
+    downloaded: the bundled set ``bundled``, repeated (ids ``<id>~standin<k>``) to ``at_least`` rows."""
+    from rlver.profiles.sets import PUBLISHED_SETS, find_data_file, load_bundled
+
+    if not (stand_in and name in PUBLISHED_SETS and find_data_file(PUBLISHED_SETS[name]) is None):
+        return load_profile_set(name)
+    base = load_bundled(bundled)
+    rows = [
+        p.model_copy(update={"id": f"{p.id}~standin{k}"})
+        for k in range(-(-at_least // len(base)))
+        for p in base
+    ]
+    notes.append(
+        f"STAND-IN: {name} is not downloaded, so these rows are the bundled {bundled} set ({len(base)} "
+        f"profiles) repeated to {len(rows)}; the dry run checks the wiring, not the data "
+        f"(`rlver data download {PUBLISHED_SETS[name]}` for the real rows)"
+    )
+    return rows
 
 
 def _write_datasets(
@@ -179,11 +211,31 @@ def _write_run_files(
     return [overrides_file, run_sh, config_file]
 
 
-def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
-    """Write the run folder for ``cfg`` and return the plan (nothing is started)."""
+def prepare(cfg: VerlTrainConfig, *, python: str | None = None, stand_in: bool = False) -> LaunchPlan:
+    """Write the run folder for ``cfg`` and return the plan (nothing is started). ``stand_in``: see
+    :func:`_profiles` (dry runs only). A folder this call creates is removed again when writing fails
+    (pyarrow missing, a bad setting found late), so a failed run leaves nothing behind."""
     plan = LaunchPlan(Path(cfg.verl.out_dir).expanduser().resolve())
+    train_profiles, val_profiles, plan.notes = _profiles(cfg, stand_in=stand_in)
+    created = not plan.out_dir.exists()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
-    train_profiles, val_profiles = _profiles(cfg)
+    try:
+        _write_plan(cfg, plan, train_profiles, val_profiles, python)
+    except BaseException:
+        if created:
+            shutil.rmtree(plan.out_dir, ignore_errors=True)
+        raise
+    return plan
+
+
+def _write_plan(
+    cfg: VerlTrainConfig,
+    plan: LaunchPlan,
+    train_profiles: list[Profile],
+    val_profiles: list[Profile],
+    python: str | None,
+) -> None:
+    """The datasets, the agent-loop YAML, the overrides and the run files of ``plan``."""
     plan.n_train, plan.n_val = len(train_profiles), len(val_profiles)
     _write_datasets(cfg, plan, train_profiles, val_profiles)
     atomic_write_text(plan.agent_loop_yaml, agent_loop_yaml_text())
@@ -198,7 +250,10 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None) -> LaunchPlan:
     plan.command = [python or sys.executable, "-m", "verl.trainer.main_ppo", *plan.overrides]
     run_files = _write_run_files(cfg, plan.out_dir, plan.overrides, plan.command)
     plan.files = [plan.train_file, plan.val_file, plan.agent_loop_yaml, *run_files]
-    return plan
+    if plan.notes:
+        stand_in = plan.out_dir / "STAND-IN.txt"
+        atomic_write_text(stand_in, "\n".join(plan.notes) + "\n")
+        plan.files.append(stand_in)
 
 
 def compose_verl_config(overrides: Sequence[str]) -> Any:
@@ -300,7 +355,9 @@ def _model_config_here(path: str) -> bool:
 def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool = False) -> int:
     """Entry point of ``rlver train --engine verl``; returns the process exit code."""
     cfg = load_verl_config(config_path, overrides)
-    plan = prepare(cfg)
+    plan = prepare(cfg, stand_in=dry_run)
+    for note in plan.notes:
+        print(note)
     print(f"wrote {plan.out_dir} ({plan.n_train} training rows, {plan.n_val} validation rows):")
     for path in plan.files:
         print(f"  {path}")
