@@ -89,24 +89,32 @@ def peak_rss_mb() -> float:
     return peak / 1024 / 1024 if sys.platform == "darwin" else peak / 1024
 
 
+#: The demo's changes to the ``smollm2-offline`` preset when a real model is given (``--model``): the
+#: English profiles (the preset's), 4 held-out users twice each, no checkpoints or TensorBoard.
+REAL_MODEL_OVERRIDES = (
+    "eval.limit=4",
+    "eval.samples_per_profile=2",
+    "run.checkpoint_every=0",
+    "eval.at_start=false",
+    "run.tensorboard=false",
+)
+
+
 def demo_config(
     *, steps: int, minutes: float | None, seed: int, progress: bool, model: str = "tiny"
 ) -> TrainConfig:
-    """The ``tiny-offline`` preset with the demo's overrides (a time budget leaves the step count open).
-
-    ``model`` is the policy's ``model.path``: the bundled tiny model by default; any folder the
-    trainer can load works the same way (the demo's steps and numbers were measured with ``tiny``).
-    """
-    return load_train_config(
-        "tiny-offline",
-        [
-            f"run.steps={100000 if minutes is not None else steps}",
-            f"run.seed={seed}",
-            f"run.progress={str(progress).lower()}",
-            *DEMO_OVERRIDES,
-            *([f"model.path={model}"] if model != "tiny" else []),
-        ],
-    )
+    """The demo's training config: the ``tiny-offline`` preset with the demo's overrides for the tiny
+    model; for any other ``model`` (``smollm2-135m-instruct``, a folder) the ``smollm2-offline`` preset
+    (English profiles, a real model's learning rate and reply length) with that ``model.path``. A time
+    budget leaves the step count open."""
+    common = [
+        f"run.steps={100000 if minutes is not None else steps}",
+        f"run.seed={seed}",
+        f"run.progress={str(progress).lower()}",
+    ]
+    if model == "tiny":
+        return load_train_config("tiny-offline", [*common, *DEMO_OVERRIDES])
+    return load_train_config("smollm2-offline", [*common, *REAL_MODEL_OVERRIDES, f"model.path={model}"])
 
 
 def protocol_label(config: TrainConfig) -> str:
@@ -297,9 +305,10 @@ def _eval_points(
 
 def _preface(summary: dict[str, Any], curve: Figure, pair: tuple[Episode, Episode]) -> Preface:
     b, a = summary["before"], summary["after"]
+    who = "The tiny model" if summary.get("model", "tiny") == "tiny" else f"{summary['model']}"
     return Preface(
         paragraphs=(
-            f"The tiny model trained with GRPO against the offline simulated user for {summary['steps']} "
+            f"{who} trained with GRPO against the offline simulated user for {summary['steps']} "
             f"steps ({summary['wall_s']:.0f} s, peak memory {summary['peak_rss_mb']:.0f} MB). Held-out score "
             f"(mean final emotion, 0-100, {b['n']} dialogues, {summary.get('protocol', 'training protocol')}; "
             f"the benchmark runs 10 replies from 40): before {b['score']}, after {a['score']}. "
@@ -307,8 +316,8 @@ def _preface(summary: dict[str, Any], curve: Figure, pair: tuple[Episode, Episod
             f"{_veto_text(b)}, after {_veto_text(a)}.",
             summary["offline_user"],
             "The offline user is a proxy (no LLM), not the Sentient Benchmark: these numbers show that the "
-            "training loop learns against it, not how well the model would do on the benchmark. A 2-layer "
-            "model learns whatever the proxy rewards; the dialogues below show what that is.",
+            "training loop learns against it, not how well the model would do on the benchmark. A policy "
+            "learns whatever the proxy rewards; the dialogues below show what that is.",
         ),
         figures=(curve,),
         featured=(
@@ -380,6 +389,7 @@ def run_demo(
     pair = _featured_pair(before_eps, after_eps)
     wall, rss = time.perf_counter() - started, peak_rss_mb()
     summary = {
+        "model": model,
         "before": _headline(before_eps),
         "after": _headline(after_eps),
         "steps": trainer.step,

@@ -200,6 +200,12 @@ def demo_command(
         "then depend on the machine's speed).",
     ),
     seed: int = typer.Option(0, "--seed", help="Run seed."),
+    model: str = typer.Option(
+        "tiny",
+        "--model",
+        help="The policy: the bundled tiny model (Chinese profiles), or a real model such as "
+        "smollm2-135m-instruct (rlver models fetch; English profiles, the smollm2-offline preset).",
+    ),
 ) -> None:
     """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
     from rlver.cli.demo import DEMO_STEPS, run_demo, summary_lines
@@ -213,12 +219,21 @@ def demo_command(
         plan = f"for {steps} GRPO steps"
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: a file is there; the demo writes a folder")
-    typer.echo(f"rlver demo: building a tiny model and training it {plan} (offline, Chinese profiles)...")
+    if model != "tiny":
+        from rlver.llm.factory import check_model_source
+
+        check_model_source(model, "--model")  # before anything runs: a missing model fails in a second
+        what = f"training {model} {plan} (offline, English profiles)"
+    else:
+        what = f"building a tiny model and training it {plan} (offline, Chinese profiles)"
+    typer.echo(f"rlver demo: {what}...")
     # A terminal gets the progress bar; a file or a pipe gets plain lines as the demo goes (a bar
     # written to a file appears only once it is done, so the output said nothing for minutes).
     plain = not sys.stdout.isatty()
     say = (lambda line: typer.echo(line)) if plain else None
-    result = run_demo(out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed, progress=not plain, say=say)
+    result = run_demo(
+        out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed, progress=not plain, say=say, model=model
+    )
     for line in summary_lines(result):
         typer.echo(line)
 
