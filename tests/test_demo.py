@@ -192,3 +192,35 @@ def test_the_held_out_score_names_its_protocol() -> None:
     assert protocol_label(config) == "training protocol: 2 replies from 30"
     longer = config.model_copy(update={"eval": config.eval.model_copy(update={"max_assistant_turns": 4})})
     assert protocol_label(longer) == "training protocol: 4 replies from 30"
+
+
+def test_demo_with_a_real_model_uses_its_preset_and_english_profiles() -> None:
+    from rlver.cli.demo import demo_config
+
+    tiny = demo_config(steps=3, minutes=None, seed=0, progress=False)
+    real = demo_config(steps=3, minutes=None, seed=0, progress=False, model="smollm2-135m-instruct")
+    assert tiny.model.path == "tiny" and tiny.eval.profiles == "zh-test"
+    assert real.model.path == "smollm2-135m-instruct"
+    assert (real.rollout.profiles, real.eval.profiles) == ("en-train", "en-test")
+    assert real.optim.actor_lr < tiny.optim.actor_lr and real.run.steps == 3
+
+
+def test_demo_with_a_model_not_fetched_fails_in_one_line_before_running(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rlver",
+            "demo",
+            "--model",
+            "smollm2-135m-instruct",
+            "--out",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "rlver models fetch smollm2-135m-instruct" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "d").exists()
