@@ -141,6 +141,8 @@ class Trainer:
         self.train_profiles, self.eval_profiles = self._load_profiles()
 
         self.step = 0
+        #: optimiser steps skipped in a row for a non-finite gradient norm (``_skip_nonfinite``)
+        self.nonfinite_in_a_row = 0
         self.data_position = 0
         self.eval_history: list[dict[str, Any]] = []
         if checkpoint is not None:
@@ -407,6 +409,7 @@ class Trainer:
                     sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
         out_stats = {k: sums[k] / counts[k] for k in sums}
+        out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean
         if before_update:
             out_stats.update(logprob_diff_stats(s.seqs, [before_update[i] for i in range(n)]))
         out_stats.update(self.optimisers.schedule_step())
@@ -425,12 +428,41 @@ class Trainer:
             for key, value in self._micro_batch(s, group, n_tok, before_update).items():
                 summed[key] = summed.get(key, 0.0) + value
         out = {"train/grad_norm_actor": _clip_and_norm(self.policy, o.max_grad_norm)}
-        self.optimisers.actor.step()
         if self.critic is not None and self.optimisers.critic is not None:
             out["train/grad_norm_critic"] = _clip_and_norm(self.critic, o.max_grad_norm)
-            self.optimisers.critic.step()
+        if self._skip_nonfinite(out):
+            out["train/nonfinite_skips"] = 1.0
+        else:
+            out["train/nonfinite_skips"] = 0.0
+            self.optimisers.actor.step()
+            if self.optimisers.critic is not None:
+                self.optimisers.critic.step()
         out.update({f"train/{key}": value for key, value in summed.items()})
         return out
+
+    def _skip_nonfinite(self, norms: dict[str, float]) -> bool:
+        """True when a gradient norm is inf/NaN: the step is skipped (its gradients dropped), as verl's
+        FSDP workers do, since one NaN step would poison the weights and every later step. Counted in
+        ``train/nonfinite_skips`` (summed over the step's optimiser steps); ``optim.max_nonfinite_in_a_row``
+        skipped steps in a row stop the run with a :class:`TrainError`."""
+        bad = [k for k, v in norms.items() if not np.isfinite(v)]
+        if not bad:
+            self.nonfinite_in_a_row = 0
+            return False
+        self.optimisers.zero_grad()
+        self.nonfinite_in_a_row += 1
+        limit = self.cfg.optim.max_nonfinite_in_a_row
+        log.warning(
+            "step %d: non-finite gradient norm (%s); optimiser step skipped (%d in a row, stop at %d)",
+            self.step + 1, ", ".join(bad), self.nonfinite_in_a_row, limit,
+        )  # fmt: skip
+        if self.nonfinite_in_a_row >= limit:
+            raise TrainError(
+                f"step {self.step + 1}: {self.nonfinite_in_a_row} optimiser steps in a row had a non-finite "
+                f"gradient norm ({', '.join(bad)}); the run stops (optim.max_nonfinite_in_a_row={limit}). "
+                "Lower optim.actor_lr / optim.critic_lr, or check the rewards for inf/NaN"
+            )
+        return True
 
     def _micro_batch(
         self, s: ScoredBatch, group: list[int], n_tok: float, before_update: dict[int, torch.Tensor]
