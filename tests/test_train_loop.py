@@ -212,7 +212,7 @@ def test_nonfinite_gradient_skips_the_step_and_stops_the_run(tmp_path: Path) -> 
     metrics = trainer.train_step()
     assert metrics["train/nonfinite_skips"] == 1.0
     assert all(torch.equal(before[k], v) for k, v in _weights(trainer.policy).items())
-    with pytest.raises(TrainError, match="2 optimiser steps in a row.*max_nonfinite_in_a_row=2"):
+    with pytest.raises(TrainError, match=r"2 optimiser steps in a row.*max_nonfinite_in_a_row=2"):
         trainer.train_step()
     hook.remove()  # a finite step resets the count and moves the weights
     trainer.nonfinite_in_a_row = 1

@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch import nn
 
 from rlver.config import mask_secret_values, redacted
-from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.env.rewards import episode_reward, sample_rewards
 from rlver.errors import RlverError
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
@@ -289,7 +289,7 @@ class Trainer:
         per_turn = self.cfg.rollout.think and self.cfg.rollout.think_context == "visible"
         for ep in episodes:
             try:
-                if per_turn:  # one sample per assistant turn, each with the dialogue's reward
+                if per_turn:  # one sample per assistant turn, each with the reward from its turn on
                     samples = episode_turn_samples(ep, self.tokenizer, max_length=self.cfg.model.max_length)
                     seqs.extend(samples)
                     kept_eps.extend([ep] * len(samples))
@@ -342,30 +342,26 @@ class Trainer:
             return policy_forward(self.policy, mb, temp)[0]
 
     def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
-        spec = self.cfg.rollout.reward
-        if seq.meta.get("per_turn"):  # published think mode: the dialogue's reward on every turn sample
-            return [episode_reward(ep, spec)]
-        rewards = turn_rewards(ep, spec)
-        if seq.kept_turns < len(
-            rewards
-        ):  # cut by max_length: what the lost turns earned lands on the last kept one
-            k = seq.kept_turns
-            rewards = [*rewards[: k - 1], sum(rewards[k - 1 :])]
-        return rewards
+        """The sample's rewards from :func:`rlver.env.rewards.sample_rewards`, the function verl's agent
+        loop uses too: a turn sample (think_context visible) earns the reward from its turn on."""
+        turn = seq.meta.get("turn") if seq.meta.get("per_turn") else None
+        return sample_rewards(ep, self.cfg.rollout.reward, kept_turns=seq.kept_turns, turn=turn)
 
     def _advantages(self, s: ScoredBatch) -> None:
         """Fill ``s.advantages`` (and ``s.returns`` for PPO) on the shifted grid."""
-        a, r = self.cfg.algorithm, self.cfg.rollout
+        a = self.cfg.algorithm
         lengths = [len(q) - 1 for q in s.seqs]
         mask = pad_rows([torch.tensor(q.assistant_mask[1:], dtype=torch.float32) for q in s.seqs])
         # None only when on-policy, i.e. without a KL term: the two uses below need the reference.
         old = pad_rows(s.old_logp) if s.old_logp is not None else None
+        sample_rows = [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)]
         rewards = alg.token_rewards(
-            [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)],
+            sample_rows,
             [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
             tuple(mask.shape),  # type: ignore[arg-type]
         )
-        scores = torch.tensor([episode_reward(ep, r.reward) for ep in s.episodes])
+        # a sample's score is what it earns: the episode's reward, or a turn sample's reward from its turn on
+        scores = torch.tensor([float(sum(row)) for row in sample_rows])
         groups = [ep.profile_id for ep in s.episodes]
         ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
         inputs = AdvantageInputs(

@@ -323,6 +323,8 @@ def _trainer_overrides(cfg: VerlTrainConfig, epochs: int) -> dict[str, Any]:
         # absolute like every other path here: verl's workers may run in another working directory
         "trainer.default_local_dir": str(Path(v.out_dir).expanduser().resolve() / "checkpoints"),
         "trainer.critic_warmup": 0,
+        # the v1 trainer: it stores each output of a per-turn list as a sample and reads rm_scores per token
+        "trainer.use_v1": True,
         # a group with a failed dialogue is failed whole (agent_loop.py) and replaced by a fresh prompt
         "trainer.v1.sampler.sync_refill_failed_groups": True,
     }
