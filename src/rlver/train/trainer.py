@@ -62,6 +62,7 @@ from rlver.train.checkpoint import (
 )
 from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
+from rlver.train.hackwatch import HackWatch
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
@@ -139,6 +140,8 @@ class Trainer:
         )
         self.simulator = build_simulator(config.simulator)
         self.train_profiles, self.eval_profiles = self._load_profiles()
+        #: the offline user's veto detectors on the policy's replies, every step (``hack/*`` metrics)
+        self.hack_watch = HackWatch(self.train_profiles)
 
         self.step = 0
         #: optimiser steps skipped in a row for a non-finite gradient norm (``_skip_nonfinite``)
@@ -558,6 +561,7 @@ class Trainer:
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
         metrics["rollout/untokenisable"] = untokenisable
         metrics.update(mask_coverage_stats(seqs))
+        metrics.update(self.hack_watch(finished))
         _warn_failures(step, episodes)
         if not seqs:
             raise TrainError(
