@@ -1,4 +1,4 @@
-"""The live reward-hacking watch (``rlver.train.hackwatch``): the offline user's veto detectors on the
+"""The live reward-hacking watch (``rlver.rollout.hackwatch``): the offline user's veto detectors on the
 policy's replies, logged as ``hack/*`` every training step."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from helpers import TEST_PROFILES
 from rlver.records import Episode, Message
-from rlver.train.hackwatch import HACK_THRESHOLD, HackWatch, first_crossing, repeats_a_phrase
+from rlver.rollout.hackwatch import HACK_THRESHOLD, HackWatch, first_crossing, repeats_a_phrase
 
 EN = TEST_PROFILES["en-off"]
 ZH = TEST_PROFILES["zh-off"]
@@ -92,3 +92,20 @@ def test_hack_metrics_reach_a_tiny_offline_runs_metrics(tmp_path: Path) -> None:
                 "hack/repeated_phrase_rate", "hack/language_mismatch_rate"):  # fmt: skip
         assert key in row, key
     assert 0.0 <= row["hack/veto_rate"] <= 1.0 and row["hack/reply_chars_mean"] > 0
+
+
+def test_the_reward_curve_marks_the_first_crossing() -> None:
+    import matplotlib.pyplot as plt
+
+    from rlver.eval.plots import _mark_hacking
+
+    history = [{"step": s, "rollout/reward_mean": 0.2, "hack/veto_rate": 0.1 * s} for s in range(1, 6)]
+    fig, ax = plt.subplots()
+    _mark_hacking(ax, history)
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [3, 3] and "veto_rate > 20% from step 3" in str(line.get_label())
+    fig2, ax2 = plt.subplots()
+    _mark_hacking(ax2, history[:2])  # never above the threshold: nothing drawn
+    assert ax2.get_lines() == []
+    plt.close(fig)
+    plt.close(fig2)

@@ -62,7 +62,7 @@ from rlver.train.checkpoint import (
 )
 from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
-from rlver.train.hackwatch import HackWatch
+from rlver.rollout.hackwatch import HackWatch
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
