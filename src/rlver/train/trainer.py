@@ -46,6 +46,7 @@ from rlver.llm.local import LocalChatModel, sampling_settings
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
+from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.outcomes import outcomes
 from rlver.rollout.runner import run_rollouts
 from rlver.simulator.factory import build_simulator
@@ -62,7 +63,6 @@ from rlver.train.checkpoint import (
 )
 from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
-from rlver.rollout.hackwatch import HackWatch
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
