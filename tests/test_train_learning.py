@@ -85,7 +85,10 @@ MARGIN = {"grpo": 6.0, "ppo": 2.0}
 EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
 
-def _trainer(algorithm: str, tmp_path: Path, steps: int) -> Trainer:
+SEEDS = (0, 1)
+
+
+def _trainer(algorithm: str, tmp_path: Path, steps: int, seed: int = 0) -> Trainer:
     from rlver.train.trainer import Trainer
 
     torch.set_num_threads(1)
@@ -94,6 +97,7 @@ def _trainer(algorithm: str, tmp_path: Path, steps: int) -> Trainer:
         [
             f"algorithm.name={algorithm}",
             f"run.steps={steps}",
+            f"run.seed={seed}",
             "eval.every=0",
             "eval.at_start=false",
             "run.tensorboard=false",
@@ -104,8 +108,8 @@ def _trainer(algorithm: str, tmp_path: Path, steps: int) -> Trainer:
     return Trainer(config, tmp_path)
 
 
-def _learn(algorithm: str, tmp_path: Path) -> tuple[float, float, list[dict[str, Any]]]:
-    trainer = _trainer(algorithm, tmp_path, STEPS)
+def _learn(algorithm: str, tmp_path: Path, seed: int = 0) -> tuple[float, float, list[dict[str, Any]]]:
+    trainer = _trainer(algorithm, tmp_path, STEPS, seed)
     before = trainer.evaluate()["score"]
     history = trainer.train()
     after = trainer.eval_history[-1]["score"]
@@ -132,15 +136,17 @@ def _not_learned(algorithm: str, before: float, after: float, history: list[dict
     return failures
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
-def test_reward_rises_on_held_out_users(algorithm: str, tmp_path: Path) -> None:
-    before, after, history = _learn(algorithm, tmp_path)
-    print(f"{algorithm}: held-out score {before:.1f} -> {after:.1f}")
+def test_reward_rises_on_held_out_users(algorithm: str, seed: int, tmp_path: Path) -> None:
+    before, after, history = _learn(algorithm, tmp_path, seed)
+    print(f"{algorithm} seed {seed}: held-out score {before:.1f} -> {after:.1f}")
     failures = _not_learned(algorithm, before, after, history)
     assert not failures, f"{algorithm}: {failures}"
 
 
-def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_learning_test_can_fail(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutation check of the test above: with the GRPO advantages' sign flipped (a deliberate bug in
     the code under test) the held-out score must not rise by the margin — so a wrong sign fails CI."""
     from rlver.train.algorithms import core
@@ -151,8 +157,8 @@ def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         return -real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(core, "group_advantages", flipped)
-    before, after, history = _learn("grpo", tmp_path)
-    print(f"grpo, sign flipped: held-out score {before:.1f} -> {after:.1f}")
+    before, after, history = _learn("grpo", tmp_path, seed)
+    print(f"grpo seed {seed}, sign flipped: held-out score {before:.1f} -> {after:.1f}")
     assert _not_learned("grpo", before, after, history), (
         f"flipped sign still learned: {before:.1f} -> {after:.1f}"
     )
@@ -177,22 +183,28 @@ MUTATIONS: dict[str, Callable[[list[int]], list[int]]] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("algorithm", "mutation"),
-    [
-        ("grpo", "every-token"),
-        ("grpo", "one-early"),
-        ("grpo", "one-late"),
-        ("ppo", "one-early"),
-        ("ppo", "every-token"),
-        ("ppo", "one-late"),
-    ],
-)
-def test_mask_bugs_fail_the_learning_test(
-    algorithm: str, mutation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _shifted_at_collation(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
+    """The bug the old counters could not see: ``action_mask`` shifted by ``shift`` positions while the
+    padded batch is built (``rlver.train.batch.collate``), the tokenised episodes left right."""
     from rlver.train import trainer as trainer_module
 
+    real = trainer_module.collate
+
+    def mutated(*args: Any, **kwargs: Any) -> Any:
+        mb = real(*args, **kwargs)
+        mb.action_mask = torch.roll(mb.action_mask, shifts=shift, dims=1)
+        return mb
+
+    monkeypatch.setattr(trainer_module, "collate", mutated)
+
+
+def _mutate_mask(monkeypatch: pytest.MonkeyPatch, mutation: str) -> None:
+    """Apply one mask mutation: to the tokenised episode (``episode_to_tensors``) or at collation."""
+    from rlver.train import trainer as trainer_module
+
+    if mutation.startswith("collate"):
+        _shifted_at_collation(monkeypatch, -1 if mutation == "collate-early" else 1)
+        return
     real = trainer_module.episode_to_tensors
     mutate = MUTATIONS[mutation]
 
@@ -202,9 +214,22 @@ def test_mask_bugs_fail_the_learning_test(
         return seq
 
     monkeypatch.setattr(trainer_module, "episode_to_tensors", mutated)
-    # One step is enough: the trained-token counts, part of the learning criterion, catch every mask bug
-    # at the first step, and with the right mask they are 0 at every step (test_reward_rises_...).
-    history = _trainer(algorithm, tmp_path, 1).train()
+
+
+MASK_MUTATIONS = ("every-token", "one-early", "one-late", "collate-early", "collate-late")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mutation", MASK_MUTATIONS)
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_mask_bugs_fail_the_learning_test(
+    algorithm: str, mutation: str, seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _mutate_mask(monkeypatch, mutation)
+    # One step is enough: the trained-token counts, part of the learning criterion and read off the
+    # collated micro-batches the loss consumes (rlver.train.grid), catch every mask bug at the first
+    # step, and with the right mask they are 0 at every step (test_reward_rises_...).
+    history = _trainer(algorithm, tmp_path, 1, seed).train()
     assert _mask_failures(history), (
         f"{algorithm} with the mask bug {mutation!r} trained exactly the sampled tokens"
     )

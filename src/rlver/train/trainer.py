@@ -63,6 +63,7 @@ from rlver.train.checkpoint import (
 )
 from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
+from rlver.train.grid import GridCheck
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
@@ -384,8 +385,6 @@ class Trainer:
         if s.ref_logp is not None and old is not None:
             s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
         s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
-        if s.old_logp is not None:  # scored before the update: compare with the sampling-time log-probs
-            s.stats.update(logprob_diff_stats(s.seqs, s.old_logp))
         s.advantages = unpad_rows(adv, lengths)
 
     # ------------------------------------------------------------------------------------ update
@@ -396,27 +395,24 @@ class Trainer:
         n = len(s.seqs)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
-        #: on-policy only: the log-probs of the policy before its step, to compare with sampling time
-        before_update: dict[int, torch.Tensor] = {}
+        #: the trained-token counters and log-prob gap, read off the micro-batches the loss consumes
+        grid = GridCheck()
         self.policy.train()
         if self.critic is not None:
             self.critic.train()
         for _epoch in range(a.epochs):
             order = torch.randperm(n, generator=generator).tolist()
             for minibatch in np.array_split(np.array(order), min(a.minibatches, n)):
-                for key, value in self._minibatch_step(s, [int(i) for i in minibatch], before_update).items():
+                for key, value in self._minibatch_step(s, [int(i) for i in minibatch], grid).items():
                     sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
         out_stats = {k: sums[k] / counts[k] for k in sums}
         out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean
-        if before_update:
-            out_stats.update(logprob_diff_stats(s.seqs, [before_update[i] for i in range(n)]))
+        out_stats.update(grid.metrics())
         out_stats.update(self.optimisers.schedule_step())
         return out_stats
 
-    def _minibatch_step(
-        self, s: ScoredBatch, idx: list[int], before_update: dict[int, torch.Tensor]
-    ) -> dict[str, float]:
+    def _minibatch_step(self, s: ScoredBatch, idx: list[int], grid: GridCheck) -> dict[str, float]:
         """One optimiser step: gradients accumulated over the minibatch's micro-batches (each loss is a
         token mean over the whole minibatch's action tokens), clipped, applied."""
         a, o = self.cfg.algorithm, self.cfg.optim
@@ -424,7 +420,7 @@ class Trainer:
         self.optimisers.zero_grad()
         summed: dict[str, float] = {}
         for group in micro_batches([len(q) for q in s.seqs], idx, a.micro_batch_tokens):
-            for key, value in self._micro_batch(s, group, n_tok, before_update).items():
+            for key, value in self._micro_batch(s, group, n_tok, grid).items():
                 summed[key] = summed.get(key, 0.0) + value
         out = {"train/grad_norm_actor": _clip_and_norm(self.policy, o.max_grad_norm)}
         if self.critic is not None and self.optimisers.critic is not None:
@@ -464,7 +460,7 @@ class Trainer:
         return True
 
     def _micro_batch(
-        self, s: ScoredBatch, group: list[int], n_tok: float, before_update: dict[int, torch.Tensor]
+        self, s: ScoredBatch, group: list[int], n_tok: float, grid: GridCheck
     ) -> dict[str, float]:
         """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic."""
         a = self.cfg.algorithm
@@ -480,8 +476,7 @@ class Trainer:
         )  # fmt: skip
         assert entropy is not None
         old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
-        if s.old_logp is None:  # on-policy: one epoch, one minibatch, before its step
-            before_update.update(zip(group, (row.float().cpu() for row in old_logp), strict=True))
+        grid.add(mb, s.seqs, old_logp)  # what this micro-batch trains, against what was sampled
         ref_logp = rows(s.ref_logp) if s.ref_logp is not None else None
         actor = self.algo.actor_loss(
             ActorLossInputs(mb.action_mask, n_tok, logp, old_logp, rows(s.advantages), entropy, ref_logp), a
@@ -560,7 +555,6 @@ class Trainer:
         metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
         metrics["rollout/untokenisable"] = untokenisable
-        metrics.update(mask_coverage_stats(seqs))
         metrics.update(self.hack_watch(finished))
         _warn_failures(step, episodes)
         if not seqs:
@@ -642,48 +636,6 @@ def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
         return 0.0
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
     return float(norm)
-
-
-def mask_coverage_stats(seqs: list[TokenizedEpisode]) -> dict[str, int]:
-    """``rollout/unsampled_trained_tokens`` and ``rollout/sampled_untrained_tokens``: over the sequences
-    built from sampled ids, trained tokens the policy never sampled, and sampled tokens left untrained.
-
-    Why: both must be 0 when the mask is right (only sampled tokens are trained, all of them). A mask
-    bug — training on every token, a mask shifted by one, an end token that was never sampled — shows
-    here on the first step, long before it shows (or fails to show) in the reward.
-    """
-    unsampled = untrained = 0
-    for q in seqs:
-        if q.sample_logprobs is None:
-            continue
-        for j in range(1, len(q.input_ids)):
-            sampled = q.sample_logprobs[j] is not None
-            if q.assistant_mask[j] and not sampled:
-                unsampled += 1
-            elif sampled and not q.assistant_mask[j]:
-                untrained += 1
-    return {"rollout/unsampled_trained_tokens": unsampled, "rollout/sampled_untrained_tokens": untrained}
-
-
-def logprob_diff_stats(seqs: list[TokenizedEpisode], trainer_logp: list[torch.Tensor]) -> dict[str, float]:
-    """``rollout/logprob_diff_{max,mean}``: |sampling-time log-prob − trainer's log-prob before the
-    update| over the trained tokens that carry a sampling-time log-prob (local backend).
-
-    Why: if sampling and scoring ever differ (a generation_config extra, a re-tokenised reply, a
-    precision change) the policy gradient is silently computed for a distribution nobody sampled;
-    this number makes that visible every step. ``trainer_logp[i][j]`` scores token ``j + 1``.
-    """
-    diffs: list[float] = []
-    for q, logp in zip(seqs, trainer_logp, strict=True):
-        if q.sample_logprobs is None:
-            continue
-        for j in range(1, len(q.input_ids)):
-            sampled = q.sample_logprobs[j]
-            if q.assistant_mask[j] and sampled is not None and j - 1 < len(logp):
-                diffs.append(abs(float(logp[j - 1]) - sampled))
-    if not diffs:
-        return {}
-    return {"rollout/logprob_diff_max": max(diffs), "rollout/logprob_diff_mean": sum(diffs) / len(diffs)}
 
 
 def failures_by_kind(episodes: list[Episode]) -> dict[str, int]:
