@@ -58,6 +58,11 @@ over the old margin of 8, so GRPO's margin is now 6; PPO 12.9 -> 16.1. Every mut
 sign flip 11.3 and every-token 14.4 by the score (both under 12.9 + 6), one-early 22.2 and one-late 18.0
 by the trained-token counts; PPO one-early 12.9, every-token 18.1, one-late 14.5 likewise.
 
+Issue 23: the counters and ``rollout/logprob_diff_*`` are read off the collated micro-batches the loss
+consumes (``rlver.train.grid``), the mutations include ``action_mask`` shifted at collation, every
+test runs seeds 0 and 1, and the margins' measured gains (correct code and every mutation, both seeds)
+are the table above ``MARGIN``.
+
 Since 2026-11-23 the six mask mutations train one step and check the trained-token counts alone: those
 counts catch every mask bug at its first step (they are part of the criterion, so the criterion fails),
 and the nine further steps and two evaluations measured nothing more while costing ~3 minutes of CI.
@@ -81,6 +86,39 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 STEPS = 10
+#: The held-out score must rise by this much in ``STEPS`` steps (plus the training reward rising, plus
+#: the trained-token counts read off the collated micro-batches being 0 at every step).
+#:
+#: Measured gains (held-out score, 16 dialogues, before -> after 10 steps, 2-core CPU box, one run per
+#: cell; ``_learn`` with the mutation applied as in the tests below; issue 23). "caught
+#: by" = which part of the criterion fails (score: under the margin; counts: the grid counters are not 0;
+#: reward: the training reward did not rise). Seed 0's tokenisation-mutation cells are the offline-v5
+#: measurement in the module docstring (training unchanged since; only where the counters are read).
+#:
+#: =========  =============  ============================  ============================
+#: algorithm  code           seed 0                        seed 1
+#: =========  =============  ============================  ============================
+#: GRPO       correct        12.9 -> 21.2 (+8.3)           12.9 -> 21.8 (+8.9)
+#: GRPO       sign flipped   12.9 -> 11.3 (-1.6) score     12.9 -> 11.4 (-1.5) score
+#: GRPO       every token    12.9 -> 14.4 (+1.5) score     12.9 -> 17.0 (+4.1) score+counts
+#: GRPO       one early      12.9 -> 22.2 (+9.3) counts    12.9 -> 20.9 (+8.0) counts
+#: GRPO       one late       12.9 -> 18.0 (+5.1) counts    12.9 -> 22.1 (+9.2) counts
+#: GRPO       collate early  12.9 -> 20.3 (+7.4) counts    12.9 -> 13.3 (+0.4) score+counts
+#: GRPO       collate late   12.9 -> 19.6 (+6.7) counts    12.9 -> 22.4 (+9.5) counts
+#: PPO        correct        12.9 -> 16.1 (+3.2)           12.9 -> 17.3 (+4.4)
+#: PPO        every token    12.9 -> 18.1 (+5.2) counts    12.9 -> 13.3 (+0.4) score+counts
+#: PPO        one early      12.9 -> 12.9 (+0.0) score     12.9 -> 12.9 (+0.0) score+counts
+#: PPO        one late       12.9 -> 14.5 (+1.6) score     12.9 -> 16.6 (+3.7) counts
+#: PPO        collate early  12.9 -> 15.8 (+2.9) counts    12.9 -> 14.9 (+2.0) counts
+#: PPO        collate late   12.9 -> 14.2 (+1.3) score     12.9 -> 13.9 (+1.0) score+counts
+#: =========  =============  ============================  ============================
+#:
+#: So GRPO's margin (6) sits 2.3 under the smallest correct gain and PPO's (2) 1.2 under; the score
+#: alone cannot separate most mask bugs from the right mask (GRPO one-late seed 1 and collate-late
+#: seed 1 gain *more*), which is why the criterion also requires the grid counters to be 0: every
+#: mask mutation, the collation shifts included, fails them at the first step
+#: (``test_mask_bugs_fail_the_learning_test``, both seeds). The sign flip, which no count sees, fails
+#: the score on both seeds.
 MARGIN = {"grpo": 6.0, "ppo": 2.0}
 EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
