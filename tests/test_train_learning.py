@@ -102,7 +102,7 @@ STEPS = 10
 #: algorithm  code           seed 0                        seed 1
 #: =========  =============  ============================  ============================
 #: GRPO       correct        12.9 -> 21.2 (+8.3)           12.9 -> 21.8 (+8.9)
-#: GRPO       sign flipped   12.9 -> 11.3 (-1.6) score     12.9 -> 11.4 (-1.5) score
+#: GRPO       sign flipped   12.9 -> 11.3 (-1.6) score+reward 12.9 -> 11.4 (-1.5) score+reward
 #: GRPO       every token    12.9 -> 14.4 (+1.5) score †   12.9 -> 17.0 (+4.1) score+counts
 #: GRPO       one early      12.9 -> 22.2 (+9.3) counts †  12.9 -> 20.9 (+8.0) counts
 #: GRPO       one late       12.9 -> 18.0 (+5.1) counts †  12.9 -> 22.1 (+9.2) counts
