@@ -145,6 +145,12 @@ def _run(vc: Any, plan: Any, server: TinyModelServer, tokenizer: Any, row: dict[
     return asyncio.run(go())
 
 
+def task_profile(row: dict[str, Any]) -> Any:
+    from rlver.integrations.verl.settings import DialogueTask
+
+    return DialogueTask.from_row(row["extra_info"]).profile
+
+
 def _sampling() -> dict[str, Any]:
     return {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -227,6 +233,14 @@ def test_masks_tokens_reward_and_extra_fields(tmp_path: Path, tiny: tuple[Any, A
     assert [a["emotion_after"] for a in extra["appraisals"]] == episode.emotions
     assert extra["turn_scores"] == pytest.approx(turn_rewards(episode, RewardSpec(mode="final")))
     assert extra["reward_extra_info"]["final_emotion"] == episode.final_emotion
+    # the reward-hacking watch, as the local trainer logs it (the tiny model's replies trip vetoes)
+    from rlver.rollout.hackwatch import HackWatch
+
+    profile = task_profile(rows[0])
+    assert profile.id == episode.profile_id
+    watch = HackWatch([profile])([episode])
+    for key in ("hack/veto_rate", "hack/repeated_phrase_rate", "hack/language_mismatch_rate"):
+        assert extra["reward_extra_info"][key.replace("/", "_")] == watch[key]
     assert extra["end_reason"] == episode.end_reason
     assert extra["global_steps"] == 3  # the server's extra fields are kept (off-policy bookkeeping)
     assert out.num_turns == 2 * turns  # opening + replies + answers that were appended

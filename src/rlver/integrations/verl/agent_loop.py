@@ -51,6 +51,7 @@ from rlver.integrations.verl import AGENT_NAME
 from rlver.integrations.verl.settings import DialogueTask
 from rlver.io import append_jsonl
 from rlver.records import Episode
+from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import SimulatorSpec, build_simulator
@@ -59,6 +60,13 @@ logger = logging.getLogger(__name__)
 
 #: A reply needs room: when fewer response tokens than this are left, the dialogue stops.
 MIN_REPLY_TOKENS = 8
+#: The hack-watch rates each dialogue reports in ``reward_extra_info`` (as ``hack_veto_rate``, ...).
+HACK_EXTRA = (
+    "hack/veto_rate",
+    "hack/reply_chars_mean",
+    "hack/repeated_phrase_rate",
+    "hack/language_mismatch_rate",
+)
 #: Token names that end a turn in common chat templates (cut there before decoding the reply).
 _STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>")
 
@@ -531,6 +539,12 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                     "success": float(episode.succeeded),
                     "failure": float(episode.failed_low),
                     "format_errors": float(episode.format_errors),
+                    # the reward-hacking watch (rlver.rollout.hackwatch), as the local trainer logs it
+                    **{
+                        key.replace("/", "_"): value
+                        for key, value in HackWatch([task.profile])([episode]).items()
+                        if key in HACK_EXTRA
+                    },
                 },
             }
         )
