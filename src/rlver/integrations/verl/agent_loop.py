@@ -315,7 +315,8 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         return list(ids)
 
     # -- the loop -------------------------------------------------------------------------------
-    async def run(
+    # verl 0.9.1's base class declares one output, its v1 worker takes a list too (agent_loop_tq.py:151)
+    async def run(  # type: ignore[override]
         self, sampling_params: dict[str, Any], **kwargs: Any
     ) -> AgentLoopOutput | list[AgentLoopOutput]:
         """One dialogue: one output (``think_context: full``, or no think), or one per assistant turn
