@@ -134,3 +134,19 @@ def test_flat_reward_keys_of_older_files_nest() -> None:
     assert RewardSpec.nest_flat_keys(new) is new
     both = {"reward": {"mode": "delta"}, "format_penalty": 0.1}
     assert RewardSpec.nest_flat_keys(both) == {"reward": {"mode": "delta", "format_penalty": 0.1}}
+
+
+def test_sample_rewards_per_layout() -> None:
+    """What one training sample earns: the turn rewards (the lost turns' folded onto the last kept one),
+    or for a turn sample the reward from its turn on, never the turns before it."""
+    from rlver.env.rewards import place_on_tokens, sample_rewards
+
+    ep = make_episode(30, [40, 35, 60], ["<think>a</think>x", "no think", "<think>c</think>z"], think=True)
+    spec = RewardSpec(mode="delta", format_penalty=0.1)
+    per_turn = turn_rewards(ep, spec)
+    assert per_turn == pytest.approx([0.10, -0.05 - 0.1, 0.25])
+    assert sample_rewards(ep, spec) == pytest.approx(per_turn)
+    assert sample_rewards(ep, spec, kept_turns=2) == pytest.approx([0.10, -0.15 + 0.25])
+    # turn samples: the penalty on turn 1 is charged to turns 0 and 1, not to turn 2
+    assert [sample_rewards(ep, spec, turn=k)[0] for k in range(3)] == pytest.approx([0.20, 0.10, 0.25])
+    assert place_on_tokens([0.5, 0.25], [1, 4], 6) == [0.0, 0.5, 0.0, 0.0, 0.25, 0.0]

@@ -58,6 +58,11 @@ over the old margin of 8, so GRPO's margin is now 6; PPO 12.9 -> 16.1. Every mut
 sign flip 11.3 and every-token 14.4 by the score (both under 12.9 + 6), one-early 22.2 and one-late 18.0
 by the trained-token counts; PPO one-early 12.9, every-token 18.1, one-late 14.5 likewise.
 
+Issue 23: the counters and ``rollout/logprob_diff_*`` are read off the collated micro-batches the loss
+consumes (``rlver.train.grid``), the mutations include ``action_mask`` shifted at collation, every
+test runs seeds 0 and 1, and the margins' measured gains (correct code and every mutation, both seeds)
+are the table above ``MARGIN``.
+
 Since 2026-11-23 the six mask mutations train one step and check the trained-token counts alone: those
 counts catch every mask bug at its first step (they are part of the criterion, so the criterion fails),
 and the nine further steps and two evaluations measured nothing more while costing ~3 minutes of CI.
@@ -81,11 +86,50 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 STEPS = 10
+#: The held-out score must rise by this much in ``STEPS`` steps (plus the training reward rising, plus
+#: the trained-token counts read off the collated micro-batches being 0 at every step).
+#:
+#: Measured gains (held-out score, 16 dialogues, before -> after 10 steps, 2-core CPU box, one run per
+#: cell; ``_learn`` with the mutation applied as in the tests below; issue 23). "caught
+#: by" = which part of the criterion fails (score: under the margin; counts: the grid counters are not 0;
+#: reward: the training reward did not rise). Seed 0's tokenisation-mutation cells are the offline-v5
+#: measurement in the module docstring (training unchanged since; only where the counters are read).
+#: Gains are printed from unrounded scores, so a gain may differ by 0.1 from the rounded scores.
+#: † the earlier measurement's reading, made with the episode-level counters; the grid counters
+#: catch each of these at the first step too (the one-step mask tests, both seeds).
+#:
+#: =========  =============  ============================  ============================
+#: algorithm  code           seed 0                        seed 1
+#: =========  =============  ============================  ============================
+#: GRPO       correct        12.9 -> 21.2 (+8.3)           12.9 -> 21.8 (+8.9)
+#: GRPO       sign flipped   12.9 -> 11.3 (-1.6) score+reward 12.9 -> 11.4 (-1.5) score+reward
+#: GRPO       every token    12.9 -> 14.4 (+1.5) score †   12.9 -> 17.0 (+4.1) score+counts
+#: GRPO       one early      12.9 -> 22.2 (+9.3) counts †  12.9 -> 20.9 (+8.0) counts
+#: GRPO       one late       12.9 -> 18.0 (+5.1) counts †  12.9 -> 22.1 (+9.2) counts
+#: GRPO       collate early  12.9 -> 20.3 (+7.4) counts    12.9 -> 13.3 (+0.4) score+counts
+#: GRPO       collate late   12.9 -> 19.6 (+6.8) counts    12.9 -> 22.4 (+9.6) counts
+#: PPO        correct        12.9 -> 16.1 (+3.2)           12.9 -> 17.3 (+4.4)
+#: PPO        every token    12.9 -> 18.1 (+5.2) counts †  12.9 -> 13.3 (+0.4) score+counts
+#: PPO        one early      12.9 -> 12.9 (+0.0) score †   12.9 -> 12.9 (+0.0) score+counts
+#: PPO        one late       12.9 -> 14.5 (+1.6) score †   12.9 -> 16.6 (+3.7) counts
+#: PPO        collate early  12.9 -> 15.8 (+2.9) counts    12.9 -> 14.9 (+2.0) counts
+#: PPO        collate late   12.9 -> 14.2 (+1.4) score+counts 12.9 -> 13.9 (+1.0) score+counts
+#: =========  =============  ============================  ============================
+#:
+#: So GRPO's margin (6) sits 2.3 under the smallest correct gain and PPO's (2) 1.2 under; the score
+#: alone cannot separate most mask bugs from the right mask (GRPO one-late seed 1 and collate-late
+#: seed 1 gain *more*), which is why the criterion also requires the grid counters to be 0: every
+#: mask mutation, the collation shifts included, fails them at the first step
+#: (``test_mask_bugs_fail_the_learning_test``, both seeds). The sign flip, which no count sees, fails
+#: the score on both seeds.
 MARGIN = {"grpo": 6.0, "ppo": 2.0}
 EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
 
-def _trainer(algorithm: str, tmp_path: Path, steps: int) -> Trainer:
+SEEDS = (0, 1)
+
+
+def _trainer(algorithm: str, tmp_path: Path, steps: int, seed: int = 0) -> Trainer:
     from rlver.train.trainer import Trainer
 
     torch.set_num_threads(1)
@@ -94,6 +138,7 @@ def _trainer(algorithm: str, tmp_path: Path, steps: int) -> Trainer:
         [
             f"algorithm.name={algorithm}",
             f"run.steps={steps}",
+            f"run.seed={seed}",
             "eval.every=0",
             "eval.at_start=false",
             "run.tensorboard=false",
@@ -104,8 +149,8 @@ def _trainer(algorithm: str, tmp_path: Path, steps: int) -> Trainer:
     return Trainer(config, tmp_path)
 
 
-def _learn(algorithm: str, tmp_path: Path) -> tuple[float, float, list[dict[str, Any]]]:
-    trainer = _trainer(algorithm, tmp_path, STEPS)
+def _learn(algorithm: str, tmp_path: Path, seed: int = 0) -> tuple[float, float, list[dict[str, Any]]]:
+    trainer = _trainer(algorithm, tmp_path, STEPS, seed)
     before = trainer.evaluate()["score"]
     history = trainer.train()
     after = trainer.eval_history[-1]["score"]
@@ -132,15 +177,17 @@ def _not_learned(algorithm: str, before: float, after: float, history: list[dict
     return failures
 
 
+@pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
-def test_reward_rises_on_held_out_users(algorithm: str, tmp_path: Path) -> None:
-    before, after, history = _learn(algorithm, tmp_path)
-    print(f"{algorithm}: held-out score {before:.1f} -> {after:.1f}")
+def test_reward_rises_on_held_out_users(algorithm: str, seed: int, tmp_path: Path) -> None:
+    before, after, history = _learn(algorithm, tmp_path, seed)
+    print(f"{algorithm} seed {seed}: held-out score {before:.1f} -> {after:.1f}")
     failures = _not_learned(algorithm, before, after, history)
     assert not failures, f"{algorithm}: {failures}"
 
 
-def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_learning_test_can_fail(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Mutation check of the test above: with the GRPO advantages' sign flipped (a deliberate bug in
     the code under test) the held-out score must not rise by the margin — so a wrong sign fails CI."""
     from rlver.train.algorithms import core
@@ -151,8 +198,8 @@ def test_the_learning_test_can_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         return -real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(core, "group_advantages", flipped)
-    before, after, history = _learn("grpo", tmp_path)
-    print(f"grpo, sign flipped: held-out score {before:.1f} -> {after:.1f}")
+    before, after, history = _learn("grpo", tmp_path, seed)
+    print(f"grpo seed {seed}, sign flipped: held-out score {before:.1f} -> {after:.1f}")
     assert _not_learned("grpo", before, after, history), (
         f"flipped sign still learned: {before:.1f} -> {after:.1f}"
     )
@@ -177,22 +224,28 @@ MUTATIONS: dict[str, Callable[[list[int]], list[int]]] = {
 }
 
 
-@pytest.mark.parametrize(
-    ("algorithm", "mutation"),
-    [
-        ("grpo", "every-token"),
-        ("grpo", "one-early"),
-        ("grpo", "one-late"),
-        ("ppo", "one-early"),
-        ("ppo", "every-token"),
-        ("ppo", "one-late"),
-    ],
-)
-def test_mask_bugs_fail_the_learning_test(
-    algorithm: str, mutation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _shifted_at_collation(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
+    """The bug the old counters could not see: ``action_mask`` shifted by ``shift`` positions while the
+    padded batch is built (``rlver.train.batch.collate``), the tokenised episodes left right."""
     from rlver.train import trainer as trainer_module
 
+    real = trainer_module.collate
+
+    def mutated(*args: Any, **kwargs: Any) -> Any:
+        mb = real(*args, **kwargs)
+        mb.action_mask = torch.roll(mb.action_mask, shifts=shift, dims=1)
+        return mb
+
+    monkeypatch.setattr(trainer_module, "collate", mutated)
+
+
+def _mutate_mask(monkeypatch: pytest.MonkeyPatch, mutation: str) -> None:
+    """Apply one mask mutation: to the tokenised episode (``episode_to_tensors``) or at collation."""
+    from rlver.train import trainer as trainer_module
+
+    if mutation.startswith("collate"):
+        _shifted_at_collation(monkeypatch, -1 if mutation == "collate-early" else 1)
+        return
     real = trainer_module.episode_to_tensors
     mutate = MUTATIONS[mutation]
 
@@ -202,9 +255,22 @@ def test_mask_bugs_fail_the_learning_test(
         return seq
 
     monkeypatch.setattr(trainer_module, "episode_to_tensors", mutated)
-    # One step is enough: the trained-token counts, part of the learning criterion, catch every mask bug
-    # at the first step, and with the right mask they are 0 at every step (test_reward_rises_...).
-    history = _trainer(algorithm, tmp_path, 1).train()
+
+
+MASK_MUTATIONS = ("every-token", "one-early", "one-late", "collate-early", "collate-late")
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mutation", MASK_MUTATIONS)
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_mask_bugs_fail_the_learning_test(
+    algorithm: str, mutation: str, seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _mutate_mask(monkeypatch, mutation)
+    # One step is enough: the trained-token counts, part of the learning criterion and read off the
+    # collated micro-batches the loss consumes (rlver.train.grid), catch every mask bug at the first
+    # step, and with the right mask they are 0 at every step (test_reward_rises_...).
+    history = _trainer(algorithm, tmp_path, 1, seed).train()
     assert _mask_failures(history), (
         f"{algorithm} with the mask bug {mutation!r} trained exactly the sampled tokens"
     )

@@ -195,3 +195,27 @@ def test_cli_train_then_export_roundtrip(tmp_path: Path) -> None:
     assert bad.returncode == 2
     assert "optim.lr: unknown key" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.slow  # three training steps: about 25 s on the 2-core box
+def test_nonfinite_gradient_skips_the_step_and_stops_the_run(tmp_path: Path) -> None:
+    """A NaN gradient norm leaves the weights untouched, is counted in ``train/nonfinite_skips``, and
+    ``optim.max_nonfinite_in_a_row`` such steps in a row stop the run with a message."""
+    from rlver.train.trainer import Trainer, TrainError
+
+    trainer = Trainer(
+        _config("run.steps=3", "eval.every=0", "optim.max_nonfinite_in_a_row=2"), tmp_path / "nan"
+    )
+    param = next(p for p in trainer.policy.parameters() if p.requires_grad)
+    hook = param.register_hook(lambda g: g * float("nan"))
+    before = _weights(trainer.policy)
+    metrics = trainer.train_step()
+    assert metrics["train/nonfinite_skips"] == 1.0
+    assert all(torch.equal(before[k], v) for k, v in _weights(trainer.policy).items())
+    with pytest.raises(TrainError, match=r"2 optimiser steps in a row.*max_nonfinite_in_a_row=2"):
+        trainer.train_step()
+    hook.remove()  # a finite step resets the count and moves the weights
+    trainer.nonfinite_in_a_row = 1
+    metrics = trainer.train_step()
+    assert metrics["train/nonfinite_skips"] == 0.0 and trainer.nonfinite_in_a_row == 0
+    assert any(not torch.equal(before[k], v) for k, v in _weights(trainer.policy).items())

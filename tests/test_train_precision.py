@@ -109,3 +109,25 @@ def test_export_casts_to_the_runs_dtype(tmp_path: Path) -> None:
     assert {t.dtype for t in load_file(default / "model.safetensors").values()} == {torch.bfloat16}
     full = export_checkpoint(run, tmp_path / "fp32", dtype="float32")
     assert {t.dtype for t in load_file(full / "model.safetensors").values()} == {torch.float32}
+
+
+def test_reference_runs_in_the_policys_precision(tmp_path: Path) -> None:
+    """At step 0 the reference *is* the policy, so with ``dtype: bfloat16`` their log-probs must agree
+    exactly: a reference held in bf16 weights against the policy's fp32 master weights gave a gap of
+    2.3e-3 (issue 23), a KL penalty charged to a policy that had not moved."""
+    from rlver.train.loading import base_model_path, load_policy, load_reference
+
+    cfg = load_train_config("tiny-offline", ["model.dtype=bfloat16", "algorithm.kl_coef=0.1"])
+    base = base_model_path(cfg.model, tmp_path)
+    device = torch.device("cpu")
+    policy, reference = load_policy(base, cfg.model, device), load_reference(base, cfg.model, device)
+    assert {p.dtype for p in reference.parameters()} == {torch.float32}
+    ids = torch.arange(2, 40).reshape(2, 19)
+    with torch.no_grad():
+        a = torch.log_softmax(policy(input_ids=ids).logits.float(), -1)
+        b = torch.log_softmax(reference(input_ids=ids).logits.float(), -1)
+    assert torch.equal(a, b)
+    # what the old bf16-weight reference computed: the test can tell the two apart
+    with torch.no_grad():
+        c = torch.log_softmax(reference.to(torch.bfloat16)(input_ids=ids).logits.float(), -1)
+    assert (a - c).abs().max().item() > 1e-4

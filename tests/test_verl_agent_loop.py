@@ -145,6 +145,12 @@ def _run(vc: Any, plan: Any, server: TinyModelServer, tokenizer: Any, row: dict[
     return asyncio.run(go())
 
 
+def task_profile(row: dict[str, Any]) -> Any:
+    from rlver.integrations.verl.settings import DialogueTask
+
+    return DialogueTask.from_row(row["extra_info"]).profile
+
+
 def _sampling() -> dict[str, Any]:
     return {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
 
@@ -227,6 +233,14 @@ def test_masks_tokens_reward_and_extra_fields(tmp_path: Path, tiny: tuple[Any, A
     assert [a["emotion_after"] for a in extra["appraisals"]] == episode.emotions
     assert extra["turn_scores"] == pytest.approx(turn_rewards(episode, RewardSpec(mode="final")))
     assert extra["reward_extra_info"]["final_emotion"] == episode.final_emotion
+    # the reward-hacking watch, as the local trainer logs it (the tiny model's replies trip vetoes)
+    from rlver.rollout.hackwatch import HackWatch
+
+    profile = task_profile(rows[0])
+    assert profile.id == episode.profile_id
+    watch = HackWatch([profile])([episode])
+    for key in ("hack/veto_rate", "hack/repeated_phrase_rate", "hack/language_mismatch_rate"):
+        assert extra["reward_extra_info"][key.replace("/", "_")] == watch[key]
     assert extra["end_reason"] == episode.end_reason
     assert extra["global_steps"] == 3  # the server's extra fields are kept (off-policy bookkeeping)
     assert out.num_turns == 2 * turns  # opening + replies + answers that were appended
@@ -379,3 +393,106 @@ def test_a_failed_dialogue_fails_its_whole_group(tmp_path: Path, tiny: tuple[Any
     # a group without failures returns both dialogues, and logs them
     ok = asyncio.run(group("u2"))
     assert all(isinstance(r, AgentLoopOutput) for r in ok) and len(_episodes(plan)) == 2
+
+
+class SometimesNoThink(TinyModelServer):
+    """Think mode where every other reply skips its think block: a format error the penalty charges."""
+
+    async def generate(self, request_id: str, **kw: Any):  # type: ignore[no-untyped-def]
+        self.think = len(self.replies) % 2 == 0
+        return await super().generate(request_id, **kw)
+
+
+def _local_rows(cfg: Any, episode: Episode, tokenizer: Any) -> list[tuple[list[int], list[float], float]]:
+    """What the local trainer trains on for ``episode``: per sample, the trained token ids, the reward
+    on each trained token and the sample's score, through the trainer's own tokenisation and reward
+    placement (``Trainer._tokenise``, ``Trainer._turn_rewards``, ``core.token_rewards``)."""
+    from types import SimpleNamespace
+
+    from rlver.train.algorithms import core
+    from rlver.train.trainer import Trainer
+
+    trainer: Any = SimpleNamespace(cfg=cfg, tokenizer=tokenizer)
+    episodes, seqs, dropped = Trainer._tokenise(trainer, [episode])
+    assert dropped == 0
+    rows = []
+    for ep, q in zip(episodes, seqs, strict=True):
+        rewards = Trainer._turn_rewards(trainer, ep, q)
+        grid = core.token_rewards([rewards], [[e - 1 for e in q.turn_end_positions]], (1, len(q) - 1))[0]
+        trained = [j for j in range(1, len(q)) if q.assistant_mask[j]]
+        rows.append(([q.input_ids[j] for j in trained], [float(grid[j - 1]) for j in trained], sum(rewards)))
+    return rows
+
+
+def _verl_rows(outputs: list[AgentLoopOutput]) -> list[tuple[list[int], list[float], float]]:
+    """The same from the agent loop's outputs, as verl's v1 trainer reads them (``rm_scores``)."""
+    rows = []
+    for out in outputs:
+        scores = out.as_dict()["rm_scores"].tolist()
+        trained = [i for i, m in enumerate(out.response_mask) if m]
+        assert all(
+            scores[i] == 0.0 for i in range(len(scores)) if i not in trained
+        )  # rewards on trained tokens
+        rows.append(([out.response_ids[i] for i in trained], [scores[i] for i in trained], sum(scores)))
+    return rows
+
+
+def _returns(rewards: list[float], gamma: float, lam: float) -> list[float]:
+    """verl's own GAE (values 0) over one sample's trained tokens: the returns its critic regresses on."""
+    from verl.trainer.ppo.core_algos import compute_gae_advantage_return
+
+    r = torch.tensor([rewards])
+    _, ret = compute_gae_advantage_return(r, torch.zeros_like(r), torch.ones_like(r), gamma, lam)
+    return ret[0].tolist()
+
+
+@pytest.mark.parametrize("think_context", ["full", "visible"])
+@pytest.mark.parametrize("mode", ["final", "delta", "mixed"])
+def test_per_token_rewards_and_returns_match_the_local_trainer(
+    tmp_path: Path, tiny: tuple[Any, Any], mode: str, think_context: str
+) -> None:
+    """Random per-turn emotion changes, a format penalty on every other reply: the local trainer and the
+    verl agent loop put the same reward on the same trained tokens, so the returns (verl's own GAE) and
+    GRPO scores agree token by token, in both think layouts. (Before: verl summed the turns into one
+    score on the last token, and a visible-layout turn sample earned the whole dialogue's reward.)"""
+    import random
+
+    from rlver.records import SampledTurn
+
+    model, tokenizer = tiny
+    changes = random.Random(f"{mode}-{think_context}")
+    with FakeChatServer(responder=lambda body: _universal_answer(changes.randint(-15, 15))) as sim:
+        plan, vc, rows = _setup(
+            tmp_path,
+            tokenizer,
+            *_llm_overrides(sim),
+            "rollout.think=true",
+            f"rollout.think_context={think_context}",
+            "rollout.max_assistant_turns=4",
+            "rollout.start_emotion=50",
+            f"rollout.reward.mode={mode}",
+            "rollout.reward.format_penalty=0.1",
+            "algorithm.gamma=0.9",
+            "algorithm.lam=0.8",
+        )
+        server = SometimesNoThink(model, tokenizer, think=True)
+        out = _run(vc, plan, server, tokenizer, rows[0])
+    outputs = out if isinstance(out, list) else [out]
+    (episode,) = _episodes(plan)
+    assert episode.assistant_turns >= 2 and episode.format_errors >= 1
+    assert len(set(turn_rewards(episode, RewardSpec(mode=mode, format_penalty=0.1)))) > 1  # not all equal
+    episode.sampled = [SampledTurn(token_ids=r, logprobs=[-0.5] * len(r)) for r in server.replies]
+    cfg = load_verl_config("tiny-offline", [f"verl.out_dir={tmp_path}", "rollout.think=true",
+                                            f"rollout.think_context={think_context}",
+                                            f"rollout.reward.mode={mode}", "rollout.reward.format_penalty=0.1"])  # fmt: skip
+    local, remote = _local_rows(cfg, episode, tokenizer), _verl_rows(outputs)
+    assert len(local) == len(remote) == (episode.assistant_turns if think_context == "visible" else 1)
+    for (l_ids, l_rew, l_score), (v_ids, v_rew, v_score) in zip(local, remote, strict=True):
+        assert l_ids == v_ids  # the same trained tokens ...
+        assert l_rew == pytest.approx(v_rew, abs=1e-6)  # ... the same reward on each ...
+        assert _returns(l_rew, 0.9, 0.8) == pytest.approx(_returns(v_rew, 0.9, 0.8), abs=1e-6)
+        assert l_score == pytest.approx(v_score, abs=1e-6)  # ... and the same GRPO score
+    if think_context == "visible":  # each turn earns the reward from its turn on, not the dialogue's
+        per_turn = turn_rewards(episode, RewardSpec(mode=mode, format_penalty=0.1))
+        assert [s for _, _, s in remote] == pytest.approx([sum(per_turn[k:]) for k in range(len(per_turn))])
+        assert all(SECRET not in tokenizer.decode(o.prompt_ids) for o in outputs)  # thought-free history

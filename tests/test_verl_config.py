@@ -263,3 +263,92 @@ def test_rows_carry_the_configs_one_env_mapping_and_reward_spec(tmp_path: Path) 
     _, bench = _plan(tmp_path / "bench", "eval.limit=1", "eval.protocol=benchmark")
     row = pq.read_table(bench.val_file).column("extra_info").to_pylist()[0]
     assert DialogueTask.from_row(row).env.start_emotion == 40  # the benchmark's start, not training's 30
+
+
+def _verl_readers() -> tuple[dict[Path, str], dict[Path, str]]:
+    """verl's own Python code outside its config definitions, and its YAML configs."""
+    import verl
+
+    root = Path(verl.__file__).parent
+    code = {p: p.read_text(errors="ignore") for p in root.rglob("*.py") if "config" not in p.parent.name}
+    yamls = {p: p.read_text(errors="ignore") for p in root.rglob("*.yaml")}
+    return code, yamls
+
+
+def _is_read(leaf: str, code: dict[Path, str], yamls: dict[Path, str]) -> bool:
+    """Whether verl reads a setting called ``leaf``: an attribute/item access or keyword in its code, or
+    an interpolation in its YAML. A field that only its config dataclass mentions is never read."""
+    import re
+
+    access = re.compile(rf"(\.{leaf}\b|\[[\"']{leaf}[\"']\]|get\([\"']{leaf}[\"']|\b{leaf}=)")
+    interpolated = re.compile(rf"\$\{{[^}}]*\b{leaf}\}}")
+    return any(access.search(t) for t in code.values()) or any(interpolated.search(t) for t in yamls.values())
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+def test_every_key_we_write_is_in_verls_schema_and_read(tmp_path: Path, algorithm: str) -> None:
+    """Each override names a field of the dataclass verl builds that node into (its ``_target_``), or a
+    key of verl's own YAML where the node has no dataclass, and that field is one verl's code reads.
+    (``actor.grad_clip`` passed the old Hydra check yet was never read: verl clips with
+    ``optim.clip_grad``.)"""
+    import dataclasses
+
+    from hydra.utils import get_class
+    from omegaconf import DictConfig
+
+    extra = ["rollout.n_per_profile=1"] if algorithm == "ppo" else ["rollout.n_per_profile=2"]
+    _, plan = _plan(tmp_path, f"algorithm.name={algorithm}", "algorithm.kl_coef=0.1", *extra)
+    vc = compose_verl_config(plan.overrides)
+    code, yamls = _verl_readers()
+    unread, unknown = [], []
+    for override in plan.overrides:
+        key = override.split("=", 1)[0].lstrip("+")
+        if key.startswith("ray_kwargs."):
+            continue  # handed to ray.init as keyword arguments
+        parent, leaf = key.rsplit(".", 1)
+        node = OmegaConf.select(vc, parent)
+        assert isinstance(node, DictConfig), key
+        target = node.get("_target_")
+        if target is not None:
+            fields = {f.name for f in dataclasses.fields(get_class(target))}
+            if leaf not in fields:
+                unknown.append(f"{key} (not a field of {target})")
+        elif leaf not in node:
+            unknown.append(f"{key} (not in verl's YAML)")
+        if not _is_read(leaf, code, yamls):
+            unread.append(key)
+    assert not unknown, unknown
+    assert not unread, f"keys verl 0.9.1 never reads: {unread}"
+    assert _is_read("clip_grad", code, yamls) and not _is_read("grad_clip", code, yamls)  # the check works
+
+
+def test_optimiser_settings_reach_verls_optimiser(tmp_path: Path) -> None:
+    """Grad clip, betas and eps arrive in the dataclass verl's FSDP engine clips and builds AdamW from."""
+    import torch
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config.optimizer import build_optimizer
+
+    _, plan = _plan(
+        tmp_path,
+        "algorithm.name=ppo",
+        "rollout.n_per_profile=1",
+        "optim.max_grad_norm=0.5",
+        "optim.eps=1e-5",
+        "optim.betas=[0.8,0.95]",
+    )
+    vc = compose_verl_config(plan.overrides)
+    for node in (vc.actor_rollout_ref.actor.optim, vc.critic.optim):
+        optim = omega_conf_to_dataclass(node)
+        assert optim.clip_grad == 0.5
+        built = build_optimizer([torch.nn.Parameter(torch.zeros(2))], optim)
+        group = built.param_groups[0]
+        assert group["eps"] == 1e-5 and tuple(group["betas"]) == (0.8, 0.95)
+
+
+def test_settings_verl_cannot_honour_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"algorithm\.whiten_advantages=false"):
+        _plan(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", "algorithm.whiten_advantages=false")
+    with pytest.raises(ConfigError, match=r"algorithm\.grpo_eps=0\.001"):
+        _plan(tmp_path, "algorithm.grpo_eps=0.001")
+    with pytest.raises(ConfigError, match=r"optim\.schedule=linear"):
+        _plan(tmp_path, "optim.schedule=linear")

@@ -124,6 +124,8 @@ class EnvConfig(BaseModel):
             "turn_limit_rule": "after_user_exceeds",
             "shared_opening": True,
         }
+        if overrides.get("think"):  # only visible text in the history (vllm_rollout_spmd_think.py:555)
+            dynamics["think_context"] = "visible"
         return cls.training(**{**dynamics, **overrides})
 
     @property

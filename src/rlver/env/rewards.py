@@ -137,3 +137,41 @@ def turn_rewards(episode: Episode, spec: RewardSpec | None = None) -> list[float
 def episode_reward(episode: Episode, spec: RewardSpec | None = None) -> float:
     """The scalar reward of a whole episode: the sum of its turn rewards (``final``: final emotion / 100)."""
     return float(sum(turn_rewards(episode, spec)))
+
+
+def sample_rewards(
+    episode: Episode,
+    spec: RewardSpec | None = None,
+    *,
+    kept_turns: int | None = None,
+    turn: int | None = None,
+) -> list[float]:
+    """The rewards one *training sample* carries, one per assistant-turn end it holds, in order.
+
+    The one function both engines place on tokens (the local trainer on its shifted grid, verl's agent
+    loop in ``rm_scores``), so the two train on the same per-token rewards and hence the same returns:
+
+    * a whole dialogue (``turn=None``): :func:`turn_rewards`, each on its turn's last token. When
+      ``kept_turns`` (the turns that fit the token budget) is fewer than the dialogue's, what the lost
+      turns earned lands on the last kept turn, so the sample still earns the episode's reward;
+    * one assistant turn ``turn`` of the thought-free layout (``think_context: visible``, one sample per
+      turn as published, RLVER ``vllm_rollout_spmd_think.py:683-691``): one value, the reward from that
+      turn on, ``sum(turn_rewards[turn:])``. With γ = 1 that is exactly the return the turn's tokens
+      get in the whole-dialogue layout; a format penalty on turn 3 is charged to turns 0-3, never to
+      turns after it. (γ < 1 discounts within a sample's tokens only, not across turns.)
+    """
+    rewards = turn_rewards(episode, spec)
+    if turn is not None:
+        return [float(sum(rewards[turn:]))]
+    if kept_turns is not None and 0 < kept_turns < len(rewards):
+        k = kept_turns
+        rewards = [*rewards[: k - 1], float(sum(rewards[k - 1 :]))]
+    return rewards
+
+
+def place_on_tokens(rewards: list[float], turn_ends: list[int], length: int) -> list[float]:
+    """A per-token reward row of ``length``: ``rewards[k]`` on index ``turn_ends[k]``, 0 elsewhere."""
+    row = [0.0] * length
+    for r, end in zip(rewards, turn_ends, strict=True):
+        row[end] += r
+    return row

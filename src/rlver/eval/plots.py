@@ -192,6 +192,23 @@ def coordinate_png(summaries: Sequence[JudgeSummary]) -> bytes:
     return _png(fig)
 
 
+def _mark_hacking(ax: Any, history: Sequence[dict[str, Any]]) -> None:
+    """A dashed line at the first step where a ``hack/*`` rate (``rlver.rollout.hackwatch``) passed its
+    threshold: a reward that rises from there on may be the simulator being gamed."""
+    from rlver.rollout.hackwatch import HACK_THRESHOLD, first_crossing
+
+    crossing = first_crossing(history)
+    if crossing is None:
+        return
+    step, key = crossing
+    ax.axvline(
+        step,
+        color="#f58518",
+        linestyle="--",
+        label=f"{key.removeprefix('hack/')} > {HACK_THRESHOLD:.0%} from step {step}",
+    )
+
+
 def reward_curve_png(
     history: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]], protocol: str | None = None
 ) -> bytes:
@@ -219,6 +236,7 @@ def reward_curve_png(
             color="#e45756",
             label=f"held-out score ({protocol})" if protocol else "held-out score",
         )
+    _mark_hacking(ax, history)
     ax.set_xlabel("RL step")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylabel("final emotion (reward x 100)")

@@ -95,6 +95,11 @@ class OptimSettings(_Strict):
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
     max_grad_norm: float | None = Field(default=1.0, gt=0.0)
+    #: A step whose gradient norm is inf/NaN is skipped (as verl's FSDP workers do); this many skipped
+    #: optimiser steps in a row stop the run, since the weights or the data are then broken for good.
+    max_nonfinite_in_a_row: int = Field(
+        default=3, ge=1, description="non-finite gradient steps in a row that stop the run"
+    )
     schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(default=0, ge=0, description="linear lr warm-up, both optimisers")
     # verl's `optim.lr_warmup_steps_ratio`, per optimiser: warm-up = int(ratio * run.steps) steps

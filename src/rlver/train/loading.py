@@ -138,11 +138,18 @@ def _load_trainable(
 
 
 def load_reference(base: Path | str, settings: ModelSettings, device: torch.device) -> nn.Module:
-    """A frozen copy of the base model (full fine-tuning with a KL term only)."""
+    """A frozen copy of the base model (full fine-tuning with a KL term only), in the policy's precision.
+
+    Its weights are fp32 like the policy's master weights, and with ``dtype: bfloat16`` it computes
+    under the same autocast. Why not bf16 weights (half the memory)? At step 0 the reference and the
+    policy are the same model, so their log-probs must agree exactly; bf16-rounded weights against the
+    policy's fp32 ones gave a log-prob gap of 2.3e-3 (issue 23), i.e. a KL penalty on a policy that
+    has not moved.
+    """
     from transformers import AutoModelForCausalLM
 
-    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype(settings.dtype))
-    if settings.dtype == "bfloat16":  # frozen: bf16 weights lose nothing; compute like the policy does
+    model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    if settings.dtype == "bfloat16":  # compute exactly as the policy does (rlver.train.precision)
         compute_in_bf16(model, device)
     _no_dropout(model)
     model.requires_grad_(False)

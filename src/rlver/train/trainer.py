@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch import nn
 
 from rlver.config import mask_secret_values, redacted
-from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.env.rewards import episode_reward, sample_rewards
 from rlver.errors import RlverError
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
@@ -46,6 +46,7 @@ from rlver.llm.local import LocalChatModel, sampling_settings
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
+from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.outcomes import outcomes
 from rlver.rollout.runner import run_rollouts
 from rlver.simulator.factory import build_simulator
@@ -62,6 +63,7 @@ from rlver.train.checkpoint import (
 )
 from rlver.train.config import TrainConfig
 from rlver.train.context_budget import cut_to_turns
+from rlver.train.grid import GridCheck
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
@@ -139,8 +141,12 @@ class Trainer:
         )
         self.simulator = build_simulator(config.simulator)
         self.train_profiles, self.eval_profiles = self._load_profiles()
+        #: the offline user's veto detectors on the policy's replies, every step (``hack/*`` metrics)
+        self.hack_watch = HackWatch(self.train_profiles)
 
         self.step = 0
+        #: optimiser steps skipped in a row for a non-finite gradient norm (``_skip_nonfinite``)
+        self.nonfinite_in_a_row = 0
         self.data_position = 0
         self.eval_history: list[dict[str, Any]] = []
         if checkpoint is not None:
@@ -287,7 +293,7 @@ class Trainer:
         per_turn = self.cfg.rollout.think and self.cfg.rollout.think_context == "visible"
         for ep in episodes:
             try:
-                if per_turn:  # one sample per assistant turn, each with the dialogue's reward
+                if per_turn:  # one sample per assistant turn, each with the reward from its turn on
                     samples = episode_turn_samples(ep, self.tokenizer, max_length=self.cfg.model.max_length)
                     seqs.extend(samples)
                     kept_eps.extend([ep] * len(samples))
@@ -342,30 +348,26 @@ class Trainer:
             return policy_forward(self.policy, mb, temp, chunk_tokens=chunk)[0]
 
     def _turn_rewards(self, ep: Episode, seq: TokenizedEpisode) -> list[float]:
-        spec = self.cfg.rollout.reward
-        if seq.meta.get("per_turn"):  # published think mode: the dialogue's reward on every turn sample
-            return [episode_reward(ep, spec)]
-        rewards = turn_rewards(ep, spec)
-        if seq.kept_turns < len(
-            rewards
-        ):  # cut by max_length: what the lost turns earned lands on the last kept one
-            k = seq.kept_turns
-            rewards = [*rewards[: k - 1], sum(rewards[k - 1 :])]
-        return rewards
+        """The sample's rewards from :func:`rlver.env.rewards.sample_rewards`, the function verl's agent
+        loop uses too: a turn sample (think_context visible) earns the reward from its turn on."""
+        turn = seq.meta.get("turn") if seq.meta.get("per_turn") else None
+        return sample_rewards(ep, self.cfg.rollout.reward, kept_turns=seq.kept_turns, turn=turn)
 
     def _advantages(self, s: ScoredBatch) -> None:
         """Fill ``s.advantages`` (and ``s.returns`` for PPO) on the shifted grid."""
-        a, r = self.cfg.algorithm, self.cfg.rollout
+        a = self.cfg.algorithm
         lengths = [len(q) - 1 for q in s.seqs]
         mask = pad_rows([torch.tensor(q.assistant_mask[1:], dtype=torch.float32) for q in s.seqs])
         # None only when on-policy, i.e. without a KL term: the two uses below need the reference.
         old = pad_rows(s.old_logp) if s.old_logp is not None else None
+        sample_rows = [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)]
         rewards = alg.token_rewards(
-            [self._turn_rewards(ep, q) for ep, q in zip(s.episodes, s.seqs, strict=True)],
+            sample_rows,
             [[e - 1 for e in q.turn_end_positions] for q in s.seqs],
             tuple(mask.shape),  # type: ignore[arg-type]
         )
-        scores = torch.tensor([episode_reward(ep, r.reward) for ep in s.episodes])
+        # a sample's score is what it earns: the episode's reward, or a turn sample's reward from its turn on
+        scores = torch.tensor([float(sum(row)) for row in sample_rows])
         groups = [ep.profile_id for ep in s.episodes]
         ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
         inputs = AdvantageInputs(
@@ -385,8 +387,6 @@ class Trainer:
         if s.ref_logp is not None and old is not None:
             s.stats["train/kl_ref"] = alg.masked_mean(alg.kl_k1(old, pad_rows(s.ref_logp)), mask).item()
         s.stats["train/advantage_abs_mean"] = alg.masked_mean(adv.abs(), mask).item()
-        if s.old_logp is not None:  # scored before the update: compare with the sampling-time log-probs
-            s.stats.update(logprob_diff_stats(s.seqs, s.old_logp))
         s.advantages = unpad_rows(adv, lengths)
 
     # ------------------------------------------------------------------------------------ update
@@ -397,26 +397,24 @@ class Trainer:
         n = len(s.seqs)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
-        #: on-policy only: the log-probs of the policy before its step, to compare with sampling time
-        before_update: dict[int, torch.Tensor] = {}
+        #: the trained-token counters and log-prob gap, read off the micro-batches the loss consumes
+        grid = GridCheck()
         self.policy.train()
         if self.critic is not None:
             self.critic.train()
         for _epoch in range(a.epochs):
             order = torch.randperm(n, generator=generator).tolist()
             for minibatch in np.array_split(np.array(order), min(a.minibatches, n)):
-                for key, value in self._minibatch_step(s, [int(i) for i in minibatch], before_update).items():
+                for key, value in self._minibatch_step(s, [int(i) for i in minibatch], grid).items():
                     sums[key] = sums.get(key, 0.0) + value
                     counts[key] = counts.get(key, 0) + 1
         out_stats = {k: sums[k] / counts[k] for k in sums}
-        if before_update:
-            out_stats.update(logprob_diff_stats(s.seqs, [before_update[i] for i in range(n)]))
+        out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean
+        out_stats.update(grid.metrics())
         out_stats.update(self.optimisers.schedule_step())
         return out_stats
 
-    def _minibatch_step(
-        self, s: ScoredBatch, idx: list[int], before_update: dict[int, torch.Tensor]
-    ) -> dict[str, float]:
+    def _minibatch_step(self, s: ScoredBatch, idx: list[int], grid: GridCheck) -> dict[str, float]:
         """One optimiser step: gradients accumulated over the minibatch's micro-batches (each loss is a
         token mean over the whole minibatch's action tokens), clipped, applied."""
         a, o = self.cfg.algorithm, self.cfg.optim
@@ -424,18 +422,47 @@ class Trainer:
         self.optimisers.zero_grad()
         summed: dict[str, float] = {}
         for group in micro_batches([len(q) for q in s.seqs], idx, a.micro_batch_tokens):
-            for key, value in self._micro_batch(s, group, n_tok, before_update).items():
+            for key, value in self._micro_batch(s, group, n_tok, grid).items():
                 summed[key] = summed.get(key, 0.0) + value
         out = {"train/grad_norm_actor": _clip_and_norm(self.policy, o.max_grad_norm)}
-        self.optimisers.actor.step()
         if self.critic is not None and self.optimisers.critic is not None:
             out["train/grad_norm_critic"] = _clip_and_norm(self.critic, o.max_grad_norm)
-            self.optimisers.critic.step()
+        if self._skip_nonfinite(out):
+            out["train/nonfinite_skips"] = 1.0
+        else:
+            out["train/nonfinite_skips"] = 0.0
+            self.optimisers.actor.step()
+            if self.optimisers.critic is not None:
+                self.optimisers.critic.step()
         out.update({f"train/{key}": value for key, value in summed.items()})
         return out
 
+    def _skip_nonfinite(self, norms: dict[str, float]) -> bool:
+        """True when a gradient norm is inf/NaN: the step is skipped (its gradients dropped), as verl's
+        FSDP workers do, since one NaN step would poison the weights and every later step. Counted in
+        ``train/nonfinite_skips`` (summed over the step's optimiser steps); ``optim.max_nonfinite_in_a_row``
+        skipped steps in a row stop the run with a :class:`TrainError`."""
+        bad = [k for k, v in norms.items() if not np.isfinite(v)]
+        if not bad:
+            self.nonfinite_in_a_row = 0
+            return False
+        self.optimisers.zero_grad()
+        self.nonfinite_in_a_row += 1
+        limit = self.cfg.optim.max_nonfinite_in_a_row
+        log.warning(
+            "step %d: non-finite gradient norm (%s); optimiser step skipped (%d in a row, stop at %d)",
+            self.step + 1, ", ".join(bad), self.nonfinite_in_a_row, limit,
+        )  # fmt: skip
+        if self.nonfinite_in_a_row >= limit:
+            raise TrainError(
+                f"step {self.step + 1}: {self.nonfinite_in_a_row} optimiser steps in a row had a non-finite "
+                f"gradient norm ({', '.join(bad)}); the run stops (optim.max_nonfinite_in_a_row={limit}). "
+                "Lower optim.actor_lr / optim.critic_lr, or check the rewards for inf/NaN"
+            )
+        return True
+
     def _micro_batch(
-        self, s: ScoredBatch, group: list[int], n_tok: float, before_update: dict[int, torch.Tensor]
+        self, s: ScoredBatch, group: list[int], n_tok: float, grid: GridCheck
     ) -> dict[str, float]:
         """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic."""
         a = self.cfg.algorithm
@@ -451,8 +478,7 @@ class Trainer:
         )  # fmt: skip
         assert entropy is not None
         old_logp = rows(s.old_logp) if s.old_logp is not None else logp.detach()
-        if s.old_logp is None:  # on-policy: one epoch, one minibatch, before its step
-            before_update.update(zip(group, (row.float().cpu() for row in old_logp), strict=True))
+        grid.add(mb, s.seqs, old_logp)  # what this micro-batch trains, against what was sampled
         ref_logp = rows(s.ref_logp) if s.ref_logp is not None else None
         actor = self.algo.actor_loss(
             ActorLossInputs(mb.action_mask, n_tok, logp, old_logp, rows(s.advantages), entropy, ref_logp), a
@@ -531,7 +557,7 @@ class Trainer:
         metrics: dict[str, Any] = rollout_metrics(episodes, finished, r)
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
         metrics["rollout/untokenisable"] = untokenisable
-        metrics.update(mask_coverage_stats(seqs))
+        metrics.update(self.hack_watch(finished))
         _warn_failures(step, episodes)
         if not seqs:
             raise TrainError(
@@ -613,48 +639,6 @@ def _clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
         return 0.0
     norm = torch.nn.utils.clip_grad_norm_(params, max_norm if max_norm is not None else float("inf"))
     return float(norm)
-
-
-def mask_coverage_stats(seqs: list[TokenizedEpisode]) -> dict[str, int]:
-    """``rollout/unsampled_trained_tokens`` and ``rollout/sampled_untrained_tokens``: over the sequences
-    built from sampled ids, trained tokens the policy never sampled, and sampled tokens left untrained.
-
-    Why: both must be 0 when the mask is right (only sampled tokens are trained, all of them). A mask
-    bug — training on every token, a mask shifted by one, an end token that was never sampled — shows
-    here on the first step, long before it shows (or fails to show) in the reward.
-    """
-    unsampled = untrained = 0
-    for q in seqs:
-        if q.sample_logprobs is None:
-            continue
-        for j in range(1, len(q.input_ids)):
-            sampled = q.sample_logprobs[j] is not None
-            if q.assistant_mask[j] and not sampled:
-                unsampled += 1
-            elif sampled and not q.assistant_mask[j]:
-                untrained += 1
-    return {"rollout/unsampled_trained_tokens": unsampled, "rollout/sampled_untrained_tokens": untrained}
-
-
-def logprob_diff_stats(seqs: list[TokenizedEpisode], trainer_logp: list[torch.Tensor]) -> dict[str, float]:
-    """``rollout/logprob_diff_{max,mean}``: |sampling-time log-prob − trainer's log-prob before the
-    update| over the trained tokens that carry a sampling-time log-prob (local backend).
-
-    Why: if sampling and scoring ever differ (a generation_config extra, a re-tokenised reply, a
-    precision change) the policy gradient is silently computed for a distribution nobody sampled;
-    this number makes that visible every step. ``trainer_logp[i][j]`` scores token ``j + 1``.
-    """
-    diffs: list[float] = []
-    for q, logp in zip(seqs, trainer_logp, strict=True):
-        if q.sample_logprobs is None:
-            continue
-        for j in range(1, len(q.input_ids)):
-            sampled = q.sample_logprobs[j]
-            if q.assistant_mask[j] and sampled is not None and j - 1 < len(logp):
-                diffs.append(abs(float(logp[j - 1]) - sampled))
-    if not diffs:
-        return {}
-    return {"rollout/logprob_diff_max": max(diffs), "rollout/logprob_diff_mean": sum(diffs) / len(diffs)}
 
 
 def failures_by_kind(episodes: list[Episode]) -> dict[str, int]:

@@ -42,16 +42,19 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import torch
+from pydantic import Field
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from rlver.env.dialogue import DialogueEnv
-from rlver.env.rewards import episode_reward, turn_rewards
+from rlver.env.rewards import episode_reward, place_on_tokens, sample_rewards, turn_rewards
 from rlver.errors import SimulatorError
 from rlver.integrations.verl import AGENT_NAME
 from rlver.integrations.verl.settings import DialogueTask
 from rlver.io import append_jsonl
 from rlver.llm.sequence import SequenceError, end_of_turn_id
 from rlver.records import Episode
+from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import SimulatorSpec, build_simulator
@@ -60,6 +63,13 @@ logger = logging.getLogger(__name__)
 
 #: A reply needs room: when fewer response tokens than this are left, the dialogue stops.
 MIN_REPLY_TOKENS = 8
+#: The hack-watch rates each dialogue reports in ``reward_extra_info`` (as ``hack_veto_rate``, ...).
+HACK_EXTRA = (
+    "hack/veto_rate",
+    "hack/reply_chars_mean",
+    "hack/repeated_phrase_rate",
+    "hack/language_mismatch_rate",
+)
 #: Token names that end a turn in common chat templates (cut there before decoding the reply).
 _STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "</s>")
 
@@ -222,6 +232,36 @@ def _scalar(value: Any, default: int = 0) -> int:
         return default
 
 
+class RewardedOutput(AgentLoopOutput):
+    """verl's ``AgentLoopOutput`` with a reward per response token (``rm_scores``), not one at the end.
+
+    verl 0.9.1 turns ``reward_score`` into ``rm_scores`` with the score on the last response token
+    (``AgentLoopOutput.as_dict``), and the v1 trainer takes ``rm_scores`` as the token-level scores
+    GAE and GRPO read (``trainer/ppo/v1/trainer_base.py``). We put :func:`rlver.env.rewards.sample_rewards`
+    on each assistant turn's last token instead, the placement the local trainer uses, so per-turn
+    modes and the format penalty give the same returns on both engines. ``reward_score`` stays the
+    sample's total (what verl logs and what GRPO's score sums to); verl copies the last output's
+    ``reward_score`` onto the others of a dialogue, which ``token_rewards`` makes harmless.
+    """
+
+    token_rewards: list[float] = Field(default_factory=list, exclude=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = super().as_dict()
+        if self.token_rewards:
+            out["rm_scores"] = torch.tensor(self.token_rewards[: len(self.response_ids)], dtype=torch.float32)
+        return out
+
+
+def turn_ends(response_mask: list[int]) -> list[int]:
+    """Index of the last trained token of every assistant turn (each maximal run of 1s) in a response."""
+    return [
+        i
+        for i, m in enumerate(response_mask)
+        if m and (i + 1 == len(response_mask) or not response_mask[i + 1])
+    ]
+
+
 @dataclass
 class _Trajectory:
     """One dialogue's token sequence as it grows, and what is logged about it."""
@@ -277,12 +317,23 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         return list(ids)
 
     # -- the loop -------------------------------------------------------------------------------
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    # verl 0.9.1's base class declares one output, its v1 worker takes a list too (agent_loop_tq.py:151)
+    async def run(  # type: ignore[override]
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> AgentLoopOutput | list[AgentLoopOutput]:
+        """One dialogue: one output (``think_context: full``, or no think), or one per assistant turn
+        (``think: true, think_context: visible``, the published layout; verl 0.9.1's v1 worker stores
+        each output of a list as its own sample, ``trainer/ppo/v1/agent_loop_tq.py``)."""
         task = DialogueTask.from_row(kwargs.get("extra_info"))
         uid = kwargs.get("uid")
         grouped = task.group_size > 1 and isinstance(uid, str)
+        per_turn = task.env.think and task.env.think_context == "visible"
+        output: AgentLoopOutput | list[AgentLoopOutput]
         try:
-            output, episode, reward = await self._dialogue(task, sampling_params, kwargs)
+            if per_turn:
+                output, episode, reward = await self._turn_samples(task, sampling_params, kwargs)
+            else:
+                output, episode, reward = await self._dialogue(task, sampling_params, kwargs)
         except Exception as exc:
             if grouped:
                 GROUPS.failed(str(uid), task.group_size, f"{type(exc).__name__}: {exc}")
@@ -351,7 +402,8 @@ class RlverDialogueAgentLoop(AgentLoopBase):
     ) -> bool:
         """Generate one reply from token ids and append it as sampled (mask 1); True when it was cut."""
         budget = self.response_length - len(t.response_mask)
-        params = {**sampling_params, "max_tokens": min(task.max_reply_tokens, budget)}
+        cap = int(sampling_params.get("max_tokens", budget))  # a turn sample's room within the context
+        params = {**sampling_params, "max_tokens": min(task.max_reply_tokens, budget, cap)}
         t0 = time.perf_counter()
         out = await self.server_manager.generate(
             request_id=request_id, prompt_ids=t.token_ids, sampling_params=params
@@ -419,9 +471,59 @@ class RlverDialogueAgentLoop(AgentLoopBase):
             t.logprobs = list(aligned)
         return True
 
-    def _output(self, task: DialogueTask, episode: Episode, reward: float, t: _Trajectory) -> AgentLoopOutput:
-        """Package the trajectory, scored with our reward code, for verl."""
-        token_ids, response_mask, logprobs, extra = t.token_ids, t.response_mask, t.logprobs, t.extra
+    async def _turn_samples(
+        self, task: DialogueTask, sampling_params: dict[str, Any], kwargs: dict[str, Any]
+    ) -> tuple[list[AgentLoopOutput], Episode, float]:
+        """The published think layout: each reply is generated from the thought-free history (what the
+        user saw, ``DialogueEnv.messages_for_policy``) rendered afresh, and becomes its own sample
+        (prompt = that context, response = the sampled reply, all trained), earning the reward from its
+        turn on. A context that leaves no room for a reply within ``model.max_length`` ends it
+        (``context_full``), as in the local trainer, whose samples are the same tokens
+        (``rlver.train.tokenize.episode_turn_samples``)."""
+        t = _Trajectory()
+        env = await self._open(task, kwargs, t)
+        request_id = uuid4().hex
+        total = self.prompt_length + self.response_length
+        replies: list[tuple[list[int], list[int], list[float] | None]] = []
+        context_full = False
+        while True:
+            t.messages = [m.model_dump() for m in env.messages_for_policy()]
+            prompt = list(
+                await self.loop.run_in_executor(
+                    None, lambda: self.continuous_token_builder.build_initial_tokens(t.messages)
+                )
+            )
+            room = min(task.max_reply_tokens, total - len(prompt))
+            if room < MIN_REPLY_TOKENS:
+                if not replies:
+                    raise DialogueFailed(
+                        f"the opening context is {len(prompt)} tokens, no room for a reply within {total}"
+                    )
+                context_full = True
+                break
+            t.token_ids, t.response_mask, t.logprobs = prompt, [], []
+            await self._generate_reply(task, t, {**sampling_params, "max_tokens": room}, request_id)
+            replies.append((prompt, list(t.last_reply), t.logprobs or None))
+            user_message, done = await self._simulate(task, env, self._reply_text(t.last_reply), t)
+            if done or user_message is None:
+                break
+        episode = env.episode
+        if context_full:
+            episode = episode.model_copy(update={"end_reason": "context_full"})
+        t.extra["truncated_replies"] = t.truncated
+        reward = episode_reward(episode, task.reward)
+        outputs: list[AgentLoopOutput] = []
+        for k, (prompt, reply, logprobs) in enumerate(replies):
+            t.token_ids, t.response_mask = prompt + reply, [1] * len(reply)
+            t.logprobs = list(logprobs) if logprobs else []
+            outputs.append(self._output(task, episode, reward, t, turn=k))
+        return outputs, episode, reward
+
+    def _output(
+        self, task: DialogueTask, episode: Episode, reward: float, t: _Trajectory, turn: int | None = None
+    ) -> AgentLoopOutput:
+        """Package the trajectory (or turn ``turn``'s sample), scored with our reward code, for verl."""
+        token_ids, response_mask, logprobs, extra = t.token_ids, t.response_mask, t.logprobs, dict(t.extra)
         per_turn = turn_rewards(episode, task.reward)
         appraisals = [u.appraisal for u in episode.user_turns if u.appraisal is not None]
         extra.update(
@@ -440,17 +542,29 @@ class RlverDialogueAgentLoop(AgentLoopBase):
                     "success": float(episode.succeeded),
                     "failure": float(episode.failed_low),
                     "format_errors": float(episode.format_errors),
+                    # the reward-hacking watch (rlver.rollout.hackwatch), as the local trainer logs it
+                    **{
+                        key.replace("/", "_"): value
+                        for key, value in HackWatch([task.profile])([episode]).items()
+                        if key in HACK_EXTRA
+                    },
                 },
             }
         )
         # The builder may insert or trim boundary tokens; the mask always covers the response part.
         n = len(response_mask)
-        return AgentLoopOutput(
+        mask = response_mask[: self.response_length]
+        ends = turn_ends(mask)
+        rewards = sample_rewards(episode, task.reward, kept_turns=len(ends), turn=turn)
+        if turn is not None:
+            extra["turn_index"] = turn
+        return RewardedOutput(
             prompt_ids=token_ids[: len(token_ids) - n],
             response_ids=token_ids[len(token_ids) - n :][: self.response_length],
-            response_mask=response_mask[: self.response_length],
+            response_mask=mask,
             response_logprobs=logprobs[: self.response_length] if logprobs and len(logprobs) == n else None,
-            reward_score=reward,
+            reward_score=float(sum(rewards)),
+            token_rewards=place_on_tokens(rewards, ends, len(mask)),
             num_turns=sum(1 for m in t.messages if m["role"] != "system"),
             metrics=AgentLoopMetrics(**t.metrics),
             extra_fields=extra,

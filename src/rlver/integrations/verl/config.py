@@ -13,6 +13,9 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
   for group algorithms) decide the overrides, so a new algorithm cannot silently run as another one.
 * ``algorithm.dual_clip`` → ``actor.clip_ratio_c`` (verl's default 3.0 is ours too; ``null`` turns it
   off on both engines).
+* ``optim``: ``betas``, ``eps`` (through ``override_optimizer_config``) and ``max_grad_norm``
+  (``optim.clip_grad``) for both optimisers. ``algorithm.whiten_advantages: false`` (PPO) and a
+  ``grpo_eps`` other than verl's fixed 1e-6 are refused: verl has no key for them.
 * ``optim.schedule``: ``constant`` and ``cosine`` map to verl's ``lr_scheduler_type`` (cosine decays to
   0, ``min_lr_ratio=0``); ``linear`` has no verl FSDP scheduler and is refused. Each optimiser's warm-up
   (``warmup_steps``, or ``{actor,critic}_warmup_ratio × run.steps``) → its ``lr_warmup_steps`` (both
@@ -94,6 +97,8 @@ def hydra_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, list | tuple):
         return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{hydra_value(v)}" for k, v in value.items()) + "}"
     text = str(value)
     looks_numeric = re.fullmatch(r"[-+]?[\d.eE_+-]+", text) is not None
     if _BARE.match(text) and text.lower() not in _RESERVED and not looks_numeric:
@@ -116,18 +121,32 @@ def prompt_budget(cfg: VerlTrainConfig) -> int:
     return budget
 
 
+#: verl 0.9.1's GRPO normalisation epsilon (``compute_grpo_outcome_advantage(epsilon=1e-6)``): no
+#: config key reaches it.
+VERL_GRPO_EPS = 1e-6
+
+
 def refuse_unsupported(cfg: VerlTrainConfig) -> None:
-    """Settings the local trainer honours and verl cannot: a clear error instead of a silent change."""
+    """Settings the local trainer honours and verl 0.9.1 cannot: a clear error instead of a silent change.
+
+    Every other training setting is mapped to a key verl reads (tests/test_verl_config.py walks them).
+    """
     if cfg.optim.schedule == "linear":
         raise ConfigError(
             "optim.schedule=linear: verl's FSDP workers have only 'constant' and 'cosine' learning-rate "
             "schedules; choose one of those to train with --engine verl"
         )
-    think_context = getattr(cfg.rollout, "think_context", "full")
-    if cfg.rollout.think and think_context != "full":
+    spec = ALGORITHMS[cfg.algorithm.name]
+    if spec.verl_adv_estimator == "gae" and not cfg.algorithm.whiten_advantages:
         raise ConfigError(
-            f"rollout.think_context={think_context}: verl's agent loop extends one token sequence turn by "
-            "turn, so later turns always see earlier think blocks; use think_context=full with --engine verl"
+            "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
+            "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with "
+            "--engine verl"
+        )
+    if spec.verl_adv_estimator == "grpo" and cfg.algorithm.grpo_eps != VERL_GRPO_EPS:
+        raise ConfigError(
+            f"algorithm.grpo_eps={cfg.algorithm.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
+            f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
         )
 
 
@@ -183,6 +202,21 @@ def _schedule(cfg: VerlTrainConfig, which: Literal["actor", "critic"]) -> dict[s
     }
 
 
+def _adamw(cfg: VerlTrainConfig) -> dict[str, Any]:
+    """AdamW's betas, eps and the gradient clip of one optimiser (the keys under ``<actor|critic>.optim``).
+
+    verl 0.9.1 clips with ``optim.clip_grad`` (its ``actor.grad_clip``/``critic.grad_clip`` are kept in the
+    schema but never read) and builds AdamW from ``lr``, ``weight_decay``, ``betas`` plus whatever
+    ``override_optimizer_config`` holds, which is where ``eps`` goes (``workers/config/optimizer.py``).
+    """
+    optim = cfg.optim
+    return {
+        "betas": list(optim.betas),
+        "clip_grad": optim.max_grad_norm or 1e9,  # None: no clipping, as the local trainer
+        "override_optimizer_config": {"eps": optim.eps},
+    }
+
+
 def _data_overrides(
     cfg: VerlTrainConfig, train_files: str | Path, val_files: str | Path, prompt_tokens: int
 ) -> dict[str, Any]:
@@ -222,9 +256,8 @@ def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.actor.optim.lr": optim.actor_lr,
         "actor_rollout_ref.actor.optim.weight_decay": optim.weight_decay,
-        "actor_rollout_ref.actor.optim.betas": list(optim.betas),
+        **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in _adamw(cfg).items()},
         **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in _schedule(cfg, "actor").items()},
-        "actor_rollout_ref.actor.grad_clip": optim.max_grad_norm or 1e9,
         "actor_rollout_ref.actor.ppo_mini_batch_size": max(
             1, cfg.rollout.profiles_per_step // algo.minibatches
         ),
@@ -290,6 +323,8 @@ def _trainer_overrides(cfg: VerlTrainConfig, epochs: int) -> dict[str, Any]:
         # absolute like every other path here: verl's workers may run in another working directory
         "trainer.default_local_dir": str(Path(v.out_dir).expanduser().resolve() / "checkpoints"),
         "trainer.critic_warmup": 0,
+        # the v1 trainer: it stores each output of a per-turn list as a sample and reads rm_scores per token
+        "trainer.use_v1": True,
         # a group with a failed dialogue is failed whole (agent_loop.py) and replaced by a fresh prompt
         "trainer.v1.sampler.sync_refill_failed_groups": True,
     }
@@ -306,9 +341,9 @@ def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "critic.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
         "critic.optim.lr": optim.critic_lr,
         "critic.optim.weight_decay": optim.weight_decay,
+        **{f"critic.optim.{k}": val for k, val in _adamw(cfg).items()},
         **{f"critic.optim.{k}": val for k, val in _schedule(cfg, "critic").items()},
         "critic.cliprange_value": algo.value_clip or 1e9,
-        "critic.grad_clip": optim.max_grad_norm or 1e9,
         "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
         "critic.fsdp.param_offload": v.param_offload,
         "critic.fsdp.optimizer_offload": v.optimizer_offload,
