@@ -149,7 +149,7 @@ def load_reference(base: Path | str, settings: ModelSettings, device: torch.devi
     from transformers import AutoModelForCausalLM
 
     model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-    if settings.dtype == "bfloat16":  # compute exactly as the policy does (rlver.train.precision)
+    if settings.dtype == "bfloat16":  # compute exactly as the policy does (rlver.llm.precision)
         compute_in_bf16(model, device)
     _no_dropout(model)
     model.requires_grad_(False)
