@@ -29,7 +29,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_result
 
-DEFAULT_MODEL = "/work/models/smollm2-135m-instruct"
+DEFAULT_MODEL = "smollm2-135m-instruct"  # a name `rlver models fetch` knows, or any model folder
+
+
+def model_folder_or_exit(value: str) -> str:
+    """The model's folder; a fetchable name that is not fetched yet skips the benchmark (exit 0)."""
+    from rlver.errors import RlverError
+    from rlver.models.fetch import resolve_model_path
+
+    try:
+        return resolve_model_path(value)
+    except RlverError as exc:
+        print(f"skipped: {exc}")
+        raise SystemExit(0) from None
+
+
 QUESTIONS = [
     "I failed my driving test again today.",
     "My sister hasn't called me in weeks and I don't know why.",
@@ -72,7 +86,8 @@ def run_generate(model: Any, tokenizer: Any, batch: int, new_tokens: int, seed: 
     tokenizer.padding_side = "left"
     start = time.perf_counter()
     texts = [
-        tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m in messages_for(batch)
+        tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+        for m in messages_for(batch)
     ]
     enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     config = GenerationConfig(
@@ -102,6 +117,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads, both sides (default 1)")
     ap.add_argument("--quick", action="store_true", help="batches 1 and 4, 8 new tokens, one run")
     args = ap.parse_args()
+    args.model = model_folder_or_exit(args.model)
     if args.quick:
         args.batches, args.new_tokens, args.runs = [1, 4], 8, 1
     # Before torch loads: OpenMP reads it once, and the sampler runs in a worker thread (asyncio.to_thread)
@@ -114,7 +130,9 @@ def main() -> None:
     from rlver.llm.local import LocalChatModel
 
     torch.set_num_threads(args.threads)
-    chat = LocalChatModel.from_pretrained(args.model, device="cpu", dtype="float32", max_batch_size=max(args.batches))
+    chat = LocalChatModel.from_pretrained(
+        args.model, device="cpu", dtype="float32", max_batch_size=max(args.batches)
+    )
     chat.stop_token_ids = []  # every row runs to max_new_tokens, as generate does with min_new_tokens
     load_before = os.getloadavg()
     worker_threads = asyncio.run(asyncio.to_thread(torch.get_num_threads))
@@ -157,7 +175,12 @@ def main() -> None:
         f"Sampler vs generate ({args.new_tokens} new tokens, median of {args.runs})",
         ["batch", "sampler tok/s", "generate tok/s", "sampler / generate"],
         [
-            [r["batch"], f"{r['sampler_median']:.1f}", f"{r['generate_median']:.1f}", f"{r['ratio_median']:.2f}x"]
+            [
+                r["batch"],
+                f"{r['sampler_median']:.1f}",
+                f"{r['generate_median']:.1f}",
+                f"{r['ratio_median']:.2f}x",
+            ]
             for r in rows
         ],
     )

@@ -38,7 +38,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_result
 
-DEFAULT_MODEL = "/work/models/smollm2-135m-instruct"
+DEFAULT_MODEL = "smollm2-135m-instruct"  # a name `rlver models fetch` knows, or any model folder
+
+
+def model_folder_or_exit(value: str) -> str:
+    """The model's folder; a fetchable name that is not fetched yet skips the benchmark (exit 0)."""
+    from rlver.errors import RlverError
+    from rlver.models.fetch import resolve_model_path
+
+    try:
+        return resolve_model_path(value)
+    except RlverError as exc:
+        print(f"skipped: {exc}")
+        raise SystemExit(0) from None
+
+
 MIB = 1024 * 1024
 
 
@@ -119,7 +133,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         "rss_loaded_mib": rss_loaded / 1024,
         "peak_mib": peak / 1024,
         "update_mib": (peak - rss_loaded) / 1024,
-        "ru_maxrss_minus_loaded_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_loaded) / 1024,
+        "ru_maxrss_minus_loaded_mib": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_loaded)
+        / 1024,
         "hwm_reset": reset,
         "seconds": seconds,
         "threads": args.threads,
@@ -152,38 +167,107 @@ def calibrate(args: argparse.Namespace) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ formula
-def activation_elements_per_token(cfg: dict[str, Any], gqa_in_sdpa: bool) -> float:
-    """Elements autograd keeps per token for the transformer body of a Llama-style model (no checkpointing).
+def layer_bytes_per_token(cfg: dict[str, Any], precision: str) -> float:
+    """Bytes autograd keeps per token and layer of a Llama/Qwen-style decoder (no checkpointing).
 
-    Per layer: each RMSNorm keeps its input, the normalised values and its output (3 h, twice); the
-    attention keeps RoPE'd queries (h), keys and values (2 kv, or 2 h when padding makes transformers
-    repeat them for SDPA), SDPA's output and its contiguous copy for o_proj (2 h); the MLP keeps gate,
-    silu(gate), up and their product (4 i). The final norm adds 2 h. CPU SDPA (flash kernel) keeps
-    only a per-head log-sum-exp, no ``T x T`` scores, so there is no quadratic term.
+    fp32: each RMSNorm keeps its input, the normalised values and its output (3 h, twice); attention
+    keeps RoPE'd queries, keys and values (3 h: with padding transformers repeats the grouped keys and
+    values to all heads before SDPA), SDPA's output and its contiguous copy for o_proj (2 h); the MLP
+    keeps gate, silu(gate), up and their product (4 i): ``4 x (11 h + 4 i)``.
+
+    bf16 autocast over fp32 weights: the residual stream and the norms stay fp32 (input and
+    normalised values, 4 + 4 bytes) and each matmul keeps its bf16 cast input (2 bytes), so a norm is
+    10 h bytes; attention's q, k, v casts, output and copy are bf16 (10 h); the MLP's four are bf16
+    (8 i): ``30 h + 8 i``.
+
+    SDPA on CPU (flash kernel) and on GPU (flash / memory-efficient) keeps only a per-head log-sum-exp,
+    no ``T x T`` scores: there is no quadratic term (the padding mask, ``rows x T x T`` booleans, is
+    small beside the rest).
     """
     h, i = cfg["hidden_size"], cfg["intermediate_size"]
-    kv = cfg.get("num_key_value_heads", cfg["num_attention_heads"]) * cfg.get(
-        "head_dim", h // cfg["num_attention_heads"]
-    )
-    kv_kept = 2 * kv if gqa_in_sdpa else 2 * h
-    per_layer = 9 * h + kv_kept + 4 * i
-    return cfg["num_hidden_layers"] * per_layer + 2 * h
+    if precision == "fp32":
+        return 4.0 * (11 * h + 4 * i)
+    return 30.0 * h + 8.0 * i
 
 
-def predict(
-    cfg: dict[str, Any], params: int, tokens: int, chunk: int | None, k: float, act_bytes: float = 4.0
-) -> dict[str, float]:
-    """Bytes of the update's peak above the loaded weights, by term (fp32, one micro-batch, policy only).
+def activation_bytes(cfg: dict[str, Any], tokens: int, precision: str, checkpointing: bool) -> float:
+    """The body's activations at the update's peak: every layer's, or (checkpointed per layer) each
+    layer's fp32 input plus one layer's recomputed activations."""
+    layers, h = cfg["num_hidden_layers"], cfg["hidden_size"]
+    final_norm = 8.0 * h  # the final norm's normalised values and output, fp32
+    if checkpointing:
+        return tokens * (layers * 4.0 * h + layer_bytes_per_token(cfg, precision) + final_norm)
+    return tokens * (layers * layer_bytes_per_token(cfg, precision) + final_norm)
 
-    ``grads``: 4 B per trained parameter; ``activations``: :func:`activation_elements_per_token` x
-    ``tokens`` x ``act_bytes``; ``vocab``: ``k x min(tokens, chunk) x vocab x 4`` (the logits are
-    fp32 in the loss whatever the compute dtype).
+
+def vocab_bytes(cfg: dict[str, Any], tokens: int, chunk: int | None, k: float) -> float:
+    """``k`` fp32 full-vocabulary tensors over ``min(tokens, chunk)`` positions (all of them unchunked)."""
+    rows = tokens if chunk is None else min(tokens, chunk)
+    return k * rows * cfg["vocab_size"] * 4.0
+
+
+def predict(cfg: dict[str, Any], params: int, tokens: int, chunk: int | None, k: float) -> dict[str, float]:
+    """Bytes of the CPU fp32 measurement's peak above the loaded weights, by term.
+
+    ``grads``: 4 B per parameter (accumulated over the step's micro-batches, so alive throughout);
+    ``activations``: :func:`activation_bytes`; ``vocab``: :func:`vocab_bytes`; ``head_grad``: the output
+    head's weight gradient is computed into a fresh ``vocab x hidden`` fp32 tensor before it is added
+    to the accumulated one (once unchunked, once per chunk in the backward, so one at a time).
     """
-    vocab_rows = tokens if chunk is None else min(tokens, chunk)
-    grads = params * 4.0
-    acts = activation_elements_per_token(cfg, gqa_in_sdpa=False) * tokens * act_bytes
-    full_vocab = k * vocab_rows * cfg["vocab_size"] * 4.0
-    return {"grads": grads, "activations": acts, "vocab": full_vocab, "total": grads + acts + full_vocab}
+    terms = {
+        "grads": params * 4.0,
+        "activations": activation_bytes(cfg, tokens, "fp32", checkpointing=False),
+        "vocab": vocab_bytes(cfg, tokens, chunk, k),
+        "head_grad": cfg["vocab_size"] * cfg["hidden_size"] * 4.0,
+    }
+    terms["total"] = sum(terms.values())
+    return terms
+
+
+#: Qwen2.5-7B-Instruct's architecture (its config.json): what the paper trains.
+QWEN25_7B: dict[str, Any] = {
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "vocab_size": 152064,
+    "tie_word_embeddings": False,
+    "attention_bias": True,
+}
+
+
+def gpu_peak(
+    cfg: dict[str, Any],
+    tokens: int,
+    chunk: int | None,
+    k: float,
+    *,
+    lora: bool,
+    ppo: bool,
+    checkpointing: bool,
+) -> dict[str, float]:
+    """Predicted bytes at an update's peak on one GPU, bf16 autocast over fp32 master weights.
+
+    Full fine-tuning keeps per policy parameter 4 B weights + 4 B gradients + 8 B Adam states + 2 B of
+    bf16 weight copies that autocast made in the forward and autograd keeps for the backward; LoRA
+    keeps the frozen base in bf16 (2 B) and the adapter's share is neglected. PPO adds the critic
+    (the same backbone and a value head; its own forward/backward comes after the policy's, so only its
+    persistent memory adds). Not included: the CUDA context and the allocator's cache/fragmentation
+    (typically 1-3 GB and 5-20 %), the KL reference of a full fine-tune with ``kl_coef > 0`` (+2 B per
+    parameter), and the rollout's KV cache (freed before the update).
+    """
+    params = _count_params(cfg)
+    per_param = 2.0 if lora else 18.0
+    terms = {
+        "weights_grads_adam": params * per_param,
+        "activations": activation_bytes(cfg, tokens, "bf16", checkpointing),
+        "vocab": vocab_bytes(cfg, tokens, chunk, k),
+        "head_grad": 0.0 if lora else cfg["vocab_size"] * cfg["hidden_size"] * 4.0,
+        "critic": (params - cfg["vocab_size"] * cfg["hidden_size"]) * per_param if ppo else 0.0,
+    }
+    terms["total"] = sum(terms.values())
+    return terms
 
 
 # --------------------------------------------------------------------------------------- parent side
@@ -211,7 +295,12 @@ def main() -> None:
     ap.add_argument("--chunk", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--quick", action="store_true", help="one small micro-batch (256 tokens, chunk 64), one run")
+    ap.add_argument(
+        "--quick", action="store_true", help="one small micro-batch (256 tokens, chunk 64), one run"
+    )
+    ap.add_argument(
+        "--from-results", action="store_true", help="recompute predictions for the measurements already saved"
+    )
     ap.add_argument("--child", choices=["before", "after"], help=argparse.SUPPRESS)
     ap.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rows", type=int, default=4, help=argparse.SUPPRESS)
@@ -226,8 +315,15 @@ def main() -> None:
     if args.calibrate:
         print(json.dumps(calibrate(args)))
         return
+    args.model = model_folder_or_exit(args.model)
     if args.quick:
         args.tokens, args.runs, args.chunk = [256], 1, 64
+    if args.from_results:
+        from _common import RESULTS_DIR
+
+        saved = json.loads((RESULTS_DIR / "update_memory.json").read_text())
+        report(args, saved["rows"], saved["calibration"], saved["load_before"], saved["load_after"])
+        return
     measure(args)
 
 
@@ -236,39 +332,81 @@ def measure(args: argparse.Namespace) -> None:
     from transformers import AutoConfig
 
     cfg = AutoConfig.from_pretrained(args.model).to_dict()
-    params = _count_params(cfg)
     load_before = os.getloadavg()
     common = ["--model", args.model, "--threads", str(args.threads), "--chunk", str(args.chunk)]
     calib = run_child(["--calibrate", "--rows", "4", "--width", "256", "--vocab", str(cfg["vocab_size"])])
-    k = round(calib["k"], 2)
     rows: list[dict[str, Any]] = []
     for tokens in args.tokens:
         r, w = shape_for(tokens)
         for run in range(args.runs):
             for mode in ("before", "after"):
                 got = run_child([f"--child={mode}", "--rows", str(r), "--width", str(w), *common])
-                pred = predict(cfg, params, got["tokens"], got["chunk"], k)
-                got.update(run=run, predicted_mib=pred["total"] / MIB, terms_mib={t: v / MIB for t, v in pred.items()})
-                got["predicted_over_measured"] = got["predicted_mib"] / got["update_mib"]
+                got["run"] = run
                 print(json.dumps(got), flush=True)
                 rows.append(got)
+    report(args, rows, calib, load_before, os.getloadavg())
+
+
+def report(
+    args: argparse.Namespace,
+    rows: list[dict[str, Any]],
+    calib: dict[str, Any],
+    load_before: Any,
+    load_after: Any,
+) -> None:
+    """Predicted vs measured for each row, the Qwen2.5-7B predictions, the JSON and the tables."""
+    from transformers import AutoConfig
+
+    from rlver.train.batch import LOGIT_CHUNK_TOKENS
+
+    cfg = AutoConfig.from_pretrained(args.model).to_dict()
+    params = _count_params(cfg)
+    k = round(calib["k"], 2)
+    for got in rows:
+        pred = predict(cfg, params, got["tokens"], got["chunk"], k)
+        got.update(predicted_mib=pred["total"] / MIB, terms_mib={t: v / MIB for t, v in pred.items()})
+        got["predicted_over_measured"] = got["predicted_mib"] / got["update_mib"]
+    qwen = []
+    for algo in ("grpo", "ppo"):
+        for lora in (True, False):
+            for chunk in (None, LOGIT_CHUNK_TOKENS):
+                terms = gpu_peak(QWEN25_7B, 16384, chunk, k, lora=lora, ppo=algo == "ppo", checkpointing=True)
+                qwen.append(
+                    {
+                        "algorithm": algo,
+                        "lora": lora,
+                        "chunk": chunk,
+                        "gb": {t: v / 1e9 for t, v in terms.items()},
+                    }
+                )
     payload = {
         "model": args.model,
         "params": params,
         "k_full_vocab": k,
         "calibration": calib,
         "load_before": load_before,
-        "load_after": os.getloadavg(),
+        "load_after": load_after,
         "rows": rows,
+        "qwen25_7b_predicted": {"micro_batch_tokens": 16384, "gradient_checkpointing": True, "rows": qwen},
     }
-    write_result("update_memory", payload)
+    write_result("update_memory_quick" if args.quick else "update_memory", payload)
     print_table(
-        "Update memory above the loaded model (fp32, CPU)",
+        f"Update memory above the loaded model (fp32, CPU), k = {k}",
         ["mode", "tokens", "chunk", "measured MiB", "predicted MiB", "pred/meas", "s"],
         [
             [x["mode"], x["tokens"], x["chunk"] or "-", f"{x['update_mib']:.0f}", f"{x['predicted_mib']:.0f}",
              f"{x['predicted_over_measured']:.2f}", f"{x['seconds']:.1f}"]
             for x in rows
+        ],
+    )  # fmt: skip
+    print_table(
+        "Qwen2.5-7B, one GPU, bf16 autocast, micro_batch_tokens 16384, gradient checkpointing (predicted GB)",
+        ["algorithm", "policy", "log-probs", "weights+grads+Adam", "activations", "vocab", "critic", "total"],
+        [
+            [q["algorithm"], "LoRA" if q["lora"] else "full", f"chunk {q['chunk']}" if q["chunk"] else "whole",
+             f"{q['gb']['weights_grads_adam']:.1f}", f"{q['gb']['activations']:.1f}", f"{q['gb']['vocab']:.1f}",
+             f"{q['gb']['critic']:.1f}", f"{q['gb']['total']:.1f}"]
+            for q in qwen
         ],
     )  # fmt: skip
 
