@@ -150,7 +150,7 @@ def main() -> int:
     name = "gpu_smoke" if args.device == "cuda" else f"gpu_smoke_{args.device}"
     write_result(name, {"device": args.device, "load": os.getloadavg(), "rows": rows})
     print_table(
-        "GPU smoke (1 step each, bf16 on CUDA)",
+        f"GPU smoke (1 step each, bf16, device {args.device})",
         [
             "model",
             "algorithm",
