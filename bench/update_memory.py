@@ -301,6 +301,7 @@ def main() -> None:
     ap.add_argument(
         "--from-results", action="store_true", help="recompute predictions for the measurements already saved"
     )
+    ap.add_argument("--name", default="update_memory", help="results file: bench/results/NAME.json")
     ap.add_argument("--child", choices=["before", "after"], help=argparse.SUPPRESS)
     ap.add_argument("--calibrate", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--rows", type=int, default=4, help=argparse.SUPPRESS)
@@ -321,7 +322,7 @@ def main() -> None:
     if args.from_results:
         from _common import RESULTS_DIR
 
-        saved = json.loads((RESULTS_DIR / "update_memory.json").read_text())
+        saved = json.loads((RESULTS_DIR / f"{args.name}.json").read_text())
         report(args, saved["rows"], saved["calibration"], saved["load_before"], saved["load_after"])
         return
     measure(args)
@@ -389,7 +390,7 @@ def report(
         "rows": rows,
         "qwen25_7b_predicted": {"micro_batch_tokens": 16384, "gradient_checkpointing": True, "rows": qwen},
     }
-    write_result("update_memory_quick" if args.quick else "update_memory", payload)
+    write_result(args.name + ("_quick" if args.quick else ""), payload)
     print_table(
         f"Update memory above the loaded model (fp32, CPU), k = {k}",
         ["mode", "tokens", "chunk", "measured MiB", "predicted MiB", "pred/meas", "s"],
