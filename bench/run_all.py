@@ -1,6 +1,7 @@
 """Run every benchmark, then write their tables into docs/benchmarks.md.
 
-    python bench/run_all.py                 # all four, full size (~10 min on 2 quiet cores)
+    python bench/run_all.py                 # all of them, full size (~10 min on 2 quiet cores for the first
+                                            # four; update-memory and sampler need SmolLM2 fetched, else skip)
     python bench/run_all.py --only rollout  # some of them (rollout, simulator, trainer, memory,
                                             # update-memory, sampler: SmolLM2, see docs/benchmarks.md)
     python bench/run_all.py --quick         # tiny configurations: checks the scripts run (~1 min)
