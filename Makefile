@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test bench bench-setup clean
+.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test bench bench-setup gpu-smoke clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -92,3 +92,9 @@ bench: setup-dev bench-setup
 
 clean:
 	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .pytest_cache .mypy_cache .ruff_cache
+
+# One step of `rlver train` on CUDA (bf16) for the tiny model and SmolLM2 (fetched first with
+# `rlver models fetch smollm2-135m-instruct`), LoRA and full, PPO and GRPO: tokens/s, peak GPU memory,
+# rollout-vs-trainer log-prob gap into bench/results/gpu_smoke.json. Says so and exits 0 without CUDA.
+gpu-smoke: setup
+	$(PY) bench/gpu_smoke.py

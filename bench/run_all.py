@@ -1,7 +1,9 @@
 """Run every benchmark, then write their tables into docs/benchmarks.md.
 
-    python bench/run_all.py                 # all four, full size (~10 min on 2 quiet cores)
-    python bench/run_all.py --only rollout  # some of them (rollout, simulator, trainer, memory)
+    python bench/run_all.py                 # all of them, full size (~10 min on 2 quiet cores for the first
+                                            # four; update-memory and sampler need SmolLM2 fetched, else skip)
+    python bench/run_all.py --only rollout  # some of them (rollout, simulator, trainer, memory,
+                                            # update-memory, sampler: SmolLM2, see docs/benchmarks.md)
     python bench/run_all.py --quick         # tiny configurations: checks the scripts run (~1 min)
     python bench/run_all.py --render-only   # rewrite the docs tables from bench/results/*.json
 
@@ -43,6 +45,8 @@ FULL: dict[str, list[str]] = {
     "simulator": ["simulator_overhead.py"],
     "trainer": ["trainer_throughput.py"],
     "memory": ["memory.py"],
+    "update-memory": ["update_memory.py"],
+    "sampler": ["sampler_vs_generate.py"],
 }
 QUICK: dict[str, list[str]] = {
     "rollout": [
@@ -57,6 +61,8 @@ QUICK: dict[str, list[str]] = {
         ),
     ],
     "memory": ["memory.py", *_a("--runs 1 --skip-demo --sizes tiny")],
+    "update-memory": ["update_memory.py", "--quick"],
+    "sampler": ["sampler_vs_generate.py", "--quick"],
 }
 
 

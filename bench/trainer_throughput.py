@@ -19,7 +19,11 @@ Tokens/s = batch × (prompt + completion) tokens / median seconds per update (af
 updates). TRL is looked up at run time: run this script with the ``.venv-bench`` interpreter (see
 docs/benchmarks.md); without TRL only our numbers are reported.
 
-Usage: python bench/trainer_throughput.py [--sizes tiny small] [--steps 5] [--threads 2]
+``--model PATH`` runs a real model folder (or a name ``rlver models fetch`` knows, e.g.
+``smollm2-135m-instruct``) instead of the built tiny sizes; its result goes to
+``trainer_throughput_model.json``.
+
+Usage: python bench/trainer_throughput.py [--sizes tiny small] [--steps 5] [--threads 2] [--model PATH]
 """
 
 from __future__ import annotations
@@ -214,6 +218,16 @@ def run_trl(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) -> 
 
 
 # ------------------------------------------------------------------------------------------------ main
+def _models(args: argparse.Namespace, tmp: Path, build: Any) -> list[tuple[str, Path]]:
+    """(label, folder) of each model to run: ``--model`` alone when given, else the tiny ``--sizes``."""
+    if args.model:
+        from rlver.models.fetch import resolve_model_path
+
+        folder = Path(resolve_model_path(args.model))
+        return [(folder.name, folder)]
+    return [(size, build(tmp / size, seed=0, size=size)) for size in args.sizes]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--sizes", nargs="+", default=["tiny", "small"], choices=["tiny", "small"])
@@ -226,6 +240,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--no-trl", action="store_true", help="measure ours only")
+    ap.add_argument("--model", help="a real model folder (or fetched name) instead of --sizes")
     args = ap.parse_args()
 
     import torch
@@ -240,8 +255,7 @@ def main() -> None:
     rows: list[list[Any]] = []
     records: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="rlver-bench-model-") as tmp:
-        for size in args.sizes:
-            model_dir = build_tiny_model(Path(tmp) / size, seed=0, size=size)
+        for size, model_dir in _models(args, Path(tmp), build_tiny_model):
             tokenizer = AutoTokenizer.from_pretrained(model_dir)
             from transformers import AutoModelForCausalLM
 
@@ -292,7 +306,7 @@ def main() -> None:
         rows,
     )
     path = write_result(
-        "trainer_throughput",
+        "trainer_throughput_model" if args.model else "trainer_throughput",
         {
             "trl": version,
             "settings": {k: v for k, v in vars(args).items()},
