@@ -218,7 +218,9 @@ def _stable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _check_step(record: dict[str, Any]) -> None:
-    assert record["rollout/logprob_diff_max"] <= 1e-3, record["rollout/logprob_diff_max"]
+    # > 0: a cached decode and a full forward differ in fp32 rounding; exactly 0 would mean the check
+    # compared one source with itself
+    assert 0 < record["rollout/logprob_diff_max"] <= 1e-3, record["rollout/logprob_diff_max"]
     assert record["rollout/unsampled_trained_tokens"] == 0
     assert record["rollout/sampled_untrained_tokens"] == 0
     assert record["rollout/failed"] == 0

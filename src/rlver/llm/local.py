@@ -225,13 +225,14 @@ class LocalChatModel(ChatModel):
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
-            release_cached_memory()
-            if len(prompts) == 1:
-                raise PolicyOutOfMemoryError(
-                    f"the policy ran out of memory generating one reply of {len(prompts[0])} prompt tokens "
-                    f"+ up to {sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
-                    "or the dialogue's length (rollout.max_turns), or use a larger device"
-                ) from None
+        # released here, not in the handler: the exception's traceback holds the failed attempt's tensors
+        release_cached_memory()
+        if len(prompts) == 1:
+            raise PolicyOutOfMemoryError(
+                f"the policy ran out of memory generating one reply of {len(prompts[0])} prompt tokens "
+                f"+ up to {sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
+                "or the dialogue's length (rollout.max_assistant_turns), or use a larger device"
+            )
         half = len(prompts) // 2
         first = self._generate_fitting(prompts[:half], sampling, seeds[:half])
         return first + self._generate_fitting(prompts[half:], sampling, seeds[half:])
