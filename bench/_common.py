@@ -75,3 +75,19 @@ def print_table(title: str, header: list[str], rows: list[list[Any]]) -> None:
     for row in rows:
         table.add_row(*[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row])
     Console().print(table)
+
+
+#: The real model the real-model benchmarks run by default.
+DEFAULT_MODEL = "smollm2-135m-instruct"  # a name `rlver models fetch` knows, or any model folder
+
+
+def model_folder_or_exit(value: str) -> str:
+    """The model's folder; a fetchable name that is not fetched yet skips the benchmark (exit 0)."""
+    from rlver.errors import RlverError
+    from rlver.models.fetch import resolve_model_path
+
+    try:
+        return resolve_model_path(value)
+    except RlverError as exc:
+        print(f"skipped: {exc}")
+        raise SystemExit(0) from None

@@ -27,22 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import print_table, write_result
-
-DEFAULT_MODEL = "smollm2-135m-instruct"  # a name `rlver models fetch` knows, or any model folder
-
-
-def model_folder_or_exit(value: str) -> str:
-    """The model's folder; a fetchable name that is not fetched yet skips the benchmark (exit 0)."""
-    from rlver.errors import RlverError
-    from rlver.models.fetch import resolve_model_path
-
-    try:
-        return resolve_model_path(value)
-    except RlverError as exc:
-        print(f"skipped: {exc}")
-        raise SystemExit(0) from None
-
+from _common import DEFAULT_MODEL, model_folder_or_exit, print_table, write_result
 
 QUESTIONS = [
     "I failed my driving test again today.",
