@@ -17,7 +17,8 @@ The offline user must prefer the original (a higher change before rounding) in a
 pairs of every class: ``tests/test_simulator_contrast.py`` checks the committed fixture
 ``tests/data/en_contrast.jsonl``.
 
-Usage: python bench/en_contrast_set.py TRANSCRIPT [--out tests/data/en_contrast.jsonl] [--check]
+Usage: python bench/en_contrast_set.py TRANSCRIPT... [--out tests/data/en_contrast.jsonl]
+[--first-replies tests/data/en_smollm2_first_replies.jsonl]
 """
 
 from __future__ import annotations
@@ -134,16 +135,26 @@ def build_pairs(contexts: list[dict[str, Any]], seed: int = 0) -> list[dict[str,
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("transcript", type=Path)
+    parser.add_argument("transcripts", type=Path, nargs="+")
     parser.add_argument("--out", type=Path, default=Path("tests/data/en_contrast.jsonl"))
+    parser.add_argument(
+        "--first-replies",
+        type=Path,
+        default=None,
+        help="Also write each dialogue's first agent reply, as it is, here (of the first transcript).",
+    )
     args = parser.parse_args()
     try:
-        pairs = build_pairs(reply_contexts(args.transcript))
+        per_file = [reply_contexts(t) for t in args.transcripts]
     except RlverError as exc:
         raise SystemExit(f"en_contrast_set: {exc}") from None
+    pairs = [p for i, contexts in enumerate(per_file) for p in build_pairs(contexts, seed=i)]
     if not pairs:
-        print(f"error: {args.transcript}: no finished agent reply of two or more sentences", file=sys.stderr)
+        print("error: no finished agent reply of two or more sentences in the transcripts", file=sys.stderr)
         raise SystemExit(2)
+    if args.first_replies:
+        first = [{"profile_id": c["profile_id"], "reply": c["original"]} for c in per_file[0] if c["turn"] == 1]
+        args.first_replies.write_text("".join(json.dumps(f) + "\n" for f in first), encoding="utf-8")
     args.out.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
     counts = {k: sum(1 for p in pairs if p["kind"] == k) for k in KINDS}
     print(f"wrote {len(pairs)} pairs to {args.out}: {counts}")

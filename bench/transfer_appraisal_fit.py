@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rlver.env.thinking import visible_text
 from rlver.errors import RlverError
 from rlver.eval.appraisal_fit import Turn, cross_validate, find_result_files, fit, index_keys
@@ -122,6 +124,8 @@ def fit_transfer(data: Path, validate: bool = True) -> dict[str, Any]:
         "weights": rnd(final.dense_weights),
         "mean": rnd(final.mean),
         "scale": rnd(final.scale),
+        "low": rnd(np.min([t.dense for t in turns], axis=0)),
+        "high": rnd(np.max([t.dense for t in turns], axis=0)),
         "intercept": rnd([final.intercept])[0],
         "calibration": {"slope": rnd([final.slope])[0], "offset": rnd([final.offset])[0]},
         "validation": {k: {s: _slim(v) for s, v in part.items()} for k, part in validation.items()},

@@ -67,7 +67,6 @@ XL_NAMES = (
     "advice_before_ack",
     "platitude",
     "apology",
-    "apology_loop",
     "assistant_register",
     "phrase_loop",
     "sentence_repeat",
@@ -76,8 +75,6 @@ XL_NAMES = (
     "user_share",
     "need_overlap",
     "story_overlap",
-    "ends_cleanly",
-    "opens_connective",
     "list_lines",
     "emotion",
     "emotion_sq",
@@ -195,7 +192,7 @@ XL_ZH = XLLexicon(
 XL_LEXICONS = {"en": XL_EN, "zh": XL_ZH}
 
 _SENT_END = re.compile(r"[.!?。！？…]+[\"'”’)）」』]*\s*|\n+")
-_ENDS_CLEANLY = re.compile(r"(?:[.!?。！？…~～)）」』\"”’*:]|[\U0001F300-\U0001FAFF\u2600-\u27BF])[\ufe0f\u200d]*\s*$")
+_ENDS_CLEANLY = re.compile(r"(?:[.!?。！？…~～)）」』\"”’*]|[\U0001F300-\U0001FAFF\u2600-\u27BF])[\ufe0f\u200d]*\s*$")
 _LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)、]|#+)\s*", re.MULTILINE)
 _EN_SUFFIX = re.compile(r"(?:ing|ed|es|s|ly)$")
 
@@ -295,13 +292,6 @@ def xl_text_features(
     tokens = content_tokens(text, lang)
     user_tokens = content_tokens(last_user, lang)
     repeat = max((len(tokens & p) / len(tokens | p) for p in previous if tokens and p), default=0.0)
-    opener = (sents[0] if sents else "").lower()
-    first_word = EN_WORD.match(opener)
-    opens_conn = (
-        any(opener.startswith(c) for c in lex.connectives)
-        if lang == "zh"
-        else bool(first_word and first_word.group(0) in lex.connectives)
-    )
     log_len = math.log1p(units) / 5.0
     return [
         log_len,
@@ -317,7 +307,6 @@ def xl_text_features(
         1.0 if advice and _first_position(lex.advice, view, lower) < _first_position(lex.acknowledge, view, lower) else 0.0,
         _saturate(len(lex.platitude.findall(view)), 1.0),
         min(1.0, apologies / 2.0),
-        1.0 if apologies >= 2 else 0.0,
         _saturate(len(lex.assistant.findall(view)), 1.5),
         _repeat_share(seq),
         repeated / len(sents) if sents else 0.0,
@@ -326,8 +315,6 @@ def xl_text_features(
         _overlap(tokens, user_tokens),
         _overlap(tokens, profile.need),
         _overlap(tokens, profile.story),
-        1.0 if _ENDS_CLEANLY.search(text) else 0.0,
-        1.0 if opens_conn else 0.0,
         min(5, len(_LIST_LINE.findall(text))) / 5.0,
     ], tokens
 
@@ -435,6 +422,10 @@ class TransferModel:
         self.weights: list[float] = list(data["weights"])
         self.mean: list[float] = list(data["mean"])
         self.scale: list[float] = list(data["scale"])
+        #: The range each feature took in the fitting data: a value outside it is clipped to it, since the
+        #: fit says nothing about values it never saw (English replies can fall outside Chinese ranges).
+        self.low: list[float] = list(data["low"])
+        self.high: list[float] = list(data["high"])
         self.intercept = float(data["intercept"])
         self.slope = float(data["calibration"]["slope"])
         self.offset = float(data["calibration"]["offset"])
@@ -442,15 +433,15 @@ class TransferModel:
     def contributions(self, features: Sequence[float]) -> dict[str, float]:
         """Each feature's part of the raw score (standardised value times weight)."""
         return {
-            name: w * (x - m) / s
-            for name, w, x, m, s in zip(XL_NAMES, self.weights, features, self.mean, self.scale, strict=True)
+            name: w * (min(hi, max(lo, x)) - m) / s
+            for name, w, x, m, s, lo, hi in zip(
+                XL_NAMES, self.weights, features, self.mean, self.scale, self.low, self.high, strict=True
+            )
         }
 
     def score(self, features: Sequence[float]) -> float:
         """The raw score (the intercept plus every contribution)."""
-        return self.intercept + sum(
-            w * (x - m) / s for w, x, m, s in zip(self.weights, features, self.mean, self.scale, strict=True)
-        )
+        return self.intercept + sum(self.contributions(features).values())
 
     def change(self, score: float, max_change: int = 10) -> int:
         """An integer change on the recorded scale (see :func:`rlver.simulator.learned.round_change`)."""

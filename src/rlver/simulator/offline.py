@@ -7,8 +7,12 @@ the profile's language.
 
 For Chinese profiles the change itself comes from the *learned appraisal*
 (:mod:`rlver.simulator.learned`): a linear model fitted on the released judgements of the published
-SAGE simulator, with the hard flags below as vetoes in front of it. English profiles keep the lexicon
-appraisal described here: no released English judgements exist to fit or check it against.
+SAGE simulator, with the hard flags below as vetoes in front of it. For English profiles it comes from
+the *transfer appraisal* (:mod:`rlver.simulator.crosslingual`): features both languages share, weighted
+by a fit on the same Chinese judgements, plus structure penalties (cut off, a sentence twice, out of
+order), behind the same vetoes. No released English judgements exist, so its agreement with SAGE is
+inherited from the Chinese fit, never measured in English. ``learned=False`` keeps the lexicon appraisal
+described here for both languages.
 
 It is a PROXY for development, CI, the demo, and for spotting reward hacking (a policy that games this
 user in a way a reader can see in the features is likely gaming the LLM user too). It is NOT the
