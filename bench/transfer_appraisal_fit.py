@@ -132,6 +132,24 @@ def fit_transfer(data: Path, validate: bool = True) -> dict[str, Any]:
     }
 
 
+def ablations(data: Path) -> dict[str, dict[str, Any]]:
+    """Held-out-agent-model figures of the reply features alone and of the user's state alone.
+
+    The state (emotion, turn, style, the user's own earlier changes) carries most of the Chinese
+    agreement; only the reply features tell two replies in the same state apart, so their own figure is
+    the one that speaks for English replies.
+    """
+    _, turns = read_xl_turns(data)
+    n_text = XL_NAMES.index("emotion")
+    full = [list(t.dense) for t in turns]
+    out: dict[str, dict[str, Any]] = {}
+    for label, part in (("reply features only", slice(0, n_text)), ("user state only", slice(n_text, None))):
+        for t, x in zip(turns, full, strict=True):
+            t.dense = x[part]
+        out[label] = _slim(cross_validate(turns, SETTINGS)["leave_model_out"]["overall"])
+    return out
+
+
 def _slim(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k != "per_file"}
 
@@ -141,6 +159,9 @@ def main() -> None:
     default = Path(os.environ.get("RLVER_SHARED_DATA", "../shared/data")) / "sage_released"
     parser.add_argument("--data", type=Path, default=default)
     parser.add_argument("--out", type=Path, default=None, help="Write the artefact here.")
+    parser.add_argument(
+        "--ablate", action="store_true", help="Also measure the reply features alone and the user state alone."
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     try:
@@ -155,6 +176,12 @@ def main() -> None:
             )
     ranked = sorted(zip(XL_NAMES, artefact["weights"], strict=True), key=lambda kv: -abs(kv[1]))
     print("weights (per standard deviation):", ", ".join(f"{n} {w:+.2f}" for n, w in ranked))
+    if args.ablate:
+        for label, a in ablations(args.data).items():
+            print(
+                f"{label} (agent models held out): per-turn Spearman {a['spearman']}, sign {a['sign_agreement']}, "
+                f"model ranking {a['model_ranking_spearman']}"
+            )
     print(f"{artefact['turns']} turns, {time.perf_counter() - started:.0f} s")
     if args.out:
         args.out.write_text(json.dumps(artefact, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

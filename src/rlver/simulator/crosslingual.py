@@ -366,7 +366,8 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
     ranks = _opening_order(sents, language)
     if (
         opens_conn
-        or (numbers and (numbers[0] != 1 or numbers != sorted(numbers)))
+        or (numbers and numbers[0] != 1)
+        or any(b < a and b != 1 for a, b in zip(numbers, numbers[1:], strict=False))
         or ranks != sorted(ranks)
         or (ranks and ranks[0] != 1 and len(ranks) > 1)
     ):
@@ -415,8 +416,9 @@ class TransferModel:
     def __init__(self, data: dict[str, Any]) -> None:
         if data.get("features_version") != XL_FEATURES_VERSION or list(data.get("names", [])) != list(XL_NAMES):
             raise ConfigError(
-                f"transfer appraisal: artefact has features_version {data.get('features_version')!r}, "
-                f"this rlver reads {XL_FEATURES_VERSION!r}; refit with bench/transfer_appraisal_fit.py"
+                f"transfer appraisal: artefact has features_version {data.get('features_version')!r} and "
+                f"{len(data.get('names', []))} features, this rlver reads {XL_FEATURES_VERSION!r} with "
+                f"{len(XL_NAMES)}; refit with bench/transfer_appraisal_fit.py"
             )
         self.data = data
         self.weights: list[float] = list(data["weights"])
