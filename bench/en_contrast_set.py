@@ -31,8 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlver.errors import RlverError
 from rlver.env.thinking import visible_text
+from rlver.errors import RlverError
 from rlver.transcripts.native import read_transcript
 
 KINDS = ("off_topic", "shuffled", "repeated", "cut", "platitude")
@@ -148,12 +148,20 @@ def main() -> None:
         per_file = [reply_contexts(t) for t in args.transcripts]
     except RlverError as exc:
         raise SystemExit(f"en_contrast_set: {exc}") from None
+    for path, contexts in zip(args.transcripts, per_file, strict=True):
+        if len({c["profile_id"] for c in contexts}) < 2:
+            print(
+                f"error: {path}: the off-topic pairs need dialogues of two or more profiles", file=sys.stderr
+            )
+            raise SystemExit(2)
     pairs = [p for i, contexts in enumerate(per_file) for p in build_pairs(contexts, seed=i)]
     if not pairs:
         print("error: no finished agent reply of two or more sentences in the transcripts", file=sys.stderr)
         raise SystemExit(2)
     if args.first_replies:
-        first = [{"profile_id": c["profile_id"], "reply": c["original"]} for c in per_file[0] if c["turn"] == 1]
+        first = [
+            {"profile_id": c["profile_id"], "reply": c["original"]} for c in per_file[0] if c["turn"] == 1
+        ]
         args.first_replies.write_text("".join(json.dumps(f) + "\n" for f in first), encoding="utf-8")
     args.out.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), encoding="utf-8")
     counts = {k: sum(1 for p in pairs if p["kind"] == k) for k in KINDS}

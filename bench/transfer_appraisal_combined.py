@@ -19,7 +19,7 @@ from rlver.eval.appraisal_fit import DEFAULT_SETTINGS, cross_validate, find_resu
 from rlver.simulator.crosslingual import XL_NAMES
 
 sys.path.insert(0, str(Path(__file__).parent))
-from transfer_appraisal_fit import read_xl_turns  # noqa: E402
+from transfer_appraisal_fit import read_xl_turns
 
 
 def main() -> None:

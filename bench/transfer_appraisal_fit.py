@@ -33,7 +33,13 @@ from rlver.simulator.crosslingual import XL_FEATURES_VERSION, XL_NAMES, XLProfil
 from rlver.transcripts.published import read_published
 
 #: Ridge on the standardised dense block (the same solver as the learned appraisal, no n-grams).
-SETTINGS: dict[str, Any] = {"min_df": 1, "l2": 3.0, "cg_steps": 200, "profile_folds": 5, "joint_holdout": False}
+SETTINGS: dict[str, Any] = {
+    "min_df": 1,
+    "l2": 3.0,
+    "cg_steps": 200,
+    "profile_folds": 5,
+    "joint_holdout": False,
+}
 
 
 def xl_profile(ep: Episode) -> XLProfile:
@@ -160,7 +166,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=default)
     parser.add_argument("--out", type=Path, default=None, help="Write the artefact here.")
     parser.add_argument(
-        "--ablate", action="store_true", help="Also measure the reply features alone and the user state alone."
+        "--ablate",
+        action="store_true",
+        help="Also measure the reply features alone and the user state alone.",
     )
     args = parser.parse_args()
     started = time.perf_counter()

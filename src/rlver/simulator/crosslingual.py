@@ -25,6 +25,7 @@ English judgement checks it (see docs/simulator.md, "The English offline user").
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -186,13 +187,29 @@ XL_ZH = XLLexicon(
         "以下是|以下几点|一些建议|几点建议|小贴士|技巧|策略|我可以帮|很乐意|乐意帮助|随时告诉我|随时找我|"
         "希望对你有帮助|希望能帮到你|请提供|作为ai|语言模型|总之|此外|另外|综上|总结|关键点|重要的是|请记住"
     ),
-    connectives=("另外", "此外", "而且", "还有", "最后", "其次", "但是", "可是", "所以", "然后", "因此", "总之", "并且"),
+    connectives=(
+        "另外",
+        "此外",
+        "而且",
+        "还有",
+        "最后",
+        "其次",
+        "但是",
+        "可是",
+        "所以",
+        "然后",
+        "因此",
+        "总之",
+        "并且",
+    ),
 )
 
 XL_LEXICONS = {"en": XL_EN, "zh": XL_ZH}
 
 _SENT_END = re.compile(r"[.!?。！？…]+[\"'”’)）」』]*\s*|\n+")
-_ENDS_CLEANLY = re.compile(r"(?:[.!?。！？…~～)）」』\"”’*]|[\U0001F300-\U0001FAFF\u2600-\u27BF])[\ufe0f\u200d]*\s*$")
+_ENDS_CLEANLY = re.compile(
+    r"(?:[.!?。！？…~～)）」』\"”’*]|[\U0001F300-\U0001FAFF\u2600-\u27BF])[\ufe0f\u200d]*\s*$"
+)
 _LIST_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)、]|#+)\s*", re.MULTILINE)
 _EN_SUFFIX = re.compile(r"(?:ing|ed|es|s|ly)$")
 
@@ -260,7 +277,7 @@ def _first_position(phrases: PhraseList, view: TextView, lower: str) -> int:
 
 def _repeat_share(seq: Sequence[str]) -> float:
     """The share of adjacent pairs of ``seq`` that repeat an earlier pair (0 for fewer than 8 pairs)."""
-    pairs = [a + "\x00" + b for a, b in zip(seq, seq[1:], strict=False)]
+    pairs = [a + "\x00" + b for a, b in itertools.pairwise(seq)]
     return 1 - len(set(pairs)) / len(pairs) if len(pairs) >= 8 else 0.0
 
 
@@ -304,7 +321,9 @@ def xl_text_features(
         _saturate(len(set(lex.emotion.findall(view))), 1.5),
         _saturate(len(acks), 1.0),
         _saturate(len(advice), 1.5),
-        1.0 if advice and _first_position(lex.advice, view, lower) < _first_position(lex.acknowledge, view, lower) else 0.0,
+        1.0
+        if advice and _first_position(lex.advice, view, lower) < _first_position(lex.acknowledge, view, lower)
+        else 0.0,
         _saturate(len(lex.platitude.findall(view)), 1.0),
         min(1.0, apologies / 2.0),
         _saturate(len(lex.assistant.findall(view)), 1.5),
@@ -326,7 +345,16 @@ def xl_text_features(
 STRUCTURE_PENALTIES: dict[str, float] = {"cut_off": -3.0, "repeats_sentence": -4.0, "out_of_order": -2.0}
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})[.)、]")
-_EN_ORDINALS = {"first": 1, "firstly": 1, "second": 2, "secondly": 2, "third": 3, "thirdly": 3, "finally": 9, "lastly": 9}
+_EN_ORDINALS = {
+    "first": 1,
+    "firstly": 1,
+    "second": 2,
+    "secondly": 2,
+    "third": 3,
+    "thirdly": 3,
+    "finally": 9,
+    "lastly": 9,
+}
 _ZH_ORDINALS = {"首先": 1, "第一": 1, "其次": 2, "第二": 2, "第三": 3, "最后": 9}
 
 
@@ -367,7 +395,7 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
     if (
         opens_conn
         or (numbers and numbers[0] != 1)
-        or any(b < a and b != 1 for a, b in zip(numbers, numbers[1:], strict=False))
+        or any(b < a and b != 1 for a, b in itertools.pairwise(numbers))
         or ranks != sorted(ranks)
         or (ranks and ranks[0] != 1 and len(ranks) > 1)
     ):
@@ -414,7 +442,9 @@ class TransferModel:
     """The fitted weights of the transfer appraisal, with their provenance. Immutable once loaded."""
 
     def __init__(self, data: dict[str, Any]) -> None:
-        if data.get("features_version") != XL_FEATURES_VERSION or list(data.get("names", [])) != list(XL_NAMES):
+        if data.get("features_version") != XL_FEATURES_VERSION or list(data.get("names", [])) != list(
+            XL_NAMES
+        ):
             raise ConfigError(
                 f"transfer appraisal: artefact has features_version {data.get('features_version')!r} and "
                 f"{len(data.get('names', []))} features, this rlver reads {XL_FEATURES_VERSION!r} with "

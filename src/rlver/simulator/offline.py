@@ -62,7 +62,13 @@ from rlver.simulator.crosslingual import (
     xl_text_features,
 )
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.learned import AppraisalModel, ProfileText, cjk_bigrams, load_appraisal_model, round_change
+from rlver.simulator.learned import (
+    AppraisalModel,
+    ProfileText,
+    cjk_bigrams,
+    load_appraisal_model,
+    round_change,
+)
 from rlver.simulator.offline_lexicon import (
     CJK_CHAR,
     JUDGE_PATTERNS,
@@ -788,12 +794,16 @@ class OfflineUser(SimulatedUser):
         last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
         turn = sum(1 for m in self.history if m.role == "assistant") + 1
         text_part, _ = xl_text_features(agent_reply, last_user, self._previous_xl, xl)
-        parts = model.contributions(text_part + xl_context_features(xl, self.emotion.value, turn, self._changes))
+        parts = model.contributions(
+            text_part + xl_context_features(xl, self.emotion.value, turn, self._changes)
+        )
         n_text = len(text_part)
         reply_part = model.slope * sum(list(parts.values())[:n_text])
         context_part = model.slope * sum(list(parts.values())[n_text:])
         faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
-        value = reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
+        value = (
+            reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
+        )
         change = round_change(value + self._bias, 10)
         features = {"transfer_reply": round(reply_part, 4), "transfer_context": round(context_part, 4)}
         features.update(faults)
@@ -807,8 +817,13 @@ class OfflineUser(SimulatedUser):
             "transfer appraisal: " + ", ".join(f"{k} {model.slope * v:+.1f}" for k, v in top),
         ]
         if faults:
-            notes["inner_reaction"] = [*notes.get("inner_reaction", []), "not a finished reply: " + ", ".join(faults)]
-        return Scored(features=features, flags=[*scored.flags, *faults], notes=notes, exact=value + self._bias)
+            notes["inner_reaction"] = [
+                *notes.get("inner_reaction", []),
+                "not a finished reply: " + ", ".join(faults),
+            ]
+        return Scored(
+            features=features, flags=[*scored.flags, *faults], notes=notes, exact=value + self._bias
+        )
 
     async def open(self) -> UserTurn:
         started = time.perf_counter()
