@@ -225,7 +225,7 @@ def tier_line(
             return line
     # Everything said already (a long dialogue in one tier): borrow from the neighbouring tiers' lines.
     pools = TIER_LINES.get(language, TIER_LINES["en"])
-    neighbours = {"S": "A", "A": "B", "B": "C", "C": "B", "F": "C"}
+    neighbours: dict[Tier, Tier] = {"S": "A", "A": "B", "B": "C", "C": "B", "F": "C"}
     return _pick(pools[neighbours[tier]], language, topic, rng, used) or _fill(
         rng.choice(tier_lines), language, topic
     )
