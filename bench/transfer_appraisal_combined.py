@@ -30,7 +30,7 @@ def main() -> None:
     settings = {**DEFAULT_SETTINGS, "profile_folds": 5}
     turns = read_turns(find_result_files(args.data), args.data, settings)
     _, xl_turns = read_xl_turns(args.data)
-    if len(turns) != len(xl_turns):
+    if len(turns) != len(xl_turns) or any(t.reply != x.reply for t, x in zip(turns, xl_turns, strict=False)):
         raise SystemExit(f"error: {args.data}: {len(turns)} n-gram turns but {len(xl_turns)} transfer turns")
     n_text = XL_NAMES.index("emotion")
     for label in ("char n-grams (shipped)", "char n-grams + transfer reply features"):
