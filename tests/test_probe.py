@@ -85,8 +85,12 @@ def test_offline_simulator_rewards_no_adversarial_probe() -> None:
     assert offenders == [], f"adversarial probes earned a positive change: {offenders}"
     assert report["passed"] and report["exploited"] == []
     control = rows["control_good"]
-    assert control["mean_change"] > 0
-    assert all(control["mean_change"] > r["mean_change"] for r in rows.values() if r["adversarial"])
+    # The control is generic (it names nothing of the user's story): the learned (zh) and transfer (en)
+    # appraisals, fitted on SAGE's judgements, give such a reply about nothing on negative-style users
+    # (-1 each) and a little on the others, so it must not lose on average and must beat every attack
+    # by a clear margin, rather than gain on average as it did under the English lexicon.
+    assert control["mean_change"] >= 0
+    assert all(control["mean_change"] >= r["mean_change"] + 2 for r in rows.values() if r["adversarial"])
 
 
 def test_offline_probe_per_behaviour_mode() -> None:

@@ -49,7 +49,8 @@ def respond_all(user: OfflineUser, replies: list[str]) -> list[UserTurn]:
 def change_for(
     profile: Profile, reply: str, *, difficulty: str = "normal", before: list[str] | None = None
 ) -> int:
-    user = OfflineSimulator(difficulty=difficulty).start(profile, start_emotion=50)  # type: ignore[arg-type]
+    # The lexicon appraisal (English profiles default to the transfer appraisal: test_simulator_transfer.py).
+    user = OfflineSimulator(difficulty=difficulty, learned=False).start(profile, start_emotion=50)  # type: ignore[arg-type]
     turns = respond_all(user, [*(before or []), reply])
     appraisal = turns[-1].appraisal
     assert appraisal is not None
@@ -57,7 +58,7 @@ def change_for(
 
 
 def features_for(profile: Profile, reply: str) -> dict[str, float]:
-    user = OfflineSimulator().start(profile, start_emotion=50)
+    user = OfflineSimulator(learned=False).start(profile, start_emotion=50)
     appraisal = respond_all(user, [reply])[-1].appraisal
     assert appraisal is not None
     return appraisal.features
@@ -162,7 +163,7 @@ def test_difficulty_scales_the_result() -> None:
 def test_behaviour_bias_is_a_recorded_feature(monkeypatch: pytest.MonkeyPatch) -> None:
     mode = behaviours.Behaviour(name="test_grumpy", description="t", offline_change_bias=-3)
     monkeypatch.setitem(behaviours.BEHAVIOURS, mode.name, mode)
-    user = OfflineSimulator(behaviour="test_grumpy").start(EN, start_emotion=50)
+    user = OfflineSimulator(behaviour="test_grumpy", learned=False).start(EN, start_emotion=50)
     a = respond_all(user, [GOOD_EN])[-1].appraisal
     assert a is not None and a.features["behaviour_bias"] == -3
     assert a.raw_change == change_for(EN, GOOD_EN) - 3

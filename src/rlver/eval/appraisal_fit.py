@@ -202,7 +202,8 @@ class Design:
         sparse = np.bincount(
             self.indices, weights=self.values * np.repeat(v, counts), minlength=self.n_sparse
         )
-        return sparse, self.dense.T @ v
+        # float even with no n-gram column at all (a dense-only design: the transfer appraisal's fit)
+        return sparse.astype(np.float64, copy=False), self.dense.T @ v
 
 
 def build_design(

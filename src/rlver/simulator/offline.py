@@ -7,8 +7,12 @@ the profile's language.
 
 For Chinese profiles the change itself comes from the *learned appraisal*
 (:mod:`rlver.simulator.learned`): a linear model fitted on the released judgements of the published
-SAGE simulator, with the hard flags below as vetoes in front of it. English profiles keep the lexicon
-appraisal described here: no released English judgements exist to fit or check it against.
+SAGE simulator, with the hard flags below as vetoes in front of it. For English profiles it comes from
+the *transfer appraisal* (:mod:`rlver.simulator.crosslingual`): features both languages share, weighted
+by a fit on the same Chinese judgements, plus structure penalties (cut off, a sentence twice, out of
+order), behind the same vetoes. No released English judgements exist, so its agreement with SAGE is
+inherited from the Chinese fit, never measured in English. ``learned=False`` keeps the lexicon appraisal
+described here for both languages.
 
 It is a PROXY for development, CI, the demo, and for spotting reward hacking (a policy that games this
 user in a way a reader can see in the features is likely gaming the LLM user too). It is NOT the
@@ -48,8 +52,23 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
+from rlver.simulator.crosslingual import (
+    TransferModel,
+    XLProfile,
+    content_tokens,
+    load_transfer_model,
+    structure_faults,
+    xl_context_features,
+    xl_text_features,
+)
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.learned import AppraisalModel, ProfileText, cjk_bigrams, load_appraisal_model
+from rlver.simulator.learned import (
+    AppraisalModel,
+    ProfileText,
+    cjk_bigrams,
+    load_appraisal_model,
+    round_change,
+)
 from rlver.simulator.offline_lexicon import (
     CJK_CHAR,
     JUDGE_PATTERNS,
@@ -67,7 +86,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v5"
+OFFLINE_VERSION = "rlver-offline-v6"
 
 #: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
 #: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
@@ -198,6 +217,8 @@ class ProfileFeatures:
     profile_grams: set[tuple[str, ...]] = field(default_factory=set)
     #: the learned appraisal's view of the profile (Chinese profiles with the learned model on).
     learned: ProfileText | None = None
+    #: the transfer appraisal's view of the profile (English profiles with the learned models on).
+    xl: XLProfile | None = None
 
 
 def infer_need(profile: Profile, lexicon: Lexicon) -> str:
@@ -241,6 +262,9 @@ class Scored:
     features: dict[str, float]
     flags: list[str]
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: The change before rounding, where a model computed one (else the sum of the contributions):
+    #: what tells two replies apart that round to the same change (the contrast-set test compares it).
+    exact: float | None = None
 
     @property
     def total(self) -> float:
@@ -674,11 +698,23 @@ class OfflineUser(SimulatedUser):
         self._bias = get_behaviour(behaviour).offline_change_bias
         self._previous_token_sets: list[set[str]] = []
         self._previous_bigrams: list[set[str]] = []
+        #: content tokens of the agent's earlier replies (the transfer appraisal's repetition feature).
+        self._previous_xl: list[set[str]] = []
         self._user_grams: set[tuple[str, ...]] = set()
         #: This user's own emotion changes so far (the learned appraisal reads its trajectory).
         self._changes: list[int] = []
         #: The flags of the last reply judged (``rlver probe --from-run`` reports them).
         self.last_flags: list[str] = []
+        #: The last reply's change before rounding (see :attr:`Scored.exact`).
+        self.last_exact: float = 0.0
+        #: The lines this user has said (a person does not say the same sentence twice).
+        self._lines: set[str] = set()
+
+    def pf_words(self, agent_reply: str) -> set[str]:
+        """Words of the agent's reply this user can take up in an echo line (English content words)."""
+        if self.pf.language != "en":
+            return set()
+        return {w for w in en_words(agent_reply) if w not in self.pf.lexicon.stopwords and w.isalpha()}
 
     def _heard(self, user_text: str) -> None:
         self.history.append(Message(role="user", content=user_text))
@@ -688,6 +724,8 @@ class OfflineUser(SimulatedUser):
         self.history.append(Message(role="assistant", content=agent_reply))
         self._previous_token_sets.append(set(tokens(agent_reply.strip(), self.pf.language)))
         self._previous_bigrams.append(cjk_bigrams(agent_reply))
+        if self.pf.xl is not None:
+            self._previous_xl.append(content_tokens(agent_reply, self.pf.language))
 
     def restore(self, history: Sequence[Message], emotion: int, *, changes: Sequence[int] = ()) -> None:
         """Rebuild the derived state (earlier replies' tokens, the user's n-grams) from ``history``.
@@ -697,6 +735,7 @@ class OfflineUser(SimulatedUser):
         """
         super().restore([], emotion)
         self._previous_token_sets, self._previous_bigrams, self._user_grams = [], [], set()
+        self._previous_xl = []
         self._changes = list(changes)
         for message in history:
             if message.role == "user":
@@ -739,7 +778,52 @@ class OfflineUser(SimulatedUser):
             features["behaviour_bias"] = float(self._bias)
         notes = dict(scored.notes)
         notes["goal_fit"] = [*notes.get("goal_fit", []), f"learned appraisal score {score:+.2f}"]
-        return Scored(features=features, flags=scored.flags, notes=notes)
+        exact = model.slope * score + model.offset + self._bias
+        return Scored(features=features, flags=scored.flags, notes=notes, exact=exact)
+
+    def _transfer(self, agent_reply: str, scored: Scored) -> Scored:
+        """English: replace the lexicon's graded features by the transfer appraisal (vetoed replies keep theirs).
+
+        The score is the Chinese-fitted weights applied to the English features, plus the structure
+        penalties (cut off, a sentence twice, out of order) that the Chinese data cannot weigh.
+        """
+        model, xl = self.simulator.transfer_model, self.pf.xl
+        vetoed = self.simulator.vetoes and any(f in HARD_FLAGS for f in scored.flags)
+        if model is None or xl is None or vetoed:
+            return scored
+        last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
+        turn = sum(1 for m in self.history if m.role == "assistant") + 1
+        text_part, _ = xl_text_features(agent_reply, last_user, self._previous_xl, xl)
+        parts = model.contributions(
+            text_part + xl_context_features(xl, self.emotion.value, turn, self._changes)
+        )
+        n_text = len(text_part)
+        reply_part = model.slope * sum(list(parts.values())[:n_text])
+        context_part = model.slope * sum(list(parts.values())[n_text:])
+        faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
+        value = (
+            reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
+        )
+        change = round_change(value + self._bias, 10)
+        features = {"transfer_reply": round(reply_part, 4), "transfer_context": round(context_part, 4)}
+        features.update(faults)
+        if self._bias:
+            features["behaviour_bias"] = float(self._bias)
+        features["transfer_offset"] = round(change - sum(features.values()), 4)
+        notes = dict(scored.notes)
+        top = sorted(list(parts.items())[:n_text], key=lambda kv: -abs(kv[1]))[:3]
+        notes["goal_fit"] = [
+            *notes.get("goal_fit", []),
+            "transfer appraisal: " + ", ".join(f"{k} {model.slope * v:+.1f}" for k, v in top),
+        ]
+        if faults:
+            notes["inner_reaction"] = [
+                *notes.get("inner_reaction", []),
+                "not a finished reply: " + ", ".join(faults),
+            ]
+        return Scored(
+            features=features, flags=[*scored.flags, *faults], notes=notes, exact=value + self._bias
+        )
 
     async def open(self) -> UserTurn:
         started = time.perf_counter()
@@ -765,7 +849,9 @@ class OfflineUser(SimulatedUser):
         if not self.simulator.vetoes:
             scored.features.pop("gate", None)
         scored = self._learned(agent_reply, scored)
+        scored = self._transfer(agent_reply, scored)
         self.last_flags = list(scored.flags)
+        self.last_exact = scored.total if scored.exact is None else scored.exact
         raw_change = scored.raw_change
         before, change, after = self.emotion.apply(raw_change)
         self._changes.append(change)
@@ -784,8 +870,10 @@ class OfflineUser(SimulatedUser):
             features=scored.features,
         )
         reasons = scored.flags + (["cliche"] if "cliche" in scored.features else [])
-        reaction = reaction_line(lang, reasons, self.rng)
-        line = tier_line(lang, tier, self.pf.topic, self.rng, change)
+        reaction = reaction_line(lang, reasons, self.rng, self._lines)
+        words = sorted(w for w in self.pf_words(agent_reply) if len(w) > 4)[:12]
+        line = tier_line(lang, tier, self.pf.topic, self.rng, change, used=self._lines, words=words)
+        self._lines.update(x for x in (reaction, line) if x)
         text = f"{reaction} {line}".strip() if lang == "en" else f"{reaction}{line}"
         ends = tier in ("S", "F")
         self._said(agent_reply)
@@ -814,6 +902,7 @@ class OfflineSimulator(UserSimulator):
         embedder: Embedder | None = None,
         learned: bool = True,
         learned_model: AppraisalModel | None = None,
+        transfer_model: TransferModel | None = None,
         vetoes: bool = True,
     ) -> None:
         super().__init__(rules)
@@ -822,6 +911,10 @@ class OfflineSimulator(UserSimulator):
         #: The learned appraisal for Chinese profiles (None: lexicon everywhere).
         self.learned_model: AppraisalModel | None = (
             (learned_model or load_appraisal_model()) if learned else None
+        )
+        #: The transfer appraisal for English profiles (None: lexicon for English).
+        self.transfer_model: TransferModel | None = (
+            (transfer_model or load_transfer_model()) if learned else None
         )
         self.seed = seed
         self.difficulty = difficulty
@@ -852,6 +945,8 @@ class OfflineSimulator(UserSimulator):
         )
         if self.learned_model is not None and language == "zh":
             pf.learned = ProfileText.of(profile.hidden_need, profile.background, profile.goal, pf.style)
+        if self.transfer_model is not None and language == "en":
+            pf.xl = XLProfile.of("en", profile.hidden_need, profile.background, profile.goal, pf.style)
         if self.embedder is not None:
             pf.need_vector = np.asarray(
                 self.embedder([f"{profile.hidden_need}\n{profile.goal}"])[0], dtype=np.float64
@@ -873,6 +968,24 @@ class OfflineSimulator(UserSimulator):
             rng=random.Random(f"{self.seed}:{seed}:{profile.id}"),
         )
 
+    def exact_change(
+        self,
+        profile: Profile,
+        history: Sequence[Message],
+        reply: str,
+        *,
+        emotion: int,
+        changes: Sequence[int] = (),
+    ) -> float:
+        """The change before rounding that a user teacher-forced into this context gives ``reply``.
+
+        Two replies that round to the same change still differ here: the contrast-set test compares it.
+        """
+        user = self.start(profile, start_emotion=emotion)
+        user.restore(history, emotion, changes=changes)
+        user.respond_now(reply)
+        return user.last_exact
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -887,9 +1000,14 @@ class OfflineSimulator(UserSimulator):
             **({} if self.vetoes else {"vetoes": False}),
             "appraisal": {
                 "zh": "learned" if self.learned_model is not None else "lexicon",
-                "en": "lexicon (no released English judgements to fit or check against)",
+                "en": (
+                    "transfer (Chinese-fitted cross-lingual features; SAGE agreement inherited, not measured in English)"
+                    if self.transfer_model is not None
+                    else "lexicon (no released English judgements to fit or check against)"
+                ),
             },
             **({"learned": self.learned_model.describe()} if self.learned_model is not None else {}),
+            **({"transfer": self.transfer_model.describe()} if self.transfer_model is not None else {}),
         }
 
 
