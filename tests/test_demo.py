@@ -104,7 +104,7 @@ def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> No
 
 def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
     """The demo's claim about its offline user comes from the shipped artefact's validation (never
-    hard-coded), and English profiles are called what they are: unmeasured, not a proxy."""
+    hard-coded), and English profiles are called what they are: agreement inherited from a Chinese fit."""
     from rlver.cli.demo import offline_user_statement
     from rlver.simulator.learned import load_appraisal_model
     from rlver.simulator.offline import OfflineSimulator
@@ -116,7 +116,12 @@ def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
     for key in ("spearman", "sign_agreement", "model_ranking_spearman"):
         assert str(overall[key]) in zh
     en = offline_user_statement(described, {"en"})
-    assert "lexicon" in en and "unmeasured" in en and "learned" not in en
+    transfer = described["transfer"]["validation"]["leave_model_out"]["overall"]
+    assert "transfer appraisal" in en and "never measured in English" in en and "learned" not in en
+    assert str(transfer["spearman"]) in en and str(transfer["model_ranking_spearman"]) in en
+    # without the transfer artefact (learned=False), the lexicon, called what it is
+    lexicon = offline_user_statement({k: v for k, v in described.items() if k != "transfer"}, {"en"})
+    assert "lexicon" in lexicon and "unmeasured" in lexicon
     # a refit with other figures changes the statement
     refit = {**described, "learned": {"validation": {"leave_model_out": {"overall": {"spearman": 0.123}}}}}
     assert "per-turn Spearman 0.123" in offline_user_statement(refit, {"zh"})

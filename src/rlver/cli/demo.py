@@ -16,8 +16,9 @@ it pulls in torch, and ``rlver --help`` must stay fast.
 
 Why Chinese profiles: the offline user is a measured proxy of the published simulator only there. For
 Chinese it uses the learned appraisal (fitted on the released SAGE judgements; its validation figures
-are read from the artefact and printed); for English it uses a lexicon whose agreement with SAGE is
-unmeasured. So the demo trains on ``zh-train`` and reports on ``zh-test``.
+are read from the artefact and printed); for English its appraisal is transferred from a Chinese fit,
+so its agreement with SAGE is inherited, never measured in English. So the demo trains on ``zh-train``
+and reports on ``zh-test``.
 
 The default is a fixed step count, not a time budget: with the same seed, on CPU in float32, two runs
 print the same numbers, so the README's headline can be checked. ``minutes`` (``--minutes``) trains for
@@ -220,7 +221,16 @@ def offline_user_statement(simulator: dict[str, Any], languages: set[str]) -> st
             f"it never saw: per-turn Spearman {lmo.get('spearman')}, sign agreement "
             f"{lmo.get('sign_agreement')}, model-ranking Spearman {lmo.get('model_ranking_spearman')})"
         )
-    if "en" in languages or not parts:
+    transfer = simulator.get("transfer") or {}
+    if ("en" in languages or not parts) and transfer:
+        tmo = (transfer.get("validation") or {}).get("leave_model_out", {}).get("overall", {})
+        parts.append(
+            "English profiles: the transfer appraisal (cross-lingual features fitted on the released "
+            f"Chinese SAGE judgements; there, on agent models it never saw: per-turn Spearman "
+            f"{tmo.get('spearman')}, model-ranking Spearman {tmo.get('model_ranking_spearman')}); its "
+            "agreement with SAGE is inherited through that fit, never measured in English"
+        )
+    elif "en" in languages or not parts:
         parts.append(
             "English profiles: the lexicon appraisal, a transparent rule set whose agreement with SAGE "
             "is unmeasured (there are no released English judgements): a smoke test of the training "
