@@ -88,7 +88,7 @@ def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> No
         assert "training it for 2 GRPO steps" in proc.stdout
         outputs.append(proc.stdout.splitlines())
     heads = [next(line for line in out if line.startswith("held-out score")) for out in outputs]
-    assert heads[0] == heads[1] and heads[0].endswith("(2 steps)")
+    assert heads[0] == heads[1] and "(2 steps; training protocol: 2 replies from 30" in heads[0]
     a, b = (json.loads((tmp_path / n / "summary.json").read_text()) for n in ("a", "b"))
     assert (a["before"], a["after"], a["steps"]) == (b["before"], b["after"], b["steps"])
 
