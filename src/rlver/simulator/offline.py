@@ -912,9 +912,11 @@ class OfflineSimulator(UserSimulator):
         self.learned_model: AppraisalModel | None = (
             (learned_model or load_appraisal_model()) if learned else None
         )
-        #: The transfer appraisal for English profiles (None: lexicon for English).
+        #: The transfer appraisal for English profiles (None: lexicon for English). An embedder asks for
+        #: the lexicon's relevance by embedding similarity, which the transfer features do not use, so
+        #: with one English stays on the lexicon (and ``describe()`` says so).
         self.transfer_model: TransferModel | None = (
-            (transfer_model or load_transfer_model()) if learned else None
+            (transfer_model or load_transfer_model()) if learned and embedder is None else None
         )
         self.seed = seed
         self.difficulty = difficulty
