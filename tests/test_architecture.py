@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "records": 0,
     "io": 0,
     "config": 0,
+    "protocol": 0,
     "llm": 1,
     "models": 1,
     "embedding": 1,
