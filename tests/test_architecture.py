@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "env": 4,
     "rollout": 5,
     "transcripts": 5,
+    "manifest": 5,
     "testing": 5,
     "train": 6,
     "eval": 6,

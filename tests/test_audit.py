@@ -10,9 +10,10 @@ from pathlib import Path
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.llm.scripted import ScriptedChatModel
+from rlver.manifest import RunManifest
 from rlver.rollout.runner import RolloutConfig, rollout
 from rlver.transcripts.audit import AuditRules, audit_episode, audit_file
-from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.native import TranscriptWriter
 from rlver.transcripts.published import read_published
 from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 from test_transcripts_published import published_record
@@ -30,7 +31,7 @@ def our_transcript(path: Path, change: int = 4, config: RolloutConfig | None = N
     )
     simulator = scripted_simulator(change=change)
     writer = TranscriptWriter(
-        path, build_manifest(simulator=simulator.describe(), rollout=config, env=config.env)
+        path, RunManifest.create(simulator=simulator.describe(), rollout=config, env=config.env)
     )
     rollout(ScriptedChatModel([POLICY_TEXT]), simulator, profiles(3), config, on_episode=writer)
     return path
@@ -179,7 +180,7 @@ def test_offline_simulator_runs_are_always_consistent_in_both_formats(tmp_path: 
     simulator = OfflineSimulator(seed=1)
     config = RolloutConfig(env=EnvConfig.evaluation(), n_per_profile=2)
     path = tmp_path / "offline.jsonl"
-    writer = TranscriptWriter(path, build_manifest(simulator=simulator.describe(), rollout=config))
+    writer = TranscriptWriter(path, RunManifest.create(simulator=simulator.describe(), rollout=config))
     episodes = rollout(policy, simulator, chosen, config, on_episode=writer)
     assert len(episodes) == 2 * len(chosen) and all(e.status == "finished" for e in episodes)
     report = audit_file(path)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from rlver.manifest import RunManifest
 from rlver.records import Appraisal, Episode, Message, UserTurn
 from rlver.simulator.emotion import tier_of
-from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.native import TranscriptWriter
 from rlver.transcripts.published import write_published
 
 
@@ -79,7 +80,9 @@ def _episode(pid: str, *, hostile: bool = False) -> Episode:
 def run_file(tmp_path: Path) -> Path:
     path = tmp_path / "run" / "transcript.jsonl"
     path.parent.mkdir()
-    writer = TranscriptWriter(path, build_manifest(kind="eval", profiles="unit", seed=7, run_name="unit-run"))
+    writer = TranscriptWriter(
+        path, RunManifest.create(kind="eval", profiles="unit", seed=7, run_name="unit-run")
+    )
     writer.append(_episode("alice-exam"))
     writer.append(_episode("bob-exam", hostile=True))
     failed = Episode(
@@ -185,7 +188,7 @@ def test_bad_selection_is_a_clear_error(run_file: Path, args: tuple[str, ...], n
 def test_ambiguous_prefix_and_missing_file(run_file: Path, tmp_path: Path) -> None:
     out = inspect(run_file, "-d", "a")  # only alice-exam starts with "a": selected
     assert out.returncode == 0
-    writer = TranscriptWriter(tmp_path / "two.jsonl", build_manifest(kind="eval"))
+    writer = TranscriptWriter(tmp_path / "two.jsonl", RunManifest.create(kind="eval"))
     writer.append(_episode("sam-1"))
     writer.append(_episode("sam-2"))
     out = inspect(tmp_path / "two.jsonl", "-d", "sam")

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from rlver.manifest import RunManifest
 from rlver.records import Episode
-from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.native import TranscriptWriter
 from test_calibrate import write_synthetic
 from test_env_rewards import make_episode
 
@@ -50,7 +51,7 @@ def box(tmp_path: Path) -> Path:
     (tmp_path / "emptydir").mkdir()
     run = tmp_path / "run"
     run.mkdir()
-    writer = TranscriptWriter(run / "transcript.jsonl", build_manifest(kind="eval", run_name="unit"))
+    writer = TranscriptWriter(run / "transcript.jsonl", RunManifest.create(kind="eval", run_name="unit"))
     writer.append(_episode("p-1"))
     writer.append(_episode("p-2"))
     (tmp_path / "pub").mkdir()

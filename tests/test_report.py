@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from rlver.manifest import RunManifest
 from rlver.records import Appraisal, Episode, Message, UserTurn
 from rlver.simulator.emotion import tier_of
-from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.native import TranscriptWriter
 
 EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 
@@ -69,7 +70,7 @@ def make_episode(
 
 
 def write_run(run_dir: Path, name: str, episodes: list[Episode]) -> Path:
-    writer = TranscriptWriter(run_dir / "transcript.jsonl", build_manifest(kind="eval", run_name=name))
+    writer = TranscriptWriter(run_dir / "transcript.jsonl", RunManifest.create(kind="eval", run_name=name))
     for ep in episodes:
         writer.append(ep)
     return run_dir
@@ -179,7 +180,7 @@ def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path)
     ep.messages[2] = Message(role="assistant", content="some musing</think>reply 0")
     writer = TranscriptWriter(
         tmp_path / "nothink" / "transcript.jsonl",
-        build_manifest(kind="eval", run_name="nothink", env={"think": False}),
+        RunManifest.create(kind="eval", run_name="nothink", env={"think": False}),
     )
     writer.append(ep)
     html = render_html([load_run(tmp_path / "nothink")])
@@ -188,7 +189,9 @@ def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path)
     # the same reply in a think-mode run (or one whose mode is unknown) is still a malformed think block
     assert dialogue_view(ep, think=True)[2].well_formed is False
     think_run = tmp_path / "think" / "transcript.jsonl"
-    TranscriptWriter(think_run, build_manifest(kind="eval", run_name="think", env={"think": True})).append(ep)
+    TranscriptWriter(
+        think_run, RunManifest.create(kind="eval", run_name="think", env={"think": True})
+    ).append(ep)
     assert "think block (11 chars) — malformed" in render_html([load_run(think_run.parent)])
 
 

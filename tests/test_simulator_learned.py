@@ -321,10 +321,11 @@ def test_probe_from_run_replays_policy_replies(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from rlver.transcripts.native import TranscriptWriter, build_manifest
+    from rlver.manifest import RunManifest
+    from rlver.transcripts.native import TranscriptWriter
 
     (tmp_path / "after").mkdir()
-    writer = TranscriptWriter(tmp_path / "after" / "transcript.jsonl", build_manifest(model="tiny"))
+    writer = TranscriptWriter(tmp_path / "after" / "transcript.jsonl", RunManifest.create(model="tiny"))
     writer.append(_play("en-test", [DEMO_EXPLOIT, "That sounds really hard. What happened next?"]))  # type: ignore[arg-type]
     writer.append(
         _play(
@@ -356,7 +357,8 @@ def test_replay_restores_the_recorded_emotion_changes(tmp_path: Path) -> None:
     a later reply as if the dialogue had just begun (here: mean +0.2 instead of the live +2.8).
     """
     from rlver.eval.probes import replay_run
-    from rlver.transcripts.native import TranscriptWriter, build_manifest
+    from rlver.manifest import RunManifest
+    from rlver.transcripts.native import TranscriptWriter
 
     replies = [
         "听起来这段时间你真的很辛苦，换作是谁都会觉得委屈。你愿意说说最让你难受的是哪一刻吗？",
@@ -368,7 +370,7 @@ def test_replay_restores_the_recorded_emotion_changes(tmp_path: Path) -> None:
     episode = _play("zh-test", replies)
     live = [t.appraisal.change for t in episode.user_turns if t.appraisal is not None]  # type: ignore[attr-defined]
     assert len(live) == 5 and live[1:] != [0, 0, 0, 0]
-    writer = TranscriptWriter(tmp_path / "transcript.jsonl", build_manifest(model="tiny"))
+    writer = TranscriptWriter(tmp_path / "transcript.jsonl", RunManifest.create(model="tiny"))
     writer.append(episode)  # type: ignore[arg-type]
     report = replay_run(tmp_path, ["zh-test"])
     assert report["replies"] == 5 and report["vetoed"] == 0

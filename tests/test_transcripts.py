@@ -12,11 +12,11 @@ from rlver.env.dialogue import EnvConfig
 from rlver.errors import InputError
 from rlver.llm.base import SamplingParams
 from rlver.llm.scripted import ScriptedChatModel
+from rlver.manifest import RunManifest
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, rollout
 from rlver.transcripts.native import (
     TranscriptWriter,
-    build_manifest,
     finished_keys,
     finished_profile_ids,
     read_transcript,
@@ -31,7 +31,7 @@ def run_into(
     sampling = SamplingParams(temperature=0.8, max_tokens=100)
     policy = ScriptedChatModel(["<think>plan</think>" + POLICY_TEXT], name="policy-x")
     simulator = scripted_simulator(fail_ids=set(fail_ids))
-    manifest = build_manifest(
+    manifest = RunManifest.create(
         policy=policy.describe(),
         simulator=simulator.describe(),
         sampling=sampling,
@@ -77,8 +77,8 @@ def test_corrupted_trailing_line_is_skipped_with_a_warning_and_resume_repairs_it
 
     # Resuming cuts the torn line off, keeps the original manifest, and appends after it.
     with pytest.warns(UserWarning, match="removed an incomplete last line"):
-        writer = TranscriptWriter(path, build_manifest(note="second session"))
-    assert writer.manifest.get("note") is None and writer.resumed_manifest is not None
+        writer = TranscriptWriter(path, RunManifest.create(note="second session"))
+    assert "note" not in writer.manifest.to_json() and writer.resumed_manifest is not None
     writer.append(t.episodes[0].model_copy(update={"profile_id": "p-new"}))
     t2 = read_transcript(path)
     assert [e.profile_id for e in t2.episodes][-1] == "p-new" and len(t2.episodes) == 4

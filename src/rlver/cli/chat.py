@@ -173,11 +173,17 @@ async def _play_assistant(
         f"\nDialogue over ({reason}). Final emotion {ep.final_emotion} · tier {tier_of(ep.final_emotion)}."
     )
     if save is not None:
-        from rlver.transcripts.native import TranscriptWriter, build_manifest
+        from rlver.manifest import RunManifest
+        from rlver.transcripts.native import TranscriptWriter
 
-        TranscriptWriter(
-            save, build_manifest(mode="chat", simulator=simulator.describe(), env=config)
-        ).append(ep)
+        manifest = RunManifest.create(
+            kind="chat",
+            agent={"name": "human", "backend": "terminal"},  # the assistant was typed by a person
+            simulator=simulator.describe(),
+            env=config,
+            seed=seed,
+        )
+        TranscriptWriter(save, manifest).append(ep)
         typer.echo(f"Saved to {save}")
 
 

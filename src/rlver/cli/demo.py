@@ -43,13 +43,14 @@ from rlver.eval.metrics import compute_metrics
 from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
 from rlver.eval.runs import load_run
 from rlver.io import atomic_write_json
+from rlver.manifest import RunManifest
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
 from rlver.simulator.offline import hard_flags_of
 from rlver.train.config import TrainConfig, load_train_config
 from rlver.train.logger import read_metrics
 from rlver.train.trainer import Trainer
-from rlver.transcripts.native import TranscriptWriter, build_manifest
+from rlver.transcripts.native import TranscriptWriter
 
 #: Steps of the default demo. 30, not the earlier 100: the held-out score has made its whole move by
 #: then (measured at the cut: 13.0 -> 21.0; 100 steps gave 21.5; after this round's training changes
@@ -156,10 +157,10 @@ def step_reporter(
     return on_step
 
 
-def _write_transcript(path: Path, episodes: list[Episode], manifest: dict[str, Any]) -> None:
+def _write_transcript(path: Path, episodes: list[Episode], manifest: RunManifest) -> None:
     if path.exists():
         path.unlink()
-    writer = TranscriptWriter(path, build_manifest(**manifest))
+    writer = TranscriptWriter(path, manifest)
     for ep in episodes:
         writer.append(ep)
 
@@ -245,17 +246,18 @@ def _languages(profile_set: str) -> set[str]:
     return {p.language for p in load_profile_set(profile_set)}
 
 
-def _evaluate(trainer: Trainer, out_dir: Path, stage: str, manifest: dict[str, Any]) -> list[Episode]:
+def _evaluate(trainer: Trainer, out_dir: Path, stage: str, manifest: RunManifest) -> list[Episode]:
     """Evaluate on the held-out profiles and write the transcript to ``out_dir/stage``."""
     episodes = trainer.evaluate_episodes()
-    run_name = "before training" if stage == "before" else f"after {trainer.step} steps"
-    extra = {} if stage == "before" else {"steps": trainer.step}
-    _write_transcript(
-        out_dir / stage / "transcript.jsonl",
-        episodes,
-        {**manifest, "stage": stage, "run_name": run_name, **extra},
-    )
+    _write_transcript(out_dir / stage / "transcript.jsonl", episodes, _staged(manifest, stage, trainer.step))
     return episodes
+
+
+def _staged(manifest: RunManifest, stage: str, step: int) -> RunManifest:
+    """The demo's manifest for its ``before`` or ``after`` evaluation."""
+    if stage == "before":
+        return manifest.model_copy(update={"stage": stage, "run_name": "before training"})
+    return manifest.model_copy(update={"stage": stage, "run_name": f"after {step} steps", "steps": step})
 
 
 class LastEvaluation:
@@ -278,13 +280,14 @@ class LastEvaluation:
 
 
 def _final_evaluation(
-    trainer: Trainer, last: LastEvaluation, out_dir: Path, manifest: dict[str, Any]
+    trainer: Trainer, last: LastEvaluation, out_dir: Path, manifest: RunManifest
 ) -> list[Episode]:
     """The after-training evaluation: the trainer's own at its last step when it took one, else a new one."""
     if last.step != trainer.step or not last.episodes:
         return _evaluate(trainer, out_dir, "after", manifest)
-    extra = {"stage": "after", "run_name": f"after {trainer.step} steps", "steps": trainer.step}
-    _write_transcript(out_dir / "after" / "transcript.jsonl", last.episodes, {**manifest, **extra})
+    _write_transcript(
+        out_dir / "after" / "transcript.jsonl", last.episodes, _staged(manifest, "after", trainer.step)
+    )
     return last.episodes
 
 
@@ -371,7 +374,16 @@ def run_demo(
     trainer = Trainer(config, run_dir)
     last = LastEvaluation(trainer)
     simulator = trainer.simulator.describe()
-    manifest = {"model": model, "simulator": simulator, "profiles": config.eval.profiles}
+    manifest = RunManifest.create(
+        kind="demo",
+        agent={"model": model},
+        simulator=simulator,
+        env=config.env_config(evaluation=True),
+        reward=config.rollout.reward,
+        protocol=protocol_label(config),
+        profiles=config.eval.profiles,
+        seed=config.eval.seed,
+    )
     held_out = f"{len(trainer.eval_profiles) * config.eval.samples_per_profile} held-out dialogues"
 
     tell(f"evaluating before training: {held_out} ({protocol_label(config)})")

@@ -7,7 +7,7 @@ Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import typer
 
@@ -24,6 +24,9 @@ from rlver.config import deep_merge, read_yaml_mapping
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.factory import SimulatorSpec
+
+if TYPE_CHECKING:
+    from rlver.manifest import RunManifest
 
 
 class Interrupted(RlverError):
@@ -331,7 +334,7 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
             f"{result.transcript} (field `error`); fix the cause and rerun with --resume"
         )
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
-    console.print(f"{m.counts()} dialogue(s) · {result.manifest.get('protocol', 'protocol not recorded')}")
+    console.print(f"{m.counts()} dialogue(s) · {result.manifest.protocol or 'protocol not recorded'}")
     console.print(f"{m.truncation()}" + _cap_note(result.manifest))
     if m.n_failed_runs:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
@@ -346,10 +349,9 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
         console.print(f"report:     {result.report}")
 
 
-def _cap_note(manifest: dict[str, Any]) -> str:
+def _cap_note(manifest: RunManifest) -> str:
     """`` (agent max_tokens N, simulator max_tokens M)`` from a run's manifest."""
-    agent = (manifest.get("agent_sampling") or {}).get("max_tokens")
-    sim = ((manifest.get("simulator") or {}).get("sampling") or {}).get("max_tokens")
+    agent, sim = manifest.agent_max_tokens, manifest.simulator_max_tokens
     parts = [f"agent max_tokens {agent if agent is not None else 'unset'}"]
     if sim is not None:
         parts.append(f"simulator max_tokens {sim}")

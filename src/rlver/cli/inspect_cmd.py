@@ -25,6 +25,7 @@ from rlver.errors import InputError, Problem
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from rlver.manifest import RunManifest
     from rlver.records import Appraisal, Episode, UserTurn
 
 # Colours of the emotion tiers (S ≥ 100, A ≥ 70, B ≥ 40, C ≥ 10, F < 10), as in the HTML report.
@@ -82,7 +83,7 @@ def _end_reason(ep: Episode) -> str:
     return ep.end_reason or "—"
 
 
-def _manifest_rows(fmt: str, manifest: dict[str, Any]) -> list[tuple[str, str]]:
+def _manifest_rows(fmt: str, manifest: RunManifest) -> list[tuple[str, str]]:
     """The settings worth seeing at a glance (the full manifest is line 1 of the file)."""
     if fmt == "published":
         return [("format", "published result file (no settings recorded)")]
@@ -92,40 +93,41 @@ def _manifest_rows(fmt: str, manifest: dict[str, Any]) -> list[tuple[str, str]]:
         if value not in (None, "", {}, []):
             rows.append((label, clean(str(value), 300)))
 
-    add("kind", manifest.get("kind"))
-    add("created", manifest.get("created"))
-    add("rlver", manifest.get("rlver_version"))
-    agent = manifest.get("agent") or manifest.get("policy")
-    if isinstance(agent, dict):
-        names = dict.fromkeys(str(agent[k]) for k in ("model", "name", "backend") if agent.get(k))
-        add("agent", " · ".join(names))
-    sampling = manifest.get("agent_sampling")
-    if isinstance(sampling, dict):
-        add(
-            "agent sampling",
-            ", ".join(f"{k}={sampling[k]}" for k in ("temperature", "top_p", "max_tokens") if k in sampling),
-        )
-    sim = manifest.get("simulator")
-    if isinstance(sim, dict):
-        model = sim.get("model")
-        model_name = (model.get("model") or model.get("name")) if isinstance(model, dict) else None
-        parts = [sim.get("name"), model_name, sim.get("version") or sim.get("prompt_version")]
-        add("simulator", " · ".join(str(p) for p in parts if p))
-        add(
-            "difficulty / behaviour",
-            " / ".join(str(sim.get(k)) for k in ("difficulty", "behaviour") if sim.get(k)),
-        )
-    env = manifest.get("env")
-    if isinstance(env, dict):
-        keys = ("max_assistant_turns", "appraise_final_reply", "start_emotion", "think")
-        add("env", ", ".join(f"{k}={env[k]}" for k in keys if k in env))
-    add("profiles", manifest.get("profiles"))
-    add("seed", manifest.get("seed"))
+    add("kind", manifest.kind)
+    add("created", manifest.created)
+    add("rlver", manifest.rlver_version)
+    agent = manifest.agent or {}
+    add(
+        "agent",
+        " · ".join(dict.fromkeys(str(agent[k]) for k in ("model", "name", "backend") if agent.get(k))),
+    )
+    sampling = manifest.agent_sampling or {}
+    keys = ("temperature", "top_p", "max_tokens")
+    add("agent sampling", ", ".join(f"{k}={sampling[k]}" for k in keys if k in sampling))
+    sim = manifest.simulator or {}
+    model = sim.get("model")
+    model_name = (model.get("model") or model.get("name")) if isinstance(model, dict) else None
+    parts = [manifest.simulator_kind, model_name, sim.get("version") or sim.get("prompt_version")]
+    add("simulator", " · ".join(str(p) for p in parts if p))
+    add(
+        "difficulty / behaviour",
+        " / ".join(str(sim.get(k)) for k in ("difficulty", "behaviour") if sim.get(k)),
+    )
+    rules = manifest.rules
+    env = {
+        "max_assistant_turns": rules.max_assistant_turns if rules else None,
+        "appraise_final_reply": rules.appraise_final_reply if rules else None,
+        "start_emotion": rules.start_emotion if rules else None,
+        "think": manifest.think,
+    }
+    add("env", ", ".join(f"{k}={v}" for k, v in env.items() if v is not None))
+    add("profiles", manifest.profiles)
+    add("seed", manifest.seed)
     return rows
 
 
 def print_summary(
-    console: Console, path: Path, fmt: str, manifest: dict[str, Any], episodes: list[Episode], *, turns: bool
+    console: Console, path: Path, fmt: str, manifest: RunManifest, episodes: list[Episode], *, turns: bool
 ) -> None:
     """The run's settings, its headline numbers and one row per dialogue."""
     from rich.table import Table

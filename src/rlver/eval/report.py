@@ -36,6 +36,7 @@ from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement, JudgeSu
 from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
 from rlver.eval.runs import RunData
 from rlver.io import atomic_write_bytes, atomic_write_text
+from rlver.manifest import RunManifest
 from rlver.records import Appraisal, Episode
 from rlver.simulator.emotion import tier_of
 
@@ -199,13 +200,6 @@ def dialogue_lines(episode: Episode, *, width: int = 200) -> list[str]:
     return lines
 
 
-def _manifest_think(manifest: dict[str, Any]) -> bool | None:
-    """The run's think mode from its manifest (``env.think``), or None when the manifest does not say."""
-    env = manifest.get("env")
-    value = env.get("think") if isinstance(env, dict) else None
-    return value if isinstance(value, bool) else None
-
-
 def _judged(runs: Sequence[RunData]) -> list[JudgeSummary]:
     """Judge summaries with at least one judged dialogue (a judge run where every call failed has no
     numbers to draw)."""
@@ -230,25 +224,24 @@ def _model_text(spec: Any, sampling: Any) -> str:
     return f"{spec['model']} ({details})" if details else str(spec["model"])
 
 
-def run_setup(manifest: dict[str, Any]) -> dict[str, str]:
+def run_setup(manifest: RunManifest) -> dict[str, str]:
     """What was evaluated against what, for the report's header: the agent and the simulator with their
     sampling, read from the run's manifest (empty for published result files, which do not say)."""
     out: dict[str, str] = {}
-    agent = _model_text(manifest.get("agent_spec"), manifest.get("agent_sampling"))
+    agent = _model_text(manifest.agent_spec, manifest.agent_sampling)
     if agent:
         out["agent"] = agent
-    sim_spec = manifest.get("simulator_spec")
-    sim = manifest.get("simulator")
-    if isinstance(sim_spec, dict) and isinstance(sim_spec.get("model"), dict):
+    sim_spec, sim = manifest.simulator_spec or {}, manifest.simulator or {}
+    if isinstance(sim_spec.get("model"), dict):
         # the sampling the simulator really ran with (its describe()), else what the spec said
-        used = sim.get("sampling") if isinstance(sim, dict) else None
-        out["simulator"] = "llm: " + _model_text(sim_spec["model"], used or sim_spec.get("sampling"))
-    elif isinstance(sim, dict) and sim.get("name"):
+        out["simulator"] = "llm: " + _model_text(
+            sim_spec["model"], sim.get("sampling") or sim_spec.get("sampling")
+        )
+    elif manifest.simulator_kind:
         version = f" ({sim['version']})" if sim.get("version") else ""
-        out["simulator"] = f"{sim['name']}{version}"
-    protocol = manifest.get("protocol")
-    if isinstance(protocol, str):
-        out["protocol"] = protocol
+        out["simulator"] = f"{manifest.simulator_kind}{version}"
+    if manifest.protocol:
+        out["protocol"] = manifest.protocol
     return out
 
 
@@ -391,7 +384,7 @@ def _preface_view(runs: Sequence[RunData], preface: Preface | None) -> dict[str,
     featured = []
     for f in preface.featured:
         run = runs[f.run]
-        item = _dialogue_item(f.run, f.episode, _judge_by_key(run), _manifest_think(run.manifest))
+        item = _dialogue_item(f.run, f.episode, _judge_by_key(run), run.manifest.think)
         item["anchor"] = "featured-" + item["anchor"]  # the full list below keeps the plain anchor
         featured.append({"caption": f.caption, "d": item})
     return {"paragraphs": list(preface.paragraphs), "figures": list(preface.figures), "featured": featured}
@@ -409,7 +402,7 @@ def render_html(
     metric_rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
     dialogue_runs = []
     for i, run in enumerate(runs):
-        judged, think = _judge_by_key(run), _manifest_think(run.manifest)
+        judged, think = _judge_by_key(run), run.manifest.think
         dialogues = [_dialogue_item(i, ep, judged, think) for ep in run.episodes]
         dialogue_runs.append({"name": run.name, "dialogues": dialogues})
 
@@ -427,7 +420,9 @@ def render_html(
             {
                 "name": r.name,
                 "path": str(r.path),
-                "manifest_json": json.dumps(redacted(r.manifest), ensure_ascii=False, indent=2, default=str),
+                "manifest_json": json.dumps(
+                    redacted(r.manifest.to_json()), ensure_ascii=False, indent=2, default=str
+                ),
                 "setup": run_setup(r.manifest),
                 "counts": f"{r.metrics.counts()} dialogues · {r.metrics.truncation()}",
             }

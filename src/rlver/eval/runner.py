@@ -42,6 +42,7 @@ from rlver.io import atomic_write_json
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
+from rlver.manifest import RunManifest
 from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
@@ -54,7 +55,6 @@ from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episo
 from rlver.transcripts.native import (
     EPISODE,
     TranscriptWriter,
-    build_manifest,
     finished_keys,
     read_transcript,
 )
@@ -65,7 +65,9 @@ log = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
 
 #: Manifest keys whose change between a run and its resumption makes the results incomparable.
-_MUST_MATCH = ("agent_spec", "agent_sampling", "simulator_spec", "env", "profiles", "n_per_profile", "seed")
+_MUST_MATCH = (
+    "agent_spec", "agent_sampling", "simulator_spec", "env", "rules", "profiles", "n_per_profile", "seed"
+)  # fmt: skip
 
 
 @dataclass
@@ -92,7 +94,7 @@ class EvalResult:
     ran: int
     skipped: int
     #: The run's manifest (sampling caps, agent prompt, protocol) as written to the transcript.
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: RunManifest = field(default_factory=RunManifest)
 
 
 ProgressCallback = Callable[[EvalProgress], None]
@@ -157,8 +159,8 @@ def agent_seeding(sampling: SamplingParams, run_seed: int) -> dict[str, Any]:
 
 def _manifest(
     config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int
-) -> dict[str, Any]:
-    return build_manifest(
+) -> RunManifest:
+    return RunManifest.create(
         kind="eval",
         run_name=config.run_name or config.out_dir.resolve().name,
         agent=agent.describe(),
@@ -179,9 +181,11 @@ def _manifest(
     )
 
 
-def _check_resume(existing: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Keys whose settings differ between the transcript's manifest and this invocation."""
-    return [k for k in _MUST_MATCH if k in existing and existing.get(k) != new.get(k)]
+def _check_resume(existing: RunManifest, new: RunManifest) -> list[str]:
+    """Settings that differ between the transcript's manifest and this invocation (those it records)."""
+    return [
+        k for k in _MUST_MATCH if getattr(existing, k) is not None and getattr(existing, k) != getattr(new, k)
+    ]
 
 
 def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:
@@ -307,7 +311,7 @@ async def _run_in(
     _, _, episodes = read_episodes(transcript)
     metrics = compute_metrics(episodes, expected=len(wanted))
     atomic_write_json(
-        out_dir / METRICS_NAME, {"run_name": manifest.get("run_name"), **metrics.model_dump(mode="json")}
+        out_dir / METRICS_NAME, {"run_name": manifest.run_name, **metrics.model_dump(mode="json")}
     )
     report_path = write_run_report(out_dir) if config.report else None
     return EvalResult(
@@ -336,7 +340,7 @@ def _resume_progress(
     return skip, progress
 
 
-def _open_writer(transcript: Path, manifest: dict[str, Any], config: EvalConfig) -> TranscriptWriter:
+def _open_writer(transcript: Path, manifest: RunManifest, config: EvalConfig) -> TranscriptWriter:
     """Open (or resume) the transcript; a resume with different settings is refused (exit 2).
 
     A new run also gets its ``config.json`` for reproduction; a resumed run keeps the first one.

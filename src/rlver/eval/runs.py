@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from rlver.eval.judge import (
     JUDGE_JSONL,
@@ -20,6 +19,7 @@ from rlver.eval.judge import (
     read_summary,
 )
 from rlver.eval.metrics import Metrics, compute_metrics
+from rlver.manifest import RunManifest
 from rlver.records import Episode
 from rlver.transcripts.files import Format, read_episodes, run_name
 
@@ -31,7 +31,7 @@ class RunData:
     name: str
     path: Path
     format: Format
-    manifest: dict[str, Any]
+    manifest: RunManifest
     episodes: list[Episode]
     metrics: Metrics
     judge: JudgeSummary | None = None
@@ -55,18 +55,10 @@ def load_run(path: str | Path) -> RunData:
         format=fmt,
         manifest=manifest,
         episodes=episodes,
-        metrics=compute_metrics(episodes, expected=expected_dialogues(manifest)),
+        metrics=compute_metrics(episodes, expected=manifest.expected_dialogues),
         judge=judge,
         judged=judged,
     )
-
-
-def expected_dialogues(manifest: dict[str, Any]) -> int | None:
-    """The dialogues an ``rlver eval`` run set out to score (profiles x samples), from its manifest."""
-    n_profiles, per = manifest.get("n_profiles"), manifest.get("n_per_profile")
-    if isinstance(n_profiles, int) and isinstance(per, int):
-        return n_profiles * per
-    return None
 
 
 def unique_names(runs: list[RunData]) -> None:

@@ -18,9 +18,8 @@ When a recorded value disagrees, it is reported, and the walk continues from the
 one wrong number gives one or two findings (the wrong value, and the next turn's ``emotion_before``
 that no longer follows it) rather than a cascade through the rest of the dialogue.
 
-Settings come from the transcript's manifest (``env`` or ``rollout.env``: start_emotion,
-max_assistant_turns, appraise_final_reply, stop_on_emotion; ``simulator.max_change``; the reward spec
-``rollout.reward``, or the flat ``reward_mode``/``format_penalty``/``mixed_weight`` of older files) —
+Settings come from the transcript's manifest (:class:`rlver.manifest.RunManifest`: its dialogue
+``rules``, the simulator's ``max_change`` and the ``reward``, whichever shape the file was written in) —
 what the manifest does not say is not assumed (the recorded start is accepted, no turn limit).
 Published files use the published protocol (start 40, ±10, 10 replies, ≤ 9 appraisals). Options
 override both.
@@ -39,6 +38,7 @@ from typing import Any, TypeVar
 
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
+from rlver.manifest import RunManifest
 from rlver.records import FAILURE_BELOW, SUCCESS_AT, Episode
 from rlver.simulator.emotion import (
     EMOTION_MAX,
@@ -194,37 +194,24 @@ def audit_episode(
     return findings, appraisals
 
 
-def _rules_from_manifest(manifest: dict[str, Any], base: AuditRules) -> AuditRules:
-    env = manifest.get("env") or (manifest.get("rollout") or {}).get("env") or {}
-    sim = manifest.get("simulator") or {}
+def _rules_from_manifest(manifest: RunManifest | dict[str, Any], base: AuditRules) -> AuditRules:
+    """``base`` with the rules the manifest states (its :attr:`RunManifest.rules`, the simulator's
+    change bound); what it does not state stays as in ``base``."""
+    m = RunManifest.read(manifest)
     rules = AuditRules(**base.__dict__)
-    if isinstance(env, dict):
-        if "start_emotion" in env:
-            rules.start_emotion = int(env["start_emotion"])
-        if "max_assistant_turns" in env:
-            rules.max_assistant_turns = int(env["max_assistant_turns"])
-        if "appraise_final_reply" in env:
-            rules.appraise_final_reply = bool(env["appraise_final_reply"])
-        if "stop_on_emotion" in env:
-            rules.stop_on_emotion = bool(env["stop_on_emotion"])
-        for key in ("bound_change", "floor_emotion", "end_at_high"):
-            if key in env:
-                setattr(rules, key, bool(env[key]))
-        if "end_below" in env:
-            rules.end_below = int(env["end_below"])
-        if env.get("turn_limit_rule") in ("reply_count", "after_user_exceeds"):
-            rules.turn_limit_rule = str(env["turn_limit_rule"])
-    if isinstance(sim, dict) and isinstance(sim.get("max_change"), int):
-        rules.max_change = sim["max_change"]
+    if m.rules is not None:
+        for key, value in m.rules.model_dump().items():
+            if hasattr(rules, key):
+                setattr(rules, key, value)
+    if m.max_change is not None:
+        rules.max_change = m.max_change
     return rules
 
 
-def _reward_from_manifest(manifest: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's ``RewardSpec`` fields: ``rollout.reward`` (or flat ``reward_mode``... in older files)."""
-    rollout = manifest.get("rollout")
-    source = RewardSpec.nest_flat_keys(rollout if isinstance(rollout, dict) else manifest)
-    reward = source.get("reward")
-    return reward if isinstance(reward, dict) and reward.get("mode") is not None else None
+def _reward_from_manifest(manifest: RunManifest | dict[str, Any]) -> dict[str, Any] | None:
+    """The run's ``RewardSpec`` fields, None when the manifest does not say how it rewarded."""
+    reward = RunManifest.read(manifest).reward
+    return reward.model_dump() if reward is not None else None
 
 
 _T = TypeVar("_T")
@@ -304,11 +291,12 @@ def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None
         transcript = _strictly(p, lambda: read_transcript(p))
         # Without settings in the manifest, accept the recorded start and do not assume a turn limit.
         lenient = AuditRules(start_emotion=None, max_assistant_turns=None)
-        rules = _rules_from_manifest(transcript.manifest, lenient)
+        manifest = transcript.run_manifest
+        rules = _rules_from_manifest(manifest, lenient)
         for key, value in overrides.items():
             setattr(rules, key, value)
         episodes = transcript.episodes
-        reward = _reward_from_manifest(transcript.manifest)
+        reward = _reward_from_manifest(manifest)
     if not episodes:
         raise InputError(Problem(str(p), None, None, "no dialogues in this file: nothing to audit"))
     _check_duplicates(p, episodes)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from rlver.errors import InputError, Problem
+from rlver.manifest import RunManifest
 from rlver.records import Episode
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import format_of_first_record, read_published
@@ -98,7 +99,7 @@ def transcript_path(path: Path) -> Path:
     return path
 
 
-def read_episodes(path: Path) -> tuple[Format, dict[str, Any], list[Episode]]:
+def read_episodes(path: Path) -> tuple[Format, RunManifest, list[Episode]]:
     """Read a run folder or transcript in either format: ``(format, manifest, episodes)``.
 
     Our transcripts are deduplicated (:func:`dedupe_episodes`); a published file gets a small
@@ -107,15 +108,15 @@ def read_episodes(path: Path) -> tuple[Format, dict[str, Any], list[Episode]]:
     file = transcript_path(path)
     fmt = detect_format(file, strict=True)
     if fmt == "published":
-        return fmt, {"source": "published", "file": file.name}, list(read_published(file))
+        return fmt, RunManifest.read({"source": "published", "file": file.name}), list(read_published(file))
     transcript = read_transcript(file)
-    return fmt, dict(transcript.manifest or {}), dedupe_episodes(list(transcript.episodes))
+    return fmt, transcript.run_manifest, dedupe_episodes(list(transcript.episodes))
 
 
-def run_name(path: Path, manifest: dict[str, Any]) -> str:
+def run_name(path: Path, manifest: RunManifest) -> str:
     """The name a run is shown under: the manifest's ``run_name``, else its folder or file name."""
-    name = manifest.get("run_name")
-    if isinstance(name, str) and name.strip():
+    name = manifest.run_name
+    if name and name.strip():
         return name.strip()
     if path.is_dir():
         return path.resolve().name

@@ -1,10 +1,10 @@
 """Transcripts: JSONL, one dialogue per line, written as each dialogue finishes.
 
-Line 1 is the manifest — the run's settings (models, sampling, seeds, simulator, environment, rlver
-version, time) — so a transcript is self-describing and a run can be reproduced or audited from the
-file alone::
+Line 1 is the manifest (:class:`rlver.manifest.RunManifest`) — the run's settings (models, sampling,
+seeds, simulator, the dialogue's rules, rlver version, time) — so a transcript is self-describing and
+a run can be reproduced or audited from the file alone::
 
-    {"type": "manifest", "rlver_version": "0.1.0", "created": "...", "policy": {...}, ...}
+    {"type": "manifest", "kind": "eval", "rlver_version": "0.1.0", "created": "...", "agent": {...}, ...}
     {"type": "episode", "profile_id": "...", "messages": [...], "user_turns": [...], ...}
 
 Each line is appended with one ``write`` + fsync (:func:`rlver.io.append_jsonl`), so a crash loses at
@@ -15,9 +15,7 @@ reports any other bad line as ``file:line: field: problem``. Re-opening an exist
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import platform
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,48 +23,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rlver import __version__
 from rlver.errors import InputError, Problem
 from rlver.io import append_jsonl, iter_jsonl, repair_torn_tail
+from rlver.manifest import MANIFEST, RunManifest
 from rlver.records import Episode
 
-MANIFEST = "manifest"
 EPISODE = "episode"
-_SECRET_HINTS = ("api_key", "apikey", "secret", "password", "authorization", "access_token", "auth_token")
-
-
-def _scrub(value: Any) -> Any:
-    """Drop anything that looks like a secret from a manifest (``api_key_env`` names are kept)."""
-    if isinstance(value, dict):
-        out = {}
-        for k, v in value.items():
-            key = str(k).lower()
-            if any(h in key for h in _SECRET_HINTS) and not key.endswith("_env"):
-                continue
-            out[k] = _scrub(v)
-        return out
-    if isinstance(value, list | tuple):
-        return [_scrub(v) for v in value]
-    return value
-
-
-def build_manifest(**settings: Any) -> dict[str, Any]:
-    """A manifest record: ``settings`` (models, sampling, seeds, ...) plus version, time and platform.
-
-    Pydantic models in ``settings`` are dumped to JSON-able dicts; secret-looking keys are dropped.
-    """
-    body: dict[str, Any] = {}
-    for key, value in settings.items():
-        if hasattr(value, "model_dump"):
-            value = value.model_dump(mode="json")
-        body[key] = value
-    return {
-        "type": MANIFEST,
-        "rlver_version": __version__,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        **_scrub(body),
-    }
 
 
 class TranscriptWriter:
@@ -76,19 +38,17 @@ class TranscriptWriter:
     available as ``resumed_manifest`` so the caller can compare settings.
     """
 
-    def __init__(self, path: str | os.PathLike[str], manifest: dict[str, Any]) -> None:
+    def __init__(self, path: str | os.PathLike[str], manifest: RunManifest) -> None:
         self.path = Path(path)
-        record = {**manifest, "type": MANIFEST}
-        self.resumed_manifest: dict[str, Any] | None = None
+        self.resumed_manifest: RunManifest | None = None
         if self.path.exists():
             repair_torn_tail(self.path)
         if self.path.exists() and self.path.stat().st_size > 0:
-            existing = read_transcript(self.path)
-            self.manifest = existing.manifest
-            self.resumed_manifest = _scrub(record)
+            self.manifest = RunManifest.read(read_transcript(self.path).manifest)
+            self.resumed_manifest = manifest
         else:
-            self.manifest = _scrub(record)
-            append_jsonl(self.path, self.manifest)
+            self.manifest = manifest
+            append_jsonl(self.path, manifest.to_json())
         self.written = 0
 
     def append(self, episode: Episode) -> None:
@@ -103,8 +63,14 @@ class TranscriptWriter:
 @dataclass
 class Transcript:
     path: Path
+    #: Line 1 as written; :attr:`run_manifest` is the typed view every tool reads.
     manifest: dict[str, Any] = field(default_factory=dict)
     episodes: list[Episode] = field(default_factory=list)
+
+    @property
+    def run_manifest(self) -> RunManifest:
+        """The manifest, typed (older shapes read as today's)."""
+        return RunManifest.read(self.manifest)
 
 
 def _field_path(loc: Iterable[Any]) -> str:
