@@ -68,7 +68,7 @@ class RunManifest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    type: Literal["manifest"] = MANIFEST
+    type: Literal["manifest"] = "manifest"
     #: ``eval``, ``demo``, ``chat``, ``train``; None in files that did not say.
     kind: str | None = None
     rlver_version: str | None = None
@@ -208,7 +208,7 @@ def _load(path: Path) -> dict[str, Any]:
                 record = json.loads(first)
     except (OSError, ValueError) as exc:
         raise InputError(Problem(str(file), 1, None, f"cannot read a manifest: {exc}")) from exc
-    if not isinstance(record, dict) or record.get("type", MANIFEST) != MANIFEST:
+    if not isinstance(record, dict) or record.get("type") != MANIFEST:
         raise InputError(Problem(str(file), 1, "type", "the first record is not an rlver manifest"))
     return record
 
@@ -223,7 +223,7 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
             data["agent"] = data.pop("policy")
         elif isinstance(data.get("model"), str):
             data["agent"] = {"model": data.pop("model")}
-    rollout = data.get("rollout") if isinstance(data.get("rollout"), dict) else {}
+    rollout = _dict(data.get("rollout"))
     if data.get("env") is None and isinstance(rollout.get("env"), dict):
         data["env"] = rollout["env"]
     if data.get("rules") is None:
@@ -234,6 +234,10 @@ def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _rules_of(env: Any) -> DialogueRules | None:
     """The rules an environment record states: nested under ``rules`` or flat (older files).
 
@@ -241,7 +245,7 @@ def _rules_of(env: Any) -> DialogueRules | None:
     """
     if not isinstance(env, dict):
         return None
-    nested = env.get("rules") if isinstance(env.get("rules"), dict) else {}
+    nested = _dict(env.get("rules"))
     preset = PRESETS.get(str(nested.get("preset")))
     stated = {k: v for k, v in {**env, **nested}.items() if k in DialogueRules.model_fields}
     rules, kept = _valid(DialogueRules, {**(preset.model_dump() if preset else {}), **stated})

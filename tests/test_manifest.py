@@ -1,0 +1,207 @@
+"""Every manifest shape rlver has written reads as one :class:`RunManifest`, and a manifest written
+today reads back as itself.
+
+The files in tests/data/manifests are line 1 of real transcripts, cut short (long free-form
+``describe()`` blocks trimmed, local paths shortened); the small dicts below are the shapes written
+only by tests, docs and the training harness. Each names the commit whose writer produced the shape.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlver.env.dialogue import EnvConfig
+from rlver.env.rewards import RewardSpec
+from rlver.errors import InputError
+from rlver.manifest import RunManifest
+from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING
+from rlver.rollout.runner import RolloutConfig
+from rlver.transcripts.audit import AuditRules, _reward_from_manifest, _rules_from_manifest
+
+DATA = Path(__file__).parent / "data" / "manifests"
+
+#: file -> (commit whose writer produced this shape, what the typed fields must say)
+FILES: dict[str, tuple[str, dict[str, Any]]] = {
+    # rlver eval, first version (eval/runner.py _manifest): no seeding, prompt or protocol; EnvConfig
+    # without think_context, agent_prompt or the emotion-dynamics fields.
+    "eval_a685346.json": (
+        "a685346",
+        {"kind": "eval", "agent_name": "runs/ev1/tiny-agent", "simulator_kind": "offline", "start": 40},
+    ),
+    # rlver eval after agent_seeding (b1eff31) and agent_prompt + the dynamics fields (c1b2b44).
+    "eval_c1b2b44.json": (
+        "c1b2b44",
+        {"kind": "eval", "agent_name": "runs/ev1/tiny-agent", "simulator_kind": "offline", "start": 40},
+    ),
+    # rlver eval with the protocol named (b839107 .. a5b922f).
+    "eval_b839107.json": (
+        "b839107",
+        {"kind": "eval", "agent_name": "runs/pb/tiny-agent", "simulator_kind": "offline", "start": 40},
+    ),
+    # rlver demo (train/demo.py, then cli/demo.py from 88fd5f3): the model as a bare name, no kind, no env.
+    "demo_before_88fd5f3.json": (
+        "88fd5f3",
+        {"kind": None, "agent_name": "tiny", "simulator_kind": "offline", "start": None, "stage": "before"},
+    ),
+    "demo_after_88fd5f3.json": (
+        "88fd5f3",
+        {"kind": None, "agent_name": "tiny", "simulator_kind": "offline", "start": None, "stage": "after"},
+    ),
+    # rlver chat --save (cli/chat.py): ``mode`` instead of ``kind``, no agent.
+    "chat_a685346.json": (
+        "a685346",
+        {"kind": "chat", "agent_name": None, "simulator_kind": "sentient", "start": 40},
+    ),
+}
+
+
+def _rollout_flat() -> dict[str, Any]:
+    """Tests' training transcripts at a685346: RolloutConfig with the reward flat, env beside it."""
+    env = {k: v for k, v in EnvConfig.training().model_dump(mode="json").items() if k in _A685346_ENV}
+    rollout = {"n_per_profile": 1, "simulator_concurrency": 64, "env": env, "seed": 0}
+    rollout.update(reward_mode="mixed", format_penalty=0.1, mixed_weight=0.25)
+    return {
+        "type": "manifest",
+        "rlver_version": "0.1.0",
+        "simulator": {"name": "scripted"},
+        "rollout": rollout,
+    }
+
+
+_A685346_ENV = (
+    "max_assistant_turns", "appraise_final_reply", "start_emotion", "think", "stop_on_emotion",
+    "system_prompt", "language", "max_reply_chars",
+)  # fmt: skip
+
+
+def _rollout_nested() -> dict[str, Any]:
+    """tests/test_audit.py from c1b2b44: ``rollout=RolloutConfig`` only (reward nested, env inside)."""
+    config = RolloutConfig(env=EnvConfig.training(), reward=RewardSpec(mode="delta"))
+    return {
+        "type": "manifest",
+        "simulator": {"name": "scripted", "max_change": 6},
+        "rollout": config.model_dump(),
+    }
+
+
+def _env_nested_rules() -> dict[str, Any]:
+    """Issue 26's EnvConfig: the dialogue's rules nested under ``env.rules``."""
+    env = {"rules": PUBLISHED_TRAINING.model_dump(), "think": True, "agent_prompt": "published"}
+    return {"type": "manifest", "kind": "eval", "env": env}
+
+
+def test_every_file_shape_reads_with_its_typed_fields() -> None:
+    assert sorted(p.name for p in DATA.glob("*.json")) == sorted(FILES), "a fixture without a test row"
+    for name, (_commit, want) in FILES.items():
+        m = RunManifest.read(DATA / name)
+        assert m.kind == want["kind"], name
+        assert m.agent_name == want["agent_name"], name
+        assert m.simulator_kind == want["simulator_kind"], name
+        assert (m.rules.start_emotion if m.rules else None) == want["start"], name
+        assert m.stage == want.get("stage"), name
+        assert m.max_change == 10 and m.reward is None, name
+        assert RunManifest.read(m.to_json()) == m, name  # today's writer keeps what it read
+
+
+def test_eval_shapes_keep_sampling_protocol_and_counts() -> None:
+    newest = RunManifest.read(DATA / "eval_b839107.json")
+    assert newest.agent_max_tokens == 24 and newest.protocol and newest.protocol.startswith("benchmark")
+    assert newest.rules == EVALUATION.but(max_assistant_turns=newest.rules.max_assistant_turns)  # type: ignore[union-attr]
+    assert newest.think is False and newest.expected_dialogues is not None
+    oldest = RunManifest.read(DATA / "eval_a685346.json")
+    # Fields the first EnvConfig lacked read as that version ran them: the benchmark's dynamics.
+    assert oldest.rules is not None and oldest.rules.bound_change and oldest.rules.end_below == 10
+    assert oldest.agent_prompt is None and oldest.protocol is None
+
+
+def test_training_shapes_read_rules_and_reward() -> None:
+    flat = RunManifest.read(_rollout_flat())
+    assert flat.rules is not None and flat.rules.start_emotion == 30 and flat.rules.appraise_final_reply
+    assert flat.reward == RewardSpec(mode="mixed", format_penalty=0.1, mixed_weight=0.25)
+    assert flat.env is not None and flat.env["start_emotion"] == 30
+    nested = RunManifest.read(_rollout_nested())
+    assert nested.rules == TRAINING and nested.reward == RewardSpec(mode="delta") and nested.max_change == 6
+    published = RunManifest.read(_env_nested_rules())
+    assert published.rules == PUBLISHED_TRAINING and published.think is True
+    # The top-level flat reward keys (the manifest itself carrying them) are read too.
+    top = RunManifest.read({"type": "manifest", "reward_mode": "final"})
+    assert top.reward == RewardSpec(mode="final") and "reward_mode" not in top.to_json()
+
+
+def test_what_a_manifest_does_not_say_stays_unknown() -> None:
+    think_only = RunManifest.read({"type": "manifest", "kind": "eval", "env": {"think": True}})
+    assert think_only.rules is None and think_only.think is True  # tests/test_report.py's shape
+    minimal = RunManifest.read({"type": "manifest", "rlver_version": "0.1.0"})
+    assert minimal.rules is None and minimal.reward is None and minimal.agent_name is None
+    assert minimal.max_change is None and minimal.expected_dialogues is None
+    unknown_mode = RunManifest.read({"rollout": {"reward": {"mode": "from-the-future"}}})
+    assert unknown_mode.reward is None  # not silently taken as the default mode
+    rules = _rules_from_manifest(think_only, AuditRules(start_emotion=None, max_assistant_turns=None))
+    assert rules.start_emotion is None and rules.max_assistant_turns is None
+    assert _reward_from_manifest(minimal) is None
+
+
+def test_older_and_odd_keys() -> None:
+    # the agent under ``policy`` (the transcript docs of a685346), and a published file's stand-in
+    m = RunManifest.read({"type": "manifest", "policy": {"name": "p", "backend": "Scripted"}})
+    assert m.agent_name == "p" and "policy" not in m.to_json()
+    stand_in = RunManifest.read({"source": "published", "file": "x_result.jsonl"})
+    assert stand_in.to_json() == {"type": "manifest", "source": "published", "file": "x_result.jsonl"}
+    # a value of the wrong type is left out, never a crash; unknown keys are kept as they are
+    odd = RunManifest.read({"seed": {"not": "an int"}, "profiles": 3, "future_key": [1, 2], "rules": "x"})
+    assert odd.seed is None and odd.profiles is None and odd.rules is None
+    assert odd.to_json()["future_key"] == [1, 2]
+    bad_rules = RunManifest.read({"env": {"start_emotion": "forty", "max_assistant_turns": 10}})
+    assert bad_rules.rules is None
+
+
+def test_audit_reads_the_rules_of_each_shape() -> None:
+    lenient = AuditRules(start_emotion=None, max_assistant_turns=None)
+    flat = _rules_from_manifest(_rollout_flat(), lenient)
+    assert (flat.start_emotion, flat.max_assistant_turns, flat.appraise_final_reply) == (30, 8, True)
+    nested = _rules_from_manifest(_rollout_nested(), lenient)
+    assert nested.max_change == 6 and nested.start_emotion == 30
+    published = _rules_from_manifest(_env_nested_rules(), lenient)
+    assert not published.bound_change and published.turn_limit_rule == "after_user_exceeds"
+    assert _reward_from_manifest(_rollout_flat()) == {
+        "mode": "mixed",
+        "format_penalty": 0.1,
+        "mixed_weight": 0.25,
+    }
+
+
+def test_created_manifest_round_trips_and_drops_secrets(tmp_path: Path) -> None:
+    m = RunManifest.create(
+        kind="eval",
+        run_name="unit",
+        agent={"name": "a", "api_key": "sk-secret", "api_key_env": "MY_KEY"},
+        env=EnvConfig.evaluation(think=True),
+        reward=RewardSpec(mode="delta"),
+        profiles="en-test",
+        n_profiles=3,
+        n_per_profile=2,
+        seed=7,
+        extra_note={"kept": True},
+    )
+    record = m.to_json()
+    assert "sk-secret" not in json.dumps(record) and record["agent"]["api_key_env"] == "MY_KEY"
+    assert record["rules"] == EVALUATION.model_dump() and record["rlver_version"] and record["created"]
+    assert RunManifest.read(record) == m
+    assert RunManifest.read(json.loads(json.dumps(record))) == m  # through JSON text too
+    file = tmp_path / "transcript.jsonl"
+    file.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    assert RunManifest.read(tmp_path) == m == RunManifest.read(file)  # a run folder, a transcript
+    assert m.expected_dialogues == 6 and m.think is True and m.extra_note == {"kept": True}  # type: ignore[attr-defined]
+
+
+def test_a_file_without_a_manifest_is_named(tmp_path: Path) -> None:
+    published = tmp_path / "x_result.jsonl"
+    published.write_text('{"id": "p1", "emo_point": 40}\n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"x_result\.jsonl:1: type: the first record is not an rlver"):
+        RunManifest.read(published)
+    with pytest.raises(InputError, match="cannot read a manifest"):
+        RunManifest.read(tmp_path / "missing.json")
