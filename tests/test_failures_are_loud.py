@@ -161,7 +161,7 @@ def test_run_eval_works_inside_a_running_event_loop(tmp_path: Path) -> None:
 
 
 def test_report_header_names_the_models_and_skips_empty_outcome_chart(tmp_path: Path) -> None:
-    from rlver.eval.report import build_figures, render_html
+    from rlver.eval.report import ReportView, render_html
     from rlver.eval.runs import load_run
 
     with FakeChatServer() as server:
@@ -171,12 +171,12 @@ def test_report_header_names_the_models_and_skips_empty_outcome_chart(tmp_path: 
         run_eval(cfg)
     run = load_run(tmp_path / "run")
     assert run.metrics.success == run.metrics.failure == 0  # echo replies, two turns: neither
-    html = render_html([run])
+    view = ReportView.build([run])
+    html = render_html(view)
     header = html.split('id="metrics"')[0]
     assert "agent: echo (openai at " in header and "temperature 0.3" in header and "max_tokens 33" in header
     assert "simulator: offline" in header and "1 finished / 0 failed" in header
-    figures, _ = build_figures([run])
-    assert "outcomes" not in [f.name for f in figures]
+    assert "outcomes" not in [f.name for f in view.figures]
 
 
 # -- judge ------------------------------------------------------------------------------------------

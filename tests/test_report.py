@@ -173,7 +173,7 @@ def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_pa
 
 def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path) -> None:
     """In a run without think mode a stray ``</think>`` is not a broken think block: label it neutrally."""
-    from rlver.eval.report import dialogue_view, render_html
+    from rlver.eval.report import ReportView, dialogue_view, render_html
     from rlver.eval.runs import load_run
 
     ep = make_episode("p1", [5])
@@ -183,7 +183,7 @@ def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path)
         RunManifest.create(kind="eval", run_name="nothink", env={"think": False}),
     )
     writer.append(ep)
-    html = render_html([load_run(tmp_path / "nothink")])
+    html = render_html(ReportView.build([load_run(tmp_path / "nothink")]))
     assert "malformed" not in html
     assert "text hidden from the user by a think tag" in html and "some musing" in html
     # the same reply in a think-mode run (or one whose mode is unknown) is still a malformed think block
@@ -192,7 +192,7 @@ def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path)
     TranscriptWriter(
         think_run, RunManifest.create(kind="eval", run_name="think", env={"think": True})
     ).append(ep)
-    assert "think block (11 chars) — malformed" in render_html([load_run(think_run.parent)])
+    assert "think block (11 chars) — malformed" in render_html(ReportView.build([load_run(think_run.parent)]))
 
 
 def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report(

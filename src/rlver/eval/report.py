@@ -357,6 +357,74 @@ def build_figures(runs: Sequence[RunData]) -> tuple[list[Figure], list[Figure]]:
 FigureSet = tuple[list[Figure], list[Figure]]
 
 
+@dataclass(frozen=True)
+class RunView:
+    """One run's header as both renderers show it."""
+
+    name: str
+    path: str
+    counts: str
+    truncation: str
+    #: What was evaluated against what (:func:`run_setup`).
+    setup: dict[str, str]
+    manifest_json: str
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Everything a report shows, derived once from the runs; :func:`render_html` and
+    :func:`render_markdown` only lay it out, so the page and its Markdown twin cannot disagree."""
+
+    title: str
+    runs: Sequence[RunData]
+    run_views: list[RunView]
+    metric_rows: list[dict[str, Any]]
+    comparisons: list[dict[str, Any]]
+    figures: list[Figure]
+    judge_figures: list[Figure]
+    judges: list[JudgeSummary]
+    breakdowns: list[dict[str, Any]]
+    profile_rows: list[dict[str, Any]]
+    preface: Preface | None = None
+
+    @classmethod
+    def build(
+        cls,
+        runs: Sequence[RunData],
+        *,
+        title: str = "Sentient Benchmark report",
+        figures: FigureSet | None = None,
+        preface: Preface | None = None,
+    ) -> ReportView:
+        """Derive the tables (and draw the figures, unless given) of a report on ``runs``."""
+        figs, judge_figures = figures if figures is not None else build_figures(runs)
+        return cls(
+            title=title,
+            runs=runs,
+            run_views=[_run_view(r) for r in runs],
+            metric_rows=metrics_table_rows([(r.name, r.metrics) for r in runs]),
+            comparisons=_comparisons(runs),
+            figures=figs,
+            judge_figures=judge_figures,
+            judges=_judged(runs),
+            breakdowns=_breakdowns(runs),
+            profile_rows=_profile_rows(runs),
+            preface=preface,
+        )
+
+
+def _run_view(run: RunData) -> RunView:
+    manifest_json = json.dumps(redacted(run.manifest.to_json()), ensure_ascii=False, indent=2, default=str)
+    return RunView(
+        name=run.name,
+        path=str(run.path),
+        counts=run.metrics.counts(),
+        truncation=run.metrics.truncation(),
+        setup=run_setup(run.manifest),
+        manifest_json=manifest_json,
+    )
+
+
 def _dialogue_item(
     run_index: int, ep: Episode, judged: dict[tuple[str, int], Judgement], think: bool | None
 ) -> dict[str, Any]:
@@ -390,16 +458,9 @@ def _preface_view(runs: Sequence[RunData], preface: Preface | None) -> dict[str,
     return {"paragraphs": list(preface.paragraphs), "figures": list(preface.figures), "featured": featured}
 
 
-def render_html(
-    runs: Sequence[RunData],
-    *,
-    title: str = "Sentient Benchmark report",
-    figures: FigureSet | None = None,
-    preface: Preface | None = None,
-) -> str:
+def render_html(view: ReportView) -> str:
     """The report as one HTML string (no external assets)."""
-    figs, judge_figures = figures if figures is not None else build_figures(runs)
-    metric_rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
+    runs = view.runs
     dialogue_runs = []
     for i, run in enumerate(runs):
         judged, think = _judge_by_key(run), run.manifest.think
@@ -412,32 +473,21 @@ def render_html(
     )
     template = env.from_string(template_text)
     return template.render(
-        title=title,
-        preface=_preface_view(runs, preface),
+        title=view.title,
+        preface=_preface_view(runs, view.preface),
         generated=_dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
         version=__version__,
-        runs=[
-            {
-                "name": r.name,
-                "path": str(r.path),
-                "manifest_json": json.dumps(
-                    redacted(r.manifest.to_json()), ensure_ascii=False, indent=2, default=str
-                ),
-                "setup": run_setup(r.manifest),
-                "counts": f"{r.metrics.counts()} dialogues · {r.metrics.truncation()}",
-            }
-            for r in runs
-        ],
-        metric_headers=list(metric_rows[0]) if metric_rows else ["run"],
-        metric_rows=metric_rows,
-        comparisons=_comparisons(runs),
-        figures=figs,
-        judge_figures=judge_figures,
-        judges=_judged(runs),
+        runs=view.run_views,
+        metric_headers=list(view.metric_rows[0]) if view.metric_rows else ["run"],
+        metric_rows=view.metric_rows,
+        comparisons=view.comparisons,
+        figures=view.figures,
+        judge_figures=view.judge_figures,
+        judges=view.judges,
         capabilities=CAPABILITIES,
         capability_labels=CAPABILITY_LABELS,
-        breakdowns=_breakdowns(runs),
-        profile_rows=_profile_rows(runs),
+        breakdowns=view.breakdowns,
+        profile_rows=view.profile_rows,
         dialogue_runs=dialogue_runs,
     )
 
@@ -461,11 +511,11 @@ def _md_preface(preface: Preface | None, figure_dir: str) -> list[str]:
     return lines
 
 
-def _md_comparisons(runs: Sequence[RunData]) -> list[str]:
-    comps = _comparisons(runs)
+def _md_comparisons(view: ReportView) -> list[str]:
+    comps = view.comparisons
     if not comps:
         return []
-    lines = [f"## Paired comparison (against {_md_cell(runs[0].name)})", ""]
+    lines = [f"## Paired comparison (against {_md_cell(view.runs[0].name)})", ""]
     lines += [
         "| run | pairs | Δ | 95% CI | wins/ties/losses | sign test p |",
         "|---|---|---|---|---|---|",
@@ -481,23 +531,15 @@ def _md_comparisons(runs: Sequence[RunData]) -> list[str]:
     return lines
 
 
-def render_markdown(
-    runs: Sequence[RunData],
-    figure_dir: str,
-    *,
-    title: str = "Sentient Benchmark report",
-    figures: FigureSet | None = None,
-    preface: Preface | None = None,
-) -> str:
+def render_markdown(view: ReportView, figure_dir: str) -> str:
     """A Markdown summary; figures are referenced from ``figure_dir`` (relative to the .md file)."""
-    lines = [f"# {title}", "", *_md_preface(preface, figure_dir)]
-    for r in runs:
-        setup = run_setup(r.manifest)
-        parts = [f"**{_md_cell(r.name)}**", r.metrics.counts(), r.metrics.truncation()]
-        parts += [f"{k}: {_md_cell(v)}" for k, v in setup.items()]
+    lines = [f"# {view.title}", "", *_md_preface(view.preface, figure_dir)]
+    for r in view.run_views:
+        parts = [f"**{_md_cell(r.name)}**", r.counts, r.truncation]
+        parts += [f"{k}: {_md_cell(v)}" for k, v in r.setup.items()]
         lines.append("- " + " · ".join(parts))
     lines.append("")
-    rows = metrics_table_rows([(r.name, r.metrics) for r in runs])
+    rows = view.metric_rows
     if rows:
         headers = list(rows[0])
         lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -507,15 +549,28 @@ def render_markdown(
         "Score = mean final emotion; success = final ≥ 100; failure = final < 10; failed runs are excluded.",
         "",
     ]
-    lines += _md_comparisons(runs)
+    lines += _md_comparisons(view)
     lines += ["## Plots", ""]
-    figs, judge_figures = figures if figures is not None else build_figures(runs)
-    for fig in [*figs, *judge_figures]:
+    for fig in [*view.figures, *view.judge_figures]:
         lines.append(f"![{fig.alt}]({figure_dir}/{fig.name}.png)")
-    if not figs:
+    if not view.figures:
         lines.append("No dialogue finished: nothing to plot.")
     lines.append("")
-    for b in _breakdowns(runs):
+    lines += _md_breakdowns(view)
+    lines += _md_judges(view)
+    lines += ["## Per profile (final emotion)", ""]
+    lines.append("| profile | " + " | ".join(_md_cell(r.name) for r in view.run_views) + " |")
+    lines.append("|---|" + "---|" * len(view.run_views))
+    for row in view.profile_rows:
+        cells = [str(c["final"]) if c else "—" for c in row["cells"]]
+        lines.append(f"| {_md_cell(row['profile_id'])} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _md_breakdowns(view: ReportView) -> list[str]:
+    lines: list[str] = []
+    for b in view.breakdowns:
         lines += [
             f"## By {b['key']}",
             "",
@@ -528,25 +583,22 @@ def render_markdown(
                 f"| {_md_cell(r['run'])} | {_md_cell(r['value'])} | {g.n} | {g.score:.1f} | {g.success} | {g.failure} |"
             )
         lines.append("")
-    judges = _judged(runs)
-    if judges:
-        lines += ["## Capability analysis (LLM judge)", ""]
-        lines.append(
-            "| run | " + " | ".join(CAPABILITY_LABELS[c] for c in CAPABILITIES) + " | orientation | style |"
-        )
-        lines.append("|---|" + "---|" * (len(CAPABILITIES) + 2))
-        for s in judges:
-            caps = " | ".join(f"{s.capabilities[c]:.2f}" for c in CAPABILITIES)
-            lines.append(f"| {_md_cell(s.run)} | {caps} | {s.orientation:+.2f} | {s.style:+.2f} |")
-        lines.append("")
-    lines += ["## Per profile (final emotion)", ""]
-    lines.append("| profile | " + " | ".join(_md_cell(r.name) for r in runs) + " |")
-    lines.append("|---|" + "---|" * len(runs))
-    for row in _profile_rows(runs):
-        cells = [str(c["final"]) if c else "—" for c in row["cells"]]
-        lines.append(f"| {_md_cell(row['profile_id'])} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _md_judges(view: ReportView) -> list[str]:
+    if not view.judges:
+        return []
+    lines = ["## Capability analysis (LLM judge)", ""]
+    lines.append(
+        "| run | " + " | ".join(CAPABILITY_LABELS[c] for c in CAPABILITIES) + " | orientation | style |"
+    )
+    lines.append("|---|" + "---|" * (len(CAPABILITIES) + 2))
+    for s in view.judges:
+        caps = " | ".join(f"{s.capabilities[c]:.2f}" for c in CAPABILITIES)
+        lines.append(f"| {_md_cell(s.run)} | {caps} | {s.orientation:+.2f} | {s.style:+.2f} |")
     lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def write_report(
@@ -558,13 +610,12 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``out_html`` (self-contained) and a Markdown twin ``<stem>.md`` with figures in ``<stem>_files/``."""
     html_path = Path(out_html)
-    figures = build_figures(runs)
-    atomic_write_text(html_path, render_html(runs, title=title, figures=figures, preface=preface))
+    view = ReportView.build(runs, title=title, preface=preface)
+    atomic_write_text(html_path, render_html(view))
     md_path = html_path.with_suffix(".md")
     fig_dir_name = f"{html_path.stem}_files"
     extra = list(preface.figures) if preface is not None else []
-    for fig in [*extra, *figures[0], *figures[1]]:
+    for fig in [*extra, *view.figures, *view.judge_figures]:
         atomic_write_bytes(html_path.parent / fig_dir_name / f"{fig.name}.png", fig.png)
-    md = render_markdown(runs, fig_dir_name, title=title, figures=figures, preface=preface)
-    atomic_write_text(md_path, md)
+    atomic_write_text(md_path, render_markdown(view, fig_dir_name))
     return html_path, md_path
