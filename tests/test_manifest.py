@@ -205,3 +205,23 @@ def test_a_file_without_a_manifest_is_named(tmp_path: Path) -> None:
         RunManifest.read(published)
     with pytest.raises(InputError, match="cannot read a manifest"):
         RunManifest.read(tmp_path / "missing.json")
+
+
+def test_verl_worker_transcripts_start_with_a_train_manifest() -> None:
+    """verl's agent loop writes this as line 1 of each worker's transcript of one split."""
+    from rlver.integrations.verl.settings import DialogueTask
+    from rlver.profiles.sets import load_profile_set
+    from rlver.simulator.factory import SimulatorSpec
+
+    task = DialogueTask(
+        profile=load_profile_set("en-test")[0],
+        simulator=SimulatorSpec(kind="offline"),
+        env=EnvConfig.training(),
+        reward=RewardSpec(mode="delta", format_penalty=0.1),
+        group_size=4,
+        seed=3,
+    )
+    m = RunManifest.read(task.run_manifest("val").to_json())
+    assert (m.kind, m.split, m.engine) == ("train", "val", "verl")  # type: ignore[attr-defined]
+    assert m.rules == TRAINING and m.reward == RewardSpec(mode="delta", format_penalty=0.1)
+    assert m.seed == 3 and m.n_per_profile == 4 and m.simulator_spec and m.simulator_spec["kind"] == "offline"

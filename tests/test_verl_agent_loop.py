@@ -156,8 +156,12 @@ def _sampling() -> dict[str, Any]:
 
 
 def _episodes(plan: Any) -> list[Episode]:
+    """Every logged dialogue; each file starts with its run manifest (``kind: train``)."""
+    from rlver.transcripts.native import read_transcript
+
     files = sorted((plan.out_dir / "transcripts").glob("*.jsonl"))
-    return [Episode.model_validate(json.loads(line)) for f in files for line in f.read_text().splitlines()]
+    assert all(read_transcript(f).run_manifest.kind == "train" for f in files)
+    return [ep for f in files for ep in read_transcript(f).episodes]
 
 
 def _universal_answer(change: int, end: bool = False) -> str:

@@ -58,6 +58,7 @@ from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import SimulatorSpec, build_simulator
+from rlver.transcripts.native import EPISODE
 
 logger = logging.getLogger(__name__)
 
@@ -578,5 +579,10 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         line = episode.model_copy(
             update={"reward": reward, "meta": {**episode.meta, "global_steps": steps, "engine": "verl"}}
         )
-        path = Path(task.transcript_dir) / f"episodes-{os.uname().nodename}-{os.getpid()}.jsonl"
-        append_jsonl(path, line.model_dump(mode="json"))
+        extra = row.get("extra_info")
+        split = str(extra.get("split", "train")) if isinstance(extra, dict) else "train"
+        split = split if split.isalnum() else "other"
+        path = Path(task.transcript_dir) / f"episodes-{split}-{os.uname().nodename}-{os.getpid()}.jsonl"
+        if not path.exists() or path.stat().st_size == 0:  # one file per process and split: no race
+            append_jsonl(path, task.run_manifest(split).to_json())
+        append_jsonl(path, {"type": EPISODE, **line.model_dump(mode="json")})

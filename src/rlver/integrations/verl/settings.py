@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
+from rlver.manifest import RunManifest
 from rlver.profiles.schema import Profile
 from rlver.simulator.factory import SimulatorSpec
 
@@ -46,6 +47,20 @@ class DialogueTask(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json()
+
+    def run_manifest(self, split: str) -> RunManifest:
+        """Line 1 of a worker's transcript of ``split`` rows: every row of one split shares these
+        settings, so ``rlver audit``/``inspect``/``report`` read the file like an eval transcript."""
+        return RunManifest.create(
+            kind="train",
+            engine="verl",
+            split=split,
+            simulator_spec=self.simulator.model_dump(mode="json"),
+            env=self.env,
+            reward=self.reward,
+            seed=self.seed,
+            n_per_profile=self.group_size,
+        )
 
     @classmethod
     def from_row(cls, extra_info: Any) -> DialogueTask:
