@@ -2,8 +2,10 @@
 today reads back as itself.
 
 The files in tests/data/manifests are line 1 of real transcripts, cut short (long free-form
-``describe()`` blocks trimmed, local paths shortened); the small dicts below are the shapes written
-only by tests, docs and the training harness. Each names the commit whose writer produced the shape.
+``describe()`` blocks trimmed, local paths shortened), except eval_a685346.json: the first eval
+writer's shape, made from eval_c1b2b44.json by removing what that writer did not yet record. The
+small dicts below are the shapes written only by tests, docs and the training harness. Each names the
+commit whose writer produced the shape.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ DATA = Path(__file__).parent / "data" / "manifests"
 #: file -> (commit whose writer produced this shape, what the typed fields must say)
 FILES: dict[str, tuple[str, dict[str, Any]]] = {
     # rlver eval, first version (eval/runner.py _manifest): no seeding, prompt or protocol; EnvConfig
-    # without think_context, agent_prompt or the emotion-dynamics fields.
+    # without think_context, agent_prompt or the emotion-dynamics fields (derived, see above).
     "eval_a685346.json": (
         "a685346",
         {"kind": "eval", "agent_name": "runs/ev1/tiny-agent", "simulator_kind": "offline", "start": 40},
     ),
-    # rlver eval after agent_seeding (b1eff31) and agent_prompt + the dynamics fields (c1b2b44).
+    # rlver eval after agent_seeding (b1eff31) and agent_prompt + the dynamics fields (c1b2b44); a
+    # real run written before b839107.
     "eval_c1b2b44.json": (
         "c1b2b44",
         {"kind": "eval", "agent_name": "runs/ev1/tiny-agent", "simulator_kind": "offline", "start": 40},
@@ -42,7 +45,8 @@ FILES: dict[str, tuple[str, dict[str, Any]]] = {
         "b839107",
         {"kind": "eval", "agent_name": "runs/pb/tiny-agent", "simulator_kind": "offline", "start": 40},
     ),
-    # rlver demo (train/demo.py, then cli/demo.py from 88fd5f3): the model as a bare name, no kind, no env.
+    # rlver demo (train/demo.py from a685346, cli/demo.py from 88fd5f3, unchanged to a5b922f): the
+    # model as a bare name, no kind, no env. Real runs of a5b922f's demo.
     "demo_before_88fd5f3.json": (
         "88fd5f3",
         {"kind": None, "agent_name": "tiny", "simulator_kind": "offline", "start": None, "stage": "before"},
@@ -51,7 +55,8 @@ FILES: dict[str, tuple[str, dict[str, Any]]] = {
         "88fd5f3",
         {"kind": None, "agent_name": "tiny", "simulator_kind": "offline", "start": None, "stage": "after"},
     ),
-    # rlver chat --save (cli/chat.py): ``mode`` instead of ``kind``, no agent.
+    # rlver chat --save (cli/chat.py, unchanged from a685346 to a5b922f): ``mode`` instead of
+    # ``kind``, no agent. A real file of a5b922f's writer (tests/test_chat.py).
     "chat_a685346.json": (
         "a685346",
         {"kind": "chat", "agent_name": None, "simulator_kind": "sentient", "start": 40},
