@@ -472,6 +472,15 @@ def render_html(view: ReportView) -> str:
         resources.files("rlver.eval").joinpath("templates", "report.html.j2").read_text(encoding="utf-8")
     )
     template = env.from_string(template_text)
+    shared = (
+        "metric_rows",
+        "comparisons",
+        "figures",
+        "judge_figures",
+        "judges",
+        "breakdowns",
+        "profile_rows",
+    )
     return template.render(
         title=view.title,
         preface=_preface_view(runs, view.preface),
@@ -479,16 +488,10 @@ def render_html(view: ReportView) -> str:
         version=__version__,
         runs=view.run_views,
         metric_headers=list(view.metric_rows[0]) if view.metric_rows else ["run"],
-        metric_rows=view.metric_rows,
-        comparisons=view.comparisons,
-        figures=view.figures,
-        judge_figures=view.judge_figures,
-        judges=view.judges,
         capabilities=CAPABILITIES,
         capability_labels=CAPABILITY_LABELS,
-        breakdowns=view.breakdowns,
-        profile_rows=view.profile_rows,
         dialogue_runs=dialogue_runs,
+        **{name: getattr(view, name) for name in shared},  # the view's tables under their own names
     )
 
 
