@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlver.errors import ConfigError
-from rlver.records import Tier, fell_to_failure, reached_success
+from rlver.protocol import EVALUATION, EVALUATION_START
+from rlver.records import Tier
 
 EMOTION_MIN = 0
 EMOTION_MAX = 100
-EVAL_START = 40
-TRAIN_START = 30
 MAX_CHANGE = 10
 
 #: One line per tier: how the user behaves there (used in prompts, docs and the offline simulator).
@@ -87,7 +86,7 @@ class EmotionRules:
 class EmotionState:
     """A user's current emotion plus the rules that move it."""
 
-    value: int = EVAL_START
+    value: int = EVALUATION_START
     rules: EmotionRules = EmotionRules()
 
     def __post_init__(self) -> None:
@@ -123,10 +122,6 @@ def terminal_reason(emotion: int) -> str | None:
     """The end reason an emotion value implies, or ``None`` while the dialogue may go on.
 
     The published protocol ends a dialogue as soon as its outcome is decided, so the thresholds are the
-    benchmark's own success and failure (``records``, their one home).
+    benchmark's own success and failure: the :data:`rlver.protocol.EVALUATION` rules.
     """
-    if reached_success(emotion):
-        return "emotion_high"
-    if fell_to_failure(emotion):
-        return "emotion_low"
-    return None
+    return EVALUATION.emotion_end(emotion)
