@@ -134,6 +134,31 @@ PRESETS: dict[str, DialogueRules] = {
     "published_training": PUBLISHED_TRAINING,
 }
 
+
+def protocol_name(rules: DialogueRules) -> str:
+    """``benchmark`` (the Sentient Benchmark's dialogue), ``training`` (rlver's or the published
+    training dialogue) or ``custom``: which protocol a held-out score was measured on."""
+    # The number of replies may differ (the label states it): a 2-turn check from 30 is still the
+    # training protocol, and a 3-reply run from 40 with the last reply unappraised the benchmark's.
+    turns = {"max_assistant_turns": EVALUATION.max_assistant_turns, "shared_opening": False}
+    if rules.but(**turns) == EVALUATION:
+        return "benchmark"
+    for same in (TRAINING, PUBLISHED_TRAINING):
+        if rules.but(**turns, appraise_final_reply=same.appraise_final_reply) == same.but(**turns):
+            return "training"
+    return "custom"
+
+
+def protocol_label(rules: DialogueRules, name: str | None = None) -> str:
+    """``"training protocol: 2 replies from 30"``: printed next to every held-out score, so a number
+    measured on the training dialogue is never read as a benchmark score (docs/benchmark.md)."""
+    label = name or protocol_name(rules)
+    appraised = rules.max_appraisals
+    return f"{label} protocol: {rules.reply_limit} replies from {rules.start_emotion}" + (
+        "" if appraised == rules.reply_limit else f", {appraised} appraised"
+    )
+
+
 #: The names of the rules, for containers that still read them as flat keys of their own.
 RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)
 
@@ -148,9 +173,7 @@ def rules_on(value: Any, base: DialogueRules) -> Any:
     return value
 
 
-def nest_flat_rules(
-    data: Any, base: DialogueRules, *, where: str | None = None
-) -> Any:
+def nest_flat_rules(data: Any, base: DialogueRules, *, where: str | None = None) -> Any:
     """Move flat rule keys of a config mapping (``max_assistant_turns: 3``) into its ``rules:`` entry.
 
     The containers that hold a :class:`DialogueRules` (``EnvConfig``, ``rollout``) read files written
