@@ -220,18 +220,19 @@ def test_system_prompt_override_and_language() -> None:
 
 def test_config_presets() -> None:
     ev, tr = EnvConfig.evaluation(), EnvConfig.training()
-    assert (ev.max_assistant_turns, ev.appraise_final_reply, ev.start_emotion, ev.max_appraisals) == (
+    assert (ev.rules.max_assistant_turns, ev.rules.appraise_final_reply, ev.rules.start_emotion) == (
         10,
         False,
         40,
-        9,
     )
-    assert (tr.max_assistant_turns, tr.appraise_final_reply, tr.start_emotion, tr.max_appraisals) == (
+    assert (ev.rules.max_appraisals, tr.rules.max_appraisals) == (9, 8)
+    assert (tr.rules.max_assistant_turns, tr.rules.appraise_final_reply, tr.rules.start_emotion) == (
         8,
         True,
         30,
-        8,
     )
+    assert (ev.agent_prompt, tr.agent_prompt) == ("neutral", "coaching")
+    assert EnvConfig() == ev  # the defaults are the benchmark's
     assert EnvConfig.training(think=True).think
     with pytest.raises(ValueError):
         EnvConfig(max_assistant_turns=0)

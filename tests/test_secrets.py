@@ -179,7 +179,7 @@ def eval_run(server: FakeChatServer, tmp_path_factory: pytest.TempPathFactory) -
             "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", SIMULATOR_MODEL,
             "--sim-key-env", "RLVER_CANARY_SIM",
             "--profiles", str(profiles), "--out", str(work / "run"),
-            "--set", "env.max_assistant_turns=2", "--set", "agent.max_attempts=2",
+            "--set", "env.rules.max_assistant_turns=2", "--set", "agent.max_attempts=2",
             "--set", "simulator.model.max_attempts=2", "--set", "simulator.cache=null",
         ],
         work,
