@@ -44,7 +44,7 @@ def _run(config: EnvConfig, changes: list[int], goodbye_at: int | None = None) -
 
 
 def test_rules_without_bound_or_floor() -> None:
-    rules = EmotionRules(bound_change=False, floor=False)
+    rules = EmotionRules(dialogue=PUBLISHED_TRAINING)
     assert rules.apply(5, -30) == (-30, -25)
     assert rules.apply(95, 30) == (30, 100)  # the cap at 100 always applies, as published
     assert EmotionRules().apply(5, -30) == (-10, 0)

@@ -283,7 +283,9 @@ def test_user_leaving_ends_on_the_assistant_turn(tmp_path: Path, tiny: tuple[Any
         return _universal_answer(-2, end=len(calls) >= 4)  # the user leaves in answer to reply 2
 
     with FakeChatServer(responder=responder) as sim:
-        plan, vc, rows = _setup(tmp_path, tokenizer, *_llm_overrides(sim), "rollout.rules.max_assistant_turns=8")
+        plan, vc, rows = _setup(
+            tmp_path, tokenizer, *_llm_overrides(sim), "rollout.rules.max_assistant_turns=8"
+        )
         assert len(rows[0]["raw_prompt"]) == 2  # system prompt + the profile's opening line
         out = _run(vc, plan, TinyModelServer(model, tokenizer), tokenizer, rows[0])
     (episode,) = _episodes(plan)

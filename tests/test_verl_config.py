@@ -98,7 +98,9 @@ def test_bad_override_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
 def test_parquet_loads_with_verls_dataset_class(tmp_path: Path) -> None:
     from rlver.models.tiny import tiny_model_and_tokenizer
 
-    _, plan = _plan(tmp_path, "eval.limit=3", "rollout.rules.max_assistant_turns=3", "rollout.rules.start_emotion=30")
+    _, plan = _plan(
+        tmp_path, "eval.limit=3", "rollout.rules.max_assistant_turns=3", "rollout.rules.start_emotion=30"
+    )
     vc = compose_verl_config(plan.overrides)
     _, tokenizer = tiny_model_and_tokenizer()
     train = RLHFDataset(str(plan.train_file), tokenizer, vc.data)

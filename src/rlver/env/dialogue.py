@@ -197,9 +197,8 @@ class DialogueEnv:
         rules = self.config.rules
         self._user = self.simulator.start(profile, start_emotion=rules.start_emotion, seed=seed)
         dynamics = self._user.emotion.rules
-        wanted = replace(dynamics, bound_change=rules.bound_change, floor=rules.floor_emotion)
-        if wanted != dynamics:  # the environment owns the dynamics; the simulator only states changes
-            self._user.emotion = EmotionState(self._user.emotion.value, wanted)
+        if dynamics.dialogue != rules:  # the environment owns the dynamics; the simulator states changes
+            self._user.emotion = EmotionState(self._user.emotion.value, replace(dynamics, dialogue=rules))
         self._emotion = self._user.emotion.value
         t0 = time.perf_counter()
         opening = await self._user.open()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlver.errors import ConfigError
-from rlver.protocol import EVALUATION, EVALUATION_START
+from rlver.protocol import EVALUATION, EVALUATION_START, DialogueRules
 from rlver.records import Tier
 
 EMOTION_MIN = 0
@@ -49,16 +49,25 @@ class EmotionRules:
     The defaults are the published *evaluation* (SAGE/simulator_response.py:151 clamps the stated
     change to ±10, :155 caps the value at 100). The published *training* simulator neither bounds the
     change nor floors the value (RLVER hard_player_simulator_dsv3.py:219-220: ``+= change`` then
-    ``min(.., 100)``): ``bound_change=False, floor=False`` reproduce it (see docs/protocol.md).
+    ``min(.., 100)``): ``dialogue=PUBLISHED_TRAINING`` reproduces it (see docs/protocol.md). Whether
+    the change is bounded and the value floored are rules of the dialogue (:class:`DialogueRules`,
+    set by the environment); the bound itself is the simulator's.
     """
 
     max_change: int = MAX_CHANGE
     low: int = EMOTION_MIN
     high: int = EMOTION_MAX
-    #: Clamp each stated change to ±max_change.
-    bound_change: bool = True
-    #: Keep the value at or above ``low`` (the cap at ``high`` always applies, as published).
-    floor: bool = True
+    dialogue: DialogueRules = EVALUATION
+
+    @property
+    def bound_change(self) -> bool:
+        """Clamp each stated change to ±max_change."""
+        return self.dialogue.bound_change
+
+    @property
+    def floor(self) -> bool:
+        """Keep the value at or above ``low`` (the cap at ``high`` always applies, as published)."""
+        return self.dialogue.floor_emotion
 
     def __post_init__(self) -> None:
         # Checked here so that a bad config fails at start-up with a message, not mid-run.

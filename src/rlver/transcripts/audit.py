@@ -41,13 +41,7 @@ from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.protocol import EVALUATION, RULE_FIELDS, DialogueRules
 from rlver.records import Episode
-from rlver.simulator.emotion import (
-    EMOTION_MAX,
-    EMOTION_MIN,
-    MAX_CHANGE,
-    clamp,
-    tier_of,
-)
+from rlver.simulator.emotion import EMOTION_MAX, EMOTION_MIN, MAX_CHANGE, EmotionRules, tier_of
 from rlver.transcripts.files import detect_format
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import read_published
@@ -109,6 +103,7 @@ def audit_episode(
 ) -> tuple[list[Finding], int]:
     """Check one episode; return its findings and how many appraisals were checked."""
     rules, max_change = options.rules, options.max_change
+    dynamics = EmotionRules(max_change=max(max_change, 0), dialogue=rules)  # how the env moved it
     did = episode.episode_id or episode.profile_id
     if episode.sample_index and "#" not in did:
         did = f"{did}#{episode.sample_index}"
@@ -133,8 +128,7 @@ def audit_episode(
         appraisals += 1
         if stopped_at is not None and j == stopped_at + 1:
             bad(j, f"appraised, but the dialogue had to end at turn {stopped_at} (emotion {stop_value})")
-        bound = max_change if rules.bound_change else abs(a.raw_change)
-        expected_change = clamp(a.raw_change, -bound, bound)
+        expected_change = dynamics.clamp_change(a.raw_change)
         if abs(a.change) > max_change and rules.bound_change:
             bad(j, f"change {a.change:+d} exceeds ±{max_change}")
         elif a.change != expected_change:
@@ -142,12 +136,8 @@ def audit_episode(
         if a.emotion_before != value:
             bad(j, f"emotion before is {a.emotion_before}, expected {value}")
             value = a.emotion_before  # resync: the break in the chain is reported once
-        applied = clamp(a.change, -max_change, max_change) if rules.bound_change else a.change
-        expected_after = (
-            clamp(value + applied, EMOTION_MIN, EMOTION_MAX)
-            if rules.floor_emotion
-            else min(value + applied, EMOTION_MAX)
-        )
+        applied = dynamics.clamp_change(a.change)
+        expected_after = dynamics.bound(value + applied)
         if a.emotion_after != expected_after:
             bad(j, f"emotion {a.emotion_after} recorded, but {value} {applied:+d} gives {expected_after}")
         if a.tier != tier_of(a.emotion_after):
