@@ -241,7 +241,7 @@ def test_train_sends_the_key_but_never_writes_it(server: FakeChatServer, tmp_pat
         "algorithm": {"name": "grpo"},
         "rollout": {
             "profiles": str(profiles), "batch_size": 4, "n_per_profile": 2,
-            "max_assistant_turns": 2, "max_new_tokens": 8,
+            "rules": {"max_assistant_turns": 2}, "max_new_tokens": 8,
         },
         "simulator": {
             "kind": "llm", "cache": None,
