@@ -75,16 +75,8 @@ class PersonAsUser(UserSimulator):
 def person_profile(language: Language) -> Profile:
     """The profile behind a person playing the user: the environment needs one, and only its language
     is used (the policy's built-in system prompt follows it)."""
-    text = "a person typing at the terminal"
-    return Profile(
-        id="person",
-        language=language,
-        persona=text,
-        background=text,
-        goal=text,
-        hidden_need=text,
-        source="terminal",
-    )
+    described = dict.fromkeys(("persona", "background", "goal", "hidden_need"), "a person at the terminal")
+    return Profile.model_validate({"id": "person", "language": language, "source": "terminal", **described})
 
 
 async def play(
