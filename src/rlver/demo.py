@@ -12,8 +12,8 @@ Why this module is a top-level one: the demo orchestrates training (:mod:`rlver.
 and reporting (:mod:`rlver.eval`), and those two layers must not import each other. ``demo`` sits on the
 layer above both, beside ``integrations`` (engine adapters such as verl, which the demo does not use),
 and below ``cli``: ``rlver demo`` (``cli/demo.py``) parses its options, calls :func:`run_demo` and
-prints the :class:`DemoResult`; the flow itself is here, so a notebook or a script runs the same demo. The command imports this module lazily because it pulls in
-torch, and ``rlver --help`` must stay fast.
+prints the :class:`DemoResult`; the flow itself is here, so a notebook or a script runs the same demo.
+The command imports this module lazily because it pulls in torch, and ``rlver --help`` must stay fast.
 
 Why Chinese profiles: the offline user is a measured proxy of the published simulator only there. For
 Chinese it uses the learned appraisal (fitted on the released SAGE judgements; its validation figures
@@ -203,6 +203,8 @@ def veto_counts(episodes: list[Episode]) -> tuple[int, int, dict[str, int]]:
 
 
 def veto_text(h: dict[str, Any]) -> str:
+    """``vetoed/replies (flag n, ...)`` of one :func:`_headline`: the report's preface and the command's
+    printout say it in the same words."""
     detail = ", ".join(f"{flag} {n}" for flag, n in h["vetoes"].items())
     return f"{h['vetoed']}/{h['replies']}" + (f" ({detail})" if detail else "")
 
