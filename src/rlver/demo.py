@@ -11,7 +11,7 @@ part of the machinery work and the reward move on users it never trained on.
 Why this module is a top-level one: the demo orchestrates training (:mod:`rlver.train`) and evaluation
 and reporting (:mod:`rlver.eval`), and those two layers must not import each other. ``demo`` sits on the
 layer above both, beside ``integrations`` (engine adapters such as verl, which the demo does not use),
-and below ``cli``: ``rlver demo`` (``cli/demo.py``) parses its options, calls :func:`run_demo` and
+and below ``cli``: ``rlver demo`` (``cli/demo_cmd.py``) parses its options, calls :func:`run_demo` and
 prints the :class:`DemoResult`; the flow itself is here, so a notebook or a script runs the same demo.
 The command imports this module lazily because it pulls in torch, and ``rlver --help`` must stay fast.
 
