@@ -220,6 +220,7 @@ async def _play_user(
     environment (its system prompt, think handling and turn limit)."""
     from rlver.env.dialogue import DialogueEnv, EnvConfig
     from rlver.llm.base import SamplingParams
+    from rlver.protocol import EVALUATION
     from rlver.rollout.interactive import PersonAsUser, person_profile, play
 
     sampling = SamplingParams(temperature=temperature, max_tokens=1024)
@@ -230,7 +231,8 @@ async def _play_user(
         return completion
 
     # The coaching prompt, as `rlver chat --play-user` has always used; the turn limit counts replies.
-    config = EnvConfig.evaluation(max_assistant_turns=max_turns, think=think, agent_prompt="coaching")
+    rules = EVALUATION.but(max_assistant_turns=max_turns)
+    config = EnvConfig(rules=rules, think=think, agent_prompt="coaching")
     env = DialogueEnv(PersonAsUser(lambda: _ask("You: ")), config)
     typer.echo(f"You are the user, talking to {policy.name}. Up to {max_turns} turns; /quit to stop.\n")
     try:
