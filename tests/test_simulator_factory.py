@@ -29,7 +29,7 @@ from rlver.simulator.factory import (
     simulator_sampling,
 )
 from rlver.simulator.offline import OfflineSimulator
-from rlver.simulator.sentient import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 PROFILE = TEST_PROFILES["f-1"]

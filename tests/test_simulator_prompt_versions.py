@@ -15,8 +15,8 @@ import json
 
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message
-from rlver.simulator import prompts
-from rlver.simulator.prompts import sage
+from rlver.simulator.sentient import prompts
+from rlver.simulator.sentient.prompts import sage
 
 #: Digests of the text rendered by the prompts as they were when each version was recorded.
 PINNED = {

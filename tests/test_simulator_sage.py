@@ -20,8 +20,8 @@ from rlver.llm.openai_client import OpenAIChatModel
 from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.prompts import sage
-from rlver.simulator.sentient import SentientSimulator
+from rlver.simulator.sentient.prompts import sage
+from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 NEED = {"en": "To hear that being angry about it is fair.", "zh": "希望自己的付出被认可。"}

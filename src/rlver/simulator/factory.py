@@ -80,7 +80,7 @@ class SimulatorSpec(BaseModel):
     #: llm + sage only: add the difficulty paragraph (the published benchmark simulator has none).
     difficulty_paragraph: bool = False
     # llm + sage only: what the simulator is shown beyond what SAGE showed it; all off, as SAGE
-    # (rlver.simulator.prompts.sage.SageOptions; docs/protocol.md says why one might want each).
+    # (rlver.simulator.sentient.prompts.sage.SageOptions; docs/protocol.md says why one might want each).
     #: the profile's traits and conversational style
     show_traits: bool = False
     #: each tier's numeric band (S 100, A 70-99, ...)
@@ -121,7 +121,7 @@ def default_cache_path() -> Path:
 
 def simulator_sampling(spec: SimulatorSpec) -> SamplingParams:
     """The sampling the LLM simulator will use (see :class:`SimulatorSpec`)."""
-    from rlver.simulator.sentient import DEFAULT_SAMPLING, SIMULATOR_MAX_TOKENS
+    from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SIMULATOR_MAX_TOKENS
 
     chosen = DEFAULT_SAMPLING
     if spec.sampling is not None:
@@ -164,7 +164,7 @@ def _build_offline(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulato
 
 def _build_llm(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
-    from rlver.simulator.sentient import SentientSimulator
+    from rlver.simulator.sentient.user import SentientSimulator
 
     sampling = simulator_sampling(spec)
     if model is None:
@@ -188,8 +188,8 @@ def _build_llm(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
 
 
 def sage_options(spec: SimulatorSpec) -> Any:
-    """The spec's :class:`~rlver.simulator.prompts.sage.SageOptions` (one field each, same names)."""
-    from rlver.simulator.prompts.sage import SageOptions
+    """The spec's :class:`~rlver.simulator.sentient.prompts.sage.SageOptions` (one field each, same names)."""
+    from rlver.simulator.sentient.prompts.sage import SageOptions
 
     return SageOptions(**{name: getattr(spec, name) for name in SageOptions.names()})
 

@@ -28,20 +28,20 @@ from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.structured import StructuredResult
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
-from rlver.simulator import prompts
+from rlver.simulator.sentient import prompts
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.parsing import (
+from rlver.simulator.sentient.parsing import (
     AppraisalAnswer,
     OpeningAnswer,
     PlannedReplyAnswer,
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.prompts import sage
+from rlver.simulator.sentient.prompts import sage
 
-#: ``sage``: the published simulator's structure (see :mod:`rlver.simulator.prompts.sage`);
+#: ``sage``: the published simulator's structure (see :mod:`rlver.simulator.sentient.prompts.sage`);
 #: ``rlver-v1``: our earlier prompts (a -10..+10 rubric, a difficulty paragraph, one-JSON reply).
 Protocol = Literal["sage", "rlver-v1"]
 PROTOCOLS: tuple[str, ...] = ("sage", "rlver-v1")

@@ -34,9 +34,9 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
-from rlver.simulator.prompts.base import for_language, texts_from_module
-from rlver.simulator.prompts.sage_base import SageTexts
+from rlver.simulator.sentient.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
+from rlver.simulator.sentient.prompts.base import for_language, texts_from_module
+from rlver.simulator.sentient.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
 #: v2 made what the simulator is shown as SAGE showed it by default (:class:`SageOptions` all off);
