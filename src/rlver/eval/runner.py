@@ -49,7 +49,7 @@ from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
-from rlver.simulator.factory import build_simulator
+from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episodes
 from rlver.transcripts.native import (
     EPISODE,
@@ -181,7 +181,17 @@ def _manifest(
 
 def _check_resume(existing: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Keys whose settings differ between the transcript's manifest and this invocation."""
+    if "simulator_spec" in existing:
+        existing = {**existing, "simulator_spec": _current_shape(existing["simulator_spec"])}
     return [k for k in _MUST_MATCH if k in existing and existing.get(k) != new.get(k)]
+
+
+def _current_shape(spec: Any) -> Any:
+    """A recorded simulator spec as this version writes it (older runs wrote one flat block)."""
+    try:
+        return redacted(SimulatorSpec.model_validate(spec).model_dump(mode="json"))
+    except ValueError:  # not a spec this version reads: compared as recorded
+        return spec
 
 
 def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+
+from pydantic import BaseModel, ConfigDict
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
@@ -44,8 +45,7 @@ from rlver.simulator.sentient.prompts.sage_base import SageTexts
 SAGE_PROMPT_VERSION = "rlver-sage-prompts-v2"
 
 
-@dataclass(frozen=True)
-class SageOptions:
+class SageOptions(BaseModel):
     """What the ``sage`` prompts show the simulator beyond what SAGE showed it. All off by default (the
     benchmark's judge saw none of them); each is a ``simulator.<name>`` setting, and docs/protocol.md
     says why one might want it and which ``rlver calibrate`` run would measure it.
@@ -64,6 +64,8 @@ class SageOptions:
       gives it the fit analysis and the inner activity and feeling only (:277).
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     show_traits: bool = False
     tier_bands: bool = False
     number_and_tier: bool = False
@@ -73,7 +75,8 @@ class SageOptions:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+        """The six options (a subclass's own fields are not options of the prompts)."""
+        return tuple(SageOptions.model_fields)
 
 
 #: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``).
