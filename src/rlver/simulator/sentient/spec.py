@@ -65,7 +65,7 @@ class SentientSpec(SimulatorSpec):
         elif isinstance(protocol, str):
             protocol = {"name": protocol}
         rest = {k: v for k, v in data.items() if k not in options}
-        return {**rest, "protocol": {**options, **protocol}} if isinstance(protocol, Mapping) else data
+        return {**rest, "protocol": {**protocol, **options}} if isinstance(protocol, Mapping) else data
 
 
 def default_cache_path() -> Path:

@@ -36,7 +36,7 @@ from rlver.simulator.sentient.parsing import (
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.sentient.protocols import SentientProtocol, protocol_named
+from rlver.simulator.sentient.protocols import ReplyStep, SentientProtocol, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
 #: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
@@ -158,7 +158,7 @@ class SentientUser(SimulatedUser):
         self, appraisal_prompt: list[Message], agent_reply: str, appraisal: Appraisal, quoted: Sequence[str]
     ) -> tuple[ReplyAnswer | PlannedReplyAnswer, StructuredResult]:
         """The reply step: the protocol decides whether it continues the appraisal conversation."""
-        prompt = self.prompts.reply(appraisal_prompt, self.history, agent_reply, appraisal)
+        prompt = self.prompts.reply(ReplyStep(appraisal_prompt, self.history, agent_reply, appraisal))
         return await self._ask(prompt, self.protocol.reply_answer, "reply", quoted)
 
     async def _judge(

@@ -6,7 +6,7 @@ See :mod:`rlver.simulator.sentient.protocols.base` for what a protocol is and ho
 from __future__ import annotations
 
 from rlver.errors import ConfigError
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, SentientProtocol
+from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
 from rlver.simulator.sentient.protocols.sage import SageProtocol
 from rlver.simulator.sentient.protocols.v1 import V1Protocol
 
@@ -25,4 +25,4 @@ def protocol_named(name: str) -> SentientProtocol:
     return PROTOCOLS[name]()
 
 
-__all__ = ["PROTOCOLS", "ProtocolDialogue", "SentientProtocol", "protocol_named"]
+__all__ = ["PROTOCOLS", "ProtocolDialogue", "ReplyStep", "SentientProtocol", "protocol_named"]

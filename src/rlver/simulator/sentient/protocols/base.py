@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -24,6 +25,17 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
 from rlver.simulator.spec import Variants
+
+
+@dataclass(frozen=True)
+class ReplyStep:
+    """What the reply step may draw on: the appraisal call's prompt (``sage`` continues it), the
+    dialogue before the agent's reply, that reply, and the appraisal our arithmetic applied."""
+
+    appraisal_prompt: Sequence[Message]
+    history: Sequence[Message]
+    agent_reply: str
+    appraisal: Appraisal
 
 
 class ProtocolDialogue(ABC):
@@ -38,14 +50,8 @@ class ProtocolDialogue(ABC):
         """The appraisal step's prompt; ``history`` excludes ``agent_reply``."""
 
     @abstractmethod
-    def reply(
-        self,
-        appraisal_prompt: Sequence[Message],
-        history: Sequence[Message],
-        agent_reply: str,
-        appraisal: Appraisal,
-    ) -> list[Message]:
-        """The reply step's prompt, after ``appraisal`` (made from ``appraisal_prompt``) was applied."""
+    def reply(self, step: ReplyStep) -> list[Message]:
+        """The reply step's prompt, after the appraisal was applied."""
 
     @abstractmethod
     def reask(self, error: str) -> Message:

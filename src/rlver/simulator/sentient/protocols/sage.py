@@ -13,12 +13,12 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel
 
 from rlver.profiles.schema import Difficulty, Profile
-from rlver.records import Appraisal, Message
+from rlver.records import Message
 from rlver.simulator.sentient import prompts
 from rlver.simulator.sentient.parsing import PlannedReplyAnswer
 from rlver.simulator.sentient.prompts import sage
 from rlver.simulator.sentient.prompts.sage import SageOptions
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, SentientProtocol
+from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
 
 
 class SageProtocol(SageOptions, SentientProtocol):
@@ -82,15 +82,11 @@ class SageDialogue(ProtocolDialogue):
             self.system, history, agent_reply, emotion, language=self.language, options=self.options
         )
 
-    def reply(
-        self,
-        appraisal_prompt: Sequence[Message],
-        history: Sequence[Message],
-        agent_reply: str,
-        appraisal: Appraisal,
-    ) -> list[Message]:
+    def reply(self, step: ReplyStep) -> list[Message]:
         """Continues the appraisal conversation (see :func:`sage.reply_messages`)."""
-        return sage.reply_messages(appraisal_prompt, appraisal, language=self.language, options=self.options)
+        return sage.reply_messages(
+            step.appraisal_prompt, step.appraisal, language=self.language, options=self.options
+        )
 
     def reask(self, error: str) -> Message:
         return sage.reask_message(error, self.language)

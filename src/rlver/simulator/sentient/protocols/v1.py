@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from typing import ClassVar, Literal
 
 from rlver.profiles.schema import Difficulty, Profile
-from rlver.records import Appraisal, Message
+from rlver.records import Message
 from rlver.simulator.sentient import prompts
 from rlver.simulator.sentient.parsing import OpeningAnswer, ReplyAnswer
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, SentientProtocol
+from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
 from rlver.simulator.sentient.protocols.sage import SageProtocol
 
 
@@ -66,16 +66,15 @@ class V1Dialogue(ProtocolDialogue):
             language=self.language,
         )
 
-    def reply(
-        self,
-        appraisal_prompt: Sequence[Message],
-        history: Sequence[Message],
-        agent_reply: str,
-        appraisal: Appraisal,
-    ) -> list[Message]:
+    def reply(self, step: ReplyStep) -> list[Message]:
         """A new conversation: the profile, the exchange, the appraisal just made."""
         return prompts.reply_messages(
-            self.profile, history, agent_reply, appraisal, behaviour=self.behaviour, language=self.language
+            self.profile,
+            step.history,
+            step.agent_reply,
+            step.appraisal,
+            behaviour=self.behaviour,
+            language=self.language,
         )
 
     def reask(self, error: str) -> Message:
