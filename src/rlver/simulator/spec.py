@@ -38,10 +38,12 @@ from rlver.simulator.emotion import MAX_CHANGE
 class Variants(BaseModel):
     """A base model that stands for its variants, told apart by the field named ``tag_field``.
 
-    The base class sets ``tag_field`` (its own default value is the default variant) and implements
-    :meth:`variants`; a variant is a subclass with a ``Literal`` tag. Validating the base gives the
-    variant the tag names (a bare string is read as the tag alone), and the base serialises as the
-    variant it holds.
+    The base class sets ``tag_field`` (the field's default on the base is the default variant); the
+    module holding the registry hands it over with :meth:`read_registry`; a variant is a subclass with
+    a ``Literal`` tag. Validating the base gives the variant the tag names (a bare string is read as
+    the tag alone), a field typed as the base serialises the variant it holds, and the base's JSON
+    schema is one of the variants' schemas. Used twice: simulator specs (``kind``) and sentient
+    protocols (``name``).
     """
 
     #: the field whose value picks the variant; set by the base class only
