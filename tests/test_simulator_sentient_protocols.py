@@ -22,10 +22,9 @@ from rlver.errors import ConfigError
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Message
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.sentient import prompts, protocols
-from rlver.simulator.sentient.parsing import OpeningAnswer, ReplyAnswer
-from rlver.simulator.sentient.protocols import PROTOCOLS, ProtocolDialogue, ReplyStep, SentientProtocol
-from rlver.simulator.sentient.protocols.v1 import V1Dialogue
+from rlver.simulator.sentient import protocols
+from rlver.simulator.sentient.protocols import PROTOCOLS, ProtocolDialogue, ReplyStep
+from rlver.simulator.sentient.protocols.v1 import V1Dialogue, V1Protocol
 from rlver.simulator.sentient.spec import SentientSpec
 from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
@@ -82,23 +81,21 @@ class TerseDialogue(ProtocolDialogue):
         return self.inner.reask(error)
 
 
-class TerseProtocol(SentientProtocol):
-    """What a new protocol's file holds: its name, its options, its prompts and answers."""
+class TerseProtocol(V1Protocol):
+    """What a new protocol's file holds: its name, its options, its prompts (here: rlver-v1's and a
+    line) and its answers (rlver-v1's), like the RLOO test's algorithm built on GRPO."""
 
-    name: Literal["terse"] = "terse"
+    name: Literal["terse"] = "terse"  # type: ignore[assignment]
     max_words: int = 20
 
     prompt_version: ClassVar[str] = "terse-v1"
-    opening_answer: ClassVar[type[OpeningAnswer]] = OpeningAnswer
-    reply_answer: ClassVar[type[ReplyAnswer]] = ReplyAnswer
-
-    def check_language(self, language: str) -> None:
-        prompts.prompt_set(language)
 
     def dialogue(
         self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
     ) -> ProtocolDialogue:
-        return TerseDialogue(V1Dialogue(profile, difficulty, behaviour, language), self.max_words)
+        inner = super().dialogue(profile, difficulty=difficulty, behaviour=behaviour, language=language)
+        assert isinstance(inner, V1Dialogue)
+        return TerseDialogue(inner, self.max_words)
 
     def shown(self) -> dict[str, bool]:
         return {"max_words_line": True}
