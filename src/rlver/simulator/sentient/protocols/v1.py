@@ -33,7 +33,7 @@ class V1Protocol(SentientProtocol):
     def dialogue(
         self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
     ) -> ProtocolDialogue:
-        return V1Dialogue(profile, difficulty, behaviour, language)
+        return V1Dialogue(prompts.Speaker(profile, difficulty, behaviour, language))
 
     def shown(self) -> dict[str, bool]:
         """Everything the ``sage`` options can add (traits, bands, number and tier, first person, the
@@ -42,40 +42,20 @@ class V1Protocol(SentientProtocol):
 
 
 class V1Dialogue(ProtocolDialogue):
-    """Each call is built anew from the profile (no shared system message)."""
+    """Each call is built anew from the speaker (no shared system message)."""
 
-    def __init__(
-        self, profile: Profile, difficulty: Difficulty, behaviour: str | None, language: str
-    ) -> None:
-        self.profile = profile
-        self.difficulty: Difficulty = difficulty
-        self.behaviour = behaviour
-        self.language = language
+    def __init__(self, who: prompts.Speaker) -> None:
+        self.who = who
 
     def opening(self, emotion: int) -> list[Message]:
-        return prompts.opening_messages(self.profile, language=self.language)
+        return prompts.opening_messages(self.who.profile, language=self.who.language)
 
     def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
-        return prompts.appraisal_messages(
-            self.profile,
-            history,
-            agent_reply,
-            emotion,
-            difficulty=self.difficulty,
-            behaviour=self.behaviour,
-            language=self.language,
-        )
+        return prompts.appraisal_messages(self.who, history, agent_reply, emotion)
 
     def reply(self, step: ReplyStep) -> list[Message]:
         """A new conversation: the profile, the exchange, the appraisal just made."""
-        return prompts.reply_messages(
-            self.profile,
-            step.history,
-            step.agent_reply,
-            step.appraisal,
-            behaviour=self.behaviour,
-            language=self.language,
-        )
+        return prompts.reply_messages(self.who, step.history, step.agent_reply, step.appraisal)
 
     def reask(self, error: str) -> Message:
-        return prompts.reask_message(error, self.language)
+        return prompts.reask_message(error, self.who.language)
