@@ -56,7 +56,7 @@ async def _ours(url: str, n: int, turns: int) -> float:
     from rlver.rollout.runner import RolloutConfig, run_rollouts
 
     policy, simulator = _models(url, n)
-    env = EnvConfig(max_assistant_turns=turns, appraise_final_reply=True, start_emotion=30)
+    env = EnvConfig.training(max_assistant_turns=turns)  # start 30, every reply appraised
     config = RolloutConfig(simulator_concurrency=2 * n, env=env)
     profiles = _profiles(n)
     start = time.perf_counter()

@@ -40,7 +40,7 @@ def _eval_cmd(out: Path, *extra: str) -> list[str]:
         "--agent-tiny", "--simulator", "offline",
         "--profiles", "en-test", "--limit", str(N_PROFILES),
         "--batch-size", "1", "--agent-max-tokens", "48",
-        "--set", "env.max_assistant_turns=3",
+        "--set", "env.rules.max_assistant_turns=3",
         "--out", str(out), *extra,
     ]  # fmt: skip
 

@@ -137,11 +137,11 @@ async def _play_assistant(
     save: Path | None,
 ) -> None:
     from rlver.env.dialogue import DialogueEnv, EnvConfig
+    from rlver.protocol import EVALUATION
     from rlver.simulator.emotion import tier_of
 
-    config = EnvConfig.evaluation(max_assistant_turns=max_turns, think=think, appraise_final_reply=True)
-    if start is not None:
-        config = config.model_copy(update={"start_emotion": start})
+    rules = EVALUATION.but(max_assistant_turns=max_turns, appraise_final_reply=True)
+    config = EnvConfig(rules=rules if start is None else rules.but(start_emotion=start), think=think)
     env = DialogueEnv(simulator, config)
     first_line = (
         profile.persona.strip().splitlines()[0].lstrip("-* ") if profile.persona.strip() else profile.id

@@ -125,8 +125,9 @@ def protocol_label(config: TrainConfig) -> str:
     The demo's held-out score is not the benchmark's (10 replies from 40): saying which protocol it
     follows keeps the two from being read as one.
     """
-    env = config.env_config(evaluation=True)
-    return f"{config.eval.protocol} protocol: {env.max_assistant_turns} replies from {env.start_emotion}"
+    from rlver.protocol import protocol_label as label
+
+    return label(config.env_config(evaluation=True).rules, config.eval.protocol)
 
 
 #: Prints one line of the demo's progress (``typer.echo`` in the command); ``None``: say nothing.

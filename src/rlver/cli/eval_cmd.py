@@ -74,7 +74,7 @@ _EVAL_HELP: dict[str, str] = {
     "--concurrency": "Simulator calls in flight.",
     "--batch-size": "Dialogues run together (default: all); bounds a local model's memory.",
     "--resume": "Continue a run in --out, skipping finished profiles.",
-    "--set": "Override a config key, e.g. --set env.max_assistant_turns=4.",
+    "--set": "Override a config key, e.g. --set env.rules.max_assistant_turns=4.",
     "--seed": "Run seed.",
     "--out": "Output folder.",
     "--config": "EvalConfig YAML file.",

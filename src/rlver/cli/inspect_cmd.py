@@ -117,8 +117,10 @@ def _manifest_rows(fmt: str, manifest: dict[str, Any]) -> list[tuple[str, str]]:
         )
     env = manifest.get("env")
     if isinstance(env, dict):
+        rules = env.get("rules")  # nested since the rules got one home; flat in older manifests
+        shown = {**env, **rules} if isinstance(rules, dict) else env
         keys = ("max_assistant_turns", "appraise_final_reply", "start_emotion", "think")
-        add("env", ", ".join(f"{k}={env[k]}" for k in keys if k in env))
+        add("env", ", ".join(f"{k}={shown[k]}" for k in keys if k in shown))
     add("profiles", manifest.get("profiles"))
     add("seed", manifest.get("seed"))
     return rows

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlver.config import redacted
-from rlver.env.dialogue import protocol_label
+from rlver.env.dialogue import EnvConfig
 from rlver.env.thinking import system_prompt
 from rlver.errors import InputError, Problem
 from rlver.eval.config import EvalConfig
@@ -45,6 +45,7 @@ from rlver.llm.spec import ModelSpec
 from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
+from rlver.protocol import protocol_label
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.base import UserSimulator
@@ -168,7 +169,7 @@ def _manifest(
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),
-        protocol=protocol_label(config.env),
+        protocol=protocol_label(config.env.rules),
         agent_prompt=agent_prompt_record(config.env),
         profiles=config.profiles,
         limit=config.limit,
@@ -181,17 +182,21 @@ def _manifest(
 
 def _check_resume(existing: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Keys whose settings differ between the transcript's manifest and this invocation."""
-    if "simulator_spec" in existing:
-        existing = {**existing, "simulator_spec": _current_shape(existing["simulator_spec"])}
-    return [k for k in _MUST_MATCH if k in existing and existing.get(k) != new.get(k)]
+    return [k for k in _MUST_MATCH if k in existing and _as_now(k, existing[k]) != new.get(k)]
 
 
-def _current_shape(spec: Any) -> Any:
-    """A recorded simulator spec as this version writes it (older runs wrote one flat block)."""
+def _as_now(key: str, value: Any) -> Any:
+    """A recorded setting as this version writes it: an ``env`` of a run from before the dialogue
+    rules nested (flat ``max_assistant_turns``...) compares equal to the same rules nested, and a
+    ``simulator_spec`` from before the specs were split by kind (one flat block) to its kind's spec."""
     try:
-        return redacted(SimulatorSpec.model_validate(spec).model_dump(mode="json"))
-    except ValueError:  # not a spec this version reads: compared as recorded
-        return spec
+        if key == "env" and isinstance(value, dict) and "rules" not in value:
+            return EnvConfig.model_validate(value).model_dump(mode="json")
+        if key == "simulator_spec":
+            return redacted(SimulatorSpec.model_validate(value).model_dump(mode="json"))
+    except ValueError:
+        pass  # not a settings block this version reads: compared as recorded
+    return value
 
 
 def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:
