@@ -43,7 +43,7 @@ def _profiles(n: int) -> list[Any]:
 
 def _models(url: str, n: int) -> tuple[Any, Any]:
     from rlver.llm.openai_client import OpenAIChatModel
-    from rlver.simulator.sentient import SentientSimulator
+    from rlver.simulator.sentient.user import SentientSimulator
 
     policy = OpenAIChatModel(url, "policy", api_key_env=None, concurrency=max(n, 1), timeout_s=60)
     sim_model = OpenAIChatModel(url, "sim", api_key_env=None, concurrency=max(2 * n, 1), timeout_s=60)

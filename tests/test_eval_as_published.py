@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
-from rlver.simulator.sentient import SIMULATOR_MAX_TOKENS
+from rlver.simulator.sentient.user import SIMULATOR_MAX_TOKENS
 from rlver.testing.openai_server import FakeChatServer, Fault, Reply
 from rlver.testing.responders import POLICY_TEXT, SIMULATOR_TEXT
 from rlver.transcripts.native import read_transcript

@@ -18,7 +18,7 @@ from rlver.llm.openai_client import OpenAIChatModel
 from rlver.llm.structured import AnswerError, extract_json_objects
 from rlver.protocol import PUBLISHED_TRAINING
 from rlver.records import Message
-from rlver.simulator.parsing import (
+from rlver.simulator.sentient.parsing import (
     MAX_REASON_CHARS,
     AppraisalAnswer,
     OpeningAnswer,

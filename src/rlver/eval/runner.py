@@ -50,7 +50,7 @@ from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
-from rlver.simulator.factory import build_simulator
+from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episodes
 from rlver.transcripts.native import (
     EPISODE,
@@ -187,13 +187,16 @@ def _check_resume(existing: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _as_now(key: str, value: Any) -> Any:
     """A recorded setting as this version writes it: an ``env`` of a run from before the dialogue
-    rules nested (flat ``max_assistant_turns``...) compares equal to the same rules nested."""
-    if key != "env" or not isinstance(value, dict) or "rules" in value:
-        return value
+    rules nested (flat ``max_assistant_turns``...) compares equal to the same rules nested, and a
+    ``simulator_spec`` from before the specs were split by kind (one flat block) to its kind's spec."""
     try:
-        return EnvConfig.model_validate(value).model_dump(mode="json")
+        if key == "env" and isinstance(value, dict) and "rules" not in value:
+            return EnvConfig.model_validate(value).model_dump(mode="json")
+        if key == "simulator_spec":
+            return redacted(SimulatorSpec.model_validate(value).model_dump(mode="json"))
     except ValueError:
-        return value  # not a settings block this version reads: it differs
+        pass  # not a settings block this version reads: compared as recorded
+    return value
 
 
 def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:
