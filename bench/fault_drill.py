@@ -47,7 +47,7 @@ def eval_config(
                 "cache": None,
             },
             "profiles": str(profiles),
-            "env": {"max_assistant_turns": turns, "appraise_final_reply": False, "start_emotion": 40},
+            "env": {"rules": {"max_assistant_turns": turns}},  # the benchmark's rules, shortened
             "out": str(out),
             "report": report,
         }
@@ -68,7 +68,7 @@ def train_config(server_url: str, profiles: Path, *, turns: int = 2) -> TrainCon
                 "profiles": str(profiles),
                 "batch_size": 4,
                 "n_per_profile": 2,
-                "max_assistant_turns": turns,
+                "rules": {"max_assistant_turns": turns},
                 "max_new_tokens": 8,
                 "simulator_concurrency": 16,
             },

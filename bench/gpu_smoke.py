@@ -36,7 +36,7 @@ from _common import print_table, write_result
 SMALL = [
     "rollout.batch_size=2",
     "rollout.n_per_profile=2",
-    "rollout.max_assistant_turns=2",
+    "rollout.rules.max_assistant_turns=2",
     "rollout.max_new_tokens=32",
     "eval.limit=1",
     "eval.at_start=false",

@@ -43,7 +43,7 @@ def _profiles(n: int) -> list[Any]:
 
 def _models(url: str, n: int) -> tuple[Any, Any]:
     from rlver.llm.openai_client import OpenAIChatModel
-    from rlver.simulator.sentient import SentientSimulator
+    from rlver.simulator.sentient.user import SentientSimulator
 
     policy = OpenAIChatModel(url, "policy", api_key_env=None, concurrency=max(n, 1), timeout_s=60)
     sim_model = OpenAIChatModel(url, "sim", api_key_env=None, concurrency=max(2 * n, 1), timeout_s=60)
@@ -56,7 +56,7 @@ async def _ours(url: str, n: int, turns: int) -> float:
     from rlver.rollout.runner import RolloutConfig, run_rollouts
 
     policy, simulator = _models(url, n)
-    env = EnvConfig(max_assistant_turns=turns, appraise_final_reply=True, start_emotion=30)
+    env = EnvConfig.training(max_assistant_turns=turns)  # start 30, every reply appraised
     config = RolloutConfig(simulator_concurrency=2 * n, env=env)
     profiles = _profiles(n)
     start = time.perf_counter()

@@ -95,8 +95,8 @@ def _dialogue_inputs(profiles: list[Any], n: int, turns: int) -> list[tuple[Any,
 def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, float, int]:
     """Seconds spent building prompts, seconds spent parsing, turns: the sentient user's inner loop."""
     from rlver.records import Appraisal, Message
-    from rlver.simulator import prompts
-    from rlver.simulator.parsing import AppraisalAnswer, ReplyAnswer, parse_simulator_answer
+    from rlver.simulator.sentient import prompts
+    from rlver.simulator.sentient.parsing import AppraisalAnswer, ReplyAnswer, parse_simulator_answer
 
     build_s = parse_s = 0.0
     turns = 0
@@ -105,20 +105,13 @@ def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[fl
         appraisal_texts = answer_shapes(APPRAISAL_ZH if zh else APPRAISAL)
         reply_texts = answer_shapes(REPLY_ZH if zh else REPLY)
         history = [Message(role="user", content=profile.opening or "I need to talk.")]
+        who = prompts.Speaker(profile, "normal", None, profile.language)
         quoted: list[str] = []
         emotion = 30
         for t, agent in enumerate(replies):
             quoted.append(agent)
             t0 = time.perf_counter()
-            appraisal_prompt = prompts.appraisal_messages(
-                profile,
-                history,
-                agent,
-                emotion,
-                difficulty="normal",
-                behaviour=None,
-                language=profile.language,
-            )
+            appraisal_prompt = prompts.appraisal_messages(who, history, agent, emotion)
             t1 = time.perf_counter()
             ans = parse_simulator_answer(appraisal_texts[t % 3], AppraisalAnswer, quoted=quoted)
             t2 = time.perf_counter()
@@ -135,9 +128,7 @@ def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[fl
                 tier="C",
             )
             t3 = time.perf_counter()
-            reply_prompt = prompts.reply_messages(
-                profile, history, agent, appraisal, behaviour=None, language=profile.language
-            )
+            reply_prompt = prompts.reply_messages(who, history, agent, appraisal)
             t4 = time.perf_counter()
             reply = parse_simulator_answer(reply_texts[t % 3], ReplyAnswer, quoted=quoted)
             t5 = time.perf_counter()
@@ -157,7 +148,7 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
     :class:`ScriptedChatModel` counts prompt words, which would be timed as ours).
     """
     from rlver.llm.base import ChatModel, Completion
-    from rlver.simulator.sentient import SentientSimulator
+    from rlver.simulator.sentient.user import SentientSimulator
 
     class Instant(ChatModel):
         def __init__(self, zh: bool) -> None:

@@ -63,7 +63,7 @@ def collect_prompts(
 ) -> list[list[list[dict[str, str]]]]:
     """Every simulator prompt, grouped per dialogue, as chat messages."""
     from rlver.llm.base import ChatModel, Completion
-    from rlver.simulator.sentient import SentientSimulator
+    from rlver.simulator.sentient.user import SentientSimulator
 
     class Recorder(ChatModel):
         def __init__(self) -> None:

@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "train": 6,
     "eval": 6,
     "integrations": 7,
+    "demo": 7,  # the demo's flow: train, evaluate, report (above both train and eval)
     "cli": 8,
     "__main__": 9,
     "__init__": 0,  # the package root: its version, nothing imported

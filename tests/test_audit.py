@@ -12,7 +12,7 @@ from rlver.env.rewards import RewardSpec
 from rlver.llm.scripted import ScriptedChatModel
 from rlver.manifest import RunManifest
 from rlver.rollout.runner import RolloutConfig, rollout
-from rlver.transcripts.audit import AuditRules, audit_episode, audit_file
+from rlver.transcripts.audit import AuditOptions, audit_episode, audit_file
 from rlver.transcripts.native import TranscriptWriter
 from rlver.transcripts.published import read_published
 from test_rollout import POLICY_TEXT, profiles, scripted_simulator
@@ -137,13 +137,13 @@ def test_protocol_limits(tmp_path: Path) -> None:
     rec["history"] = hist
     rec["emo_point"] = value
     [ep] = read_published(write_jsonl(tmp_path / "p.jsonl", [rec]))
-    findings, n = audit_episode(ep, AuditRules())
+    findings, n = audit_episode(ep, AuditOptions())
     assert n == 10
     assert {f.message for f in findings} == {
         "10 appraisals, the protocol allows at most 9",
         "11 assistant replies, the limit is 10",
     }
-    assert audit_episode(ep, AuditRules(max_assistant_turns=None))[0] == []
+    assert audit_episode(ep, AuditOptions(check_turns=False))[0] == []
 
 
 def test_training_transcripts_use_their_manifest_settings(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from rlver.simulator.behaviours import (
     resolve_behaviour,
 )
 from rlver.simulator.offline import OfflineSimulator
-from rlver.simulator.sentient import SentientSimulator
+from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

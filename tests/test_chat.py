@@ -111,3 +111,45 @@ def test_usage_errors_are_clean() -> None:
     assert done.returncode == 2 and "difficulty" in done.stderr and "Traceback" not in done.stderr
     done = chat("--profile", "no-such-profile-id", stdin="")
     assert done.returncode == 2 and "no-such-profile-id" in done.stderr
+
+
+def test_play_follows_the_environments_rules_with_a_person_on_either_side() -> None:
+    """rollout/interactive.py: `rlver chat` runs through DialogueEnv, so its turn limit and unappraised
+    final reply are the environment's, and a person stopping on either side ends it with no reason."""
+    import asyncio
+
+    from rlver.env.dialogue import DialogueEnv, EnvConfig
+    from rlver.llm.base import Completion
+    from rlver.records import Message
+    from rlver.rollout.interactive import PersonAsUser, person_profile, play
+
+    def person(*said: str | None) -> Any:
+        """A person who types ``said`` in turn; what was read is kept in ``asked``."""
+        lines = iter(said)
+
+        async def ask() -> str | None:
+            line = next(lines)
+            asked.append(line)
+            return line
+
+        return ask
+
+    async def model(context: list[Message]) -> Completion:
+        return Completion(text=f"reply {sum(m.role == 'assistant' for m in context) + 1}")
+
+    async def quits(context: list[Message]) -> Completion | None:
+        return None
+
+    def run(user: Any, agent: Any, turns: int = 10, language: Any = "en") -> Any:
+        env = DialogueEnv(PersonAsUser(user), EnvConfig.evaluation(max_assistant_turns=turns))
+        return asyncio.run(play(env, person_profile(language), agent))
+
+    asked: list[str | None] = []
+    ep = run(person("hello", "still here", "never read"), model, turns=2)
+    assert ep.end_reason == "turn_limit" and asked == ["hello", "still here"]  # the 2nd reply: no answer
+    assert [m.content for m in ep.messages[1:]] == ["hello", "reply 1", "still here", "reply 2"]
+
+    ep = run(person("hi", None), model, language="zh")  # the person quits after the first reply
+    assert ep.end_reason is None and [m.role for m in ep.messages] == ["system", "user", "assistant"]
+    ep = run(person("hi"), quits)  # the agent's side quits before replying
+    assert ep.end_reason is None and ep.assistant_turns == 0

@@ -117,7 +117,7 @@ def _eval_cmd(out: Path, *extra: str) -> list[str]:
         "--agent-tiny", "--simulator", "offline",
         "--profiles", "en-test", "--limit", str(N_PROFILES), "--n-per-profile", str(N_PER_PROFILE),
         "--batch-size", "1", "--agent-max-tokens", "24",
-        "--set", "env.max_assistant_turns=6",
+        "--set", "env.rules.max_assistant_turns=6",
         "--no-report", "--out", str(out), *extra,
     ]  # fmt: skip
 
@@ -178,7 +178,7 @@ def test_torn_trailing_line_is_reported_and_skipped_by_every_reader(tmp_path: Pa
     cmd = _eval_cmd(out)
     cmd[cmd.index("--limit") + 1] = "2"
     cmd[cmd.index("--n-per-profile") + 1] = "1"
-    cmd[cmd.index("env.max_assistant_turns=6")] = "env.max_assistant_turns=2"
+    cmd[cmd.index("env.rules.max_assistant_turns=6")] = "env.rules.max_assistant_turns=2"
     done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=180)
     assert done.returncode == 0, done.stderr
     transcript = out / "transcript.jsonl"
@@ -209,7 +209,7 @@ def test_torn_trailing_line_is_reported_and_skipped_by_every_reader(tmp_path: Pa
     cmd = _eval_cmd(out, "--resume")
     cmd[cmd.index("--limit") + 1] = "2"
     cmd[cmd.index("--n-per-profile") + 1] = "1"
-    cmd[cmd.index("env.max_assistant_turns=6")] = "env.max_assistant_turns=2"
+    cmd[cmd.index("env.rules.max_assistant_turns=6")] = "env.rules.max_assistant_turns=2"
     resumed = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=180)
     assert resumed.returncode == 0, resumed.stderr
     assert "incomplete" in resumed.stderr and "Traceback" not in resumed.stderr
@@ -222,7 +222,7 @@ def test_torn_trailing_line_is_reported_and_skipped_by_every_reader(tmp_path: Pa
 
 STEPS = 10
 TRAIN_SET = [
-    "rollout.batch_size=2", "rollout.n_per_profile=2", "rollout.max_assistant_turns=2",
+    "rollout.batch_size=2", "rollout.n_per_profile=2", "rollout.rules.max_assistant_turns=2",
     "rollout.max_new_tokens=12", "eval.limit=1", "eval.every=0", "eval.at_start=false",
     "eval.samples_per_profile=1", f"run.steps={STEPS}", "run.checkpoint_every=1",
     "run.keep_checkpoints=2", "run.progress=false", "run.tensorboard=false",

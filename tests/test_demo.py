@@ -92,7 +92,7 @@ def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> No
     a, b = (json.loads((tmp_path / n / "summary.json").read_text()) for n in ("a", "b"))
     assert (a["before"], a["after"], a["steps"]) == (b["before"], b["after"], b["steps"])
 
-    from rlver.cli.demo import DEMO_STEPS
+    from rlver.demo import DEMO_STEPS
 
     both = subprocess.run(
         [sys.executable, "-m", "rlver", "demo", "--out", str(tmp_path / "c"), "--steps", "1", "--minutes", "1"],
@@ -105,7 +105,7 @@ def test_demo_default_is_a_fixed_step_count_and_reproduces(tmp_path: Path) -> No
 def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
     """The demo's claim about its offline user comes from the shipped artefact's validation (never
     hard-coded), and English profiles are called what they are: agreement inherited from a Chinese fit."""
-    from rlver.cli.demo import offline_user_statement
+    from rlver.demo import offline_user_statement
     from rlver.simulator.learned import load_appraisal_model
     from rlver.simulator.offline import OfflineSimulator
 
@@ -173,7 +173,7 @@ def test_reward_curve_and_chinese_labels_draw_with_or_without_a_cjk_font(
 
 def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:
     """The plain progress of a demo whose output is a file: which steps print, and what a line says."""
-    from rlver.cli.demo import step_reporter
+    from rlver.demo import step_reporter
 
     said: list[str] = []
     report = step_reporter(said.append, 30, 3, started=0.0)
@@ -191,7 +191,7 @@ def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:
 
 
 def test_the_held_out_score_names_its_protocol() -> None:
-    from rlver.cli.demo import demo_config, protocol_label
+    from rlver.demo import demo_config, protocol_label
 
     config = demo_config(steps=2, minutes=None, seed=0, progress=False)
     assert protocol_label(config) == "training protocol: 2 replies from 30"
@@ -200,7 +200,7 @@ def test_the_held_out_score_names_its_protocol() -> None:
 
 
 def test_demo_with_a_real_model_uses_its_preset_and_english_profiles() -> None:
-    from rlver.cli.demo import demo_config
+    from rlver.demo import demo_config
 
     tiny = demo_config(steps=3, minutes=None, seed=0, progress=False)
     real = demo_config(steps=3, minutes=None, seed=0, progress=False, model="smollm2-135m-instruct")

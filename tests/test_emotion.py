@@ -7,9 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlver.errors import ConfigError
+from rlver.protocol import EVALUATION_START, TRAINING_START
 from rlver.simulator.emotion import (
-    EVAL_START,
-    TRAIN_START,
     EmotionRules,
     EmotionState,
     clamp,
@@ -40,7 +39,7 @@ def test_tier_boundaries(value: int, tier: str) -> None:
 
 
 def test_start_values_match_the_published_protocol() -> None:
-    assert EVAL_START == 40 and TRAIN_START == 30
+    assert EVALUATION_START == 40 and TRAINING_START == 30
     assert EmotionState().value == 40
     assert EmotionState(30).tier == "C"
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import pytest
 
 from helpers import NURSE_EN
-from rlver.env.dialogue import DialogueEnv, EnvConfig, EnvStateError
+from rlver.env.dialogue import DialogueEnv, EnvConfig, EnvStateError, StepResult
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.simulator.sentient import SentientSimulator
+from rlver.simulator.sentient.user import SentientSimulator
 
 PROFILE = NURSE_EN
 
@@ -93,6 +93,37 @@ def test_last_step_result_when_final_reply_is_not_appraised() -> None:
         assert last.emotion == 40 and last.info["end_reason"] == "turn_limit"
 
     asyncio.run(run())
+
+
+async def _last_step(env: DialogueEnv) -> StepResult:
+    """Play to the end; every step before the last is neither terminated nor truncated."""
+    await env.reset(PROFILE, seed=3)
+    result = await env.step("That sounds really frustrating.")
+    while not result.done:
+        assert not result.terminated and not result.truncated
+        result = await env.step("That sounds really frustrating.")
+    return result
+
+
+@pytest.mark.parametrize(
+    ("changes", "config", "end_at", "reason", "terminated"),
+    [
+        ([10] * 20, EnvConfig.evaluation(), None, "emotion_high", True),
+        ([-10] * 20, EnvConfig.evaluation(), None, "emotion_low", True),
+        ([-3] * 10, EnvConfig.evaluation(), 2, "left", True),
+        ([0] * 5, EnvConfig(max_assistant_turns=2), None, "turn_limit", False),  # unappraised last reply
+        ([0] * 5, EnvConfig.training(max_assistant_turns=2), None, "turn_limit", False),  # appraised
+    ],
+)
+def test_step_says_terminated_or_truncated(
+    changes: list[int], config: EnvConfig, end_at: int | None, reason: str, terminated: bool
+) -> None:
+    """As Gymnasium's step: the dialogue's own end (emotion, the user leaving) is *terminated*, the
+    turn limit *truncated*; ``done`` is either."""
+    sim, _ = simulator_for(changes, end_at=end_at)
+    last = asyncio.run(_last_step(DialogueEnv(sim, config)))
+    assert last.info["end_reason"] == reason and last.done
+    assert (last.terminated, last.truncated) == (terminated, not terminated)
 
 
 def test_ends_when_emotion_reaches_100() -> None:
@@ -220,18 +251,19 @@ def test_system_prompt_override_and_language() -> None:
 
 def test_config_presets() -> None:
     ev, tr = EnvConfig.evaluation(), EnvConfig.training()
-    assert (ev.max_assistant_turns, ev.appraise_final_reply, ev.start_emotion, ev.max_appraisals) == (
+    assert (ev.rules.max_assistant_turns, ev.rules.appraise_final_reply, ev.rules.start_emotion) == (
         10,
         False,
         40,
-        9,
     )
-    assert (tr.max_assistant_turns, tr.appraise_final_reply, tr.start_emotion, tr.max_appraisals) == (
+    assert (ev.rules.max_appraisals, tr.rules.max_appraisals) == (9, 8)
+    assert (tr.rules.max_assistant_turns, tr.rules.appraise_final_reply, tr.rules.start_emotion) == (
         8,
         True,
         30,
-        8,
     )
+    assert (ev.agent_prompt, tr.agent_prompt) == ("neutral", "coaching")
+    assert EnvConfig() == ev  # the defaults are the benchmark's
     assert EnvConfig.training(think=True).think
     with pytest.raises(ValueError):
         EnvConfig(max_assistant_turns=0)

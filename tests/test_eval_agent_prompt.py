@@ -19,7 +19,7 @@ def _eval(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         sys.executable, "-m", "rlver", "eval", "--agent-tiny", "--simulator", "offline",
         "--profiles", "en-test", "--limit", "1", "--agent-max-tokens", "8",
-        "--set", "env.max_assistant_turns=1", "--no-report", "--out", str(out), *extra,
+        "--set", "env.rules.max_assistant_turns=1", "--no-report", "--out", str(out), *extra,
     ]  # fmt: skip
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 

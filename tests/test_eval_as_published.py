@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
-from rlver.simulator.sentient import SIMULATOR_MAX_TOKENS
+from rlver.simulator.sentient.user import SIMULATOR_MAX_TOKENS
 from rlver.testing.openai_server import FakeChatServer, Fault, Reply
 from rlver.testing.responders import POLICY_TEXT, SIMULATOR_TEXT
 from rlver.transcripts.native import read_transcript
@@ -33,7 +33,7 @@ def _common(url: str, *extra: str) -> list[str]:
         "eval", "--agent-base-url", url, "--agent-model", "policy",
         "--simulator", "llm", "--sim-base-url", url, "--sim-model", "sim",
         "--profiles", "en-test", "--out", "run", "--no-report",
-        "--set", "env.max_assistant_turns=3", *extra,
+        "--set", "env.rules.max_assistant_turns=3", *extra,
     ]  # fmt: skip
 
 
@@ -152,7 +152,8 @@ def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path:
 
 def test_protocol_training_with_a_run_folder_takes_that_runs_evaluation(tmp_path: Path) -> None:
     from rlver.cli.eval_cmd import _run_training_env
-    from rlver.env.dialogue import EnvConfig, protocol_label
+    from rlver.env.dialogue import EnvConfig
+    from rlver.protocol import protocol_label
     from rlver.train.config import load_train_config
 
     run = tmp_path / "run"
@@ -160,6 +161,6 @@ def test_protocol_training_with_a_run_folder_takes_that_runs_evaluation(tmp_path
     cfg = load_train_config("tiny-offline", ["rollout.agent_prompt=published"])
     (run / "config.yaml").write_text(cfg.model_dump_json(), encoding="utf-8")  # JSON is YAML
     env = EnvConfig(**_run_training_env(run / "checkpoints" / "step_2"))
-    assert protocol_label(env) == "training protocol: 2 replies from 30"  # the demo's held-out check
+    assert protocol_label(env.rules) == "training protocol: 2 replies from 30"  # the demo's held-out check
     assert env.agent_prompt == "published"
     assert _run_training_env(tmp_path / "elsewhere") == {}

@@ -14,7 +14,7 @@ def _eval(out: Path, *extra: str) -> None:
     cmd = [
         sys.executable, "-m", "rlver", "eval", "--agent-tiny", "--simulator", "offline",
         "--profiles", "en-test", "--limit", "3", "--agent-max-tokens", "24",
-        "--set", "env.max_assistant_turns=2", "--no-report", "--out", str(out), *extra,
+        "--set", "env.rules.max_assistant_turns=2", "--no-report", "--out", str(out), *extra,
     ]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -40,7 +40,7 @@ def _eval_cmd(out: Path, *extra: str) -> list[str]:
         "--agent-tiny", "--simulator", "offline",
         "--profiles", "en-test", "--limit", str(N_PROFILES),
         "--batch-size", "1", "--agent-max-tokens", "48",
-        "--set", "env.max_assistant_turns=3",
+        "--set", "env.rules.max_assistant_turns=3",
         "--out", str(out), *extra,
     ]  # fmt: skip
 
@@ -144,3 +144,34 @@ def test_eval_refuses_changed_settings_on_resume(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="env"):
         run_eval(EvalConfig.model_validate({**base, "env": {"max_assistant_turns": 2}}), resume=True)
+
+
+#: ``simulator_spec`` as manifests recorded it before the simulator specs were split by kind (one flat
+#: block holding every kind's options), for the offline user and for the LLM user on ``rlver-v1``.
+FLAT_OFFLINE = {
+    "kind": "offline", "model": None, "difficulty": None, "behaviour": None, "max_change": 10, "seed": 0,
+    "sampling": None, "prompt_language": None, "embed": False, "learned": True, "cache": "auto",
+    "protocol": "sage", "magnitude_rubric": False, "difficulty_paragraph": False, "show_traits": False,
+    "tier_bands": False, "number_and_tier": False, "first_person_appraiser": False,
+    "injection_guard": False, "full_appraisal_in_reply": False,
+}  # fmt: skip
+FLAT_V1 = {
+    **FLAT_OFFLINE,
+    "kind": "llm",
+    "model": {"model": "m", "api_key_env": None},
+    "protocol": "rlver-v1",
+}
+
+
+@pytest.mark.parametrize("flat", [FLAT_OFFLINE, FLAT_V1], ids=["offline", "llm-v1"])
+def test_a_run_recorded_with_the_flat_spec_still_resumes(flat: dict) -> None:
+    """The settings check reads a recorded spec as this version writes it: same settings, no mismatch."""
+    from rlver.config import redacted
+    from rlver.eval.runner import _check_resume
+    from rlver.simulator.factory import SimulatorSpec
+
+    now = redacted(SimulatorSpec.model_validate(flat).model_dump(mode="json"))
+    assert "embed" not in now or flat["kind"] == "offline"
+    assert _check_resume({"simulator_spec": flat}, {"simulator_spec": now}) == []
+    changed = {**flat, "max_change": 6}
+    assert _check_resume({"simulator_spec": changed}, {"simulator_spec": now}) == ["simulator_spec"]

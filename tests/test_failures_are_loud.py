@@ -140,7 +140,7 @@ def test_resume_with_a_smaller_limit_is_refused_and_every_output_agrees(tmp_path
 def test_resume_cli_with_smaller_limit_exits_2(tmp_path: Path) -> None:
     with FakeChatServer() as server:
         common = ["eval", "--agent-base-url", server.url, "--agent-model", "echo", "--agent-key-env", ""]
-        common += ["--profiles", "bundled-test", "--set", "env.max_assistant_turns=1", "--out", "run"]
+        common += ["--profiles", "bundled-test", "--set", "env.rules.max_assistant_turns=1", "--out", "run"]
         assert rlver(*common, "--limit", "3", "--no-report", cwd=tmp_path).returncode == 0
         done = rlver(*common, "--limit", "2", "--resume", cwd=tmp_path)
     assert done.returncode == 2, done.stderr

@@ -123,7 +123,7 @@ def test_eval_cli_policy_faults_are_counted_in_the_summary(server: FakeChatServe
         "--agent-base-url", server.url, "--agent-model", "policy", "--agent-key-env", "",
         "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
         "--profiles", str(profiles), "--out", str(out), "--no-report",
-        "--set", f"env.max_assistant_turns={TURNS}",
+        "--set", f"env.rules.max_assistant_turns={TURNS}",
         "--set", "agent.timeout_s=0.5", "--set", "agent.max_attempts=2",
         "--set", "simulator.model.timeout_s=0.5", "--set", "simulator.model.max_attempts=2",
         "--set", "simulator.cache=null",

@@ -636,7 +636,11 @@ def test_missing_files_and_unknown_names(tmp_path: Path, args: list[str]) -> Non
 SUBPROCESS_CASES = [
     (["eval", "--agent-tiny", "--limit", "-1"], 2, "--limit"),
     (["eval", "--agent-tiny", "--concurrency", "0"], 2, "--concurrency"),
-    (["eval", "--agent-tiny", "--set", "env.max_assistant_turns=many"], 2, "env.max_assistant_turns"),
+    (
+        ["eval", "--agent-tiny", "--set", "env.rules.max_assistant_turns=many"],
+        2,
+        "env.rules.max_assistant_turns",
+    ),
     (["train", "--config", "no-such-preset"], 2, "no-such-preset"),
     (["train", "--config", "tiny-offline", "--set", "run.steps=abc"], 2, "run.steps"),
     (["score", "missing.jsonl"], 2, "missing.jsonl"),

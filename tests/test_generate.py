@@ -17,7 +17,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rlver.cli.profiles_gen import register
+from rlver.cli.profiles import register
 from rlver.errors import InputError
 from rlver.io import iter_jsonl
 from rlver.llm.scripted import ScriptedChatModel
@@ -315,18 +315,15 @@ class ScriptedResponder:
 
 
 def _app() -> typer.Typer:
+    """A root with the real ``profiles`` group on it, registered as cli/__init__.py's table does."""
     app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """Test root: the real `profiles` commands, registered as helper A's cli/profiles.py does."""
-
     register(app)
     return app
 
 
 def _generate(server: FakeChatServer, out: Path, n: int, *extra: str, catch: bool = False) -> Any:
     args = [
+        "profiles",
         "generate",
         "--n",
         str(n),
@@ -540,6 +537,7 @@ def test_cli_errors_are_clear(tmp_path: Path, fake_server: FakeChatServer) -> No
     result = runner.invoke(
         _app(),
         [
+            "profiles",
             "generate",
             "--n",
             "1",
@@ -559,6 +557,7 @@ def test_cli_errors_are_clear(tmp_path: Path, fake_server: FakeChatServer) -> No
     result = runner.invoke(
         _app(),
         [
+            "profiles",
             "generate",
             "--n",
             "1",

@@ -74,7 +74,7 @@ def test_hack_metrics_reach_a_tiny_offline_runs_metrics(tmp_path: Path) -> None:
     sets = [
         "rollout.batch_size=2",
         "rollout.n_per_profile=2",
-        "rollout.max_assistant_turns=2",
+        "rollout.rules.max_assistant_turns=2",
         "rollout.max_new_tokens=8",
         "eval.limit=1",
         "eval.at_start=false",

@@ -22,7 +22,7 @@ from rlver.errors import InputError
 from rlver.manifest import RunManifest
 from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING
 from rlver.rollout.runner import RolloutConfig
-from rlver.transcripts.audit import AuditRules, _reward_from_manifest, _rules_from_manifest
+from rlver.transcripts.audit import AuditOptions, _reward_from_manifest, _rules_from_manifest
 
 DATA = Path(__file__).parent / "data" / "manifests"
 
@@ -66,7 +66,8 @@ FILES: dict[str, tuple[str, dict[str, Any]]] = {
 
 def _rollout_flat() -> dict[str, Any]:
     """Tests' training transcripts at a685346: RolloutConfig with the reward flat, env beside it."""
-    env = {k: v for k, v in EnvConfig.training().model_dump(mode="json").items() if k in _A685346_ENV}
+    env = {"max_assistant_turns": 8, "appraise_final_reply": True, "start_emotion": 30, "think": False}
+    env.update(stop_on_emotion=True, system_prompt=None, language=None, max_reply_chars=8000)
     rollout = {"n_per_profile": 1, "simulator_concurrency": 64, "env": env, "seed": 0}
     rollout.update(reward_mode="mixed", format_penalty=0.1, mixed_weight=0.25)
     return {
@@ -75,12 +76,6 @@ def _rollout_flat() -> dict[str, Any]:
         "simulator": {"name": "scripted"},
         "rollout": rollout,
     }
-
-
-_A685346_ENV = (
-    "max_assistant_turns", "appraise_final_reply", "start_emotion", "think", "stop_on_emotion",
-    "system_prompt", "language", "max_reply_chars",
-)  # fmt: skip
 
 
 def _rollout_nested() -> dict[str, Any]:
@@ -145,8 +140,8 @@ def test_what_a_manifest_does_not_say_stays_unknown() -> None:
     assert minimal.max_change is None and minimal.expected_dialogues is None
     unknown_mode = RunManifest.read({"rollout": {"reward": {"mode": "from-the-future"}}})
     assert unknown_mode.reward is None  # not silently taken as the default mode
-    rules = _rules_from_manifest(think_only, AuditRules(start_emotion=None, max_assistant_turns=None))
-    assert rules.start_emotion is None and rules.max_assistant_turns is None
+    options = _rules_from_manifest(think_only, AuditOptions(check_start=False, check_turns=False))
+    assert not options.check_start and not options.check_turns
     assert _reward_from_manifest(minimal) is None
 
 
@@ -165,13 +160,13 @@ def test_older_and_odd_keys() -> None:
 
 
 def test_audit_reads_the_rules_of_each_shape() -> None:
-    lenient = AuditRules(start_emotion=None, max_assistant_turns=None)
+    lenient = AuditOptions(check_start=False, check_turns=False)
     flat = _rules_from_manifest(_rollout_flat(), lenient)
-    assert (flat.start_emotion, flat.max_assistant_turns, flat.appraise_final_reply) == (30, 8, True)
+    assert flat.check_start and flat.check_turns and flat.rules == TRAINING
     nested = _rules_from_manifest(_rollout_nested(), lenient)
-    assert nested.max_change == 6 and nested.start_emotion == 30
+    assert nested.max_change == 6 and nested.rules.start_emotion == 30
     published = _rules_from_manifest(_env_nested_rules(), lenient)
-    assert not published.bound_change and published.turn_limit_rule == "after_user_exceeds"
+    assert published.rules == PUBLISHED_TRAINING
     assert _reward_from_manifest(_rollout_flat()) == {
         "mode": "mixed",
         "format_penalty": 0.1,

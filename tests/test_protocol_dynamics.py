@@ -10,6 +10,7 @@ from helpers import TEST_PROFILES
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import episode_reward
 from rlver.llm.scripted import ScriptedChatModel
+from rlver.protocol import EVALUATION, PUBLISHED_TRAINING
 from rlver.records import Appraisal, UserTurn
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.emotion import EmotionRules
@@ -43,7 +44,7 @@ def _run(config: EnvConfig, changes: list[int], goodbye_at: int | None = None) -
 
 
 def test_rules_without_bound_or_floor() -> None:
-    rules = EmotionRules(bound_change=False, floor=False)
+    rules = EmotionRules(dialogue=PUBLISHED_TRAINING)
     assert rules.apply(5, -30) == (-30, -25)
     assert rules.apply(95, 30) == (30, 100)  # the cap at 100 always applies, as published
     assert EmotionRules().apply(5, -30) == (-10, 0)
@@ -66,7 +67,7 @@ def test_published_turn_limit_is_checked_after_the_reply_with_greater_than() -> 
     cfg = EnvConfig.published_training()
     ep = _run(cfg, [0] * 12).episode
     assert ep.assistant_turns == 9 and len(ep.emotions) == 9 and ep.end_reason == "turn_limit"
-    assert cfg.max_appraisals == 9
+    assert cfg.rules.max_appraisals == 9
     old = _run(EnvConfig.training(), [0] * 12).episode
     assert old.assistant_turns == 8
 
@@ -96,23 +97,24 @@ def test_shared_opening_per_group(shared: bool) -> None:
 @pytest.mark.parametrize("preset", ["ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink"])
 def test_published_presets_set_the_published_dynamics(preset: str) -> None:
     cfg = load_train_config(preset)
-    env = EnvConfig(**cfg.rollout.env_dynamics())
+    assert cfg.rollout.rules == PUBLISHED_TRAINING
     published = EnvConfig.published_training(think=cfg.rollout.think)
-    assert env == published
     # the one TrainConfig → EnvConfig mapping both engines read (trainer, verl launcher)
     train, val = cfg.env_config(), cfg.env_config(evaluation=True)
     assert train == published
-    assert val.bound_change and val.floor_emotion and val.end_at_high and not val.shared_opening
+    assert val.rules == EVALUATION  # the benchmark's dialogue, whatever the training's dynamics
 
 
 def test_audit_follows_the_dynamics_in_the_manifest() -> None:
-    from rlver.transcripts.audit import AuditRules, _rules_from_manifest, audit_episode
+    from rlver.transcripts.audit import AuditOptions, _rules_from_manifest, audit_episode
 
     cfg = EnvConfig.published_training()
     ep = _run(cfg, [30, 50, 0, -150, 5]).episode
-    rules = _rules_from_manifest({"env": cfg.model_dump()}, AuditRules(start_emotion=None))
-    assert audit_episode(ep, rules)[0] == []
-    findings, _ = audit_episode(ep, AuditRules(start_emotion=None))  # the evaluation's rules
+    rules = _rules_from_manifest({"env": cfg.model_dump()}, AuditOptions(check_start=False))
+    assert rules.rules == PUBLISHED_TRAINING and audit_episode(ep, rules)[0] == []
+    flat = {k: v for k, v in cfg.model_dump().items() if k != "rules"} | cfg.rules.model_dump()
+    assert _rules_from_manifest({"env": flat}, AuditOptions()) == rules.but(check_start=True)  # older files
+    findings, _ = audit_episode(ep, AuditOptions(check_start=False))  # the evaluation's rules
     assert any("exceeds ±10" in f.message for f in findings)
     long = _run(cfg, [0] * 12).episode  # 9 replies under the "> 8" rule
     assert audit_episode(long, rules)[0] == []

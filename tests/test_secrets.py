@@ -179,7 +179,7 @@ def eval_run(server: FakeChatServer, tmp_path_factory: pytest.TempPathFactory) -
             "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", SIMULATOR_MODEL,
             "--sim-key-env", "RLVER_CANARY_SIM",
             "--profiles", str(profiles), "--out", str(work / "run"),
-            "--set", "env.max_assistant_turns=2", "--set", "agent.max_attempts=2",
+            "--set", "env.rules.max_assistant_turns=2", "--set", "agent.max_attempts=2",
             "--set", "simulator.model.max_attempts=2", "--set", "simulator.cache=null",
         ],
         work,
@@ -241,7 +241,7 @@ def test_train_sends_the_key_but_never_writes_it(server: FakeChatServer, tmp_pat
         "algorithm": {"name": "grpo"},
         "rollout": {
             "profiles": str(profiles), "batch_size": 4, "n_per_profile": 2,
-            "max_assistant_turns": 2, "max_new_tokens": 8,
+            "rules": {"max_assistant_turns": 2}, "max_new_tokens": 8,
         },
         "simulator": {
             "kind": "llm", "cache": None,

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from pydantic import ValidationError
@@ -26,10 +26,11 @@ from rlver.simulator.factory import (
     check_kind,
     kind_names,
     kinds_help,
-    simulator_sampling,
 )
 from rlver.simulator.offline import OfflineSimulator
-from rlver.simulator.sentient import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.offline_spec import OfflineSpec
+from rlver.simulator.sentient.spec import SentientSpec, simulator_sampling
+from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 PROFILE = TEST_PROFILES["f-1"]
@@ -66,6 +67,7 @@ def one_turn(sim: Any) -> int:
 
 
 def test_offline_by_default() -> None:
+    assert type(SimulatorSpec()) is OfflineSpec and type(SimulatorSpec.model_validate({})) is OfflineSpec
     sim = build_simulator(SimulatorSpec())
     assert isinstance(sim, OfflineSimulator) and sim.rules.max_change == 10
     sim = build_simulator(SimulatorSpec(seed=4, difficulty="hard", max_change=6))
@@ -137,7 +139,9 @@ def test_embed_without_the_extra_is_a_config_error() -> None:
 def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
     assert kind_names() == ("offline", "llm")
     assert kind_names(from_spec=False) == ("replay", "offline", "llm")
-    assert SimulatorSpec.model_json_schema()["properties"]["kind"]["enum"] == ["offline", "llm"]
+    schema = SimulatorSpec.model_json_schema()
+    assert schema["discriminator"] == {"propertyName": "kind"}
+    assert [alt["properties"]["kind"]["const"] for alt in schema["oneOf"]] == ["offline", "llm"]
     with pytest.raises(ValidationError, match="expected offline or llm, got 'magic'"):
         SimulatorSpec(kind="magic")
     # replay needs recorded dialogues: only `rlver calibrate` builds it, and the error says so
@@ -146,8 +150,10 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
     with pytest.raises(InputError, match="--simulator: expected replay, offline or llm, got 'x'"):
         check_kind("x", from_spec=False)
     assert check_kind("llm").needs_model and not check_kind("offline").needs_model
-    for kind in KINDS.values():  # a kind's own options are fields of the spec
-        assert set(kind.options) <= set(SimulatorSpec.model_fields), kind.name
+    for kind in KINDS.values():  # a kind's own options are fields of its own spec, of no other kind's
+        assert kind.spec is None or set(kind.options) <= set(kind.spec.model_fields), kind.name
+    assert set(KINDS["offline"].options) == {"embed", "learned"}
+    assert {"model", "sampling", "cache", "protocol"} == set(KINDS["llm"].options)
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", "calibrate", "--help"],
         capture_output=True,
@@ -160,14 +166,58 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
         assert kind.description in shown
 
 
-def test_a_new_kind_is_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the factory docstring promises: a builder plus a KINDS entry make a kind usable."""
+class GrumpySpec(SimulatorSpec):
+    """A new kind's own spec, as its file would declare it (one option only it reads)."""
+
+    kind: Literal["grumpy"] = "grumpy"
+    grumpiness: int = 1
+
+
+def test_a_new_kind_is_one_file_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the factory docstring promises: a spec and a builder (one file) plus a KINDS entry make a
+    kind usable from a config block, with its own option, in the schema and the CLI help."""
 
     def build_grumpy(spec: SimulatorSpec, model: Any) -> OfflineSimulator:
-        return OfflineSimulator(seed=spec.seed, difficulty="hard")
+        assert isinstance(spec, GrumpySpec)
+        return OfflineSimulator(seed=spec.seed + spec.grumpiness, difficulty="hard")
 
-    kinds = {**KINDS, "grumpy": SimulatorKind("grumpy", "a hard offline user", build_grumpy)}
+    kinds = {**KINDS, "grumpy": SimulatorKind("grumpy", "a hard offline user", GrumpySpec, build_grumpy)}
     monkeypatch.setattr("rlver.simulator.factory.KINDS", kinds)
     assert "grumpy" in kind_names() and "a hard offline user" in kinds_help()
-    sim = build_simulator(SimulatorSpec(kind="grumpy", seed=3))
+    spec = SimulatorSpec.model_validate({"kind": "grumpy", "seed": 3, "grumpiness": 2})
+    assert isinstance(spec, GrumpySpec) and kinds["grumpy"].options == ("grumpiness",)
+    sim = build_simulator(spec)
     assert isinstance(sim, OfflineSimulator) and sim.describe()["difficulty"] == "hard"
+    assert sim.describe()["seed"] == 5
+    # another kind's option is ignored (as flat blocks were read); the kind's own are still checked
+    assert "grumpiness" not in SimulatorSpec.model_validate({"kind": "offline", "grumpiness": 2}).model_dump()
+    with pytest.raises(ValidationError, match="grumpiness"):
+        SimulatorSpec.model_validate({"kind": "grumpy", "grumpiness": "very"})
+    assert "GrumpySpec" in str(SimulatorSpec.model_json_schema())
+
+
+def test_old_flat_blocks_still_load() -> None:
+    """Configs and run manifests written before the specs were split: one flat block, every option."""
+    flat = {
+        "kind": "llm",
+        "model": {"model": "m"},
+        "embed": False,  # the offline user's options: accepted and ignored, as the flat spec did
+        "learned": True,
+        "protocol": "sage",
+        "magnitude_rubric": True,
+        "show_traits": True,
+        "cache": None,
+    }
+    spec = SimulatorSpec.model_validate(flat)
+    assert isinstance(spec, SentientSpec) and spec.cache is None
+    assert spec.protocol.name == "sage" and spec.protocol.shown()["magnitude_rubric"]
+    assert spec.protocol.shown()["show_traits"] and not spec.protocol.shown()["tier_bands"]
+    # a flat rlver-v1 dump carried the sage options too (all false): they are ignored
+    v1 = SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "show_traits": False})
+    assert v1.model_dump()["protocol"] == {"name": "rlver-v1"}
+    offline = SimulatorSpec.model_validate({**flat, "kind": "offline", "model": None, "embed": False})
+    assert isinstance(offline, OfflineSpec) and offline.learned
+    # the current shape round-trips
+    assert SimulatorSpec.model_validate(spec.model_dump()) == spec
+    with pytest.raises(ValidationError, match="temprature"):  # a key no kind knows is still an error
+        SimulatorSpec.model_validate({**flat, "temprature": 0})

@@ -278,7 +278,7 @@ def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_pat
     out = tmp_path / "eval"
     _cli(
         "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "sage", "--limit", "2",
-        "--agent-max-tokens", "16", "--set", "env.max_assistant_turns=2", "--no-report", "--out", str(out),
+        "--agent-max-tokens", "16", "--set", "env.rules.max_assistant_turns=2", "--no-report", "--out", str(out),
         data=shared_data,
     )  # fmt: skip
     lines = [json.loads(x) for x in (out / "transcript.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -289,7 +289,7 @@ def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_pat
     _cli(
         *train_argv(
             tmp_path / "train", "rollout.profiles=rlver-train", "rollout.batch_size=4",
-            "rollout.max_assistant_turns=1", "eval.profiles=sage", "eval.limit=1", steps=1,
+            "rollout.rules.max_assistant_turns=1", "eval.profiles=sage", "eval.limit=1", steps=1,
         ),
         data=shared_data,
     )  # fmt: skip

@@ -16,8 +16,9 @@ from rlver.errors import AppraisalParseError
 from rlver.llm.base import SamplingParams
 from rlver.llm.openai_client import OpenAIChatModel
 from rlver.llm.structured import AnswerError, extract_json_objects
+from rlver.protocol import PUBLISHED_TRAINING
 from rlver.records import Message
-from rlver.simulator.parsing import (
+from rlver.simulator.sentient.parsing import (
     MAX_REASON_CHARS,
     AppraisalAnswer,
     OpeningAnswer,
@@ -214,4 +215,4 @@ def test_a_large_stated_change_is_kept_for_the_rules_to_clamp_or_apply() -> None
     assert parse_simulator_answer(good(change=150), AppraisalAnswer).change == 150
     assert parse_simulator_answer(good(change="-500"), AppraisalAnswer).change == -500
     assert EmotionRules().apply(40, 150) == (10, 50)  # the benchmark's ±10 clamp
-    assert EmotionRules(bound_change=False, floor=False).apply(40, 150) == (150, 100)  # capped at 100
+    assert EmotionRules(dialogue=PUBLISHED_TRAINING).apply(40, 150) == (150, 100)  # capped at 100

@@ -15,8 +15,8 @@ import json
 
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message
-from rlver.simulator import prompts
-from rlver.simulator.prompts import sage
+from rlver.simulator.sentient import prompts
+from rlver.simulator.sentient.prompts import sage
 
 #: Digests of the text rendered by the prompts as they were when each version was recorded.
 PINNED = {
@@ -68,17 +68,12 @@ def _rlver_v1() -> list[object]:
         for goal_is_need in (True, False):
             p = _profile(language, goal_is_need)
             for difficulty in ("easy", "normal", "hard"):
-                msgs = prompts.appraisal_messages(
-                    p,
-                    HISTORY,
-                    "agent <dialogue>",
-                    55,
-                    difficulty=difficulty,
-                    behaviour=None,
-                    language=language,
-                )
+                who = prompts.Speaker(p, difficulty, None, language)
+                msgs = prompts.appraisal_messages(who, HISTORY, "agent <dialogue>", 55)
                 out.append([(m.role, m.content) for m in msgs])
-            reply = prompts.reply_messages(p, HISTORY, "ok", APPRAISAL, behaviour=None, language=language)
+            reply = prompts.reply_messages(
+                prompts.Speaker(p, "normal", None, language), HISTORY, "ok", APPRAISAL
+            )
             out.append([(m.role, m.content) for m in reply])
             out.append([(m.role, m.content) for m in prompts.opening_messages(p, language=language)])
         out.append(prompts.reask_message("bad {x}", language).content)

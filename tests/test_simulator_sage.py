@@ -20,8 +20,11 @@ from rlver.llm.openai_client import OpenAIChatModel
 from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.prompts import sage
-from rlver.simulator.sentient import SentientSimulator
+from rlver.simulator.sentient.prompts import sage
+from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.sentient.protocols.v1 import V1Protocol
+from rlver.simulator.sentient.spec import SentientSpec
+from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 NEED = {"en": "To hear that being angry about it is fair.", "zh": "希望自己的付出被认可。"}
@@ -78,11 +81,13 @@ class Script:
         return _planned(self.n)
 
 
-def _run(server: FakeChatServer, profile: Profile, replies: list[str], **kwargs: Any) -> list[UserTurn]:
+def _run(
+    server: FakeChatServer, profile: Profile, replies: list[str], difficulty: Any = None, **options: bool
+) -> list[UserTurn]:
     async def go() -> list[UserTurn]:
         model = OpenAIChatModel(server.url, "sim", api_key_env=None, max_attempts=1, timeout_s=10)
         try:
-            sim = SentientSimulator(model, protocol="sage", **kwargs)
+            sim = SentientSimulator(model, protocol=SageProtocol(**options), difficulty=difficulty)
             user = sim.start(profile, start_emotion=40, seed=1)
             turns = [await user.open()]
             for reply in replies:
@@ -170,12 +175,13 @@ def test_prompts_are_append_only_across_turns(fake_server: FakeChatServer) -> No
 
 def test_spec_defaults_to_sage_and_manifest_records_options() -> None:
     spec = SimulatorSpec.model_validate({"kind": "llm", "model": {"model": "m"}, "cache": None})
-    assert spec.protocol == "sage" and not spec.magnitude_rubric and not spec.difficulty_paragraph
+    assert isinstance(spec, SentientSpec) and isinstance(spec.protocol, SageProtocol)
+    assert not spec.protocol.magnitude_rubric and not spec.protocol.difficulty_paragraph
     described = build_simulator(spec).describe()
     assert described["protocol"] == "sage"
     assert described["prompt_version"] == sage.SAGE_PROMPT_VERSION
     assert described["magnitude_rubric"] is False and described["difficulty_paragraph"] is False
-    v1 = build_simulator(spec.model_copy(update={"protocol": "rlver-v1"})).describe()
+    v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
     assert v1["protocol"] == "rlver-v1" and v1["magnitude_rubric"] is True
 
 
@@ -190,7 +196,7 @@ def test_each_option_shows_what_sage_did_not_and_all_on_is_the_old_layout(
         profile = PROFILES["en"].model_copy(
             update={"opening": "hello", "traits": ["proud"], "style": "negative"}
         )
-        _run(fake_server, profile, ["hi"], sage_options=sage.SageOptions(**options))
+        _run(fake_server, profile, ["hi"], **options)
         return ["\n".join(m["content"] for m in r["messages"]) for r in fake_server.requests]
 
     t = sage.SAGE_TEXTS["en"]
@@ -222,8 +228,8 @@ def test_spec_options_reach_the_prompts_and_the_manifest() -> None:
     )
     sim = build_simulator(spec)
     assert isinstance(sim, SentientSimulator)
-    assert sim.sage_options == sage.SageOptions(show_traits=True, tier_bands=True)
+    assert sim.protocol == SageProtocol(show_traits=True, tier_bands=True)
     described = sim.describe()
     assert described["show_traits"] is True and described["injection_guard"] is False
-    v1 = build_simulator(spec.model_copy(update={"protocol": "rlver-v1"})).describe()
+    v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
     assert all(v1[name] is True for name in sage.SageOptions.names())

@@ -153,7 +153,7 @@ def test_logprob_diff_is_logged_every_step_and_tiny(tmp_path: Path, extra: list[
     overrides = [
         "rollout.batch_size=4",
         "rollout.n_per_profile=2",
-        "rollout.max_assistant_turns=2",
+        "rollout.rules.max_assistant_turns=2",
         "rollout.max_new_tokens=8",  # short: most replies are cut, so the closure path is trained too
         "eval.every=0",
         "eval.at_start=false",
@@ -218,7 +218,7 @@ def test_think_visible_training_scores_what_was_sampled(tmp_path: Path) -> None:
     overrides = [
         "rollout.batch_size=4",
         "rollout.n_per_profile=2",
-        "rollout.max_assistant_turns=3",
+        "rollout.rules.max_assistant_turns=3",
         "rollout.max_new_tokens=8",
         "rollout.think=true",
         "rollout.think_context=visible",

@@ -18,7 +18,11 @@ def test_benchmark_protocol_is_what_rlver_eval_runs() -> None:
     env = eval_env(TRAINING, EvalSettings())
     eval_default = EvalConfig(agent_tiny=True).env
     assert env == eval_default
-    assert (env.start_emotion, env.max_assistant_turns, env.appraise_final_reply) == (40, 10, False)
+    assert (env.rules.start_emotion, env.rules.max_assistant_turns, env.rules.appraise_final_reply) == (
+        40,
+        10,
+        False,
+    )
     # a think-mode policy is evaluated thinking; everything else stays the benchmark's
     thinking = eval_env(TRAINING.model_copy(update={"think": True}), EvalSettings())
     assert thinking == eval_default.model_copy(update={"think": True})
@@ -27,7 +31,11 @@ def test_benchmark_protocol_is_what_rlver_eval_runs() -> None:
 def test_training_protocol_and_overrides() -> None:
     assert eval_env(TRAINING, EvalSettings(protocol="training")) == TRAINING
     env = eval_env(TRAINING, EvalSettings(start_emotion=50, max_assistant_turns=4))
-    assert (env.start_emotion, env.max_assistant_turns, env.appraise_final_reply) == (50, 4, False)
+    assert (env.rules.start_emotion, env.rules.max_assistant_turns, env.rules.appraise_final_reply) == (
+        50,
+        4,
+        False,
+    )
 
 
 def test_published_presets_evaluate_once_at_the_end_on_the_benchmark() -> None:

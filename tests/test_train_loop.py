@@ -18,7 +18,7 @@ from rlver.train.logger import read_metrics
 TINY = [
     "rollout.batch_size=2",  # profiles: 2 x 2 = 4 dialogues per step
     "rollout.n_per_profile=2",
-    "rollout.max_assistant_turns=2",
+    "rollout.rules.max_assistant_turns=2",
     "rollout.max_new_tokens=8",
     "eval.limit=2",
     "eval.every=2",
@@ -64,8 +64,8 @@ def test_presets_load_and_bad_keys_are_named() -> None:
     )
     assert (
         published.rollout.batch_size,
-        published.rollout.max_assistant_turns,
-        published.rollout.start_emotion,
+        published.rollout.rules.max_assistant_turns,
+        published.rollout.rules.start_emotion,
     ) == (32, 8, 30)
     assert published.rollout.think and published.simulator.kind == "llm"
     # batch_size counts prompts, as verl's data.train_batch_size: 32 x 4 = 128 dialogues per GRPO step

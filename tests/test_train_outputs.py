@@ -105,7 +105,7 @@ def test_agent_local_takes_a_run_or_checkpoint_folder(run_dir: Path, tmp_path: P
     folder = run_dir if which == "run" else run_dir / "checkpoints" / "step_000001"
     proc = rlver(
         "eval", "--agent-local", folder, "--simulator", "offline", "--profiles", "en-test", "--limit", "1",
-        "--agent-max-tokens", "8", "--set", "env.max_assistant_turns=1", "--out", "ev", "--no-report",
+        "--agent-max-tokens", "8", "--set", "env.rules.max_assistant_turns=1", "--out", "ev", "--no-report",
         cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

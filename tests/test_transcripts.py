@@ -53,7 +53,7 @@ def test_round_trip(tmp_path: Path) -> None:
     head = json.loads(lines[0])
     assert head["type"] == "manifest" and head["rlver_version"] == __version__ and head["created"]
     assert head["sampling"]["temperature"] == 0.8 and head["seed"] == 11
-    assert head["rollout"]["env"]["max_assistant_turns"] == 2
+    assert head["rollout"]["env"]["rules"]["max_assistant_turns"] == 2
     assert head["simulator"]["name"] == "sentient"
     assert "sk-should-never-appear" not in path.read_text(encoding="utf-8")
     assert head["client"] == {"api_key_env": "MY_KEY"}

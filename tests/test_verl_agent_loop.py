@@ -108,8 +108,8 @@ def _setup(tmp_path: Path, tokenizer: Any, *overrides: str) -> tuple[Any, Any, l
     base = [
         f"verl.out_dir={tmp_path}",
         "eval.limit=1",
-        "rollout.max_assistant_turns=3",
-        "rollout.start_emotion=30",
+        "rollout.rules.max_assistant_turns=3",
+        "rollout.rules.start_emotion=30",
     ]
     cfg = load_verl_config("tiny-offline", [*base, "rollout.think=false", *overrides])
     plan = prepare(cfg)
@@ -258,8 +258,8 @@ def test_think_is_stripped_and_emotion_ends_the_dialogue(tmp_path: Path, tiny: t
             tokenizer,
             *_llm_overrides(sim),
             "rollout.think=true",
-            "rollout.max_assistant_turns=8",
-            "rollout.start_emotion=70",
+            "rollout.rules.max_assistant_turns=8",
+            "rollout.rules.start_emotion=70",
         )
         server = TinyModelServer(model, tokenizer, think=True)
         out = _run(vc, plan, server, tokenizer, rows[1])
@@ -287,7 +287,9 @@ def test_user_leaving_ends_on_the_assistant_turn(tmp_path: Path, tiny: tuple[Any
         return _universal_answer(-2, end=len(calls) >= 4)  # the user leaves in answer to reply 2
 
     with FakeChatServer(responder=responder) as sim:
-        plan, vc, rows = _setup(tmp_path, tokenizer, *_llm_overrides(sim), "rollout.max_assistant_turns=8")
+        plan, vc, rows = _setup(
+            tmp_path, tokenizer, *_llm_overrides(sim), "rollout.rules.max_assistant_turns=8"
+        )
         assert len(rows[0]["raw_prompt"]) == 2  # system prompt + the profile's opening line
         out = _run(vc, plan, TinyModelServer(model, tokenizer), tokenizer, rows[0])
     (episode,) = _episodes(plan)
@@ -335,7 +337,7 @@ def test_context_budget_stops_on_an_assistant_turn(tmp_path: Path, tiny: tuple[A
         tokenizer,
         "model.max_length=448",
         "verl.max_prompt_tokens=384",
-        "rollout.max_assistant_turns=8",
+        "rollout.rules.max_assistant_turns=8",
     )
     assert rows, "every opening was longer than verl.max_prompt_tokens"
     server = TinyModelServer(model, tokenizer)
@@ -472,8 +474,8 @@ def test_per_token_rewards_and_returns_match_the_local_trainer(
             *_llm_overrides(sim),
             "rollout.think=true",
             f"rollout.think_context={think_context}",
-            "rollout.max_assistant_turns=4",
-            "rollout.start_emotion=50",
+            "rollout.rules.max_assistant_turns=4",
+            "rollout.rules.start_emotion=50",
             f"rollout.reward.mode={mode}",
             "rollout.reward.format_penalty=0.1",
             "algorithm.gamma=0.9",

@@ -36,8 +36,8 @@ PUBLISHED_PPO = [
     "optim.critic_lr=5e-6",
     "rollout.batch_size=16",  # profiles per step; the bundled en-train set has 18
     "rollout.n_per_profile=1",
-    "rollout.max_assistant_turns=8",
-    "rollout.start_emotion=30",
+    "rollout.rules.max_assistant_turns=8",
+    "rollout.rules.start_emotion=30",
     "rollout.temperature=1.0",
     "rollout.think=true",
     "eval.limit=4",
@@ -98,7 +98,9 @@ def test_bad_override_is_a_config_error_naming_the_key(tmp_path: Path) -> None:
 def test_parquet_loads_with_verls_dataset_class(tmp_path: Path) -> None:
     from rlver.models.tiny import tiny_model_and_tokenizer
 
-    _, plan = _plan(tmp_path, "eval.limit=3", "rollout.max_assistant_turns=3", "rollout.start_emotion=30")
+    _, plan = _plan(
+        tmp_path, "eval.limit=3", "rollout.rules.max_assistant_turns=3", "rollout.rules.start_emotion=30"
+    )
     vc = compose_verl_config(plan.overrides)
     _, tokenizer = tiny_model_and_tokenizer()
     train = RLHFDataset(str(plan.train_file), tokenizer, vc.data)
@@ -109,7 +111,7 @@ def test_parquet_loads_with_verls_dataset_class(tmp_path: Path) -> None:
     assert item["raw_prompt"][0]["role"] == "system"
     task = DialogueTask.from_row(item["extra_info"])
     assert task.profile.id == item["extra_info"]["profile_id"]
-    assert task.env.max_assistant_turns == 3 and task.env.start_emotion == 30  # the config's rules
+    assert task.env.rules.max_assistant_turns == 3 and task.env.rules.start_emotion == 30  # the config's
     assert task.simulator.kind == "offline"
     assert task.seed == 5  # run.seed + row index
     if task.profile.opening:  # the opening line is the user's first message
@@ -262,7 +264,7 @@ def test_rows_carry_the_configs_one_env_mapping_and_reward_spec(tmp_path: Path) 
     assert cfg.eval.protocol == "training" and cfg.env_config(evaluation=True) == cfg.env_config()
     _, bench = _plan(tmp_path / "bench", "eval.limit=1", "eval.protocol=benchmark")
     row = pq.read_table(bench.val_file).column("extra_info").to_pylist()[0]
-    assert DialogueTask.from_row(row).env.start_emotion == 40  # the benchmark's start, not training's 30
+    assert DialogueTask.from_row(row).env.rules.start_emotion == 40  # the benchmark's, not training's 30
 
 
 def _verl_readers() -> tuple[dict[Path, str], dict[Path, str]]:

@@ -18,16 +18,23 @@ each published value):
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from rlver.records import FAILURE_BELOW, SUCCESS_AT
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: Where a benchmark dialogue starts (SAGE's initial emotion).
 EVALUATION_START = 40
 #: Where a training dialogue starts (the published training simulator's initial emotion).
 TRAINING_START = 30
+
+#: The benchmark's outcome of a dialogue, decided by its final emotion: **success** at or above
+#: ``SUCCESS_AT``, **failure** below ``FAILURE_BELOW`` (SAGE's leaderboard). The published dialogue
+#: also ends at exactly these values (:meth:`DialogueRules.emotion_end`). The one home of both
+#: numbers: the rules, the records, metrics, training summaries and the plots read them from here.
+SUCCESS_AT = 100
+FAILURE_BELOW = 10
 
 #: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with
 #: ``appraise_final_reply``), as SAGE/test_npc.py:93 does. ``after_user_exceeds``: the published
@@ -64,6 +71,18 @@ class DialogueRules(BaseModel):
     #: All dialogues of one profile in a rollout round share one opening line (the published
     #: training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450).
     shared_opening: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_preset(cls, data: Any) -> Any:
+        """``{preset: published_training, max_assistant_turns: 4}``: a named preset, some rules changed."""
+        if not isinstance(data, Mapping) or "preset" not in data:
+            return data
+        name = data["preset"]
+        if name not in PRESETS:
+            raise ValueError(f"preset {name!r} is not one of {', '.join(PRESETS)}")
+        rest = {k: v for k, v in data.items() if k != "preset"}
+        return {**PRESETS[name].model_dump(), **rest}
 
     @property
     def reply_limit(self) -> int:
@@ -114,3 +133,73 @@ PRESETS: dict[str, DialogueRules] = {
     "training": TRAINING,
     "published_training": PUBLISHED_TRAINING,
 }
+
+
+def protocol_name(rules: DialogueRules) -> str:
+    """``benchmark`` (the Sentient Benchmark's dialogue), ``training`` (rlver's or the published
+    training dialogue) or ``custom``: which protocol a held-out score was measured on."""
+    # The number of replies may differ (the label states it): a 2-turn check from 30 is still the
+    # training protocol, and a 3-reply run from 40 with the last reply unappraised the benchmark's.
+    turns = {"max_assistant_turns": EVALUATION.max_assistant_turns, "shared_opening": False}
+    if rules.but(**turns) == EVALUATION:
+        return "benchmark"
+    for same in (TRAINING, PUBLISHED_TRAINING):
+        if rules.but(**turns, appraise_final_reply=same.appraise_final_reply) == same.but(**turns):
+            return "training"
+    return "custom"
+
+
+def protocol_label(rules: DialogueRules, name: str | None = None) -> str:
+    """``"training protocol: 2 replies from 30"``: printed next to every held-out score, so a number
+    measured on the training dialogue is never read as a benchmark score (docs/benchmark.md)."""
+    label = name or protocol_name(rules)
+    appraised = rules.max_appraisals
+    return f"{label} protocol: {rules.reply_limit} replies from {rules.start_emotion}" + (
+        "" if appraised == rules.reply_limit else f", {appraised} appraised"
+    )
+
+
+#: The names of the rules, for containers that still read them as flat keys of their own.
+RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)
+
+
+def rules_on(value: Any, base: DialogueRules) -> Any:
+    """``value`` (a ``rules:`` entry of a config) read on top of ``base``: missing means ``base``, a
+    mapping without ``preset`` changes ``base``'s rules; anything else is left to validation."""
+    if value is None:
+        return base
+    if isinstance(value, Mapping) and "preset" not in value:
+        return {**base.model_dump(), **value}
+    return value
+
+
+def nest_flat_rules(data: Any, base: DialogueRules, *, where: str | None = None) -> Any:
+    """Move flat rule keys of a config mapping (``max_assistant_turns: 3``) into its ``rules:`` entry.
+
+    The containers that hold a :class:`DialogueRules` (``EnvConfig``, ``rollout``) read files written
+    before the rules nested. A mapping with both forms keeps the flat value (it was set later, e.g. by
+    ``--set``). With ``where`` (the container's config path) each flat key is named in a
+    :class:`FutureWarning` (shown to users, unlike a DeprecationWarning) saying where it now lives.
+    """
+    if not isinstance(data, Mapping):
+        return data
+    flat = {k: data[k] for k in RULE_FIELDS if k in data}
+    if not flat and "rules" in data:
+        return {**data, "rules": rules_on(data["rules"], base)}
+    if not flat:
+        return data
+    if where is not None:
+        for key in flat:
+            warnings.warn(
+                f"{where}.{key} is deprecated: write it as {where}.rules.{key}",
+                FutureWarning,
+                stacklevel=2,
+            )
+    nested = rules_on(data.get("rules"), base)
+    if isinstance(nested, DialogueRules):
+        nested = nested.model_dump()
+    if isinstance(nested, Mapping):
+        nested = {**nested, **flat}
+    out = {k: v for k, v in data.items() if k not in flat}
+    out["rules"] = nested
+    return out

@@ -11,16 +11,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlver.protocol import EVALUATION_START, FAILURE_BELOW, SUCCESS_AT
+
 Role = Literal["system", "user", "assistant"]
 Tier = Literal["S", "A", "B", "C", "F"]
 EpisodeStatus = Literal["finished", "failed"]
 
-#: The benchmark's outcome of a dialogue, decided by its final emotion: **success** at or above
-#: ``SUCCESS_AT``, **failure** below ``FAILURE_BELOW`` (SAGE's leaderboard). The published dialogue
-#: also ends at exactly these values (``simulator.emotion.terminal_reason``). The one home of both
-#: numbers: metrics, training summaries, verl's logged scalars and the plots read them from here.
-SUCCESS_AT = 100
-FAILURE_BELOW = 10
+#: The benchmark's outcome of a dialogue is decided by its final emotion: **success** at or above
+#: ``SUCCESS_AT``, **failure** below ``FAILURE_BELOW`` (both declared in :mod:`rlver.protocol`).
 
 #: Emotions are 0-100; a value beyond ±1e9 in a file is corruption, not a number to keep (it would
 #: also overflow the float and decimal maths of the metrics). Out-of-range but sane values (-5, 130)
@@ -103,8 +101,8 @@ class Episode(BaseModel):
     episode_id: str = ""
     messages: list[Message] = Field(default_factory=list)
     user_turns: list[UserTurn] = Field(default_factory=list)
-    start_emotion: EmotionValue = 40
-    final_emotion: EmotionValue = 40
+    start_emotion: EmotionValue = EVALUATION_START
+    final_emotion: EmotionValue = EVALUATION_START
     emotions: list[EmotionValue] = Field(default_factory=list)  # emotion after each appraisal, in order
     reward: float | None = None
     status: EpisodeStatus = "finished"

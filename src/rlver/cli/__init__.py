@@ -1,8 +1,17 @@
 """The ``rlver`` command.
 
-Each command group lives in its own module and imports heavy libraries (torch, transformers) inside the
-command functions, so ``rlver --help`` stays fast. Errors derived from :class:`rlver.errors.RlverError`
-are printed as plain messages with their exit code; anything else is a bug and shows a traceback.
+**One registration style.** Every command module exposes ``register(app: typer.Typer) -> None`` and is
+listed once in :data:`COMMANDS`; :func:`build_app` calls each ``register`` in that order. A module with
+single commands adds them with ``app.command("name")(function)``; a module with a command group (``rlver
+data download``) builds its group with :func:`~rlver.cli.plain_help.plain_typer` inside ``register``
+and adds it with ``app.add_typer(group, name=...)``. Nothing is registered at import time (no
+``@app.command`` decorators, no module-level ``Typer``), so importing a module never changes the app.
+Adding a command is one new module with a ``register`` function and one line in :data:`COMMANDS`
+(tests/test_cli_root.py checks both halves).
+
+Command functions import heavy libraries (torch, transformers) inside their bodies, so ``rlver --help``
+stays fast. Errors derived from :class:`rlver.errors.RlverError` are printed as plain messages with
+their exit code; anything else is a bug and shows a traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +19,8 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from collections.abc import Sequence
+from types import ModuleType
 from typing import Any, TextIO
 
 import typer
@@ -21,6 +32,7 @@ from rlver.cli import (
     chat,
     config_cmd,
     data,
+    demo_cmd,
     eval_cmd,
     inspect_cmd,
     models,
@@ -32,21 +44,38 @@ from rlver.cli import (
 from rlver.cli.plain_help import plain_typer
 from rlver.errors import RlverError
 
-app = plain_typer(
-    name="rlver",
-    help="Reinforcement learning with verifiable emotion rewards: train and benchmark chat models "
-    "against simulated users.\n\nAny command takes --verbose to show the progress bars and notices of "
-    "transformers and huggingface_hub, which are hidden otherwise.",
-    no_args_is_help=True,
+#: Every module that adds commands to ``rlver``, in registration order. ``rlver --help`` lists the
+#: single commands first and the command groups after them, each in this order.
+COMMANDS: tuple[ModuleType, ...] = (
+    audit,
+    calibrate,
+    chat,
+    eval_cmd,
+    inspect_cmd,
+    probe,
+    train_cmd,
+    demo_cmd,
+    data,
+    profiles,
+    config_cmd,
+    models,
+    simulator_cmd,
 )
 
-app.add_typer(data.app, name="data")
-app.add_typer(profiles.app, name="profiles")
-app.add_typer(config_cmd.app, name="config")
-app.add_typer(models.app, name="models")
-for module in (audit, calibrate, chat, eval_cmd, inspect_cmd, probe, train_cmd):
-    module.register(app)
-simulator_cmd.register(app)
+
+def build_app(modules: Sequence[ModuleType] | None = None) -> typer.Typer:
+    """The root app with the commands of ``modules`` (default :data:`COMMANDS`) registered in order."""
+    root = plain_typer(
+        name="rlver",
+        help="Reinforcement learning with verifiable emotion rewards: train and benchmark chat models "
+        "against simulated users.\n\nAny command takes --verbose to show the progress bars and notices "
+        "of transformers and huggingface_hub, which are hidden otherwise.",
+        no_args_is_help=True,
+    )
+    root.callback()(_root)
+    for module in COMMANDS if modules is None else modules:
+        module.register(root)
+    return root
 
 
 def _version_callback(value: bool) -> None:
@@ -55,7 +84,6 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
@@ -63,6 +91,8 @@ def _root(
 ) -> None:
     """rlver: RL with verifiable emotion rewards."""
 
+
+app = build_app()
 
 #: Filesystem errors that name the path they are about: a file given where a folder is expected, a
 #: folder where a file is, a missing parent, no permission. Whatever command meets one, the user's fix

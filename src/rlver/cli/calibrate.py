@@ -16,10 +16,11 @@ import typer
 
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import ConfigError, InputError, Problem, RlverError
-from rlver.simulator.factory import KINDS, SAGE_OPTION_NAMES, build_simulator
+from rlver.simulator.factory import KINDS, build_simulator
+from rlver.simulator.sentient.protocols.sage import SageProtocol
 
-#: ``--sim-option`` names: the sage prompt options (SimulatorSpec fields of the same names).
-PROMPT_OPTIONS = ("magnitude_rubric", "difficulty_paragraph", *SAGE_OPTION_NAMES)
+#: ``--sim-option`` names: the sage prompt options (spec keys of the same names).
+PROMPT_OPTIONS = SageProtocol.option_names()
 
 if TYPE_CHECKING:  # rlver.eval.calibrate loads numpy: imported where used, so `rlver --help` stays fast
     from rlver.eval.calibrate import FileData

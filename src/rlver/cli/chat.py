@@ -9,6 +9,10 @@ Two ways to get a feel for the environment by hand:
   OpenAI-compatible endpoint, or ``--local PATH`` for a transformers model folder).
 
 Type ``/quit`` (or end input) to stop. ``--save PATH`` writes the dialogue as a transcript.
+
+Both run through the environment that evaluation and training use
+(:func:`rlver.rollout.interactive.play` over :class:`~rlver.env.dialogue.DialogueEnv`), so a dialogue
+typed by hand follows the same rules; this module reads the lines and prints the turns.
 """
 
 from __future__ import annotations
@@ -16,20 +20,23 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
 from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
+from rlver.simulator.emotion import tier_of
 from rlver.simulator.factory import build_simulator, check_kind
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from rlver.llm.base import ChatModel
-    from rlver.profiles.schema import Profile
+    from rlver.env.dialogue import StepResult
+    from rlver.llm.base import ChatModel, Completion
+    from rlver.profiles.schema import Language, Profile
+    from rlver.records import Message
     from rlver.simulator.base import UserSimulator
 
 QUIT_WORDS = ("/quit", "/exit", "/q")
@@ -136,13 +143,13 @@ async def _play_assistant(
     seed: int,
     save: Path | None,
 ) -> None:
+    """You are the agent: each reply is a line you type, sent through the environment like a model's."""
     from rlver.env.dialogue import DialogueEnv, EnvConfig
-    from rlver.simulator.emotion import tier_of
+    from rlver.protocol import EVALUATION
+    from rlver.rollout.interactive import play
 
-    config = EnvConfig.evaluation(max_assistant_turns=max_turns, think=think, appraise_final_reply=True)
-    if start is not None:
-        config = config.model_copy(update={"start_emotion": start})
-    env = DialogueEnv(simulator, config)
+    rules = EVALUATION.but(max_assistant_turns=max_turns, appraise_final_reply=True)
+    config = EnvConfig(rules=rules if start is None else rules.but(start_emotion=start), think=think)
     first_line = (
         profile.persona.strip().splitlines()[0].lstrip("-* ") if profile.persona.strip() else profile.id
     )
@@ -150,24 +157,14 @@ async def _play_assistant(
     if profile.topic:
         typer.echo(f"Topic: {profile.topic}")
     typer.echo(f"You are the assistant. Up to {max_turns} replies; /quit to stop.\n")
-    opening = await env.reset(profile, seed=seed)
-    typer.echo(f"User: {clean(opening)}")
-    typer.echo(f"  [emotion {env.emotion} · tier {tier_of(env.emotion)}]")
-    while not env.done:
-        reply = await _ask("You: ")
-        if reply is None:
-            typer.echo("(you ended the dialogue)")
-            break
-        result = await env.step(reply)
-        appraisal = result.info.get("appraisal")
-        if result.user_message is not None:
-            typer.echo(f"User: {clean(result.user_message)}")
-        if appraisal is not None:
-            typer.echo(
-                f"  [emotion {appraisal.emotion_after} ({appraisal.change:+d}) · tier {appraisal.tier}]"
-                + (f" {appraisal.feeling}" if appraisal.feeling else "")
-            )
-    ep = env.episode
+    ep = await play(
+        DialogueEnv(simulator, config),
+        profile,
+        _typed_reply,
+        seed=seed,
+        on_open=_show_opening,
+        on_step=_show_answer,
+    )
     reason = ep.end_reason or "ended by you"
     typer.echo(
         f"\nDialogue over ({reason}). Final emotion {ep.final_emotion} · tier {tier_of(ep.final_emotion)}."
@@ -187,6 +184,34 @@ async def _play_assistant(
         typer.echo(f"Saved to {save}")
 
 
+async def _typed_reply(_context: list[Message]) -> Completion | None:
+    """The agent's reply when you are the agent: your next line (``None``: you ended the dialogue)."""
+    from rlver.llm.base import Completion
+
+    reply = await _ask("You: ")
+    if reply is None:
+        typer.echo("(you ended the dialogue)")
+        return None
+    return Completion(text=reply)
+
+
+def _show_opening(opening: str, emotion: int) -> None:
+    typer.echo(f"User: {clean(opening)}")
+    typer.echo(f"  [emotion {emotion} · tier {tier_of(emotion)}]")
+
+
+def _show_answer(result: StepResult) -> None:
+    """The simulated user's answer to your reply and how their emotion moved."""
+    appraisal = result.info.get("appraisal")
+    if result.user_message is not None:
+        typer.echo(f"User: {clean(result.user_message)}")
+    if appraisal is not None:
+        typer.echo(
+            f"  [emotion {appraisal.emotion_after} ({appraisal.change:+d}) · tier {appraisal.tier}]"
+            + (f" {appraisal.feeling}" if appraisal.feeling else "")
+        )
+
+
 async def _play_user(
     policy: ChatModel,
     *,
@@ -197,34 +222,47 @@ async def _play_user(
     show_thoughts: bool,
     save: Path | None,
 ) -> None:
-    from rlver.env.thinking import split_think, system_prompt
+    """You are the user: each of your lines is the user's turn, and the model answers through the
+    environment (its system prompt, think handling and turn limit)."""
+    from rlver.env.dialogue import DialogueEnv, EnvConfig
     from rlver.llm.base import SamplingParams
-    from rlver.records import Message
+    from rlver.protocol import EVALUATION
+    from rlver.rollout.interactive import PersonAsUser, person_profile, play
 
     sampling = SamplingParams(temperature=temperature, max_tokens=1024)
-    messages = [Message(role="system", content=system_prompt(think, language))]
+
+    async def model_reply(context: list[Message]) -> Completion:
+        completion = await policy.complete(context, sampling)
+        _show_reply(completion.text, show_thoughts)
+        return completion
+
+    # The coaching prompt, as `rlver chat --play-user` has always used; the turn limit counts replies.
+    rules = EVALUATION.but(max_assistant_turns=max_turns)
+    config = EnvConfig(rules=rules, think=think, agent_prompt="coaching")
+    env = DialogueEnv(PersonAsUser(lambda: _ask("You: ")), config)
     typer.echo(f"You are the user, talking to {policy.name}. Up to {max_turns} turns; /quit to stop.\n")
     try:
-        for _ in range(max_turns):
-            text = await _ask("You: ")
-            if text is None:
-                break
-            messages.append(Message(role="user", content=text))
-            completion = await policy.complete(messages, sampling)
-            messages.append(Message(role="assistant", content=completion.text))
-            split = split_think(completion.text)
-            if show_thoughts and split.thought:
-                typer.echo(f"  (thinking: {clean(split.thought)})")
-            typer.echo(f"Assistant: {clean(split.visible)}")
+        ep = await play(env, person_profile(cast("Language", language)), model_reply)
     finally:
         await policy.aclose()
     if save is not None:
         from rlver.io import append_jsonl
 
         append_jsonl(
-            save, {"type": "chat", "model": policy.describe(), "messages": [m.model_dump() for m in messages]}
+            save,
+            {"type": "chat", "model": policy.describe(), "messages": [m.model_dump() for m in ep.messages]},
         )
         typer.echo(f"Saved to {save}")
+
+
+def _show_reply(raw: str, show_thoughts: bool) -> None:
+    """The model's visible reply, and its thought when asked for."""
+    from rlver.env.thinking import split_think
+
+    split = split_think(raw)
+    if show_thoughts and split.thought:
+        typer.echo(f"  (thinking: {clean(split.thought)})")
+    typer.echo(f"Assistant: {clean(split.visible)}")
 
 
 def chat_command(

@@ -17,8 +17,6 @@ from rlver.cli.plain_help import plain_typer
 from rlver.config import load_config, mask_secret_values, redacted
 from rlver.errors import ConfigError
 
-app = plain_typer(no_args_is_help=True, help="Inspect configuration files.")
-
 _TRAIN_ONLY_KEYS = {"model", "algorithm", "optim", "rollout", "run"}
 _EVAL_ONLY_KEYS = {"agent", "agent_tiny", "profiles", "limit", "n_per_profile", "env", "out", "report"}
 
@@ -63,7 +61,6 @@ def _load(kind: str, path: str | None, overrides: list[str]) -> BaseModel:
     return load_config(EvalConfig, path, overrides)
 
 
-@app.command("show")
 def show_cmd(
     file: str | None = typer.Argument(None, help="A YAML config file (or a training preset name)."),
     overrides: list[str] = typer.Option(
@@ -112,3 +109,10 @@ def _prompt_note(rollout: Any) -> str:
     digests = ", ".join(f"{k} {hashlib.sha256(v.encode()).hexdigest()[:16]}" for k, v in texts.items())
     mode = "think" if rollout.think else "no think"
     return f"# policy prompt: {rollout.agent_prompt} ({mode}); sha256 {digests}"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``config`` command group to the root app."""
+    group = plain_typer(no_args_is_help=True, help="Inspect configuration files.")
+    group.command("show")(show_cmd)
+    app.add_typer(group, name="config")

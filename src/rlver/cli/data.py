@@ -6,10 +6,7 @@ import typer
 
 from rlver.cli.plain_help import plain_typer
 
-app = plain_typer(no_args_is_help=True, help="Download and locate the published profile data.")
 
-
-@app.command("download")
 def download_cmd(
     name: str = typer.Argument(
         ..., help="Which file: sage-test (100 benchmark profiles) or rlver-train (500)."
@@ -36,7 +33,6 @@ def download_cmd(
     typer.echo(f"{name}: verified and stored at {path}")
 
 
-@app.command("list")
 def list_cmd() -> None:
     """Show the published files, their checksums and where a local copy was found."""
     from rlver.profiles.download import DATA_FILES, find_data_file
@@ -45,3 +41,11 @@ def list_cmd() -> None:
         found = find_data_file(spec.name)
         where = str(found) if found else f"not found (run `rlver data download {spec.name}`)"
         typer.echo(f"{spec.name:<12} {spec.rows:>4} rows  {spec.filename:<28} {where}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``data`` command group to the root app."""
+    group = plain_typer(no_args_is_help=True, help="Download and locate the published profile data.")
+    group.command("download")(download_cmd)
+    group.command("list")(list_cmd)
+    app.add_typer(group, name="data")

@@ -7,7 +7,7 @@ Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -23,7 +23,7 @@ from rlver.cli.simulator_flags import (
 from rlver.config import deep_merge, read_yaml_mapping
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.simulator.behaviours import get_behaviour
-from rlver.simulator.factory import SimulatorSpec
+from rlver.simulator.sentient.protocols import PROTOCOLS
 
 if TYPE_CHECKING:
     from rlver.manifest import RunManifest
@@ -77,7 +77,7 @@ _EVAL_HELP: dict[str, str] = {
     "--concurrency": "Simulator calls in flight.",
     "--batch-size": "Dialogues run together (default: all); bounds a local model's memory.",
     "--resume": "Continue a run in --out, skipping finished profiles.",
-    "--set": "Override a config key, e.g. --set env.max_assistant_turns=4.",
+    "--set": "Override a config key, e.g. --set env.rules.max_assistant_turns=4.",
     "--seed": "Run seed.",
     "--out": "Output folder.",
     "--config": "EvalConfig YAML file.",
@@ -271,7 +271,7 @@ def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | N
     """The simulated user's --sim-protocol, --behaviour and --difficulty (as ``simulator`` keys)."""
     sim: dict[str, Any] = {}
     if protocol is not None:
-        choices = get_args(SimulatorSpec.model_fields["protocol"].annotation)
+        choices = tuple(PROTOCOLS)
         if protocol not in choices:
             raise ConfigError(f"--sim-protocol {protocol!r}: choose {' or '.join(choices)}")
         sim["protocol"] = protocol

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, help="Fetch real chat models offline-friendly, and list them.")
+from rlver.cli.plain_help import plain_typer
 
 
-@app.command("fetch")
 def fetch_cmd(
     name: str = typer.Argument(
         ..., help="Which model, e.g. smollm2-135m-instruct (see `rlver models list`)."
@@ -33,7 +32,6 @@ def fetch_cmd(
     typer.echo(str(folder))
 
 
-@app.command("list")
 def list_cmd() -> None:
     """Show the models rlver can fetch and where each fetched one is."""
     from rlver.models.fetch import listing
@@ -42,3 +40,11 @@ def list_cmd() -> None:
         where = row["path"] or f"not fetched (rlver models fetch {row['name']})"
         typer.echo(f"{row['name']:<24} {row['source']:<22} {where}")
         typer.echo(f"{'':<24} {row['description']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``models`` command group to the root app."""
+    group = plain_typer(no_args_is_help=True, help="Fetch real chat models offline-friendly, and list them.")
+    group.command("fetch")(fetch_cmd)
+    group.command("list")(list_cmd)
+    app.add_typer(group, name="models")

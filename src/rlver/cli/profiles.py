@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from rlver.cli import profiles_gen
 from rlver.cli.plain_help import plain_typer
-
-app = plain_typer(no_args_is_help=True, help="List, show and validate user profiles.")
 
 
 def _short(text: str, width: int) -> str:
@@ -14,7 +13,6 @@ def _short(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-@app.command("list")
 def list_cmd(
     set_or_path: str | None = typer.Argument(
         None, help="A set (en-train, en-test, zh-train, zh-test, bundled-test, sage, rlver-train) or a file."
@@ -57,7 +55,6 @@ def list_cmd(
     console.print(table)
 
 
-@app.command("show")
 def show_cmd(
     profile_id: str = typer.Argument(..., help="Profile id (or a unique prefix of one)."),
     set_name: list[str] = typer.Option(
@@ -87,7 +84,6 @@ def show_cmd(
             console.print(f"[bold]{field}[/]: {escape(text)}", highlight=False)
 
 
-@app.command("validate")
 def validate_cmd(
     path: str = typer.Argument(..., help="A profile file (.jsonl native or published, .yaml)."),
 ) -> None:
@@ -100,9 +96,13 @@ def validate_cmd(
     typer.echo(f"OK: {len(profiles)} profiles ({langs}; {with_opening} with an opening line) in {path}")
 
 
-# --- Extension point -------------------------------------------------------------------------------
-# Helper H's `rlver profiles generate` and `rlver profiles stats` live in rlver.cli.profiles_gen, which
-# adds its commands to this app. Keep this call at the bottom so the commands above are registered first.
-from rlver.cli import profiles_gen  # noqa: E402
-
-profiles_gen.register(app)
+def register(app: typer.Typer) -> None:
+    """Add the ``profiles`` command group to the root app: list, show and validate here, generate and
+    stats from :mod:`rlver.cli.profiles_gen`."""
+    group = plain_typer(no_args_is_help=True, help="List, show and validate user profiles.")
+    group.command("list")(list_cmd)
+    group.command("show")(show_cmd)
+    group.command("validate")(validate_cmd)
+    group.command("generate")(profiles_gen.generate_cmd)
+    group.command("stats")(profiles_gen.stats_cmd)
+    app.add_typer(group, name="profiles")

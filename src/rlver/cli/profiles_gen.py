@@ -1,4 +1,5 @@
-"""`rlver profiles generate` and `rlver profiles stats` (added to the ``profiles`` group by :func:`register`)."""
+"""`rlver profiles generate` and `rlver profiles stats` (wired into the ``profiles`` group by
+:func:`rlver.cli.profiles.register`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:  # the command imports its modules lazily, so `rlver --help` s
     from rlver.profiles.schema import Profile
 
 
-def _generate(
+def generate_cmd(
     n: int = typer.Option(..., "--n", min=1, help="How many profiles the output should hold."),
     out: Path = typer.Option(..., "--out", help="JSONL file to append profiles to (resumes if it exists)."),
     model: str = typer.Option(..., "--model", help="Model id on the OpenAI-compatible server."),
@@ -165,7 +166,7 @@ def _print_summary(report: GenerateReport, as_json: bool, err: Console) -> None:
     raise_if_incomplete(report)
 
 
-def _stats(
+def stats_cmd(
     source: list[str] = typer.Argument(..., help="Profile set names (en-train, sage, ...) or files."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     similarity: list[str] = typer.Option(
@@ -192,9 +193,3 @@ def _stats(
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
     else:
         render_stats(stats, top=top)
-
-
-def register(app: typer.Typer) -> None:
-    """Add ``generate`` and ``stats`` to the ``profiles`` command group."""
-    app.command("generate")(_generate)
-    app.command("stats")(_stats)

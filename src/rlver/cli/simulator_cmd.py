@@ -9,10 +9,7 @@ import typer
 from rlver.cli.plain_help import plain_typer
 from rlver.errors import ConfigError
 
-app = plain_typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
 
-
-@app.command("fit")
 def fit_cmd(
     data: Path = typer.Option(..., "--data", help="Folder of released *_result.jsonl files (or one file)."),
     out: Path = typer.Option(..., "--out", help="Where to write the artefact (JSON)."),
@@ -47,5 +44,8 @@ def fit_cmd(
     console.print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
 
 
-def register(app_: typer.Typer) -> None:
-    app_.add_typer(app, name="simulator")
+def register(app: typer.Typer) -> None:
+    """Add the ``simulator`` command group to the root app."""
+    group = plain_typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
+    group.command("fit")(fit_cmd)
+    app.add_typer(group, name="simulator")

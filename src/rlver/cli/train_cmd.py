@@ -1,4 +1,4 @@
-"""``rlver train``, ``rlver export`` and ``rlver demo`` (registered on the root app by :func:`register`).
+"""``rlver train`` and ``rlver export`` (registered on the root app by :func:`register`).
 
 torch/transformers are imported inside the commands so ``rlver --help`` stays fast.
 """
@@ -6,7 +6,6 @@ torch/transformers are imported inside the commands so ``rlver --help`` stays fa
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -87,9 +86,9 @@ def train_command(
         raise
     last = trainer.eval_history[-1] if trainer.eval_history else None
     if last is not None:
-        from rlver.env.dialogue import protocol_label
+        from rlver.protocol import protocol_label
 
-        label = protocol_label(cfg.env_config(evaluation=True), cfg.eval.protocol)
+        label = protocol_label(cfg.env_config(evaluation=True).rules, cfg.eval.protocol)
         typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f} ({label})")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
 
@@ -182,64 +181,7 @@ def export_command(
     typer.echo(f"exported to {path}")
 
 
-def demo_command(
-    out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
-    steps: int | None = typer.Option(
-        None,
-        "--steps",
-        min=1,
-        help="GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation).",
-    ),
-    minutes: float | None = typer.Option(
-        None,
-        "--minutes",
-        "--time-budget",
-        min=0.5,
-        max=120.0,
-        help="Train for a time budget instead of --steps (the step count, and so the numbers, "
-        "then depend on the machine's speed).",
-    ),
-    seed: int = typer.Option(0, "--seed", help="Run seed."),
-    model: str = typer.Option(
-        "tiny",
-        "--model",
-        help="The policy: the bundled tiny model (Chinese profiles), or a real model such as "
-        "smollm2-135m-instruct (rlver models fetch; English profiles, the smollm2-offline preset).",
-    ),
-) -> None:
-    """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
-    from rlver.cli.demo import DEMO_STEPS, run_demo, summary_lines
-
-    if steps is not None and minutes is not None:
-        raise ConfigError("give --steps or --minutes, not both")
-    if minutes is not None:
-        plan = f"for about {minutes:g} minutes"
-    else:
-        steps = steps or DEMO_STEPS
-        plan = f"for {steps} GRPO steps"
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: a file is there; the demo writes a folder")
-    if model != "tiny":
-        from rlver.llm.factory import check_model_source
-
-        check_model_source(model, "--model")  # before anything runs: a missing model fails in a second
-        what = f"training {model} {plan} (offline, English profiles)"
-    else:
-        what = f"building a tiny model and training it {plan} (offline, Chinese profiles)"
-    typer.echo(f"rlver demo: {what}...")
-    # A terminal gets the progress bar; a file or a pipe gets plain lines as the demo goes (a bar
-    # written to a file appears only once it is done, so the output said nothing for minutes).
-    plain = not sys.stdout.isatty()
-    say = (lambda line: typer.echo(line)) if plain else None
-    result = run_demo(
-        out, steps=steps or DEMO_STEPS, minutes=minutes, seed=seed, progress=not plain, say=say, model=model
-    )
-    for line in summary_lines(result):
-        typer.echo(line)
-
-
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.command("train")(train_command)
     app.command("export")(export_command)
-    app.command("demo")(demo_command)

@@ -13,11 +13,14 @@ Termination follows the published protocol:
   appraisals. With ``appraise_final_reply=False`` that last reply is appended without calling the
   simulator (it cannot change the score, and it saves one simulator round per dialogue).
 
-Every one of these rules is a setting of :class:`EnvConfig` (defaults: the published evaluation;
-:meth:`EnvConfig.published_training` the published training dynamics, verified in docs/protocol.md):
-per-turn change bound and floor at 0 (``bound_change``, ``floor_emotion``), stopping at 100
-(``end_at_high``), the low threshold (``end_below``), the turn-limit rule (``turn_limit_rule``) and a
-shared opening line per GRPO group (``shared_opening``, applied by the rollout runner).
+Every one of these rules is a field of :class:`rlver.protocol.DialogueRules`, held as
+``EnvConfig.rules`` (defaults: the published evaluation; :meth:`EnvConfig.published_training` the
+published training dynamics, verified in docs/protocol.md): per-turn change bound and floor at 0,
+stopping at 100, the low threshold, the turn-limit rule and a shared opening line per GRPO group
+(applied by the rollout runner).
+
+``step`` says, as Gymnasium does, whether the dialogue *terminated* (the emotion ended it, or the user
+left) or was *truncated* (the turn limit; a context that is full, under verl); ``done`` is either.
 
 Two choices worth knowing (see docs/transcripts.md):
 
@@ -34,173 +37,106 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
 from rlver.profiles.schema import Language, Profile
-from rlver.records import FAILURE_BELOW, SUCCESS_AT, Episode, Message, SampledTurn, TurnTiming, UserTurn
+from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, nest_flat_rules
+from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
-from rlver.simulator.emotion import TRAIN_START, EmotionState
-
-#: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with
-#: ``appraise_final_reply``), as SAGE/test_npc.py:93 does. ``after_user_exceeds``: the published
-#: training check, made after the user's reply with ``turns > max_assistant_turns``
-#: (RLVER vllm_rollout_spmd.py:518), so ``max_assistant_turns + 1`` replies, every one appraised.
-TurnLimitRule = Literal["reply_count", "after_user_exceeds"]
+from rlver.simulator.emotion import EmotionState
 
 
 class EnvConfig(BaseModel):
-    """How a dialogue runs. The defaults are the published evaluation protocol."""
+    """How a dialogue runs: its :class:`~rlver.protocol.DialogueRules` plus what the policy is shown.
+
+    The defaults are the Sentient Benchmark's (:data:`~rlver.protocol.EVALUATION` rules, the neutral
+    agent prompt), so ``EnvConfig()`` and :meth:`evaluation` are the same dialogue. Flat rule keys
+    (``EnvConfig(max_assistant_turns=3)``, an ``env:`` block of an older file) are read into ``rules``.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    max_assistant_turns: int = Field(default=10, ge=1, le=200)
-    appraise_final_reply: bool = False
-    start_emotion: int = Field(default=40, ge=0, le=100)
+    rules: DialogueRules = EVALUATION
     think: bool = False
     #: Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block
     #: included; ``visible`` = only the visible text (the published think-mode rollout,
     #: RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
     think_context: Literal["full", "visible"] = "full"
-    stop_on_emotion: bool = True
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
     #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
-    #: published evaluation used), ``coaching`` (our empathy coaching; raises a base model's score) or
-    #: ``published`` (the published training's friend-chat prompt, in our words).
-    agent_prompt: Literal["neutral", "coaching", "published"] = "coaching"
+    #: published evaluation used), ``coaching`` (our empathy coaching, rlver's training default; raises
+    #: a base model's score) or ``published`` (the published training's friend-chat prompt, in our words).
+    agent_prompt: Literal["neutral", "coaching", "published"] = "neutral"
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
     max_reply_chars: int = Field(default=8000, ge=1)
-    # -- emotion dynamics (defaults = the published evaluation; see docs/protocol.md) ------------
-    #: Clamp each stated change to ±max_change (off in the published training).
-    bound_change: bool = True
-    #: Keep the emotion at or above 0 (off in the published training: it may go below 0).
-    floor_emotion: bool = True
-    #: End the dialogue when the emotion reaches 100 (the published training goes on at 100).
-    end_at_high: bool = True
-    #: End the dialogue when the emotion falls below this (evaluation: 10; training ``<= 0`` = 1).
-    end_below: int = Field(default=FAILURE_BELOW, ge=-1000, le=101)
-    #: How the turn limit is counted (see :data:`TurnLimitRule`).
-    turn_limit_rule: TurnLimitRule = "reply_count"
-    #: All dialogues of one profile in a rollout round share one opening line (the published
-    #: training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450).
-    shared_opening: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_rules(cls, data: Any) -> Any:
+        # flat rule keys (``max_assistant_turns=3``, an older file's ``env:``) go into ``rules``
+        return nest_flat_rules(data, EVALUATION)
 
     @classmethod
     def evaluation(cls, **overrides: Any) -> EnvConfig:
         """The published benchmark protocol: 10 assistant replies, the last never appraised, start 40."""
-        base: dict[str, Any] = {
-            "max_assistant_turns": 10,
-            "appraise_final_reply": False,
-            "start_emotion": 40,
-            "agent_prompt": "neutral",
-        }
-        return cls(**{**base, **overrides})
+        return cls.model_validate({"rules": EVALUATION, **overrides})
 
     @classmethod
     def training(cls, **overrides: Any) -> EnvConfig:
-        """The published training setting: 8 assistant turns, every reply appraised, start 30."""
-        base: dict[str, Any] = {
-            "max_assistant_turns": 8,
-            "appraise_final_reply": True,
-            "start_emotion": TRAIN_START,
-        }
-        return cls(**{**base, **overrides})
+        """rlver's training dialogue: 8 assistant turns, every reply appraised, start 30, coaching."""
+        return cls.model_validate({"rules": TRAINING, "agent_prompt": "coaching", **overrides})
 
     @classmethod
     def published_training(cls, **overrides: Any) -> EnvConfig:
         """The published RLVER training dynamics and policy prompt (docs/protocol.md has the file:line
         of each) on top of :meth:`training`'s turns, appraisal and start."""
-        dynamics: dict[str, Any] = {
+        base: dict[str, Any] = {
+            "rules": PUBLISHED_TRAINING,
             "agent_prompt": "published",  # the friend-chat prompt (RLVER vllm_rollout/system_prompt.py)
-            "bound_change": False,
-            "floor_emotion": False,
-            "end_at_high": False,
-            "end_below": 1,
-            "turn_limit_rule": "after_user_exceeds",
-            "shared_opening": True,
         }
         if overrides.get("think"):  # only visible text in the history (vllm_rollout_spmd_think.py:555)
-            dynamics["think_context"] = "visible"
-        return cls.training(**{**dynamics, **overrides})
-
-    @property
-    def max_appraisals(self) -> int:
-        """The most appraisals one dialogue can have under this config."""
-        if self.turn_limit_rule == "after_user_exceeds":
-            return self.max_assistant_turns + 1
-        return self.max_assistant_turns - (0 if self.appraise_final_reply else 1)
-
-    @property
-    def reply_limit(self) -> int:
-        """The most assistant replies one dialogue can have under this config."""
-        if self.turn_limit_rule == "after_user_exceeds":
-            return self.max_assistant_turns + 1
-        return self.max_assistant_turns
-
-    def emotion_end(self, emotion: int) -> str | None:
-        """The end reason an emotion value implies under these settings, or ``None``."""
-        if not self.stop_on_emotion:
-            return None
-        if self.end_at_high and emotion >= SUCCESS_AT:
-            return "emotion_high"
-        if emotion < self.end_below:
-            return "emotion_low"
-        return None
+            base["think_context"] = "visible"
+        return cls.model_validate({**base, **overrides})
 
 
-#: The settings that decide a dialogue's length and scoring: two configs that agree on these run the
-#: same protocol, whatever their prompts or think mode.
-_PROTOCOL_FIELDS = (
-    "max_assistant_turns",
-    "appraise_final_reply",
-    "start_emotion",
-    "stop_on_emotion",
-    "bound_change",
-    "floor_emotion",
-    "end_at_high",
-    "end_below",
-    "turn_limit_rule",
-)
-
-
-def protocol_name(config: EnvConfig) -> str:
-    """``benchmark`` (the Sentient Benchmark's dialogue), ``training`` (rlver's or the published
-    training dialogue) or ``custom``: which protocol a held-out score was measured on."""
-    # The number of replies may differ (the label states it): a 2-turn check from 30 is still the
-    # training protocol, and a 3-reply run from 40 with the last reply unappraised the benchmark's.
-    mine = [getattr(config, f) for f in _PROTOCOL_FIELDS[1:]]
-    if mine == [getattr(EnvConfig.evaluation(), f) for f in _PROTOCOL_FIELDS[1:]]:
-        return "benchmark"
-    for same in (EnvConfig.training(), EnvConfig.published_training()):
-        if [getattr(same, f) for f in _PROTOCOL_FIELDS[2:]] == mine[1:]:
-            return "training"
-    return "custom"
-
-
-def protocol_label(config: EnvConfig, name: str | None = None) -> str:
-    """``"training protocol: 2 replies from 30"``: printed next to every held-out score, so a number
-    measured on the training dialogue is never read as a benchmark score (docs/benchmark.md)."""
-    label = name or protocol_name(config)
-    appraised = config.max_appraisals
-    return f"{label} protocol: {config.reply_limit} replies from {config.start_emotion}" + (
-        "" if appraised == config.reply_limit else f", {appraised} appraised"
-    )
+#: End reasons that cut a dialogue short rather than end it: the turn limit, and (under verl, or the
+#: local trainer's token budget) a context with no room for another turn. Every other reason (the
+#: emotion, the user leaving or being satisfied) is the dialogue's own end: Gymnasium's *terminated*.
+TRUNCATION_REASONS = frozenset({"turn_limit", "context_full"})
 
 
 @dataclass
 class StepResult:
-    """What ``step`` returns. ``user_message`` is ``None`` when the dialogue ended without a user reply
-    (the unappraised final reply)."""
+    """What ``step`` returns, split as Gymnasium's ``step`` is: ``terminated`` when the dialogue ended
+    by itself (the emotion reached an end, the user left), ``truncated`` when a limit cut it (the turn
+    limit). ``user_message`` is ``None`` when it ended without a user reply (the unappraised final
+    reply)."""
 
     user_message: str | None
     emotion: int
-    done: bool
+    terminated: bool
+    truncated: bool
     info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        """Over, for either reason."""
+        return self.terminated or self.truncated
+
+    @classmethod
+    def ended_by(
+        cls, reason: str | None, user_message: str | None, emotion: int, info: dict[str, Any]
+    ) -> StepResult:
+        """The result of a step whose dialogue ended for ``reason`` (``None``: it goes on)."""
+        truncated = reason in TRUNCATION_REASONS
+        terminated = reason is not None and not truncated
+        return cls(user_message, emotion, terminated=terminated, truncated=truncated, info=info)
 
 
 class EnvStateError(RuntimeError):
@@ -230,7 +166,7 @@ class DialogueEnv:
         self._sampled: list[SampledTurn | None] = []
         self._user_turns: list[UserTurn] = []
         self._timings: list[TurnTiming] = []
-        self._emotion = self.config.start_emotion
+        self._emotion = self.config.rules.start_emotion
         self._done = False
         self._end_reason: str | None = None
         self._format_errors = 0
@@ -258,11 +194,11 @@ class DialogueEnv:
             self.config.think, language, self.config.agent_prompt
         )
         self._messages.append(Message(role="system", content=prompt))
-        self._user = self.simulator.start(profile, start_emotion=self.config.start_emotion, seed=seed)
-        rules = self._user.emotion.rules
-        wanted = replace(rules, bound_change=self.config.bound_change, floor=self.config.floor_emotion)
-        if wanted != rules:  # the environment owns the dynamics; the simulator only states changes
-            self._user.emotion = EmotionState(self._user.emotion.value, wanted)
+        rules = self.config.rules
+        self._user = self.simulator.start(profile, start_emotion=rules.start_emotion, seed=seed)
+        dynamics = self._user.emotion.rules
+        if dynamics.dialogue != rules:  # the environment owns the dynamics; the simulator states changes
+            self._user.emotion = EmotionState(self._user.emotion.value, replace(dynamics, dialogue=rules))
         self._emotion = self._user.emotion.value
         t0 = time.perf_counter()
         opening = await self._user.open()
@@ -318,14 +254,15 @@ class DialogueEnv:
             "truncated": truncated,
         }
 
+        rules = self.config.rules
         if (
-            self.config.turn_limit_rule == "reply_count"
-            and self.assistant_turns >= self.config.max_assistant_turns
-            and not self.config.appraise_final_reply
+            rules.turn_limit_rule == "reply_count"
+            and self.assistant_turns >= rules.max_assistant_turns
+            and not rules.appraise_final_reply
         ):
             self._finish("turn_limit")
             info.update(end_reason=self._end_reason, appraised=False)
-            return StepResult(user_message=None, emotion=self._emotion, done=True, info=info)
+            return StepResult.ended_by("turn_limit", None, self._emotion, info)
 
         t0 = time.perf_counter()
         turn = await self._user.respond(visible)
@@ -338,10 +275,10 @@ class DialogueEnv:
         else:  # a simulator may skip appraisal; the emotion then stays where it was
             self._emotion = self._user.emotion.value
 
-        reason = self.config.emotion_end(self._emotion)
+        reason: str | None = rules.emotion_end(self._emotion)
         if reason is None and turn.ends_dialogue:
             reason = turn.end_reason or "left"
-        if reason is None and self.assistant_turns >= self.config.reply_limit:
+        if reason is None and self.assistant_turns >= rules.reply_limit:
             reason = "turn_limit"
         if reason is not None:
             self._finish(reason)
@@ -351,7 +288,7 @@ class DialogueEnv:
             appraisal=turn.appraisal,
             tier=self._user.emotion.tier,
         )
-        return StepResult(user_message=turn.text, emotion=self._emotion, done=self._done, info=info)
+        return StepResult.ended_by(reason, turn.text, self._emotion, info)
 
     def mark_failed(self, exc: BaseException) -> None:
         """End the dialogue as failed (a policy or simulator call failed for good)."""
@@ -409,7 +346,7 @@ class DialogueEnv:
             episode_id=f"{self._profile.id}#{self._sample_index}",
             messages=list(self._messages),
             user_turns=list(self._user_turns),
-            start_emotion=self.config.start_emotion,
+            start_emotion=self.config.rules.start_emotion,
             final_emotion=self._emotion,
             emotions=emotions,
             status="failed" if self._error is not None else "finished",

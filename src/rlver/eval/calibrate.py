@@ -438,7 +438,7 @@ async def replay_trajectory(fd: FileData, episode: Episode, config: EnvConfig) -
         problems.append(f"emotions {got.emotions} != recorded {episode.emotions}")
     if got.final_emotion != episode.final_emotion:
         problems.append(f"final emotion {got.final_emotion} != recorded emo_point {episode.final_emotion}")
-    want = recorded_end(episode, config.max_assistant_turns)
+    want = recorded_end(episode, config.rules.max_assistant_turns)
     have = got.end_reason
     if have != want:
         problems.append(f"end {have!r} != recorded {want!r}")

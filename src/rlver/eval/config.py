@@ -21,11 +21,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlver.config import deep_merge
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
 from rlver.llm.spec import ModelSpec
+from rlver.protocol import TRAINING
 from rlver.simulator.factory import SimulatorSpec
 
 #: The tiny test model writes gibberish; a few tokens a turn keep an offline smoke run fast.
@@ -85,20 +87,10 @@ class EvalConfig(BaseModel):
         env = data.get("env")
         if isinstance(env, EnvConfig):
             return data  # a complete environment, built by the caller
-        base = EnvConfig.training(agent_prompt="neutral").model_dump(mode="json")
-        return {**data, "env": {**base, **(env or {})}}
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _neutral_agent_prompt(cls, value: Any) -> Any:
-        """A partial ``env`` block (e.g. ``--set env.think=true``) keeps the benchmark's neutral prompt.
-
-        ``EnvConfig``'s own default is the coaching prompt (what training uses); a benchmark run uses
-        the plain, published-equivalent one unless ``env.agent_prompt`` / ``--agent-prompt`` says so.
-        """
-        if isinstance(value, dict) and "agent_prompt" not in value:
-            return {"agent_prompt": "neutral", **value}
-        return value
+        # the training rules with the benchmark's neutral prompt; ``env`` keys given (flat or under
+        # ``rules``) change single values of it
+        base = EnvConfig(rules=TRAINING).model_dump(mode="json")
+        return {**data, "env": deep_merge(base, env or {})}
 
     @model_validator(mode="after")
     def _agent_given(self) -> EvalConfig:

@@ -24,6 +24,7 @@ from rlver.errors import InputError, Problem, RlverError, error_kind
 from rlver.io import iter_jsonl
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import find_profile
+from rlver.protocol import EVALUATION_START
 from rlver.records import Episode, Message
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.offline import OfflineSimulator, hard_flags_of
@@ -175,7 +176,7 @@ async def run_probes(
     profiles: list[Profile],
     *,
     probes: tuple[Probe, ...] | None = None,
-    start_emotion: int = 40,
+    start_emotion: int = EVALUATION_START,
     seed: int = 0,
     concurrency: int = 16,
 ) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rlver.config import redacted
-from rlver.env.dialogue import protocol_label
+from rlver.env.dialogue import EnvConfig
 from rlver.env.thinking import system_prompt
 from rlver.errors import InputError, Problem
 from rlver.eval.config import EvalConfig
@@ -46,11 +46,12 @@ from rlver.manifest import RunManifest
 from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
+from rlver.protocol import protocol_label
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
-from rlver.simulator.factory import build_simulator
+from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episodes
 from rlver.transcripts.native import (
     EPISODE,
@@ -65,9 +66,7 @@ log = logging.getLogger(__name__)
 METRICS_NAME = "metrics.json"
 
 #: Manifest keys whose change between a run and its resumption makes the results incomparable.
-_MUST_MATCH = (
-    "agent_spec", "agent_sampling", "simulator_spec", "env", "rules", "profiles", "n_per_profile", "seed"
-)  # fmt: skip
+_MUST_MATCH = ("agent_spec", "agent_sampling", "simulator_spec", "env", "profiles", "n_per_profile", "seed")
 
 
 @dataclass
@@ -170,7 +169,7 @@ def _manifest(
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),
-        protocol=protocol_label(config.env),
+        protocol=protocol_label(config.env.rules),
         agent_prompt=agent_prompt_record(config.env),
         profiles=config.profiles,
         limit=config.limit,
@@ -181,11 +180,28 @@ def _manifest(
     )
 
 
-def _check_resume(existing: RunManifest, new: RunManifest) -> list[str]:
+def _check_resume(existing: RunManifest | dict[str, Any], new: RunManifest | dict[str, Any]) -> list[str]:
     """Settings that differ between the transcript's manifest and this invocation (those it records)."""
+    existing, new = RunManifest.read(existing), RunManifest.read(new)
     return [
-        k for k in _MUST_MATCH if getattr(existing, k) is not None and getattr(existing, k) != getattr(new, k)
+        k
+        for k in _MUST_MATCH
+        if getattr(existing, k) is not None and _as_now(k, getattr(existing, k)) != getattr(new, k)
     ]
+
+
+def _as_now(key: str, value: Any) -> Any:
+    """A recorded setting as this version writes it: an ``env`` of a run from before the dialogue
+    rules nested (flat ``max_assistant_turns``...) compares equal to the same rules nested, and a
+    ``simulator_spec`` from before the specs were split by kind (one flat block) to its kind's spec."""
+    try:
+        if key == "env" and isinstance(value, dict) and "rules" not in value:
+            return EnvConfig.model_validate(value).model_dump(mode="json")
+        if key == "simulator_spec":
+            return redacted(SimulatorSpec.model_validate(value).model_dump(mode="json"))
+    except ValueError:
+        pass  # not a settings block this version reads: compared as recorded
+    return value
 
 
 def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:

@@ -231,7 +231,7 @@ class LocalChatModel(ChatModel):
             raise PolicyOutOfMemoryError(
                 f"the policy ran out of memory generating one reply of {len(prompts[0])} prompt tokens "
                 f"+ up to {sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
-                "or the dialogue's length (rollout.max_assistant_turns), or use a larger device"
+                "or the dialogue's length (rollout.rules.max_assistant_turns), or use a larger device"
             )
         half = len(prompts) // 2
         first = self._generate_fitting(prompts[:half], sampling, seeds[:half])

@@ -159,7 +159,7 @@ class _Run:
         self.state = RolloutProgress(total=len(dialogues))
         self.sem = asyncio.Semaphore(config.simulator_concurrency)
         self.callback_errors: list[BaseException] = []
-        #: ``env.shared_opening``: the first dialogue of a profile writes the opening, the others of its
+        #: ``env.rules.shared_opening``: the first dialogue of a profile writes the opening, the others of its
         #: group wait for it and start from it (the published training clones one user per prompt).
         self.openings: dict[str, asyncio.Future[str]] = {}
 
@@ -204,11 +204,11 @@ class _Run:
                 self.callback_errors.append(exc)
 
     async def start(self, d: _Dialogue) -> None:
-        """The simulated user's opening line (shared within a group under ``env.shared_opening``)."""
+        """The simulated user's opening line (shared within a group under ``env.rules.shared_opening``)."""
         owned: asyncio.Future[str] | None = None
         try:
             profile = d.profile
-            if self.config.env.shared_opening and not profile.opening:
+            if self.config.env.rules.shared_opening and not profile.opening:
                 shared = self.openings.get(profile.id)
                 if shared is None:
                     owned = self.openings[profile.id] = asyncio.get_running_loop().create_future()

@@ -9,12 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlver.errors import ConfigError
-from rlver.records import Tier, fell_to_failure, reached_success
+from rlver.protocol import EVALUATION, EVALUATION_START, DialogueRules
+from rlver.records import Tier
 
 EMOTION_MIN = 0
 EMOTION_MAX = 100
-EVAL_START = 40
-TRAIN_START = 30
 MAX_CHANGE = 10
 
 #: One line per tier: how the user behaves there (used in prompts, docs and the offline simulator).
@@ -50,16 +49,25 @@ class EmotionRules:
     The defaults are the published *evaluation* (SAGE/simulator_response.py:151 clamps the stated
     change to ±10, :155 caps the value at 100). The published *training* simulator neither bounds the
     change nor floors the value (RLVER hard_player_simulator_dsv3.py:219-220: ``+= change`` then
-    ``min(.., 100)``): ``bound_change=False, floor=False`` reproduce it (see docs/protocol.md).
+    ``min(.., 100)``): ``dialogue=PUBLISHED_TRAINING`` reproduces it (see docs/protocol.md). Whether
+    the change is bounded and the value floored are rules of the dialogue (:class:`DialogueRules`,
+    set by the environment); the bound itself is the simulator's.
     """
 
     max_change: int = MAX_CHANGE
     low: int = EMOTION_MIN
     high: int = EMOTION_MAX
-    #: Clamp each stated change to ±max_change.
-    bound_change: bool = True
-    #: Keep the value at or above ``low`` (the cap at ``high`` always applies, as published).
-    floor: bool = True
+    dialogue: DialogueRules = EVALUATION
+
+    @property
+    def bound_change(self) -> bool:
+        """Clamp each stated change to ±max_change."""
+        return self.dialogue.bound_change
+
+    @property
+    def floor(self) -> bool:
+        """Keep the value at or above ``low`` (the cap at ``high`` always applies, as published)."""
+        return self.dialogue.floor_emotion
 
     def __post_init__(self) -> None:
         # Checked here so that a bad config fails at start-up with a message, not mid-run.
@@ -87,7 +95,7 @@ class EmotionRules:
 class EmotionState:
     """A user's current emotion plus the rules that move it."""
 
-    value: int = EVAL_START
+    value: int = EVALUATION_START
     rules: EmotionRules = EmotionRules()
 
     def __post_init__(self) -> None:
@@ -123,10 +131,6 @@ def terminal_reason(emotion: int) -> str | None:
     """The end reason an emotion value implies, or ``None`` while the dialogue may go on.
 
     The published protocol ends a dialogue as soon as its outcome is decided, so the thresholds are the
-    benchmark's own success and failure (``records``, their one home).
+    benchmark's own success and failure: the :data:`rlver.protocol.EVALUATION` rules.
     """
-    if reached_success(emotion):
-        return "emotion_high"
-    if fell_to_failure(emotion):
-        return "emotion_low"
-    return None
+    return EVALUATION.emotion_end(emotion)

@@ -18,6 +18,7 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
+from rlver.protocol import TRAINING, DialogueRules, nest_flat_rules
 from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algorithms import ALGORITHMS
@@ -134,9 +135,10 @@ class RolloutSettings(_Strict):
         default=32, ge=1, description="profiles per step; dialogues = this x n_per_profile"
     )
     n_per_profile: int = Field(default=1, ge=1, description="GRPO group size")
-    max_assistant_turns: int = Field(default=8, ge=1)
-    appraise_final_reply: bool = True
-    start_emotion: int = Field(default=30, ge=0, le=100)
+    #: How a training dialogue runs and ends (docs/protocol.md): rlver's bounded training dialogue by
+    #: default; ``rules: {preset: published_training}`` the published dynamics; keys beside ``preset``
+    #: change single rules (``rules.max_assistant_turns: 2``).
+    rules: DialogueRules = TRAINING
     think: bool = False
     #: Think mode only. ``full``: later turns see earlier replies raw (one training sequence per
     #: dialogue). ``visible``: later turns see only their visible text, as the published think-mode
@@ -157,20 +159,13 @@ class RolloutSettings(_Strict):
     #: update would otherwise train on whichever dialogues happened to survive (an outage of the
     #: simulator, or a failure mode that hits long dialogues). 1.0 stops only when none finished.
     max_failed_share: float = Field(default=0.5, ge=0.0, le=1.0)
-    # Emotion dynamics of training dialogues (EnvConfig fields of the same names; docs/protocol.md).
-    # Defaults keep rlver's bounded dynamics; the published presets set the published values.
-    bound_change: bool = True
-    floor_emotion: bool = True
-    end_at_high: bool = True
-    end_below: int = Field(default=10, ge=-1000, le=101)
-    turn_limit_rule: Literal["reply_count", "after_user_exceeds"] = "reply_count"
-    shared_opening: bool = False
 
     @model_validator(mode="before")
     @classmethod
-    def _nest_reward(cls, data: Any) -> Any:
-        # config.yaml of runs written before ``reward:`` nested (so ``--resume`` still reads them)
-        return RewardSpec.nest_flat_keys(data)
+    def _nest_reward_and_rules(cls, data: Any) -> Any:
+        # config.yaml of runs written before ``reward:`` and ``rules:`` nested (so ``--resume`` still
+        # reads them); a flat rule key is named in a warning with its new place
+        return nest_flat_rules(RewardSpec.nest_flat_keys(data), TRAINING, where="rollout")
 
     @field_validator("agent_prompt")
     @classmethod
@@ -184,23 +179,6 @@ class RolloutSettings(_Strict):
         if self.agent_prompt in AGENT_PROMPT_NAMES:
             return {"agent_prompt": self.agent_prompt}
         return {"system_prompt": read_prompt_file(self.agent_prompt)}
-
-    def env_dynamics(self) -> dict[str, Any]:
-        """The EnvConfig fields of a training dialogue, shared by the local trainer and verl's launcher."""
-        return {
-            **self.prompt_settings(),
-            "max_assistant_turns": self.max_assistant_turns,
-            "appraise_final_reply": self.appraise_final_reply,
-            "start_emotion": self.start_emotion,
-            "think": self.think,
-            "think_context": self.think_context,
-            "bound_change": self.bound_change,
-            "floor_emotion": self.floor_emotion,
-            "end_at_high": self.end_at_high,
-            "end_below": self.end_below,
-            "turn_limit_rule": self.turn_limit_rule,
-            "shared_opening": self.shared_opening,
-        }
 
     @property
     def profiles_per_step(self) -> int:
@@ -288,7 +266,10 @@ class TrainConfig(_Strict):
         The local trainer (:meth:`rollout_config`) and verl's launcher (training and validation rows)
         both read this, so the two engines cannot run different dialogues from one config.
         """
-        training = EnvConfig(**self.rollout.env_dynamics())
+        r = self.rollout
+        training = EnvConfig(
+            rules=r.rules, think=r.think, think_context=r.think_context, **r.prompt_settings()
+        )
         return eval_env(training, self.eval) if evaluation else training
 
     def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:
@@ -318,7 +299,7 @@ def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
         overrides["max_assistant_turns"] = e.max_assistant_turns
     if e.start_emotion is not None:
         overrides["start_emotion"] = e.start_emotion
-    return base.model_copy(update=overrides) if overrides else base
+    return base.model_copy(update={"rules": base.rules.but(**overrides)}) if overrides else base
 
 
 PRESETS_PACKAGE = "rlver.train.presets"

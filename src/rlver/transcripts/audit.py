@@ -21,7 +21,7 @@ that no longer follows it) rather than a cascade through the rest of the dialogu
 Settings come from the transcript's manifest (:class:`rlver.manifest.RunManifest`: its dialogue
 ``rules``, the simulator's ``max_change`` and the ``reward``, whichever shape the file was written in) —
 what the manifest does not say is not assumed (the recorded start is accepted, no turn limit).
-Published files use the published protocol (start 40, ±10, 10 replies, ≤ 9 appraisals). Options
+Published files use the :data:`~rlver.protocol.EVALUATION` rules (start 40, ±10, 10 replies, ≤ 9 appraisals). Options
 override both.
 """
 
@@ -32,61 +32,42 @@ import os
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.manifest import RunManifest
-from rlver.records import FAILURE_BELOW, SUCCESS_AT, Episode
-from rlver.simulator.emotion import (
-    EMOTION_MAX,
-    EMOTION_MIN,
-    MAX_CHANGE,
-    clamp,
-    tier_of,
-)
+from rlver.protocol import EVALUATION, DialogueRules
+from rlver.records import Episode
+from rlver.simulator.emotion import EMOTION_MAX, EMOTION_MIN, MAX_CHANGE, EmotionRules, tier_of
 from rlver.transcripts.files import detect_format
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import read_published
 
 
-@dataclass
-class AuditRules:
-    """What a consistent dialogue obeys."""
+@dataclass(frozen=True)
+class AuditOptions:
+    """What a consistent dialogue obeys: the dialogue's own :class:`DialogueRules`, plus what only the
+    audit needs to know: the simulator's per-turn bound, and which of the rules the file states."""
 
-    start_emotion: int | None = 40  # None: accept whatever the transcript says the start was
+    rules: DialogueRules = EVALUATION
+    #: The bound on each change (``simulator.max_change`` of the run; the published ±10).
     max_change: int = MAX_CHANGE
-    low: int = EMOTION_MIN
-    high: int = EMOTION_MAX
-    stop_on_emotion: bool = True
-    max_assistant_turns: int | None = 10
-    appraise_final_reply: bool = False
-    # Emotion dynamics (EnvConfig fields of the same names; the published training turns them off).
-    bound_change: bool = True
-    floor_emotion: bool = True
-    end_at_high: bool = True
-    end_below: int = FAILURE_BELOW
-    turn_limit_rule: str = "reply_count"
+    #: Check the recorded start against ``rules.start_emotion`` (off: a manifest that does not say).
+    check_start: bool = True
+    #: Check the turn and appraisal limits of ``rules`` (off: a manifest that does not say).
+    check_turns: bool = True
 
-    @property
-    def reply_limit(self) -> int | None:
-        if self.max_assistant_turns is None:
-            return None
-        return self.max_assistant_turns + (1 if self.turn_limit_rule == "after_user_exceeds" else 0)
-
-    @property
-    def max_appraisals(self) -> int | None:
-        if self.max_assistant_turns is None:
-            return None
-        if self.turn_limit_rule == "after_user_exceeds":
-            return self.max_assistant_turns + 1
-        return self.max_assistant_turns - (0 if self.appraise_final_reply else 1)
-
-    def ends(self, emotion: int) -> bool:
-        """Whether this emotion ends the dialogue under these rules."""
-        return (self.end_at_high and emotion >= SUCCESS_AT) or emotion < self.end_below
+    def but(self, **changes: Any) -> AuditOptions:
+        """A copy with audit options or dialogue rules changed (``start_emotion=40`` checks the start)."""
+        mine = {k: changes.pop(k) for k in ("max_change", "check_start", "check_turns") if k in changes}
+        if "start_emotion" in changes:
+            mine.setdefault("check_start", True)
+        if "max_assistant_turns" in changes:
+            mine.setdefault("check_turns", True)
+        return replace(self, rules=self.rules.but(**changes) if changes else self.rules, **mine)
 
 
 @dataclass
@@ -118,9 +99,11 @@ class AuditReport:
 
 
 def audit_episode(
-    episode: Episode, rules: AuditRules, *, path: str = "", reward: dict[str, Any] | None = None
+    episode: Episode, options: AuditOptions, *, path: str = "", reward: dict[str, Any] | None = None
 ) -> tuple[list[Finding], int]:
     """Check one episode; return its findings and how many appraisals were checked."""
+    rules, max_change = options.rules, options.max_change
+    dynamics = EmotionRules(max_change=max(max_change, 0), dialogue=rules)  # how the env moved it
     did = episode.episode_id or episode.profile_id
     if episode.sample_index and "#" not in did:
         did = f"{did}#{episode.sample_index}"
@@ -129,7 +112,7 @@ def audit_episode(
     def bad(turn: int | None, message: str) -> None:
         findings.append(Finding(path, did, turn, message))
 
-    if rules.start_emotion is not None and episode.start_emotion != rules.start_emotion:
+    if options.check_start and episode.start_emotion != rules.start_emotion:
         bad(None, f"start emotion is {episode.start_emotion}, expected {rules.start_emotion}")
     value = episode.start_emotion
     derived: list[int] = []
@@ -145,28 +128,23 @@ def audit_episode(
         appraisals += 1
         if stopped_at is not None and j == stopped_at + 1:
             bad(j, f"appraised, but the dialogue had to end at turn {stopped_at} (emotion {stop_value})")
-        bound = rules.max_change if rules.bound_change else abs(a.raw_change)
-        expected_change = clamp(a.raw_change, -bound, bound)
-        if abs(a.change) > rules.max_change and rules.bound_change:
-            bad(j, f"change {a.change:+d} exceeds ±{rules.max_change}")
+        expected_change = dynamics.clamp_change(a.raw_change)
+        if abs(a.change) > max_change and rules.bound_change:
+            bad(j, f"change {a.change:+d} exceeds ±{max_change}")
         elif a.change != expected_change:
             bad(j, f"change {a.change:+d} but raw change {a.raw_change:+d} clamps to {expected_change:+d}")
         if a.emotion_before != value:
             bad(j, f"emotion before is {a.emotion_before}, expected {value}")
             value = a.emotion_before  # resync: the break in the chain is reported once
-        applied = clamp(a.change, -rules.max_change, rules.max_change) if rules.bound_change else a.change
-        expected_after = (
-            clamp(value + applied, rules.low, rules.high)
-            if rules.floor_emotion
-            else min(value + applied, rules.high)
-        )
+        applied = dynamics.clamp_change(a.change)
+        expected_after = dynamics.bound(value + applied)
         if a.emotion_after != expected_after:
             bad(j, f"emotion {a.emotion_after} recorded, but {value} {applied:+d} gives {expected_after}")
         if a.tier != tier_of(a.emotion_after):
             bad(j, f"tier {a.tier} but emotion {a.emotion_after} is tier {tier_of(a.emotion_after)}")
         value = a.emotion_after  # resync on the recorded value (one finding per wrong number)
         derived.append(value)
-        if stopped_at is None and rules.stop_on_emotion and rules.ends(value):
+        if stopped_at is None and rules.ends(value):
             stopped_at, stop_value = j, value
 
     n_assistant = episode.assistant_turns
@@ -179,9 +157,9 @@ def audit_episode(
             f"assistant replied after the emotion reached {stop_value} at turn {stopped_at}, "
             "where the dialogue must end",
         )
-    if rules.max_appraisals is not None and appraisals > rules.max_appraisals:
+    if options.check_turns and appraisals > rules.max_appraisals:
         bad(None, f"{appraisals} appraisals, the protocol allows at most {rules.max_appraisals}")
-    if rules.reply_limit is not None and n_assistant > rules.reply_limit:
+    if options.check_turns and n_assistant > rules.reply_limit:
         bad(None, f"{n_assistant} assistant replies, the limit is {rules.reply_limit}")
     if episode.final_emotion != value:
         bad(None, f"final emotion {episode.final_emotion} recorded, the appraisals give {value}")
@@ -194,18 +172,15 @@ def audit_episode(
     return findings, appraisals
 
 
-def _rules_from_manifest(manifest: RunManifest | dict[str, Any], base: AuditRules) -> AuditRules:
-    """``base`` with the rules the manifest states (its :attr:`RunManifest.rules`, the simulator's
-    change bound); what it does not state stays as in ``base``."""
+def _rules_from_manifest(manifest: RunManifest | dict[str, Any], base: AuditOptions) -> AuditOptions:
+    """``base`` with what the manifest states: its dialogue rules (:attr:`RunManifest.rules`, read
+    from whichever shape the file was written in) and the simulator's change bound. What it does not
+    state stays as in ``base`` (a manifest without rules leaves the start and turn checks off)."""
     m = RunManifest.read(manifest)
-    rules = AuditRules(**base.__dict__)
-    if m.rules is not None:
-        for key, value in m.rules.model_dump().items():
-            if hasattr(rules, key):
-                setattr(rules, key, value)
+    stated: dict[str, Any] = m.rules.model_dump() if m.rules is not None else {}
     if m.max_change is not None:
-        rules.max_change = m.max_change
-    return rules
+        stated["max_change"] = m.max_change
+    return base.but(**stated)
 
 
 def _reward_from_manifest(manifest: RunManifest | dict[str, Any]) -> dict[str, Any] | None:
@@ -278,23 +253,23 @@ def _check_duplicates(path: Path, episodes: list[Episode]) -> None:
 
 
 def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None = None) -> AuditReport:
-    """Audit one transcript (ours or published). ``overrides`` set :class:`AuditRules` fields."""
+    """Audit one transcript (ours or published). ``overrides`` set ``start_emotion``, ``max_change``
+    or ``max_assistant_turns`` (``rlver audit --start/--max-change/--max-turns``)."""
     p = Path(path)
     fmt = detect_format(p)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     _check_overrides(overrides)
     reward = None
-    if fmt == "published":
-        rules = AuditRules(**overrides)
-        episodes = _strictly(p, lambda: read_published(p, start_emotion=rules.start_emotion))
+    if fmt == "published":  # the published files ran the benchmark: EVALUATION, the default
+        options = AuditOptions().but(**overrides)
+        start = options.rules.start_emotion
+        episodes = _strictly(p, lambda: read_published(p, start_emotion=start))
     else:
         transcript = _strictly(p, lambda: read_transcript(p))
         # Without settings in the manifest, accept the recorded start and do not assume a turn limit.
-        lenient = AuditRules(start_emotion=None, max_assistant_turns=None)
+        lenient = AuditOptions(check_start=False, check_turns=False)
         manifest = transcript.run_manifest
-        rules = _rules_from_manifest(manifest, lenient)
-        for key, value in overrides.items():
-            setattr(rules, key, value)
+        options = _rules_from_manifest(manifest, lenient).but(**overrides)
         episodes = transcript.episodes
         reward = _reward_from_manifest(manifest)
     if not episodes:
@@ -302,7 +277,7 @@ def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None
     _check_duplicates(p, episodes)
     report = AuditReport(path=str(p), format=fmt)
     for ep in episodes:
-        findings, n = audit_episode(ep, rules, path=str(p), reward=reward)
+        findings, n = audit_episode(ep, options, path=str(p), reward=reward)
         report.dialogues += 1
         report.appraisals += n
         report.findings.extend(findings)
@@ -329,8 +304,8 @@ def report_to_json(reports: list[AuditReport]) -> str:
 
 
 __all__ = [
+    "AuditOptions",
     "AuditReport",
-    "AuditRules",
     "Finding",
     "audit_episode",
     "audit_file",

@@ -43,8 +43,9 @@ from rlver.env.thinking import split_think
 from rlver.errors import InputError, Problem
 from rlver.io import atomic_write_text, iter_jsonl
 from rlver.profiles.schema import Profile
+from rlver.protocol import EVALUATION_START
 from rlver.records import Appraisal, Episode, Message, UserTurn
-from rlver.simulator.emotion import EVAL_START, EmotionRules, tier_of
+from rlver.simulator.emotion import EmotionRules, tier_of
 
 PUBLISHED_KEYS = ("id", "emo_point", "emo_state", "player", "scene", "history")
 _INT = re.compile(r"^\s*([+-]?\d+(?:\.0*)?)\s*$")
@@ -163,7 +164,7 @@ def record_to_episode(record: dict[str, Any], *, start_emotion: int | None = Non
 
     start = walk.start
     if start is None:
-        start = start_emotion if start_emotion is not None else EVAL_START
+        start = start_emotion if start_emotion is not None else EVALUATION_START
     final = parse_int(record["emo_point"], "emo_point") if "emo_point" in record else (walk.prev or start)
     meta_published = {k: v for k, v in record.items() if k not in ("id", "emo_point", "history")}
     return Episode(
@@ -201,7 +202,7 @@ def _read_message(walk: _History, where: str, msg: Any) -> None:
     raw_planning = msg.get("planning")
     planning: dict[str, Any] = raw_planning if isinstance(raw_planning, dict) else {}
     if not walk.user_turns:  # the opening line: no appraisal
-        default = walk.start_emotion if walk.start_emotion is not None else EVAL_START
+        default = walk.start_emotion if walk.start_emotion is not None else EVALUATION_START
         walk.start = walk.prev = point if point is not None else default
         if planning:
             extra["planning"] = planning

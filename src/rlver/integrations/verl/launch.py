@@ -161,11 +161,11 @@ def _write_datasets(
     """
     ro = cfg.rollout
     train_env = cfg.env_config()
-    if train_env.shared_opening and any(p.opening is None for p in train_profiles):
+    if train_env.rules.shared_opening and any(p.opening is None for p in train_profiles):
         # verl's agent loop runs each of the n copies of a prompt on its own, so they cannot wait
         # for one shared opening; profiles with a recorded opening share it anyway (docs/protocol.md).
         warnings.warn(
-            "rollout.shared_opening is not applied under verl for profiles without an opening line: "
+            "rollout.rules.shared_opening is not applied under verl for profiles without an opening line: "
             "each dialogue writes its own (the local trainer shares one per group)",
             stacklevel=3,
         )

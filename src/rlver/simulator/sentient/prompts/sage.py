@@ -28,15 +28,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+
+from pydantic import BaseModel, ConfigDict
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
-from rlver.simulator.prompts.base import for_language, texts_from_module
-from rlver.simulator.prompts.sage_base import SageTexts
+from rlver.simulator.sentient.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
+from rlver.simulator.sentient.prompts.base import for_language, texts_from_module
+from rlver.simulator.sentient.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
 #: v2 made what the simulator is shown as SAGE showed it by default (:class:`SageOptions` all off);
@@ -44,8 +45,7 @@ from rlver.simulator.prompts.sage_base import SageTexts
 SAGE_PROMPT_VERSION = "rlver-sage-prompts-v2"
 
 
-@dataclass(frozen=True)
-class SageOptions:
+class SageOptions(BaseModel):
     """What the ``sage`` prompts show the simulator beyond what SAGE showed it. All off by default (the
     benchmark's judge saw none of them); each is a ``simulator.<name>`` setting, and docs/protocol.md
     says why one might want it and which ``rlver calibrate`` run would measure it.
@@ -64,6 +64,8 @@ class SageOptions:
       gives it the fit analysis and the inner activity and feeling only (:277).
     """
 
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
     show_traits: bool = False
     tier_bands: bool = False
     number_and_tier: bool = False
@@ -73,7 +75,8 @@ class SageOptions:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls))
+        """The six options (a subclass's own fields are not options of the prompts)."""
+        return tuple(SageOptions.model_fields)
 
 
 #: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``).

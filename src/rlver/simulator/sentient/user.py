@@ -19,32 +19,24 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.structured import StructuredResult
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
-from rlver.simulator import prompts
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.parsing import (
+from rlver.simulator.sentient.parsing import (
     AppraisalAnswer,
-    OpeningAnswer,
     PlannedReplyAnswer,
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.prompts import sage
-
-#: ``sage``: the published simulator's structure (see :mod:`rlver.simulator.prompts.sage`);
-#: ``rlver-v1``: our earlier prompts (a -10..+10 rubric, a difficulty paragraph, one-JSON reply).
-Protocol = Literal["sage", "rlver-v1"]
-PROTOCOLS: tuple[str, ...] = ("sage", "rlver-v1")
+from rlver.simulator.sentient.protocols import ReplyStep, SentientProtocol, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
 #: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
@@ -94,21 +86,11 @@ class SentientUser(SimulatedUser):
         self.seed = seed
         self._calls = 0
         self._agent_replies: list[str] = []
-        self._system: Message | None = None
-
-    def _sage_system(self) -> Message:
-        """The sage system message: built once per dialogue, so every call shares it byte for byte."""
-        if self._system is None:
-            sim = self.simulator
-            self._system = sage.system_message(
-                self.profile,
-                language=self.language,
-                magnitude_rubric=sim.magnitude_rubric,
-                difficulty=self.difficulty if sim.difficulty_paragraph else None,
-                behaviour=self.behaviour,
-                options=sim.sage_options,
-            )
-        return self._system
+        self.protocol = simulator.protocol
+        #: this dialogue's prompts (a protocol may build what every call shares once, here)
+        self.prompts = self.protocol.dialogue(
+            profile, difficulty=difficulty, behaviour=behaviour, language=language
+        )
 
     def _sampling(self) -> SamplingParams:
         """Per-call sampling: a fixed base seed becomes a distinct, reproducible seed per call."""
@@ -120,11 +102,6 @@ class SentientUser(SimulatedUser):
             update={"seed": _derived_seed(base.seed, self.seed, self.profile.id, self._calls)}
         )
 
-    def _reask(self, error: str) -> Message:
-        if self.simulator.protocol == "sage":
-            return sage.reask_message(error, self.language)
-        return prompts.reask_message(error, self.language)
-
     async def _ask(
         self, messages: list[Message], schema: type[AnswerT], step: str, quoted: Sequence[str] = ()
     ) -> tuple[AnswerT, StructuredResult]:
@@ -134,7 +111,7 @@ class SentientUser(SimulatedUser):
             messages,
             self._sampling(),
             schema,
-            reask_builder=self._reask,
+            reask_builder=self.prompts.reask,
             quoted=quoted,
             step=step,
         )
@@ -149,18 +126,8 @@ class SentientUser(SimulatedUser):
         if self.profile.opening:
             self.history.append(Message(role="user", content=self.profile.opening))
             return UserTurn(text=self.profile.opening, latency_s=time.perf_counter() - started, tokens=0)
-        answer: OpeningAnswer | PlannedReplyAnswer
-        if self.simulator.protocol == "sage":
-            prompt = sage.opening_messages(
-                self._sage_system(),
-                self.emotion.value,
-                language=self.language,
-                options=self.simulator.sage_options,
-            )
-            answer, result = await self._ask(prompt, PlannedReplyAnswer, "opening")
-        else:
-            prompt = prompts.opening_messages(self.profile, language=self.language)
-            answer, result = await self._ask(prompt, OpeningAnswer, "opening")
+        prompt = self.prompts.opening(self.emotion.value)
+        answer, result = await self._ask(prompt, self.protocol.opening_answer, "opening")
         self.history.append(Message(role="user", content=answer.reply))
         return UserTurn(
             text=answer.reply,
@@ -169,7 +136,7 @@ class SentientUser(SimulatedUser):
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
             truncated_calls=result.truncated,
-            extra=_plan_extra(answer),
+            extra=self.protocol.extra(answer),
         )
 
     def _appraisal(self, answer: AppraisalAnswer) -> Appraisal:
@@ -187,44 +154,12 @@ class SentientUser(SimulatedUser):
             tier=self.emotion.tier,
         )
 
-    def _appraisal_prompt(self, agent_reply: str) -> list[Message]:
-        if self.simulator.protocol == "sage":
-            return sage.appraisal_messages(
-                self._sage_system(),
-                self.history,
-                agent_reply,
-                self.emotion.value,
-                language=self.language,
-                options=self.simulator.sage_options,
-            )
-        return prompts.appraisal_messages(
-            self.profile,
-            self.history,
-            agent_reply,
-            self.emotion.value,
-            difficulty=self.difficulty,
-            behaviour=self.behaviour,
-            language=self.language,
-        )
-
     async def _ask_reply(
         self, appraisal_prompt: list[Message], agent_reply: str, appraisal: Appraisal, quoted: Sequence[str]
     ) -> tuple[ReplyAnswer | PlannedReplyAnswer, StructuredResult]:
-        """The reply step: ``sage`` continues the appraisal conversation; ``rlver-v1`` starts anew."""
-        if self.simulator.protocol == "sage":
-            prompt = sage.reply_messages(
-                appraisal_prompt, appraisal, language=self.language, options=self.simulator.sage_options
-            )
-            return await self._ask(prompt, PlannedReplyAnswer, "reply", quoted)
-        prompt = prompts.reply_messages(
-            self.profile,
-            self.history,
-            agent_reply,
-            appraisal,
-            behaviour=self.behaviour,
-            language=self.language,
-        )
-        return await self._ask(prompt, ReplyAnswer, "reply", quoted)
+        """The reply step: the protocol decides whether it continues the appraisal conversation."""
+        prompt = self.prompts.reply(ReplyStep(appraisal_prompt, self.history, agent_reply, appraisal))
+        return await self._ask(prompt, self.protocol.reply_answer, "reply", quoted)
 
     async def _judge(
         self, agent_reply: str
@@ -236,7 +171,7 @@ class SentientUser(SimulatedUser):
         """
         self._agent_replies.append(agent_reply)
         quoted = tuple(self._agent_replies)
-        appraisal_prompt = self._appraisal_prompt(agent_reply)
+        appraisal_prompt = self.prompts.appraisal(self.history, agent_reply, self.emotion.value)
         answer, result = await self._ask(appraisal_prompt, AppraisalAnswer, "appraisal", quoted)
         return appraisal_prompt, self._appraisal(answer), result, quoted
 
@@ -273,13 +208,8 @@ class SentientUser(SimulatedUser):
             prompt_tokens=sum(r.prompt_tokens for r in results),
             completion_tokens=sum(r.completion_tokens for r in results),
             truncated_calls=sum(r.truncated for r in results),
-            extra=_plan_extra(reply),
+            extra=self.protocol.extra(reply),
         )
-
-
-def _plan_extra(answer: BaseModel) -> dict[str, Any]:
-    """A planned (``sage``) answer keeps its plan in the turn's ``extra``; other answers add nothing."""
-    return {"plan": answer.plan()} if isinstance(answer, PlannedReplyAnswer) else {}
 
 
 class SentientSimulator(UserSimulator):
@@ -289,11 +219,11 @@ class SentientSimulator(UserSimulator):
     ``normal`` / ``cooperative``; a value given here overrides the profile (a run-wide choice).
     ``prompt_language`` of ``None`` follows each profile's language.
 
-    ``protocol`` picks the prompts: ``sage`` (the published structure; what ``SimulatorSpec`` and so
-    ``rlver eval`` and the published presets use) or ``rlver-v1`` (our earlier prompts; this class's
-    default so direct constructions keep their behaviour). Under ``sage``, ``magnitude_rubric`` adds
-    the -10..+10 scale and ``difficulty_paragraph`` the difficulty text; both are off by default
-    because the published benchmark simulator has neither.
+    ``protocol`` picks the prompts, with its options: a
+    :class:`~rlver.simulator.sentient.protocols.SentientProtocol` object, or a protocol's name for its
+    defaults. ``sage`` is the published structure (what ``SimulatorSpec`` and so ``rlver eval`` and
+    the published presets use); ``rlver-v1`` (our earlier prompts) is this class's default so direct
+    constructions keep their behaviour.
     """
 
     name = "sentient"
@@ -307,19 +237,10 @@ class SentientSimulator(UserSimulator):
         behaviour: str | None = None,
         rules: EmotionRules | None = None,
         prompt_language: str | None = None,
-        protocol: str = "rlver-v1",
-        magnitude_rubric: bool = False,
-        difficulty_paragraph: bool = False,
-        sage_options: sage.SageOptions | None = None,
+        protocol: SentientProtocol | str = "rlver-v1",
     ) -> None:
         super().__init__(rules)
-        #: ``sage`` only: what the prompts show beyond SAGE's (all off by default; see SageOptions).
-        self.sage_options = sage_options or sage.SageOptions()
-        if protocol not in PROTOCOLS:
-            raise ConfigError(f"simulator protocol {protocol!r}: choose one of {', '.join(PROTOCOLS)}")
-        self.protocol = protocol
-        self.magnitude_rubric = magnitude_rubric
-        self.difficulty_paragraph = difficulty_paragraph
+        self.protocol = protocol_named(protocol) if isinstance(protocol, str) else protocol
         self.model = model
         self.sampling = sampling or DEFAULT_SAMPLING
         self.difficulty = difficulty
@@ -327,9 +248,7 @@ class SentientSimulator(UserSimulator):
             get_behaviour(behaviour)  # fail at start-up on an unknown mode
         self.behaviour = behaviour
         if prompt_language is not None:
-            prompts.prompt_set(prompt_language)
-            if protocol == "sage":
-                sage.sage_texts(prompt_language)
+            self.protocol.check_language(prompt_language)
         self.prompt_language = prompt_language
 
     def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SentientUser:
@@ -357,16 +276,7 @@ class SentientSimulator(UserSimulator):
             "difficulty": self.difficulty or "per-profile (default normal)",
             "behaviour": self.behaviour or "per-profile (default cooperative)",
             "prompt_language": self.prompt_language or "per-profile",
-            "protocol": self.protocol,
-            "prompt_version": sage.SAGE_PROMPT_VERSION if self.protocol == "sage" else prompts.PROMPT_VERSION,
-            "magnitude_rubric": self.magnitude_rubric if self.protocol == "sage" else True,
-            "difficulty_paragraph": self.difficulty_paragraph if self.protocol == "sage" else True,
-            # the rlver-v1 prompts show all of these (traits, bands, number and tier, first person,
-            # the guard, the whole appraisal)
-            **{
-                name: getattr(self.sage_options, name) if self.protocol == "sage" else True
-                for name in sage.SageOptions.names()
-            },
+            **self.protocol.describe(),
             "max_change": self.rules.max_change,
             "emotion_range": [self.rules.low, self.rules.high],
         }

@@ -8,11 +8,12 @@ before/after held-out numbers, the reward curve, and one dialogue before and aft
 held-out user). The tiny model does not become a good listener in minutes; the point is to see every
 part of the machinery work and the reward move on users it never trained on.
 
-Why this module is in ``cli/``: the demo orchestrates training (:mod:`rlver.train`) and evaluation and
-reporting (:mod:`rlver.eval`), and those two layers must not import each other. ``cli`` is the first
-layer above both (``integrations`` holds engine adapters such as verl, which the demo does not use), so
-the demo lives beside its command. The command (``cli/train_cmd.py``) imports this module lazily because
-it pulls in torch, and ``rlver --help`` must stay fast.
+Why this module is a top-level one: the demo orchestrates training (:mod:`rlver.train`) and evaluation
+and reporting (:mod:`rlver.eval`), and those two layers must not import each other. ``demo`` sits on the
+layer above both, beside ``integrations`` (engine adapters such as verl, which the demo does not use),
+and below ``cli``: ``rlver demo`` (``cli/demo_cmd.py``) parses its options, calls :func:`run_demo` and
+prints the :class:`DemoResult`; the flow itself is here, so a notebook or a script runs the same demo.
+The command imports this module lazily because it pulls in torch, and ``rlver --help`` must stay fast.
 
 Why Chinese profiles: the offline user is a measured proxy of the published simulator only there. For
 Chinese it uses the learned appraisal (fitted on the released SAGE judgements; its validation figures
@@ -37,7 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlver.cli.safe_text import clean
 from rlver.eval import plots
 from rlver.eval.metrics import compute_metrics
 from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
@@ -126,8 +126,9 @@ def protocol_label(config: TrainConfig) -> str:
     The demo's held-out score is not the benchmark's (10 replies from 40): saying which protocol it
     follows keeps the two from being read as one.
     """
-    env = config.env_config(evaluation=True)
-    return f"{config.eval.protocol} protocol: {env.max_assistant_turns} replies from {env.start_emotion}"
+    from rlver.protocol import protocol_label as label
+
+    return label(config.env_config(evaluation=True).rules, config.eval.protocol)
 
 
 #: Prints one line of the demo's progress (``typer.echo`` in the command); ``None``: say nothing.
@@ -203,7 +204,9 @@ def veto_counts(episodes: list[Episode]) -> tuple[int, int, dict[str, int]]:
     return replies, vetoed, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _veto_text(h: dict[str, Any]) -> str:
+def veto_text(h: dict[str, Any]) -> str:
+    """``vetoed/replies (flag n, ...)`` of one :func:`_headline`: the report's preface and the command's
+    printout say it in the same words."""
     detail = ", ".join(f"{flag} {n}" for flag, n in h["vetoes"].items())
     return f"{h['vetoed']}/{h['replies']}" + (f" ({detail})" if detail else "")
 
@@ -327,7 +330,7 @@ def _preface(summary: dict[str, Any], curve: Figure, pair: tuple[Episode, Episod
             f"(mean final emotion, 0-100, {b['n']} dialogues, {summary.get('protocol', 'training protocol')}; "
             f"the benchmark runs 10 replies from 40): before {b['score']}, after {a['score']}. "
             f"Replies that tripped a hard veto (the user gates them: no positive change): before "
-            f"{_veto_text(b)}, after {_veto_text(a)}.",
+            f"{veto_text(b)}, after {veto_text(a)}.",
             summary["offline_user"],
             "The offline user is a proxy (no LLM), not the Sentient Benchmark: these numbers show that the "
             "training loop learns against it, not how well the model would do on the benchmark. A policy "
@@ -436,25 +439,3 @@ def run_demo(
         preface=_preface(summary, curve, pair),
     )
     return DemoResult(out_dir, html_path, md_path, summary)
-
-
-def summary_lines(result: DemoResult) -> list[str]:
-    """What the command prints: the offline user, the before/after score, one dialogue before and after
-    (model and simulator text is untrusted: control characters are removed), and where the report is."""
-    s = result.summary
-    b, a, example = s["before"], s["after"], s["example"]
-    lines = [
-        clean(s["offline_user"]),
-        f"held-out score  before {b['score']:.1f}  after {a['score']:.1f}  ({s['steps']} steps; "
-        f"{s.get('protocol', 'training protocol')}, {b['n']} dialogues)",
-        f"vetoed replies  before {_veto_text(b)}  after {_veto_text(a)}",
-        "",
-        "one held-out dialogue before training:",
-        *(clean("  " + line) for line in example["before"]),
-        "the same user after training:",
-        *(clean("  " + line) for line in example["after"]),
-        "",
-        f"wall {s['wall_s']:.0f} s, peak memory {s['peak_rss_mb']:.0f} MB",
-        f"report: {result.report_html}  (Markdown: {result.report_md})",
-    ]
-    return lines

@@ -14,20 +14,21 @@ Injection safety: every piece of conversation text is wrapped in tags (``<dialog
 ``<agent_reply>``) and any occurrence of those tags *inside* the text is defused (``<`` → ``‹``), so an
 agent reply cannot close the quote and speak as the prompt. The system message says the quoted text is
 material to judge, never instructions. (The parser is the second line of defence: it only reads the
-simulator's own JSON answer; see :mod:`rlver.simulator.parsing`.)
+simulator's own JSON answer; see :mod:`rlver.simulator.sentient.parsing`.)
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.prompts import en, zh
-from rlver.simulator.prompts.base import PromptSet, for_language, texts_from_module
+from rlver.simulator.sentient.prompts import en, zh
+from rlver.simulator.sentient.prompts.base import PromptSet, for_language, texts_from_module
 
 #: Recorded in every manifest: change it whenever a prompt's wording or structure changes.
 PROMPT_VERSION = "rlver-sentient-prompts-v1"
@@ -134,25 +135,28 @@ def _quoted_exchange(history: Sequence[Message], agent_reply: str, prompts: Prom
     }
 
 
+@dataclass(frozen=True)
+class Speaker:
+    """Who talks in one dialogue: the profile and the run's choices for it (both steps read it)."""
+
+    profile: Profile
+    difficulty: Difficulty
+    behaviour: str | None
+    language: str
+
+
 def appraisal_messages(
-    profile: Profile,
-    history: Sequence[Message],
-    agent_reply: str,
-    emotion: int,
-    *,
-    difficulty: Difficulty,
-    behaviour: str | None,
-    language: str,
+    who: Speaker, history: Sequence[Message], agent_reply: str, emotion: int
 ) -> list[Message]:
     """The appraisal step's prompt. ``history`` excludes ``agent_reply`` (it is quoted on its own)."""
-    p = prompt_set(language)
+    p = prompt_set(who.language)
     system = _system(
         p.appraisal_system,
-        profile,
-        behaviour,
+        who.profile,
+        who.behaviour,
         "appraisal",
         p,
-        difficulty=p.difficulty[difficulty],
+        difficulty=p.difficulty[who.difficulty],
         emotion=emotion_line(emotion, p),
     )
     return _conversation(system, p.appraisal_user.format(**_quoted_exchange(history, agent_reply, p)))
@@ -172,17 +176,11 @@ def render_appraisal(appraisal: Appraisal, prompts: PromptSet) -> str:
 
 
 def reply_messages(
-    profile: Profile,
-    history: Sequence[Message],
-    agent_reply: str,
-    appraisal: Appraisal,
-    *,
-    behaviour: str | None,
-    language: str,
+    who: Speaker, history: Sequence[Message], agent_reply: str, appraisal: Appraisal
 ) -> list[Message]:
     """The reply step's prompt: answer in character, steered by the tier after the appraisal."""
-    p = prompt_set(language)
-    system = _system(p.reply_system, profile, behaviour, "reply", p)
+    p = prompt_set(who.language)
+    system = _system(p.reply_system, who.profile, who.behaviour, "reply", p)
     user = p.reply_user.format(
         **_quoted_exchange(history, agent_reply, p),
         appraisal=render_appraisal(appraisal, p),
@@ -208,6 +206,7 @@ __all__ = [
     "PROMPT_SETS",
     "PROMPT_VERSION",
     "PromptSet",
+    "Speaker",
     "appraisal_messages",
     "bounded",
     "neutralise",

@@ -1,0 +1,92 @@
+"""The ``sage`` protocol: the published simulator's structure (prompts in :mod:`..prompts.sage`).
+
+Two calls per agent reply share one system message, built once per dialogue so every call repeats it
+byte for byte (prefix caches). The reply step plans, drafts and rewrites before the final words; the
+plan is kept in the turn's ``extra``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from rlver.profiles.schema import Difficulty, Profile
+from rlver.records import Message
+from rlver.simulator.sentient import prompts
+from rlver.simulator.sentient.parsing import PlannedReplyAnswer
+from rlver.simulator.sentient.prompts import sage
+from rlver.simulator.sentient.prompts.sage import SageOptions
+from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
+
+
+class SageProtocol(SageOptions, SentientProtocol):
+    """``sage`` with its options: the six :class:`SageOptions` and two texts of the ``rlver-v1`` prompts.
+
+    ``magnitude_rubric`` adds the -10..+10 scale (the published prompt states none) and
+    ``difficulty_paragraph`` the difficulty text (the published benchmark simulator has none).
+    """
+
+    name: Literal["sage"] = "sage"
+    magnitude_rubric: bool = False
+    difficulty_paragraph: bool = False
+
+    prompt_version: ClassVar[str] = sage.SAGE_PROMPT_VERSION
+    opening_answer: ClassVar[type[PlannedReplyAnswer]] = PlannedReplyAnswer
+    reply_answer: ClassVar[type[PlannedReplyAnswer]] = PlannedReplyAnswer
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        """The settings a config may turn on (``rlver calibrate --sim-option`` offers them)."""
+        return ("magnitude_rubric", "difficulty_paragraph", *SageOptions.names())
+
+    def check_language(self, language: str) -> None:
+        prompts.prompt_set(language)
+        sage.sage_texts(language)
+
+    def dialogue(
+        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+    ) -> ProtocolDialogue:
+        system = sage.system_message(
+            profile,
+            language=language,
+            magnitude_rubric=self.magnitude_rubric,
+            difficulty=difficulty if self.difficulty_paragraph else None,
+            behaviour=behaviour,
+            options=self,
+        )
+        return SageDialogue(self, system, language)
+
+    def shown(self) -> dict[str, bool]:
+        return {name: getattr(self, name) for name in self.option_names()}
+
+    def extra(self, answer: BaseModel) -> dict[str, Any]:
+        """The plan before the final words (stance, aim, tone, draft, rewrite)."""
+        return {"plan": answer.plan()} if isinstance(answer, PlannedReplyAnswer) else {}
+
+
+class SageDialogue(ProtocolDialogue):
+    """One dialogue: the system message is shared by every call of it."""
+
+    def __init__(self, protocol: SageProtocol, system: Message, language: str) -> None:
+        self.options = protocol
+        self.system = system
+        self.language = language
+
+    def opening(self, emotion: int) -> list[Message]:
+        return sage.opening_messages(self.system, emotion, language=self.language, options=self.options)
+
+    def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
+        return sage.appraisal_messages(
+            self.system, history, agent_reply, emotion, language=self.language, options=self.options
+        )
+
+    def reply(self, step: ReplyStep) -> list[Message]:
+        """Continues the appraisal conversation (see :func:`sage.reply_messages`)."""
+        return sage.reply_messages(
+            step.appraisal_prompt, step.appraisal, language=self.language, options=self.options
+        )
+
+    def reask(self, error: str) -> Message:
+        return sage.reask_message(error, self.language)

@@ -1,0 +1,110 @@
+"""The sentient user's spec and builder (``kind: llm``): the model, its sampling and cache, the protocol.
+
+A config block names the protocol and its options; older flat blocks (``protocol: sage`` beside
+``show_traits: true``) still load: :meth:`SentientSpec.nest_protocol_options` moves a protocol's
+option keys into ``protocol``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.cache import CachedChatModel
+from rlver.llm.factory import build_chat_model
+from rlver.llm.spec import ModelSpec
+from rlver.simulator.base import UserSimulator
+from rlver.simulator.emotion import EmotionRules
+from rlver.simulator.sentient.protocols import PROTOCOLS, SentientProtocol
+from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.spec import SimulatorSpec
+
+
+def _protocol_option_keys() -> set[str]:
+    """Every option of every protocol (a flat block may carry them beside ``protocol``)."""
+    return set().union(*(set(p.model_fields) - {"name"} for p in PROTOCOLS.values()))
+
+
+class SentientSpec(SimulatorSpec):
+    """An LLM plays the user. ``sampling`` overrides the simulator's sampling (default: the model
+    spec's sampling when set explicitly, else temperature 0.7)."""
+
+    kind: Literal["llm"] = "llm"
+    model: ModelSpec
+    sampling: SamplingParams | None = None
+    #: cache answers of a greedy (temperature 0) simulator in this sqlite file;
+    #: ``"auto"`` = ``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off.
+    cache: str | None = "auto"
+    #: the prompts and their options: ``sage`` (default) follows the published simulator's structure;
+    #: ``rlver-v1`` is our earlier prompt set (-10..+10 rubric, difficulty paragraph, one-JSON reply).
+    protocol: SentientProtocol = Field(default_factory=SageProtocol)
+
+    @classmethod
+    def accepted_keys(cls) -> set[str]:
+        return super().accepted_keys() | _protocol_option_keys()
+
+    @model_validator(mode="before")
+    @classmethod
+    def nest_protocol_options(cls, data: Any) -> Any:
+        """A flat block's protocol options move into ``protocol``; a missing model is named."""
+        if not isinstance(data, Mapping):
+            return data
+        if data.get("model") is None:
+            raise ValueError("kind 'llm' needs a 'model' (a model spec with at least 'model: NAME')")
+        options = {k: v for k, v in data.items() if k in _protocol_option_keys()}
+        if not options:
+            return data
+        protocol = data.get("protocol", SentientProtocol.model_fields["name"].default)
+        if isinstance(protocol, SentientProtocol):
+            protocol = protocol.model_dump()
+        elif isinstance(protocol, str):
+            protocol = {"name": protocol}
+        rest = {k: v for k, v in data.items() if k not in options}
+        return {**rest, "protocol": {**protocol, **options}} if isinstance(protocol, Mapping) else data
+
+
+def default_cache_path() -> Path:
+    root = os.environ.get("RLVER_CACHE_DIR") or str(Path.home() / ".cache" / "rlver")
+    return Path(root) / "simulator.sqlite"
+
+
+def simulator_sampling(spec: SentientSpec) -> SamplingParams:
+    """The sampling the LLM simulator will use (see :class:`SentientSpec`)."""
+    from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SIMULATOR_MAX_TOKENS
+
+    chosen = DEFAULT_SAMPLING
+    if spec.sampling is not None:
+        chosen = spec.sampling
+    elif "sampling" in spec.model.model_fields_set:
+        chosen = spec.model.sampling
+    if "max_tokens" in chosen.model_fields_set:
+        return chosen
+    # No cap stated: the simulator's own high cap, not SamplingParams' 512 (see SIMULATOR_MAX_TOKENS).
+    return chosen.model_copy(update={"max_tokens": SIMULATOR_MAX_TOKENS})
+
+
+def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
+    """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
+    from rlver.simulator.sentient.user import SentientSimulator
+
+    assert isinstance(spec, SentientSpec)
+    sampling = simulator_sampling(spec)
+    if model is None:
+        model = build_chat_model(spec.model)
+        if spec.cache and not spec.model.cache and sampling.temperature == 0.0:
+            path = default_cache_path() if spec.cache == "auto" else Path(spec.cache)
+            model = CachedChatModel(model, path)
+    return SentientSimulator(
+        model,
+        sampling=sampling,
+        difficulty=spec.difficulty,
+        behaviour=spec.behaviour,
+        rules=EmotionRules(max_change=spec.max_change),
+        prompt_language=spec.prompt_language,
+        protocol=spec.protocol,
+    )

@@ -1,0 +1,183 @@
+"""The simulator spec: the settings every kind shares, and how a spec block becomes its kind's own spec.
+
+Each simulator kind declares its own spec class beside the kind (``offline_spec.OfflineSpec``,
+``sentient.spec.SentientSpec``), a subclass of :class:`SimulatorSpec` holding the options only that
+kind reads. ``SimulatorSpec`` itself stands for "one of them": validating a block with it (a config
+field typed ``SimulatorSpec``, ``SimulatorSpec.model_validate(block)`` or ``SimulatorSpec(**block)``)
+gives the spec of the kind the block names, and its JSON schema lists the kinds' specs as
+alternatives told apart by ``kind``. The sentient user's prompt protocols are chosen the same way (by
+``name``), so the mechanism is written once, in :class:`Variants`.
+
+Older configs and run manifests wrote one flat block holding every kind's options. They still load:
+a key that belongs to another variant (``embed`` under ``kind: llm``, ``show_traits`` under
+``protocol: rlver-v1``) is accepted and ignored, as the flat spec did; a key no variant knows is an
+error, as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    ModelWrapValidatorHandler,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
+
+from rlver.profiles.schema import Difficulty
+from rlver.simulator.emotion import MAX_CHANGE
+
+
+class Variants(BaseModel):
+    """A base model that stands for its variants, told apart by the field named ``tag_field``.
+
+    The base class sets ``tag_field`` (the field's default on the base is the default variant); the
+    module holding the registry hands it over with :meth:`read_registry`; a variant is a subclass with
+    a ``Literal`` tag. Validating the base gives the variant the tag names (a bare string is read as
+    the tag alone), a field typed as the base serialises the variant it holds, and the base's JSON
+    schema is one of the variants' schemas. Used twice: simulator specs (``kind``) and sentient
+    protocols (``name``).
+    """
+
+    #: the field whose value picks the variant; set by the base class only
+    tag_field: ClassVar[str]
+    #: the base's registry, read when used (a registry may gain an entry at run time): tag -> variant,
+    #: or ``None`` for a tag that is known but cannot be read from a block. Set by the module that
+    #: declares the registry (:meth:`read_registry`), so this module imports none of them.
+    _registry: ClassVar[Callable[[], Mapping[str, type[Variants] | None]] | None] = None
+
+    @classmethod
+    def read_registry(cls, registry: Callable[[], Mapping[str, type[Variants] | None]]) -> None:
+        """Called once by the registry's module, below its table."""
+        cls._registry = registry
+
+    @classmethod
+    def registry(cls) -> Mapping[str, type[Variants] | None]:
+        if cls._registry is None:
+            raise RuntimeError(f"{cls.__name__} has no registry yet: import the module that declares it")
+        return cls._registry()
+
+    @classmethod
+    def variants(cls) -> Mapping[str, type[Variants]]:
+        """The variants a block can name, by tag."""
+        return {tag: v for tag, v in cls.registry().items() if v is not None}
+
+    @classmethod
+    def _is_base(cls) -> bool:
+        return "tag_field" in cls.__dict__
+
+    @classmethod
+    def accepted_keys(cls) -> set[str]:
+        """The keys a variant reads from a block (its fields; more when it moves flat keys itself)."""
+        return set(cls.model_fields)
+
+    @classmethod
+    def unknown_tag(cls, tag: object) -> str:
+        names = or_list(tuple(cls.variants()))
+        if isinstance(tag, str) and tag in cls.registry():  # known, but not from a block
+            return f"{cls.tag_field} {tag!r} cannot be built from a config{cls.not_from_block_hint(tag)}; expected {names}"
+        return f"expected {names}, got {tag!r}"
+
+    @classmethod
+    def not_from_block_hint(cls, tag: str) -> str:
+        return ""
+
+    @classmethod
+    def variant_for(cls, data: Mapping[str, Any]) -> type[Variants]:
+        """The variant ``data``'s tag names (the default when it names none); ValueError otherwise."""
+        tag = data.get(cls.tag_field, cls.model_fields[cls.tag_field].default)
+        found = cls.variants().get(tag) if isinstance(tag, str) else None
+        if found is None:
+            raise ValueError(cls.unknown_tag(tag))
+        return found
+
+    def __new__(cls, *args: Any, **data: Any) -> Any:
+        """``Base(**block)`` makes the named variant (an unknown tag fails in validation, named)."""
+        if cls._is_base():
+            try:
+                return super().__new__(cls.variant_for(data))
+            except ValueError:
+                pass
+        return super().__new__(cls)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _dispatch(cls, data: Any, handler: ModelWrapValidatorHandler[Any]) -> Any:
+        if not cls._is_base() or isinstance(data, cls):
+            return handler(data)
+        if isinstance(data, str):
+            data = {cls.tag_field: data}
+        if not isinstance(data, Mapping):
+            return handler(data)
+        return cls.variant_for(data).model_validate(data)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_other_variants_keys(cls, data: Any) -> Any:
+        """Old flat blocks: keys only other variants read are accepted and ignored (as before)."""
+        if cls._is_base() or not isinstance(data, Mapping):
+            return data
+        mine = cls.accepted_keys()
+        others = set().union(*(v.accepted_keys() for v in cls.variants().values() if v is not cls))
+        return {k: v for k, v in data.items() if k in mine or k not in others}
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        """A field typed as the base serialises the variant it holds, with all its fields."""
+        schema = handler(source)
+        if cls._is_base():
+            schema = {
+                **schema,
+                "serialization": core_schema.wrap_serializer_function_ser_schema(
+                    lambda value, nxt: nxt(value), schema=core_schema.any_schema()
+                ),
+            }
+        return schema
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The base's schema: one of the variants' schemas, told apart by the tag."""
+        if not cls._is_base():
+            return handler(schema)
+        return {
+            "oneOf": [handler(v.__pydantic_core_schema__) for v in cls.variants().values()],
+            "discriminator": {"propertyName": cls.tag_field},
+        }
+
+
+def or_list(names: tuple[str, ...]) -> str:
+    """``a``, ``a or b``, ``a, b or c``: choices as an error message lists them."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+class SimulatorSpec(Variants):
+    """Which simulated user a run talks to: the settings every kind shares.
+
+    ``kind`` names an entry of :data:`rlver.simulator.factory.KINDS` that can be built from a spec:
+    ``"offline"`` (default; the deterministic, LLM-free proxy) or ``"llm"`` (the sentient user backed
+    by a model). ``difficulty``/``behaviour`` of ``None`` follow each profile (then
+    ``normal``/``cooperative``); ``prompt_language`` of ``None`` follows each profile's language.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    tag_field: ClassVar[str] = "kind"
+
+    kind: str = "offline"
+    difficulty: Difficulty | None = None
+    behaviour: str | None = None
+    max_change: int = Field(default=MAX_CHANGE, ge=0)
+    seed: int = 0
+    prompt_language: Literal["en", "zh"] | None = None
+
+    @classmethod
+    def not_from_block_hint(cls, tag: str) -> str:
+        return f": only `rlver calibrate --simulator {tag}` builds it, from the files it reads"
