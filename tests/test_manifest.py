@@ -155,6 +155,9 @@ def test_older_and_odd_keys() -> None:
     odd = RunManifest.read({"seed": {"not": "an int"}, "profiles": 3, "future_key": [1, 2], "rules": "x"})
     assert odd.seed is None and odd.profiles is None and odd.rules is None
     assert odd.to_json()["future_key"] == [1, 2]
+    # rules without an environment are written on their own
+    alone = RunManifest.read({"rules": TRAINING.model_dump()})
+    assert alone.to_json()["rules"] == TRAINING.model_dump() and RunManifest.read(alone.to_json()) == alone
     bad_rules = RunManifest.read({"env": {"start_emotion": "forty", "max_assistant_turns": 10}})
     assert bad_rules.rules is None
 
@@ -189,7 +192,8 @@ def test_created_manifest_round_trips_and_drops_secrets(tmp_path: Path) -> None:
     )
     record = m.to_json()
     assert "sk-secret" not in json.dumps(record) and record["agent"]["api_key_env"] == "MY_KEY"
-    assert record["rules"] == EVALUATION.model_dump() and record["rlver_version"] and record["created"]
+    assert record["env"]["rules"] == EVALUATION.model_dump() and "rules" not in record  # written once
+    assert m.rules == EVALUATION and record["rlver_version"] and record["created"]
     assert RunManifest.read(record) == m
     assert RunManifest.read(json.loads(json.dumps(record))) == m  # through JSON text too
     file = tmp_path / "transcript.jsonl"

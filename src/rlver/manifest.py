@@ -121,8 +121,13 @@ class RunManifest(BaseModel):
         return cls.read({**stamp, **body})
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON record written to a transcript, unset fields left out (secrets never get in)."""
+        """The JSON record written to a transcript, unset fields left out (secrets never get in).
+
+        The rules are written once: inside ``env`` when it holds them, on their own otherwise.
+        """
         record = self.model_dump(mode="json")
+        if self.rules is not None and self.rules == _rules_of(self.env):
+            del record["rules"]
         return {k: v for k, v in record.items() if v is not None}
 
     # ------------------------------------------------------------------------------- reading
