@@ -2,8 +2,9 @@
 today reads back as itself.
 
 The files in tests/data/manifests are line 1 of real transcripts, cut short (long free-form
-``describe()`` blocks trimmed, local paths shortened), except eval_a685346.json: the first eval
-writer's shape, made from eval_c1b2b44.json by removing what that writer did not yet record. The
+``describe()`` blocks trimmed, local paths shortened), except two derived ones: eval_a685346.json,
+the first eval writer's shape (eval_c1b2b44.json less what that writer did not yet record), and
+eval_9204e5f.json (eval_b839107.json with its env as EnvConfig dumps it since the rules nested). The
 small dicts below are the shapes written only by tests, docs and the training harness. Each names the
 commit whose writer produced the shape.
 """
@@ -43,6 +44,12 @@ FILES: dict[str, tuple[str, dict[str, Any]]] = {
     # rlver eval with the protocol named (b839107 .. a5b922f).
     "eval_b839107.json": (
         "b839107",
+        {"kind": "eval", "agent_name": "runs/pb/tiny-agent", "simulator_kind": "offline", "start": 40},
+    ),
+    # rlver eval once EnvConfig nested its rules (main at 9204e5f, before RunManifest): the b839107
+    # file with its env as that version dumps it (derived).
+    "eval_9204e5f.json": (
+        "9204e5f",
         {"kind": "eval", "agent_name": "runs/pb/tiny-agent", "simulator_kind": "offline", "start": 40},
     ),
     # rlver demo (train/demo.py from a685346, cli/demo.py from 88fd5f3, unchanged to a5b922f): the
