@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rlver.errors import InputError, Problem, RlverError
-from rlver.eval.appraisal_fit import (
+from rlver.fidelity.appraisal_fit import (
     DEFAULT_SETTINGS,
     Turn,
     find_result_files,
@@ -45,7 +45,7 @@ from rlver.eval.appraisal_fit import (
     model_group,
     read_turns,
 )
-from rlver.eval.calibrate import spearman
+from rlver.fidelity.calibrate import spearman
 
 
 def in_share(turn: Turn, share: float) -> bool:

@@ -37,6 +37,10 @@ LAYERS: dict[str, int] = {
     "testing": 5,
     "train": 6,
     "eval": 6,
+    # Simulator fidelity (calibrate, appraisal fit, probes) measures the simulated user against released
+    # transcripts; it sits above eval because it prints with eval's terminal tables (eval.tables), and
+    # nothing below it imports it.
+    "fidelity": 7,
     "integrations": 7,
     "cli": 8,
     "__main__": 9,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from rlver.eval.calibrate import (
+from rlver.fidelity.calibrate import (
     appraised_turns,
     calibrate,
     profile_of,
@@ -228,7 +228,7 @@ def test_offline_restore_rebuilds_the_users_memory(tmp_path: Path) -> None:
 
 
 def test_learned_provenance_is_shown_and_stored(tmp_path: Path) -> None:
-    from rlver.eval.calibrate_report import provenance_rows
+    from rlver.fidelity.calibrate_report import provenance_rows
 
     path = write_synthetic(tmp_path / "m_result.jsonl")
     out = tmp_path / "out"
@@ -249,7 +249,7 @@ def test_files_the_learned_fit_saw_are_reported_apart(tmp_path: Path) -> None:
     and each group's figures are those of its own turns, per simulator folder as well."""
     import hashlib
 
-    from rlver.eval.calibrate import agreement
+    from rlver.fidelity.calibrate import agreement
 
     seen = write_synthetic(_mkdir(tmp_path / "sim-a") / "m1_result.jsonl")
     unseen = _mkdir(tmp_path / "sim-b") / "m2_result.jsonl"

@@ -70,7 +70,7 @@ def test_keyword_salad_is_vetoed(language: str, reply: str) -> None:
 def test_learned_salad_probes_gain_nothing() -> None:
     import asyncio
 
-    from rlver.eval.probes import learned_salad_probes, run_probes
+    from rlver.fidelity.probes import learned_salad_probes, run_probes
 
     sim = OfflineSimulator()
     probes = learned_salad_probes(sim)
@@ -162,7 +162,7 @@ def test_reduced_refit_is_deterministic(shared_data: Path, tmp_path: Path) -> No
     """A full refit with validation takes ~10 min on 2 cores, too slow for CI: a reduced fit (one file,
     no validation) run twice must give the same bytes; `rlver simulator fit` on all nine files rebuilds
     the shipped artefact the same way (docs/simulator.md)."""
-    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
+    from rlver.fidelity.appraisal_fit import dump_artefact, fit_artefact
 
     one = _released(shared_data) / "gpt-4o-simulator" / "openai-o1_result.jsonl"
     settings = {"cg_steps": 10}
@@ -179,7 +179,7 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     """Teacher-forced through the offline user itself (restore + respond), as `rlver calibrate` does."""
     import asyncio
 
-    from rlver.eval.calibrate import spearman
+    from rlver.fidelity.calibrate import spearman
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
     from rlver.transcripts.published import read_published
@@ -241,7 +241,7 @@ def test_agreement_on_released_files_the_fit_never_saw(tmp_path: Path) -> None:
     import asyncio
     import os
 
-    from rlver.eval.calibrate import calibrate
+    from rlver.fidelity.calibrate import calibrate
 
     folder = os.environ.get(HELDOUT_ENV)
     if not folder:
@@ -355,7 +355,7 @@ def test_replay_restores_the_recorded_emotion_changes(tmp_path: Path) -> None:
     The learned appraisal reads the trajectory, so a replay that forgot the recorded changes would judge
     a later reply as if the dialogue had just begun (here: mean +0.2 instead of the live +2.8).
     """
-    from rlver.eval.probes import replay_run
+    from rlver.fidelity.probes import replay_run
     from rlver.transcripts.native import TranscriptWriter, build_manifest
 
     replies = [

@@ -30,7 +30,7 @@ import numpy as np
 
 from rlver.env.thinking import visible_text
 from rlver.errors import InputError, Problem
-from rlver.eval.calibrate import spearman
+from rlver.fidelity.calibrate import spearman
 from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES

@@ -605,7 +605,7 @@ async def calibrate(
     summary = summarise(files, predictions, trajectories, fitted_files(simulator_info))
     summary["simulator"] = simulator_info
     atomic_write_json(out / CALIBRATION, summary)
-    from rlver.eval.calibrate_report import render_html
+    from rlver.fidelity.calibrate_report import render_html
 
     atomic_write_text(out / REPORT, render_html(summary, predictions, simulator_info))
     return summary
