@@ -26,6 +26,8 @@ LAYERS: dict[str, int] = {
     "io": 0,
     "config": 0,
     "protocol": 0,
+    "stats": 0,
+    "seeding": 0,
     "llm": 1,
     "models": 1,
     "embedding": 1,

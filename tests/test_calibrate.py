@@ -24,10 +24,10 @@ from rlver.fidelity.calibrate import (
     profile_of,
     recorded_end,
     replay_simulator_for,
-    spearman,
 )
 from rlver.records import Message
 from rlver.simulator.offline import OfflineSimulator
+from rlver.stats import spearman
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.published import read_published
 
@@ -249,7 +249,7 @@ def test_files_the_learned_fit_saw_are_reported_apart(tmp_path: Path) -> None:
     and each group's figures are those of its own turns, per simulator folder as well."""
     import hashlib
 
-    from rlver.fidelity.calibrate import agreement
+    from rlver.stats import agreement
 
     seen = write_synthetic(_mkdir(tmp_path / "sim-a") / "m1_result.jsonl")
     unseen = _mkdir(tmp_path / "sim-b") / "m2_result.jsonl"

@@ -179,9 +179,9 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     """Teacher-forced through the offline user itself (restore + respond), as `rlver calibrate` does."""
     import asyncio
 
-    from rlver.fidelity.calibrate import spearman
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
+    from rlver.stats import spearman
     from rlver.transcripts.published import read_published
 
     path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"

@@ -30,7 +30,6 @@ import numpy as np
 
 from rlver.env.thinking import visible_text
 from rlver.errors import InputError, Problem
-from rlver.fidelity.calibrate import spearman
 from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
@@ -44,6 +43,8 @@ from rlver.simulator.learned import (
     round_change,
     sparse_keys,
 )
+from rlver.stats import agreement as _agreement
+from rlver.stats import spearman
 from rlver.transcripts.published import read_published
 
 #: The fit's settings (recorded in the artefact). ``l2``: ridge penalty; ``min_df``: an n-gram must occur
@@ -316,11 +317,9 @@ def agreement(turns: Sequence[Turn], predicted: np.ndarray) -> dict[str, Any]:
     files = sorted({t.file for t in turns})
     mean_rec = [float(rec[[t.file == f for t in turns]].mean()) for f in files]
     mean_pred = [float(predicted[[t.file == f for t in turns]].mean()) for f in files]
+    # (predicted, recorded): the order the shipped figures were computed in (see rlver.stats.agreement)
     return {
-        "turns": len(turns),
-        "spearman": _rho(predicted, rec),
-        "sign_agreement": round(float(np.mean(np.sign(predicted) == np.sign(rec))), 4),
-        "mae": round(float(np.mean(np.abs(predicted - rec))), 4),
+        **_agreement(predicted, rec, digits=4),
         "files": len(files),
         "model_ranking_spearman": _rho(mean_pred, mean_rec) if len(files) > 2 else None,
         "per_file": [
