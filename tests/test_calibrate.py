@@ -27,7 +27,6 @@ from rlver.fidelity.calibrate import (
 )
 from rlver.records import Message
 from rlver.simulator.offline import OfflineSimulator
-from rlver.stats import spearman
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.published import read_published
 
@@ -110,14 +109,6 @@ def cli(*args: str, cache_dir: Path | None = None) -> subprocess.CompletedProces
 
 
 # -- units ------------------------------------------------------------------------------------------
-
-
-def test_spearman_handles_ties_and_constant_input() -> None:
-    assert spearman([1, 2, 3], [10, 20, 30]) == 1.0
-    assert spearman([1, 2, 3], [3, 2, 1]) == -1.0
-    assert spearman([1, 1, 2, 2], [1, 1, 2, 2]) == 1.0
-    assert spearman([1, 1, 1], [1, 2, 3]) is None  # undefined, never NaN
-    assert spearman([1], [1]) is None
 
 
 def test_turns_and_ends_read_from_a_synthetic_file(tmp_path: Path) -> None:
