@@ -191,12 +191,13 @@ def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -
     profile = published_profile_text(ep)
     out: list[Turn] = []
     for r in appraised_replies(ep, cjk_bigrams):
+        reply, last_user = r.reply, r.last_user
         dense = dense_features(
-            r.reply,
+            reply,
             profile,
             emotion=r.emotion,
             turn=r.turn,
-            last_user=r.last_user,
+            last_user=last_user,
             previous_bigrams=r.previous,
             previous_changes=r.changes,
         )
@@ -206,12 +207,12 @@ def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -
                 simulator=path.parent.name,
                 model=path.name.removesuffix("_result.jsonl"),
                 dialogue=ep.profile_id,
-                reply=r.reply,
-                last_user=r.last_user,
+                reply=reply,
+                last_user=last_user,
                 emotion=r.emotion,
                 turn=r.turn,
                 change=r.change,
-                keys=sparse_keys(r.reply, r.last_user, settings),
+                keys=sparse_keys(reply, last_user, settings),
                 dense=dense,
             )
         )
