@@ -271,6 +271,7 @@ def _cli(*args: str, data: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow  # 13 s CPU, 35-45 s on the shared 2-core box (issue 26)
 def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_path: Path) -> None:
     """`rlver eval --simulator offline --profiles sage` and `rlver train` on `rlver-train`, no LLM."""
     if not (shared_data / "rlver_train_profiles.jsonl").exists():
