@@ -158,6 +158,40 @@ def _released(shared_data: Path) -> Path:
     return path
 
 
+def test_the_released_walk_yields_appraised_replies_with_what_came_before() -> None:
+    """appraisal_fit.appraised_replies: one item per appraised reply (thinking stripped); a reply whose
+    user turn carries no appraisal is skipped but still remembered, and so still counts as a turn."""
+    from rlver.fidelity.appraisal_fit import appraised_replies
+    from rlver.records import Appraisal, Episode, UserTurn
+
+    def judged(before: int, after: int) -> Appraisal:
+        return Appraisal(
+            raw_change=after - before,
+            change=after - before,
+            emotion_before=before,
+            emotion_after=after,
+            tier="C",
+        )
+
+    talk = [("user", "hi"), ("assistant", "<think>x</think>A"), ("user", "u1"), ("assistant", "B"),
+            ("user", "u2"), ("assistant", "C"), ("user", "u3"), ("assistant", "D")]  # fmt: skip
+    users = [UserTurn(text="hi"), UserTurn(text="u1", appraisal=judged(40, 45)), UserTurn(text="u2"),
+             UserTurn(text="u3", appraisal=judged(45, 35))]  # fmt: skip
+    ep = Episode(
+        profile_id="p",
+        messages=[Message(role=r, content=c) for r, c in talk],
+        user_turns=users,
+        start_emotion=40,
+        final_emotion=35,
+        emotions=[45, 35],
+    )
+    seen = [
+        (r.reply, r.last_user, r.emotion, r.change, r.turn, list(r.previous), list(r.changes))
+        for r in appraised_replies(ep, str.lower)
+    ]
+    assert seen == [("A", "hi", 40, 5, 1, [], []), ("C", "u2", 45, -10, 3, ["a", "b"], [5])]
+
+
 def test_reduced_refit_is_deterministic(shared_data: Path, tmp_path: Path) -> None:
     """A full refit with validation takes ~10 min on 2 cores, too slow for CI: a reduced fit (one file,
     no validation) run twice must give the same bytes; `rlver simulator fit` on all nine files rebuilds
