@@ -23,7 +23,7 @@ def fit_cmd(
     """Fit the Chinese learned appraisal on released judgements; same data, same bytes."""
     from rich.console import Console
 
-    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
+    from rlver.fidelity.appraisal_fit import dump_artefact, fit_artefact
     from rlver.io import atomic_write_bytes
 
     if out.is_dir():
