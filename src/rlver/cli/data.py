@@ -43,11 +43,10 @@ def list_cmd() -> None:
         typer.echo(f"{spec.name:<12} {spec.rows:>4} rows  {spec.filename:<28} {where}")
 
 
+#: The group's line in ``rlver --help``.
+HELP = "Download and locate the published profile data."
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``data`` command group to the root app."""
-    add_group(
-        app,
-        "data",
-        "Download and locate the published profile data.",
-        {"download": download_cmd, "list": list_cmd},
-    )
+    add_group(app, "data", HELP, {"download": download_cmd, "list": list_cmd})

@@ -42,11 +42,10 @@ def list_cmd() -> None:
         typer.echo(f"{'':<24} {row['description']}")
 
 
+#: The group's line in ``rlver --help``.
+HELP = "Fetch real chat models offline-friendly, and list them."
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``models`` command group to the root app."""
-    add_group(
-        app,
-        "models",
-        "Fetch real chat models offline-friendly, and list them.",
-        {"fetch": fetch_cmd, "list": list_cmd},
-    )
+    add_group(app, "models", HELP, {"fetch": fetch_cmd, "list": list_cmd})
