@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from rlver.errors import InputError, Problem, RlverError
-from rlver.eval.appraisal_fit import dump_artefact, find_result_files, fit_artefact, model_group
-from rlver.eval.calibrate import agreement, appraised_turns, load_files, predict_turn, spearman
+from rlver.fidelity.appraisal_fit import dump_artefact, find_result_files, fit_artefact, model_group
+from rlver.fidelity.calibrate import appraised_turns, load_files, predict_turn
 from rlver.simulator.learned import AppraisalModel
 from rlver.simulator.offline import OfflineSimulator
+from rlver.stats import agreement, spearman
 
 
 def _fold_model(files: list[Path], root: Path, held_out: str, workdir: Path) -> AppraisalModel:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rlver.errors import InputError, Problem, RlverError
-from rlver.eval.appraisal_fit import (
+from rlver.fidelity.appraisal_fit import (
     DEFAULT_SETTINGS,
     Turn,
     find_result_files,
@@ -45,7 +45,7 @@ from rlver.eval.appraisal_fit import (
     model_group,
     read_turns,
 )
-from rlver.eval.calibrate import spearman
+from rlver.stats import sign_agreement, spearman
 
 
 def in_share(turn: Turn, share: float) -> bool:
@@ -63,7 +63,7 @@ def score(train: Sequence[Turn], test: Sequence[Turn], keys: list[str]) -> dict[
         "train_turns": len(train),
         "test_turns": len(test),
         "spearman": spearman(list(fitted.predict_scores(test)), recorded),
-        "sign_agreement": float(np.mean(np.sign(changes) == np.sign(recorded))),
+        "sign_agreement": sign_agreement(changes, recorded),
     }
 
 

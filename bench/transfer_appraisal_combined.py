@@ -1,6 +1,6 @@
 """Does the transfer appraisal's reply features help the Chinese learned appraisal? A measurement.
 
-Fits the shipped char-n-gram family (``rlver.eval.appraisal_fit`` settings) twice on the released files,
+Fits the shipped char-n-gram family (``rlver.fidelity.appraisal_fit`` settings) twice on the released files,
 once as shipped and once with the transfer appraisal's reply features (``XL_NAMES`` before ``emotion``)
 appended to its dense block, and prints both models' held-out-agent-model figures.
 
@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from rlver.eval.appraisal_fit import DEFAULT_SETTINGS, cross_validate, find_result_files, read_turns
+from rlver.fidelity.appraisal_fit import DEFAULT_SETTINGS, cross_validate, find_result_files, read_turns
 from rlver.simulator.crosslingual import XL_NAMES
 
 sys.path.insert(0, str(Path(__file__).parent))

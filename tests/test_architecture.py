@@ -26,6 +26,8 @@ LAYERS: dict[str, int] = {
     "io": 0,
     "config": 0,
     "protocol": 0,
+    "stats": 0,
+    "seeding": 0,
     "llm": 1,
     "models": 1,
     "embedding": 1,
@@ -38,6 +40,10 @@ LAYERS: dict[str, int] = {
     "testing": 5,
     "train": 6,
     "eval": 6,
+    # Simulator fidelity (calibrate, appraisal fit, probes) measures the simulated user against released
+    # transcripts; it sits above eval because it prints with eval's terminal tables (eval.tables), and
+    # nothing below it imports it.
+    "fidelity": 7,
     "integrations": 7,
     "demo": 7,  # the demo's flow: train, evaluate, report (above both train and eval)
     "cli": 8,

@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 
-from rlver.eval.calibrate import (
+from rlver.fidelity.calibrate import (
     appraised_turns,
     calibrate,
     profile_of,
     recorded_end,
     replay_simulator_for,
-    spearman,
 )
 from rlver.records import Message
 from rlver.simulator.offline import OfflineSimulator
@@ -110,14 +109,6 @@ def cli(*args: str, cache_dir: Path | None = None) -> subprocess.CompletedProces
 
 
 # -- units ------------------------------------------------------------------------------------------
-
-
-def test_spearman_handles_ties_and_constant_input() -> None:
-    assert spearman([1, 2, 3], [10, 20, 30]) == 1.0
-    assert spearman([1, 2, 3], [3, 2, 1]) == -1.0
-    assert spearman([1, 1, 2, 2], [1, 1, 2, 2]) == 1.0
-    assert spearman([1, 1, 1], [1, 2, 3]) is None  # undefined, never NaN
-    assert spearman([1], [1]) is None
 
 
 def test_turns_and_ends_read_from_a_synthetic_file(tmp_path: Path) -> None:
@@ -228,7 +219,7 @@ def test_offline_restore_rebuilds_the_users_memory(tmp_path: Path) -> None:
 
 
 def test_learned_provenance_is_shown_and_stored(tmp_path: Path) -> None:
-    from rlver.eval.calibrate_report import provenance_rows
+    from rlver.fidelity.calibrate_report import provenance_rows
 
     path = write_synthetic(tmp_path / "m_result.jsonl")
     out = tmp_path / "out"
@@ -249,7 +240,7 @@ def test_files_the_learned_fit_saw_are_reported_apart(tmp_path: Path) -> None:
     and each group's figures are those of its own turns, per simulator folder as well."""
     import hashlib
 
-    from rlver.eval.calibrate import agreement
+    from rlver.stats import agreement
 
     seen = write_synthetic(_mkdir(tmp_path / "sim-a") / "m1_result.jsonl")
     unseen = _mkdir(tmp_path / "sim-b") / "m2_result.jsonl"

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from helpers import TINY_TRAIN_SETS, popen_with_ctrl_c, train_argv
 from rlver.testing.openai_server import FakeChatServer
 from test_generate import STORIES, ScriptedResponder, story_answer
@@ -60,6 +62,7 @@ def test_failed_train_leaves_no_run_folder_and_no_open_session(tmp_path: Path) -
     assert "removed the run folder run" in proc.stderr
 
 
+@pytest.mark.slow  # 6 s CPU, 20 s on the shared 2-core box (issue 26)
 def test_ctrl_c_on_train_says_what_was_saved(tmp_path: Path) -> None:
     proc = popen_with_ctrl_c(
         [sys.executable, "-m", "rlver", *train_argv("run", *TINY_TRAIN_SETS, "run.checkpoint_every=1", steps=500)],

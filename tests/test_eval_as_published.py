@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
 from rlver.simulator.sentient.user import SIMULATOR_MAX_TOKENS
 from rlver.testing.openai_server import FakeChatServer, Fault, Reply
@@ -131,6 +133,7 @@ def test_an_empty_agent_reply_is_appraised_not_failed(tmp_path: Path) -> None:
     assert [m.content for m in episode.messages if m.role == "assistant"] == ["", "", ""]
 
 
+@pytest.mark.slow  # 8 s CPU, 24 s on the shared 2-core box (issue 26)
 def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path: Path) -> None:
     done = _rlver(
         "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "en-test", "--limit", "1",

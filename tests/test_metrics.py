@@ -8,7 +8,6 @@ from fractions import Fraction
 import pytest
 
 from rlver.eval.metrics import (
-    bootstrap_ci,
     compute_metrics,
     emotion_path,
     paired_comparison,
@@ -17,6 +16,7 @@ from rlver.eval.metrics import (
 )
 from rlver.records import Appraisal, Episode, Message, UserTurn
 from rlver.simulator.emotion import tier_of
+from rlver.stats import bootstrap_ci
 
 
 def make_episode(

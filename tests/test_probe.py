@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rlver.eval.probes import BATTERY, LONG_REPLY_CHARS, probe_names
+from rlver.fidelity.probes import BATTERY, LONG_REPLY_CHARS, probe_names
 from rlver.testing.openai_server import FakeChatServer
 
 REPO = Path(__file__).resolve().parents[1]

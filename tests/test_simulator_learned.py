@@ -70,7 +70,7 @@ def test_keyword_salad_is_vetoed(language: str, reply: str) -> None:
 def test_learned_salad_probes_gain_nothing() -> None:
     import asyncio
 
-    from rlver.eval.probes import learned_salad_probes, run_probes
+    from rlver.fidelity.probes import learned_salad_probes, run_probes
 
     sim = OfflineSimulator()
     probes = learned_salad_probes(sim)
@@ -158,11 +158,45 @@ def _released(shared_data: Path) -> Path:
     return path
 
 
+def test_the_released_walk_yields_appraised_replies_with_what_came_before() -> None:
+    """appraisal_fit.appraised_replies: one item per appraised reply (thinking stripped); a reply whose
+    user turn carries no appraisal is skipped but still remembered, and so still counts as a turn."""
+    from rlver.fidelity.appraisal_fit import appraised_replies
+    from rlver.records import Appraisal, Episode, UserTurn
+
+    def judged(before: int, after: int) -> Appraisal:
+        return Appraisal(
+            raw_change=after - before,
+            change=after - before,
+            emotion_before=before,
+            emotion_after=after,
+            tier="C",
+        )
+
+    talk = [("user", "hi"), ("assistant", "<think>x</think>A"), ("user", "u1"), ("assistant", "B"),
+            ("user", "u2"), ("assistant", "C"), ("user", "u3"), ("assistant", "D")]  # fmt: skip
+    users = [UserTurn(text="hi"), UserTurn(text="u1", appraisal=judged(40, 45)), UserTurn(text="u2"),
+             UserTurn(text="u3", appraisal=judged(45, 35))]  # fmt: skip
+    ep = Episode(
+        profile_id="p",
+        messages=[Message(role=r, content=c) for r, c in talk],
+        user_turns=users,
+        start_emotion=40,
+        final_emotion=35,
+        emotions=[45, 35],
+    )
+    seen = [
+        (r.reply, r.last_user, r.emotion, r.change, r.turn, list(r.previous), list(r.changes))
+        for r in appraised_replies(ep, str.lower)
+    ]
+    assert seen == [("A", "hi", 40, 5, 1, [], []), ("C", "u2", 45, -10, 3, ["a", "b"], [5])]
+
+
 def test_reduced_refit_is_deterministic(shared_data: Path, tmp_path: Path) -> None:
     """A full refit with validation takes ~10 min on 2 cores, too slow for CI: a reduced fit (one file,
     no validation) run twice must give the same bytes; `rlver simulator fit` on all nine files rebuilds
     the shipped artefact the same way (docs/simulator.md)."""
-    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
+    from rlver.fidelity.appraisal_fit import dump_artefact, fit_artefact
 
     one = _released(shared_data) / "gpt-4o-simulator" / "openai-o1_result.jsonl"
     settings = {"cg_steps": 10}
@@ -179,9 +213,9 @@ def test_teacher_forced_agreement_on_released_file(shared_data: Path) -> None:
     """Teacher-forced through the offline user itself (restore + respond), as `rlver calibrate` does."""
     import asyncio
 
-    from rlver.eval.calibrate import spearman
     from rlver.profiles.loaders import split_hidden_need
     from rlver.profiles.schema import PUBLISHED_STYLES, Profile
+    from rlver.stats import spearman
     from rlver.transcripts.published import read_published
 
     path = _released(shared_data) / "deepseek-v3-simulator" / "qwen2.5-72b_result.jsonl"
@@ -241,7 +275,7 @@ def test_agreement_on_released_files_the_fit_never_saw(tmp_path: Path) -> None:
     import asyncio
     import os
 
-    from rlver.eval.calibrate import calibrate
+    from rlver.fidelity.calibrate import calibrate
 
     folder = os.environ.get(HELDOUT_ENV)
     if not folder:
@@ -271,6 +305,7 @@ def _cli(*args: str, data: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow  # 13 s CPU, 35-45 s on the shared 2-core box (issue 26)
 def test_eval_and_train_on_published_profiles_offline(shared_data: Path, tmp_path: Path) -> None:
     """`rlver eval --simulator offline --profiles sage` and `rlver train` on `rlver-train`, no LLM."""
     if not (shared_data / "rlver_train_profiles.jsonl").exists():
@@ -356,7 +391,7 @@ def test_replay_restores_the_recorded_emotion_changes(tmp_path: Path) -> None:
     The learned appraisal reads the trajectory, so a replay that forgot the recorded changes would judge
     a later reply as if the dialogue had just begun (here: mean +0.2 instead of the live +2.8).
     """
-    from rlver.eval.probes import replay_run
+    from rlver.fidelity.probes import replay_run
     from rlver.manifest import RunManifest
     from rlver.transcripts.native import TranscriptWriter
 

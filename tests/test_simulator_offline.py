@@ -383,6 +383,7 @@ def _released_replies(shared_data: Path) -> list[str]:
     return [visible_text(m.content) for f in files for ep in read_published(f) for m in ep.messages if m.role == "assistant"]  # fmt: skip
 
 
+@pytest.mark.slow  # 6 s CPU, 20 s on the shared 2-core box (issue 26)
 def test_no_content_veto_fires_on_a_released_reply(shared_data: Path) -> None:
     """Real models' replies are language: none of the 7,673 released ones trips a content veto.
 

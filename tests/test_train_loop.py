@@ -76,6 +76,7 @@ def test_presets_load_and_bad_keys_are_named() -> None:
         load_train_config("no-such-preset")
 
 
+@pytest.mark.slow  # 8 s CPU, 27 s on the shared 2-core box (issue 26)
 def test_resume_is_bit_for_bit(tmp_path: Path) -> None:
     """2 steps + resume 2 steps == 4 steps straight: same weights (policy, LoRA, critic), same logs."""
     from rlver.train.trainer import Trainer

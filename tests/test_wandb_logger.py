@@ -23,6 +23,7 @@ def _files(root: Path) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file()]
 
 
+@pytest.mark.slow  # 9 s CPU, 36 s on the shared 2-core box (issue 26)
 def test_train_logs_to_wandb_offline_without_keys(tmp_path: Path) -> None:
     env = {
         **os.environ,

@@ -1,7 +1,7 @@
 """`rlver calibrate` (registered on the root app by :func:`register`).
 
 Measures how closely a simulator agrees with the published SAGE simulator on released result files
-(see :mod:`rlver.eval.calibrate`). Exit code 0: done (with ``--simulator replay``: every trajectory
+(see :mod:`rlver.fidelity.calibrate`). Exit code 0: done (with ``--simulator replay``: every trajectory
 reproduced); 1: replay found a trajectory it could not reproduce; 2: bad input.
 """
 
@@ -22,8 +22,8 @@ from rlver.simulator.sentient.protocols.sage import SageProtocol
 #: ``--sim-option`` names: the sage prompt options (spec keys of the same names).
 PROMPT_OPTIONS = SageProtocol.option_names()
 
-if TYPE_CHECKING:  # rlver.eval.calibrate loads numpy: imported where used, so `rlver --help` stays fast
-    from rlver.eval.calibrate import FileData
+if TYPE_CHECKING:  # rlver.fidelity.calibrate loads numpy: imported where used, so `rlver --help` stays fast
+    from rlver.fidelity.calibrate import FileData
     from rlver.simulator.base import UserSimulator
 
 
@@ -60,8 +60,8 @@ def calibrate_command(
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
     --simulator replay, a free run of rlver's environment that must reproduce every trajectory)."""
-    from rlver.eval.calibrate import calibrate, check_result_file
-    from rlver.eval.calibrate_report import print_table
+    from rlver.fidelity.calibrate import calibrate, check_result_file
+    from rlver.fidelity.calibrate_report import print_table
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: a file is there; the output must be a new or existing folder")
@@ -136,7 +136,7 @@ def _simulator_factory(
     flags, and that one object serves every file (it holds the model client and its concurrency).
     """
     if raw["kind"] == "replay":
-        from rlver.eval.calibrate import replay_simulator_for
+        from rlver.fidelity.calibrate import replay_simulator_for
 
         return replay_simulator_for, {"name": "replay"}
     raw["seed"] = seed

@@ -13,7 +13,7 @@ import typer
 import yaml
 from pydantic import BaseModel
 
-from rlver.cli.plain_help import plain_typer
+from rlver.cli.plain_help import add_group
 from rlver.config import load_config, mask_secret_values, redacted
 from rlver.errors import ConfigError
 
@@ -113,6 +113,4 @@ def _prompt_note(rollout: Any) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add the ``config`` command group to the root app."""
-    group = plain_typer(no_args_is_help=True, help="Inspect configuration files.")
-    group.command("show")(show_cmd)
-    app.add_typer(group, name="config")
+    add_group(app, "config", "Inspect configuration files.", {"show": show_cmd})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from rlver.cli.plain_help import plain_typer
+from rlver.cli.plain_help import add_group
 
 
 def download_cmd(
@@ -43,9 +43,10 @@ def list_cmd() -> None:
         typer.echo(f"{spec.name:<12} {spec.rows:>4} rows  {spec.filename:<28} {where}")
 
 
+#: The group's line in ``rlver --help``.
+HELP = "Download and locate the published profile data."
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``data`` command group to the root app."""
-    group = plain_typer(no_args_is_help=True, help="Download and locate the published profile data.")
-    group.command("download")(download_cmd)
-    group.command("list")(list_cmd)
-    app.add_typer(group, name="data")
+    add_group(app, "data", HELP, {"download": download_cmd, "list": list_cmd})

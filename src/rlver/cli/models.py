@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from rlver.cli.plain_help import plain_typer
+from rlver.cli.plain_help import add_group
 
 
 def fetch_cmd(
@@ -42,9 +42,10 @@ def list_cmd() -> None:
         typer.echo(f"{'':<24} {row['description']}")
 
 
+#: The group's line in ``rlver --help``.
+HELP = "Fetch real chat models offline-friendly, and list them."
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``models`` command group to the root app."""
-    group = plain_typer(no_args_is_help=True, help="Fetch real chat models offline-friendly, and list them.")
-    group.command("fetch")(fetch_cmd)
-    group.command("list")(list_cmd)
-    app.add_typer(group, name="models")
+    add_group(app, "models", HELP, {"fetch": fetch_cmd, "list": list_cmd})

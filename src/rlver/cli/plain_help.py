@@ -7,6 +7,7 @@ Every ``typer.Typer`` of the CLI is built with :func:`plain_typer` so ``--help``
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -37,3 +38,12 @@ def plain_typer(**kwargs: Any) -> typer.Typer:
     # click caps help at 80 columns; a wider terminal gets up to 120 (wrapping still follows the width).
     kwargs.setdefault("context_settings", {"max_content_width": 120})
     return typer.Typer(cls=PlainGroup, rich_markup_mode=None, **kwargs)
+
+
+def add_group(app: typer.Typer, name: str, help: str, commands: dict[str, Callable[..., Any]]) -> None:
+    """Add the command group ``rlver NAME`` with these subcommands, in this order (how every group
+    registers: one table per group, so a subcommand is one line)."""
+    group = plain_typer(no_args_is_help=True, help=help)
+    for command, function in commands.items():
+        group.command(command)(function)
+    app.add_typer(group, name=name)

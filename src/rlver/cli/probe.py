@@ -1,6 +1,6 @@
-"""`rlver probe`: flags and printing for the reward-hacking battery of :mod:`rlver.eval.probes`.
+"""`rlver probe`: flags and printing for the reward-hacking battery of :mod:`rlver.fidelity.probes`.
 
-:mod:`rlver.eval.probes` is imported inside the functions that use it: it loads the offline simulator
+:mod:`rlver.fidelity.probes` is imported inside the functions that use it: it loads the offline simulator
 (numpy, the lexicons), which would slow every ``rlver --help``.
 """
 
@@ -25,7 +25,7 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 
 def render(report: dict[str, Any]) -> None:
     """A table: one row per probe, summary columns, and one column per profile when they fit."""
-    from rlver.eval.probes import first_error
+    from rlver.fidelity.probes import first_error
 
     console = Console()
     ids = report["profiles"]
@@ -97,7 +97,7 @@ def _replay_command(
     from_run: Path, spec: SimulatorSpec, profiles: list[str], *, as_json: bool, strict: bool
 ) -> None:
     """``--from-run``: replay the run's own replies through the offline user, vetoes on and off."""
-    from rlver.eval.probes import replay_run
+    from rlver.fidelity.probes import replay_run
 
     if spec.kind != "offline":
         raise InputError(Problem("--from-run", None, None, "needs --simulator offline"))
@@ -118,7 +118,7 @@ def _battery_command(
     spec: SimulatorSpec, chosen: list[Any], *, start_emotion: int, as_json: bool, strict: bool
 ) -> None:
     """Send the battery to every chosen profile, print the report, and fail as ``--strict`` asks."""
-    from rlver.eval.probes import first_error, run_probes
+    from rlver.fidelity.probes import first_error, run_probes
 
     sim = build_simulator(spec)
 

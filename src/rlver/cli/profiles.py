@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import typer
 
 from rlver.cli import profiles_gen
-from rlver.cli.plain_help import plain_typer
+from rlver.cli.plain_help import add_group
 
 
 def _short(text: str, width: int) -> str:
@@ -99,10 +102,11 @@ def validate_cmd(
 def register(app: typer.Typer) -> None:
     """Add the ``profiles`` command group to the root app: list, show and validate here, generate and
     stats from :mod:`rlver.cli.profiles_gen`."""
-    group = plain_typer(no_args_is_help=True, help="List, show and validate user profiles.")
-    group.command("list")(list_cmd)
-    group.command("show")(show_cmd)
-    group.command("validate")(validate_cmd)
-    group.command("generate")(profiles_gen.generate_cmd)
-    group.command("stats")(profiles_gen.stats_cmd)
-    app.add_typer(group, name="profiles")
+    commands: dict[str, Callable[..., Any]] = {
+        "list": list_cmd,
+        "show": show_cmd,
+        "validate": validate_cmd,
+        "generate": profiles_gen.generate_cmd,
+        "stats": profiles_gen.stats_cmd,
+    }
+    add_group(app, "profiles", "List, show and validate user profiles.", commands)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlver.cli.plain_help import plain_typer
+from rlver.cli.plain_help import add_group
 from rlver.errors import ConfigError
 
 
@@ -23,7 +23,7 @@ def fit_cmd(
     """Fit the Chinese learned appraisal on released judgements; same data, same bytes."""
     from rich.console import Console
 
-    from rlver.eval.appraisal_fit import dump_artefact, fit_artefact
+    from rlver.fidelity.appraisal_fit import dump_artefact, fit_artefact
     from rlver.io import atomic_write_bytes
 
     if out.is_dir():
@@ -46,6 +46,4 @@ def fit_cmd(
 
 def register(app: typer.Typer) -> None:
     """Add the ``simulator`` command group to the root app."""
-    group = plain_typer(help="The offline simulated user's learned appraisal.", no_args_is_help=True)
-    group.command("fit")(fit_cmd)
-    app.add_typer(group, name="simulator")
+    add_group(app, "simulator", "The offline simulated user's learned appraisal.", {"fit": fit_cmd})

@@ -32,9 +32,8 @@ from pydantic import BaseModel, Field
 
 from rlver.records import Episode
 from rlver.rollout.outcomes import Outcomes, outcomes
+from rlver.stats import BOOTSTRAP_SEED, bootstrap_ci
 
-BOOTSTRAP_SAMPLES = 10_000
-BOOTSTRAP_SEED = 20250701
 #: ``Episode.meta`` keys that get their own breakdown table when episodes carry them.
 BREAKDOWN_KEYS = ("behaviour", "difficulty")
 
@@ -154,30 +153,6 @@ def _group(out: Outcomes) -> GroupMetrics:
         failure=out.failure,
         failure_pct=100.0 * out.failure_rate,
     )
-
-
-def bootstrap_ci(
-    values: Sequence[float],
-    *,
-    samples: int = BOOTSTRAP_SAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-    level: float = 0.95,
-) -> tuple[float, float] | tuple[None, None]:
-    """Percentile bootstrap interval of the mean. Fixed seed: the same run always gets the same interval.
-
-    No values give ``(None, None)``: there is no interval (and NaN is not valid JSON).
-    """
-    arr = np.asarray(values, dtype=np.float64)
-    if arr.size == 0:
-        return (None, None)
-    if arr.size == 1:
-        return (float(arr[0]), float(arr[0]))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, arr.size, size=(samples, arr.size))
-    means = arr[idx].mean(axis=1)
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(means, [alpha, 1.0 - alpha])
-    return (float(low), float(high))
 
 
 def _trajectory(

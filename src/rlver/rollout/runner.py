@@ -21,7 +21,6 @@ A round is one ``complete_each`` call: a local model still runs it as one batche
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -36,6 +35,7 @@ from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
+from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
 
 EpisodeCallback = Callable[[Episode], "Awaitable[None] | None"]
@@ -83,17 +83,8 @@ class _Dialogue:
 def dialogue_seed(base_seed: int, profile_index: int, sample_index: int, n_per_profile: int) -> int:
     """A distinct, reproducible simulator seed for every dialogue of a run: its index in the run's
     (profile × sample) grid, offset by the run seed. verl has no such grid (a worker sees one row at a
-    time), so its agent loop seeds with :func:`hashed_seed` of the row, sample and step instead."""
+    time), so its agent loop seeds with :func:`rlver.seeding.hashed_seed` of the row, sample and step instead."""
     return base_seed * 1_000_003 + profile_index * n_per_profile + sample_index
-
-
-def hashed_seed(*parts: object) -> int:
-    """A stable 31-bit seed (every server takes it) from any parts; ``hash()`` is salted per process.
-
-    Hashed so that nearby inputs give unrelated streams.
-    """
-    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
 
 
 def agent_seed(run_seed: int, dialogue: int, turn: int) -> int:

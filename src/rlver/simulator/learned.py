@@ -11,7 +11,7 @@ what a simulator legitimately sees at one turn —
 
 into a sparse feature vector (character n-grams of the reply and of the user's last message, plus a
 few dense context features, its own earlier emotion changes in this dialogue among them) and scores
-it with weights fitted by :mod:`rlver.eval.appraisal_fit`.
+it with weights fitted by :mod:`rlver.fidelity.appraisal_fit`.
 The weights ship inside the package as JSON (``rlver/simulator/data/appraisal_zh.json``) with their
 provenance: data files and sha256, fit settings and validation figures.
 

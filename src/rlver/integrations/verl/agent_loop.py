@@ -55,7 +55,7 @@ from rlver.io import append_jsonl
 from rlver.llm.sequence import SequenceError, end_of_turn_id
 from rlver.records import Episode
 from rlver.rollout.hackwatch import HackWatch
-from rlver.rollout.runner import hashed_seed
+from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.transcripts.native import EPISODE

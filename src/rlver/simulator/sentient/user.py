@@ -16,7 +16,6 @@ simulators), top_p 1.0, and record the settings in every manifest; set temperatu
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -27,6 +26,7 @@ from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.structured import StructuredResult
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
+from rlver.seeding import hashed_seed
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
@@ -51,12 +51,6 @@ DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=SIMULAT
 SATISFIED_TIERS = ("S", "A")
 
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
-
-
-def _derived_seed(*parts: object) -> int:
-    """A stable 31-bit seed from parts (Python's ``hash`` is salted per process)."""
-    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def end_reason_for(tier: str) -> str:
@@ -99,7 +93,7 @@ class SentientUser(SimulatedUser):
         if base.seed is None:
             return base
         return base.model_copy(
-            update={"seed": _derived_seed(base.seed, self.seed, self.profile.id, self._calls)}
+            update={"seed": hashed_seed(base.seed, self.seed, self.profile.id, self._calls)}
         )
 
     async def _ask(

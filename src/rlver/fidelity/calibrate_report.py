@@ -1,6 +1,6 @@
 """The outputs of ``rlver calibrate`` a person reads: the terminal table and the HTML page.
 
-Kept apart from :mod:`rlver.eval.calibrate` (the measurement) so that the numbers have no plotting
+Kept apart from :mod:`rlver.fidelity.calibrate` (the measurement) so that the numbers have no plotting
 dependency; matplotlib is imported only when the page is drawn.
 """
 

@@ -1,7 +1,9 @@
 """Fitting the learned appraisal (:mod:`rlver.simulator.learned`) on released SAGE result files.
 
-The runtime scorer lives in the simulator layer; its fit lives here in ``eval`` because it reads the
-released transcripts (``rollout``) and strips thinking (``env``), both above the simulator.
+The runtime scorer lives in the simulator layer; its fit lives here in :mod:`rlver.fidelity` because it
+reads the released transcripts (``transcripts``) and strips thinking (``env``), both above the simulator.
+:func:`appraised_replies` is the one walk over a released dialogue's appraised replies; an appraisal
+with other features (e.g. the transfer appraisal's bench script) walks with it too.
 
 ``rlver simulator fit --data DIR --out PATH`` runs :func:`fit_artefact`: it reads every
 ``*_result.jsonl`` under ``DIR`` (through :mod:`rlver.transcripts.published`, the one reader of that
@@ -21,16 +23,15 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 from rlver.env.thinking import visible_text
 from rlver.errors import InputError, Problem
-from rlver.eval.calibrate import spearman
 from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
@@ -44,7 +45,11 @@ from rlver.simulator.learned import (
     round_change,
     sparse_keys,
 )
+from rlver.stats import agreement as _agreement
+from rlver.stats import spearman
 from rlver.transcripts.published import read_published
+
+MemoryT = TypeVar("MemoryT")
 
 #: The fit's settings (recorded in the artefact). ``l2``: ridge penalty; ``min_df``: an n-gram must occur
 #: in this many training turns to get a weight; ``cg_steps``: conjugate-gradient iterations;
@@ -118,23 +123,52 @@ def read_turns(files: Sequence[Path], root: Path, settings: dict[str, Any]) -> l
     return turns
 
 
-def published_profile_text(ep: Episode) -> ProfileText:
-    """The learned appraisal's view of a released record's profile (scene split at the hidden need)."""
+def published_profile_parts(ep: Episode) -> tuple[str, str, str, str]:
+    """A released record's profile as (hidden need, background, task, style): the scene split at the
+    hidden need, the character's style in words. Every appraisal fitted on released files reads this."""
     pub = ep.meta.get("published", {})
     split = split_hidden_need(str(pub.get("scene", "")))
     background, need = split if split else (str(pub.get("scene", "")), "")
     style = str(pub.get("character", "")).strip()
-    return ProfileText.of(need, background, str(pub.get("task", "")), PUBLISHED_STYLES.get(style, style))
+    return need, background, str(pub.get("task", "")), PUBLISHED_STYLES.get(style, style)
 
 
-def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -> list[Turn]:
-    """The appraised turns of one released dialogue, each with what the simulator saw before it."""
-    profile = published_profile_text(ep)
+def published_profile_text(ep: Episode) -> ProfileText:
+    """The learned appraisal's view of a released record's profile."""
+    return ProfileText.of(*published_profile_parts(ep))
+
+
+@dataclass(frozen=True)
+class AppraisedReply(Generic[MemoryT]):
+    """One appraised agent reply of a released dialogue, with what the simulator had seen before it.
+
+    ``previous`` holds every earlier visible reply of the dialogue, each as its caller's ``remember``
+    made it; ``changes`` the user's earlier emotion changes, oldest first. Both are the walk's own
+    lists, valid until the next step.
+    """
+
+    reply: str
+    last_user: str
+    emotion: int
+    change: int
+    previous: list[MemoryT]
+    changes: list[int]
+
+    @property
+    def turn(self) -> int:
+        """1-based number of this reply among the dialogue's visible replies."""
+        return len(self.previous) + 1
+
+
+def appraised_replies(ep: Episode, remember: Callable[[str], MemoryT]) -> Iterator[AppraisedReply[MemoryT]]:
+    """Walk a released dialogue: each agent reply that the next user turn appraised, in order.
+
+    A reply without an appraisal (or an empty visible reply) is not yielded but is still remembered.
+    """
     users = iter(ep.user_turns)
     last_user, reply = "", ""
-    prev_bigrams: list[set[str]] = []
+    previous: list[MemoryT] = []
     changes: list[int] = []
-    out: list[Turn] = []
     for msg in ep.messages:
         if msg.role == "assistant":
             reply = visible_text(msg.content)
@@ -143,36 +177,45 @@ def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -
             continue
         a = next(users).appraisal
         if a is not None and reply:
-            dense = dense_features(
-                reply,
-                profile,
-                emotion=a.emotion_before,
-                turn=len(prev_bigrams) + 1,
-                last_user=last_user,
-                previous_bigrams=prev_bigrams,
-                previous_changes=changes,
-            )
             change = a.emotion_after - a.emotion_before
-            out.append(
-                Turn(
-                    file=rel,
-                    simulator=path.parent.name,
-                    model=path.name.removesuffix("_result.jsonl"),
-                    dialogue=ep.profile_id,
-                    reply=reply,
-                    last_user=last_user,
-                    emotion=a.emotion_before,
-                    turn=len(prev_bigrams) + 1,
-                    change=change,
-                    keys=sparse_keys(reply, last_user, settings),
-                    dense=dense,
-                )
-            )
+            yield AppraisedReply(reply, last_user, a.emotion_before, change, previous, changes)
             changes.append(change)
         if reply:
-            prev_bigrams.append(cjk_bigrams(reply))
+            previous.append(remember(reply))
             reply = ""
         last_user = msg.content
+
+
+def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -> list[Turn]:
+    """The appraised turns of one released dialogue, each with what the simulator saw before it."""
+    profile = published_profile_text(ep)
+    out: list[Turn] = []
+    for r in appraised_replies(ep, cjk_bigrams):
+        reply, last_user = r.reply, r.last_user
+        dense = dense_features(
+            reply,
+            profile,
+            emotion=r.emotion,
+            turn=r.turn,
+            last_user=last_user,
+            previous_bigrams=r.previous,
+            previous_changes=r.changes,
+        )
+        out.append(
+            Turn(
+                file=rel,
+                simulator=path.parent.name,
+                model=path.name.removesuffix("_result.jsonl"),
+                dialogue=ep.profile_id,
+                reply=reply,
+                last_user=last_user,
+                emotion=r.emotion,
+                turn=r.turn,
+                change=r.change,
+                keys=sparse_keys(reply, last_user, settings),
+                dense=dense,
+            )
+        )
     return out
 
 
@@ -316,11 +359,9 @@ def agreement(turns: Sequence[Turn], predicted: np.ndarray) -> dict[str, Any]:
     files = sorted({t.file for t in turns})
     mean_rec = [float(rec[[t.file == f for t in turns]].mean()) for f in files]
     mean_pred = [float(predicted[[t.file == f for t in turns]].mean()) for f in files]
+    # (predicted, recorded): the order the shipped figures were computed in (see rlver.stats.agreement)
     return {
-        "turns": len(turns),
-        "spearman": _rho(predicted, rec),
-        "sign_agreement": round(float(np.mean(np.sign(predicted) == np.sign(rec))), 4),
-        "mae": round(float(np.mean(np.abs(predicted - rec))), 4),
+        **_agreement(predicted, rec, digits=4),
         "files": len(files),
         "model_ranking_spearman": _rho(mean_pred, mean_rec) if len(files) > 2 else None,
         "per_file": [

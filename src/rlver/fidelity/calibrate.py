@@ -21,9 +21,7 @@ Predictions are appended to ``predictions.jsonl`` one line per turn as they fini
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,9 +43,11 @@ from rlver.io import (
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.records import Episode, Message, fell_to_failure, reached_success
+from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.offline import OfflineUser
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
+from rlver.stats import agreement, spearman
 from rlver.transcripts.published import read_published
 
 PREDICTIONS = "predictions.jsonl"
@@ -176,54 +176,7 @@ def recorded_end(episode: Episode, max_assistant_turns: int = 10) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# statistics (numpy only; strict JSON: ``None`` where a figure is undefined)
-
-
-def _ranks(x: np.ndarray) -> np.ndarray:
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(len(x), dtype=float)
-    sx = x[order]
-    i = 0
-    while i < len(x):
-        j = i
-        while j + 1 < len(x) and sx[j + 1] == sx[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    return ranks
-
-
-def spearman(a: Sequence[float], b: Sequence[float]) -> float | None:
-    """Spearman's rank correlation with average ranks for ties; ``None`` if undefined."""
-    if len(a) != len(b) or len(a) < 2:
-        return None
-    ra, rb = _ranks(np.asarray(a, dtype=float)), _ranks(np.asarray(b, dtype=float))
-    if ra.std() == 0 or rb.std() == 0:
-        return None
-    value = float(np.corrcoef(ra, rb)[0, 1])
-    return round(value, 6) if math.isfinite(value) else None
-
-
-def agreement(recorded: Sequence[int], predicted: Sequence[int]) -> dict[str, Any]:
-    n = len(recorded)
-    if n == 0:
-        return {"turns": 0, "spearman": None, "sign_agreement": None, "mae": None}
-    r, p = np.asarray(recorded, dtype=float), np.asarray(predicted, dtype=float)
-    return {
-        "turns": n,
-        "spearman": spearman(recorded, predicted),
-        "sign_agreement": round(float(np.mean(np.sign(r) == np.sign(p))), 6),
-        "mae": round(float(np.mean(np.abs(r - p))), 6),
-    }
-
-
-# --------------------------------------------------------------------------------------------------
 # running
-
-
-def _seed(base: int, *parts: object) -> int:
-    digest = hashlib.sha256(":".join(str(p) for p in (base, *parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def _key(file: str, dialogue_id: str, turn: int) -> tuple[str, str, int]:
@@ -368,7 +321,10 @@ async def run_predictions(
         async with gate:
             try:
                 predicted, tokens = await predict_turn(
-                    sims[fd.path], fd.profiles[t.dialogue_id], t, _seed(seed, t.file, t.dialogue_id, t.turn)
+                    sims[fd.path],
+                    fd.profiles[t.dialogue_id],
+                    t,
+                    hashed_seed(seed, t.file, t.dialogue_id, t.turn),
                 )
             except RlverError as exc:  # a simulator or LLM call failed for good: keep going, retry on resume
                 failed.append(f"{t.file}: {t.dialogue_id} turn {t.turn}: {exc}")
@@ -605,7 +561,7 @@ async def calibrate(
     summary = summarise(files, predictions, trajectories, fitted_files(simulator_info))
     summary["simulator"] = simulator_info
     atomic_write_json(out / CALIBRATION, summary)
-    from rlver.eval.calibrate_report import render_html
+    from rlver.fidelity.calibrate_report import render_html
 
     atomic_write_text(out / REPORT, render_html(summary, predictions, simulator_info))
     return summary
