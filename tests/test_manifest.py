@@ -236,3 +236,14 @@ def test_verl_worker_transcripts_start_with_a_train_manifest() -> None:
     assert (m.kind, m.split, m.engine) == ("train", "val", "verl")  # type: ignore[attr-defined]
     assert m.rules == TRAINING and m.reward == RewardSpec(mode="delta", format_penalty=0.1)
     assert m.seed == 3 and m.n_per_profile == 4 and m.simulator_spec and m.simulator_spec["kind"] == "offline"
+
+
+def test_the_auditor_checks_each_stated_rule_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    """A manifest stating only its start still has the start checked; a stated value that is not a
+    rule is an error naming the file and the field (as the auditor did before RunManifest)."""
+    only_start = RunManifest.read({"kind": "eval", "env": {"start_emotion": 40, "think": False}})
+    assert only_start.rules is None and only_start.stated_rules() == {"start_emotion": 40}
+    bad = RunManifest.read({"kind": "eval", "env": {"start_emotion": 140, "max_assistant_turns": 10}})
+    with pytest.raises(InputError) as err:
+        bad.stated_rules(str(tmp_path / "t.jsonl"))
+    assert "t.jsonl:1: env.start_emotion" in str(err.value)

@@ -131,6 +131,24 @@ class RunManifest(BaseModel):
         return {k: v for k, v in record.items() if v is not None}
 
     # ------------------------------------------------------------------------------- reading
+    def stated_rules(self, source: str = "manifest") -> dict[str, Any]:
+        """Each dialogue-rule field the manifest states, validated on its own: what an auditor checks.
+
+        Unlike :attr:`rules` (None unless the start and the turn limit are both stated), a manifest that
+        states only its start still has that start checked. A stated value that is not a valid rule is
+        an error naming the field (``source``: the file, line 1), never a silently skipped check.
+        """
+        if self.rules is not None:
+            return self.rules.model_dump()
+        stated = _stated_rules(self.env)
+        for key, value in stated.items():
+            try:
+                DialogueRules.model_validate({key: value})
+            except ValidationError as exc:
+                reason = exc.errors()[0]["msg"]
+                raise InputError(Problem(source, 1, f"env.{key}", f"{reason} (got {value!r})")) from exc
+        return stated
+
     @classmethod
     def read(cls, source: dict[str, Any] | RunManifest | str | os.PathLike[str]) -> RunManifest:
         """A manifest from a record, a manifest ``.json`` file, a transcript or a run folder.
@@ -250,13 +268,22 @@ def _rules_of(env: Any) -> DialogueRules | None:
     """
     if not isinstance(env, dict):
         return None
-    nested = _dict(env.get("rules"))
-    preset = PRESETS.get(str(nested.get("preset")))
-    stated = {k: v for k, v in {**env, **nested}.items() if k in DialogueRules.model_fields}
-    rules, kept = _valid(DialogueRules, {**(preset.model_dump() if preset else {}), **stated})
+    preset = PRESETS.get(str(_dict(env.get("rules")).get("preset")))
+    rules, kept = _valid(DialogueRules, _stated_rules(env))
     if rules is None or (preset is None and not all(k in kept for k in _RULES_REQUIRED)):
         return None
     return rules
+
+
+def _stated_rules(env: Any) -> dict[str, Any]:
+    """The rule fields an environment record states, as written: nested under ``rules`` (a preset
+    states all of its own) or flat (older files)."""
+    if not isinstance(env, dict):
+        return {}
+    nested = _dict(env.get("rules"))
+    preset = PRESETS.get(str(nested.get("preset")))
+    stated = {k: v for k, v in {**env, **nested}.items() if k in DialogueRules.model_fields}
+    return {**(preset.model_dump() if preset else {}), **stated}
 
 
 def _reward_of(data: dict[str, Any], rollout: dict[str, Any]) -> RewardSpec | None:

@@ -172,12 +172,15 @@ def audit_episode(
     return findings, appraisals
 
 
-def _rules_from_manifest(manifest: RunManifest | dict[str, Any], base: AuditOptions) -> AuditOptions:
+def _rules_from_manifest(
+    manifest: RunManifest | dict[str, Any], base: AuditOptions, source: str = "manifest"
+) -> AuditOptions:
     """``base`` with what the manifest states: its dialogue rules (:attr:`RunManifest.rules`, read
     from whichever shape the file was written in) and the simulator's change bound. What it does not
-    state stays as in ``base`` (a manifest without rules leaves the start and turn checks off)."""
+    state stays as in ``base`` (a manifest that does not state its start, or its turn limit, leaves
+    that check off); a stated value that is not a valid rule is an error naming the field."""
     m = RunManifest.read(manifest)
-    stated: dict[str, Any] = m.rules.model_dump() if m.rules is not None else {}
+    stated: dict[str, Any] = m.stated_rules(source)
     if m.max_change is not None:
         stated["max_change"] = m.max_change
     return base.but(**stated)
@@ -269,7 +272,7 @@ def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None
         # Without settings in the manifest, accept the recorded start and do not assume a turn limit.
         lenient = AuditOptions(check_start=False, check_turns=False)
         manifest = transcript.run_manifest
-        options = _rules_from_manifest(manifest, lenient).but(**overrides)
+        options = _rules_from_manifest(manifest, lenient, str(p)).but(**overrides)
         episodes = transcript.episodes
         reward = _reward_from_manifest(manifest)
     if not episodes:
