@@ -98,9 +98,10 @@ class Trainer:
         self.optimisers = Optimisers(self.policy, self.critic, config.optim, config.run.steps)
         self.learner = Learner(
             LearnerParts(
-                self.algo, config.algorithm, config.optim, self.policy, self.reference, self.critic,
-                self.optimisers, int(self.tokenizer.pad_token_id), self.device,
-                config.rollout.temperature or 1.0,
+                algo=self.algo, settings=config.algorithm, optim=config.optim, policy=self.policy,
+                reference=self.reference, critic=self.critic, optimisers=self.optimisers,
+                pad_id=int(self.tokenizer.pad_token_id), device=self.device,
+                temperature=config.rollout.temperature or 1.0,
             )
         )  # fmt: skip
         self.chat = LocalChatModel(
