@@ -130,6 +130,15 @@ class Trainer:
         )
         self._write_run_settings()
 
+    @property
+    def nonfinite_in_a_row(self) -> int:
+        """Optimiser steps skipped in a row for a non-finite gradient norm (the learner counts them)."""
+        return self.learner.nonfinite_in_a_row
+
+    @nonfinite_in_a_row.setter
+    def nonfinite_in_a_row(self, value: int) -> None:
+        self.learner.nonfinite_in_a_row = value
+
     def _checkpoint_to_resume(self, resume: bool) -> Path | None:
         """The checkpoint ``--resume`` continues from; refuses to start a new run over an old one."""
         checkpoint = latest_checkpoint(self.ckpt_root)
