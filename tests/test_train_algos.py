@@ -159,6 +159,28 @@ def test_a_dialogue_cut_by_the_budget_is_scored_as_cut() -> None:
     assert cut_to_turns(ep, 3) is ep
 
 
+def test_a_sample_cut_by_the_budget_earns_what_the_cut_dialogue_earns() -> None:
+    """The learner's samples: a dialogue longer than ``model.max_length`` keeps the turns that fit, is
+    cut after the last of them (``context_full``) and earns the cut dialogue's reward, not the whole
+    one's; the reward sits on the last kept turn's end token and is the sample's score."""
+    from rlver.models.tiny import tiny_model_and_tokenizer
+    from rlver.train.learner import make_samples, pad_batch
+
+    _, tokenizer = tiny_model_and_tokenizer(0)
+    ep = make_episode(30, [45, 20, 70], replies=["a b c", "d e f", "g h i"])
+    rollout = load_train_config("tiny-offline", ["rollout.reward.mode=delta"]).rollout
+    (whole,), _ = make_samples([ep], tokenizer, rollout, 4096)
+    (sample,), dropped = make_samples([ep], tokenizer, rollout, whole.seq.turn_end_positions[1] + 2)
+    assert dropped == 0 and sample.seq.kept_turns == 2 and sample.episode.end_reason == "context_full"
+    assert sample.rewards == pytest.approx(turn_rewards(cut_to_turns(ep, 2), rollout.reward))
+    assert sum(sample.rewards) == pytest.approx(-0.10) != pytest.approx(sum(whole.rewards))  # 30 -> 20
+    batch = pad_batch([sample])
+    assert batch.token_rewards[0, sample.seq.turn_end_positions[-1] - 1].item() == pytest.approx(
+        -0.25
+    )  # 45 -> 20
+    assert batch.scores[0].item() == pytest.approx(-0.10)
+
+
 def test_a_new_algorithm_is_one_class_and_one_registry_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:

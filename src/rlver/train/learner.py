@@ -89,8 +89,8 @@ def make_samples(
                     samples.append(Sample(ep, q, sample_rewards(ep, rollout.reward, turn=turn)))
                 continue
             q = episode_to_tensors(ep, tokenizer, max_length=max_length)
-            rewards = sample_rewards(ep, rollout.reward, kept_turns=q.kept_turns)
-            samples.append(Sample(cut_to_turns(ep, q.kept_turns), q, rewards))
+            cut = cut_to_turns(ep, q.kept_turns)  # scored as cut, as verl scores a dialogue it stopped
+            samples.append(Sample(cut, q, sample_rewards(cut, rollout.reward, kept_turns=q.kept_turns)))
         except TokenizationError:
             dropped += 1
     return samples, dropped
