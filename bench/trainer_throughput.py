@@ -64,27 +64,29 @@ def workload(
 
 # ------------------------------------------------------------------------------------------------ ours
 def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) -> list[float]:
-    """Seconds per update of our trainer: _score (the passes it needs) + advantages + _update."""
+    """Seconds per update of our trainer: Learner.score (the passes it needs, then the GRPO advantages)
+    + Learner.update."""
+    from types import SimpleNamespace
+
     import torch
 
-    from rlver.train.algorithms import core as alg
-    from rlver.train.batch import unpad_rows
+    from rlver.train.algorithms.grpo import GRPOSettings
     from rlver.train.config import (
-        AlgorithmSettings,
         ModelSettings,
         OptimSettings,
         RolloutSettings,
         RunSettings,
         TrainConfig,
     )
+    from rlver.train.learner import Sample
     from rlver.train.tokenize import TokenizedEpisode
     from rlver.train.trainer import Trainer
 
     seq_tokens = args.prompt_len + args.completion_len
     cfg = TrainConfig(
         model=ModelSettings(path=str(model_dir), device="cpu", max_length=seq_tokens + 8),
-        algorithm=AlgorithmSettings(
-            name="grpo", kl_coef=0.0, epochs=1, minibatches=1, micro_batch_tokens=args.batch * seq_tokens
+        algorithm=GRPOSettings(
+            kl_coef=0.0, epochs=1, minibatches=1, micro_batch_tokens=args.batch * seq_tokens
         ),
         optim=OptimSettings(actor_lr=1e-6, max_grad_norm=1.0),
         rollout=RolloutSettings(
@@ -101,20 +103,19 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
         )
         for p, c in zip(work["prompts"], work["completions"], strict=True)
     ]
-    scores = torch.tensor(work["rewards"])
-    group_ids = torch.arange(args.batch) // args.group
+    # each sequence its fixed reward on its last token, grouped as the GRPO groups of the other trainers
+    samples = [
+        Sample(SimpleNamespace(profile_id=str(i // args.group)), q, [r])  # type: ignore[arg-type]
+        for i, (q, r) in enumerate(zip(seqs, work["rewards"], strict=True))
+    ]
     times: list[float] = []
     with tempfile.TemporaryDirectory(prefix="rlver-bench-ours-") as out:
         trainer = Trainer(cfg, out)
         for step in range(args.warmup + args.steps):
             gen = torch.Generator().manual_seed(step)
             t0 = time.perf_counter()
-            scored = trainer._score([None] * len(seqs), seqs)  # type: ignore[list-item]
-            # The GRPO branch of Trainer._advantages, fed the fixed rewards instead of episodes.
-            mask = torch.tensor([q.assistant_mask[1:] for q in seqs], dtype=torch.float32)
-            per_seq = alg.group_advantages(scores, group_ids)
-            scored.advantages = unpad_rows(alg.broadcast_to_tokens(per_seq, mask), [len(q) - 1 for q in seqs])
-            trainer._update(scored, gen)
+            batch = trainer.learner.score(samples)
+            trainer.learner.update(batch, step + 1, gen)
             if step >= args.warmup:
                 times.append(time.perf_counter() - t0)
     return times

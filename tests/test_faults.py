@@ -202,16 +202,17 @@ def test_fault_plan_rejects_unknown_kinds_and_the_table_flags_a_wrong_kind() -> 
 def test_a_step_with_too_many_failed_dialogues_stops_the_run_naming_the_errors() -> None:
     """Above ``rollout.max_failed_share`` the step is not trained on its survivors: it stops, saying
     how many failed, of which kind, the first error, and which setting allows more."""
-    from rlver.train.trainer import TrainError, _stop_if_too_many_failed
+    from rlver.train.rollout_stats import stop_if_too_many_failed
+    from rlver.train.trainer import TrainError
     from test_env_rewards import make_episode
 
     ok = make_episode(30, [40])
     bad = make_episode(30, [40]).model_copy(
         update={"status": "failed", "error": "HTTP 503 from the simulator", "error_kind": "server"}
     )
-    _stop_if_too_many_failed(3, [ok, ok, bad, bad], 0.5)  # half failed: at the bound, goes on
+    stop_if_too_many_failed(3, [ok, ok, bad, bad], 0.5)  # half failed: at the bound, goes on
     with pytest.raises(TrainError) as info:
-        _stop_if_too_many_failed(3, [ok, bad, bad, bad], 0.5)
+        stop_if_too_many_failed(3, [ok, bad, bad, bad], 0.5)
     message = str(info.value)
     assert "step 3: 3 of 4 dialogues failed" in message and "server x3" in message
     assert "HTTP 503" in message and "rollout.max_failed_share" in message

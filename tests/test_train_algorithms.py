@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+from pydantic import Field
 
 from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.errors import ConfigError
@@ -33,7 +34,9 @@ from rlver.train.algorithms.core import (
     token_rewards,
     value_loss,
 )
-from rlver.train.config import AlgorithmSettings, load_train_config
+from rlver.train.algorithms.grpo import GRPOSettings
+from rlver.train.algorithms.ppo import PPOSettings
+from rlver.train.config import AlgorithmSettings, TrainConfig, load_train_config
 from rlver.train.context_budget import cut_to_turns
 from test_env_rewards import make_episode
 
@@ -203,12 +206,11 @@ def _inputs() -> AdvantageInputs:
 
 
 def test_strategies_compute_their_advantages() -> None:
-    s = AlgorithmSettings(whiten_advantages=False)
-    ppo = get_algorithm("ppo").advantages(_inputs(), s)
+    ppo = get_algorithm("ppo").advantages(_inputs(), PPOSettings(whiten_advantages=False))
     # gamma = lam = 1: A = reward-to-go - V on each action token
     assert ppo.advantages[0].tolist() == pytest.approx([0.0, 0.5, 0.5, 0.0, 0.5])
     assert ppo.returns is not None and ppo.returns[0, 1].item() == pytest.approx(0.6)
-    grpo = get_algorithm("grpo").advantages(_inputs(), s)
+    grpo = get_algorithm("grpo").advantages(_inputs(), GRPOSettings())
     # group 0: (0.6, 0.2) -> +-0.7071; group 1 has one member -> 0 and counts as flat
     assert grpo.advantages[0, 1].item() == pytest.approx(0.70711, abs=1e-4)
     assert grpo.advantages[1, 4].item() == pytest.approx(-0.70711, abs=1e-4)
@@ -227,12 +229,12 @@ def test_each_algorithm_computes_the_loss_terms_it_declares() -> None:
         torch.rand(3, 6),
     )
     x = ActorLossInputs(mask, n, logp, old, adv, ent, ref)
-    s = AlgorithmSettings(kl_coef=0.1, entropy_coef=0.01)
+    s, g_s = PPOSettings(kl_coef=0.1, entropy_coef=0.01), GRPOSettings(kl_coef=0.1, entropy_coef=0.01)
     surrogate = policy_loss(
         logp, old, adv, mask, clip_eps=s.clip_eps, normalizer=n, dual_clip=s.dual_clip
     ).loss
     bonus = 0.01 * masked_mean(ent, mask)
-    grpo = get_algorithm("grpo").actor_loss(x, s)  # policy_clip, kl_k3 (in the loss), entropy
+    grpo = get_algorithm("grpo").actor_loss(x, g_s)  # policy_clip, kl_k3 (in the loss), entropy
     assert grpo.loss.item() == pytest.approx(
         (surrogate - bonus + 0.1 * masked_mean(kl_k3(logp, ref), mask)).item()
     )
@@ -244,7 +246,7 @@ def test_each_algorithm_computes_the_loss_terms_it_declares() -> None:
     expected = value_loss(values, values + 0.5, returns, mask, clip_range=s.value_clip, normalizer=n)
     assert get_algorithm("ppo").critic_loss(v, s).loss.item() == pytest.approx(expected.loss.item())
     with pytest.raises(NotImplementedError, match="grpo trains no critic"):
-        get_algorithm("grpo").critic_loss(v, s)
+        get_algorithm("grpo").critic_loss(v, g_s)
 
 
 def test_dual_clip_bounds_negative_advantage_tokens() -> None:
@@ -301,38 +303,152 @@ def test_a_dialogue_cut_by_the_budget_is_scored_as_cut() -> None:
     assert cut_to_turns(ep, 3) is ep
 
 
+def test_a_sample_cut_by_the_budget_earns_what_the_cut_dialogue_earns() -> None:
+    """The learner's samples: a dialogue longer than ``model.max_length`` keeps the turns that fit, is
+    cut after the last of them (``context_full``) and earns the cut dialogue's reward, not the whole
+    one's; the reward sits on the last kept turn's end token and is the sample's score."""
+    from rlver.models.tiny import tiny_model_and_tokenizer
+    from rlver.train.learner import make_samples, pad_batch
+
+    _, tokenizer = tiny_model_and_tokenizer(0)
+    ep = make_episode(30, [45, 20, 70], replies=["a b c", "d e f", "g h i"])
+    rollout = load_train_config("tiny-offline", ["rollout.reward.mode=delta"]).rollout
+    (whole,), _ = make_samples([ep], tokenizer, rollout, 4096)
+    (sample,), dropped = make_samples([ep], tokenizer, rollout, whole.seq.turn_end_positions[1] + 2)
+    assert dropped == 0 and sample.seq.kept_turns == 2 and sample.episode.end_reason == "context_full"
+    assert sample.rewards == pytest.approx(turn_rewards(cut_to_turns(ep, 2), rollout.reward))
+    assert sum(sample.rewards) == pytest.approx(-0.10) != pytest.approx(sum(whole.rewards))  # 30 -> 20
+    batch = pad_batch([sample])
+    assert batch.token_rewards[0, sample.seq.turn_end_positions[-1] - 1].item() == pytest.approx(
+        -0.25
+    )  # 45 -> 20
+    assert batch.scores[0].item() == pytest.approx(-0.10)
+
+
 def test_a_new_algorithm_is_one_class_and_one_registry_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:
-    """docs/architecture.md: adding an algorithm = one file + one line in ALGORITHMS; nothing else changes.
+    """docs/architecture.md: adding an algorithm, with settings of its own, = one file (its strategy
+    class and its settings class) + one line in ALGORITHMS; nothing else changes.
 
-    A leave-one-out baseline (RLOO) written against the interface only, registered at run time, is
-    accepted by the config and drives a real training step of the tiny model.
+    A leave-one-out baseline (RLOO) with its own knob, written against the interface only and registered
+    at run time: the config reads its ``algorithm:`` block with its settings class (validated, written
+    to the run's config.yaml and read back from there), and its setting reaches a real training step.
     """
     from rlver.train.trainer import Trainer
     from test_train_loop import _config
 
-    seen: list[int] = []
+    seen: list[tuple[int, float]] = []
+
+    class LeaveOneOutSettings(AlgorithmSettings):
+        name: str = "rloo"
+        baseline_weight: float = Field(default=1.0, ge=0.0)  # share of the others' mean subtracted
 
     class LeaveOneOut(ALGORITHMS["grpo"]):  # type: ignore[misc,valid-type]
         name = "rloo"
+        settings_class = LeaveOneOutSettings
 
-        def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
+        def advantages(self, inputs: AdvantageInputs, settings: LeaveOneOutSettings) -> Advantages:
             scores, groups = inputs.scores, inputs.groups
             per_seq = torch.zeros_like(scores)
             for g in torch.unique(groups):
                 members = groups == g
                 n = int(members.sum())
                 others = (scores[members].sum() - scores[members]) / max(n - 1, 1)
-                per_seq[members] = scores[members] - others
-            seen.append(len(scores))
+                per_seq[members] = scores[members] - settings.baseline_weight * others
+            seen.append((len(scores), settings.baseline_weight))
             return Advantages(core.broadcast_to_tokens(per_seq, inputs.mask), None, {})
 
     monkeypatch.setitem(ALGORITHMS, "rloo", LeaveOneOut)
     with pytest.raises(ConfigError, match="choices: grpo, ppo, rloo"):
         load_train_config("tiny-offline", ["algorithm.name=nope"])
-    trainer = Trainer(_config("algorithm.name=rloo", "run.steps=1", "eval.every=0"), tmp_path / "run")
+    with pytest.raises(ConfigError, match=r"algorithm\.baseline_weight"):
+        load_train_config("tiny-offline", ["algorithm.name=rloo", "algorithm.baseline_weight=-1"])
+    cfg = _config("algorithm.name=rloo", "algorithm.baseline_weight=0.5", "run.steps=1", "eval.every=0")
+    assert type(cfg.algorithm) is LeaveOneOutSettings
+    trainer = Trainer(cfg, tmp_path / "run")
+    written = load_train_config(str(tmp_path / "run" / "config.yaml"))  # what --resume reads
+    assert type(written.algorithm) is LeaveOneOutSettings and written.algorithm == cfg.algorithm
     metrics = trainer.train_step()
-    assert seen and seen[0] >= 2, "the registered algorithm computed the step's advantages"
+    assert seen and seen[0][0] >= 2, "the registered algorithm computed the step's advantages"
+    assert seen[0][1] == 0.5, "with its own setting, from the config"
     assert metrics["train/advantage_abs_mean"] > 0 and metrics["train/grad_norm_actor"] > 0
     assert "train/grad_norm_critic" not in metrics  # no critic: the class said so, the trainer asked
+
+
+#: ``algorithm:`` as a run folder's config.yaml held it before each algorithm had its own settings class
+OLD_FLAT_ALGORITHM = {
+    "clip_eps": 0.2, "clip_eps_high": None, "dual_clip": 3.0, "kl_coef": 0.0, "entropy_coef": 0.001,
+    "gamma": 1.0, "lam": 1.0, "whiten_advantages": True, "value_clip": 0.2, "grpo_scale_by_std": True,
+    "grpo_eps": 1e-6, "epochs": 1, "minibatches": 1, "micro_batch_tokens": 16384, "logit_chunk_tokens": 1024,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["ppo", "grpo"])
+def test_old_flat_algorithm_keys_are_still_read(name: str, recwarn: pytest.WarningsRecorder) -> None:
+    """A config.yaml written before the split (every algorithm's keys flat, for --resume) reads as the
+    named algorithm's settings class; the other algorithm's keys, at their defaults there, go quietly."""
+    data = {**OLD_FLAT_ALGORITHM, "name": name, "value_clip": 0.5 if name == "ppo" else 0.2}
+    cfg = TrainConfig.model_validate({"algorithm": data, "rollout": {"n_per_profile": 2}})
+    assert type(cfg.algorithm) is (PPOSettings if name == "ppo" else GRPOSettings)
+    own = {"ppo": {"whiten_advantages", "value_clip"}, "grpo": {"grpo_scale_by_std", "grpo_eps"}}[name]
+    dumped = cfg.algorithm.model_dump()
+    assert set(dumped) == (
+        set(data) - {"whiten_advantages", "value_clip", "grpo_scale_by_std", "grpo_eps"}
+    ) | own | {"target_kl"}
+    assert all(dumped[k] == data[k] for k in data if k in dumped)
+    assert TrainConfig.model_validate(cfg.model_dump(mode="json")) == cfg  # the new config.yaml reads back
+    assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]
+
+
+def test_another_algorithms_setting_warns_naming_its_class() -> None:
+    with pytest.warns(FutureWarning, match=r"algorithm\.value_clip=0\.5 is a setting of ppo \(PPOSettings"):
+        cfg = load_train_config("tiny-offline", ["algorithm.value_clip=0.5"])
+    assert type(cfg.algorithm) is GRPOSettings and not hasattr(cfg.algorithm, "value_clip")
+    with pytest.warns(FutureWarning, match=r"algorithm\.grpo_eps=0\.01 is a setting of grpo \(GRPOSettings"):
+        load_train_config("ppo-think", ["algorithm.grpo_eps=0.01"])
+    with pytest.raises(ConfigError, match=r"algorithm\.whiten: unknown key"):  # a typo is still named
+        load_train_config("ppo-think", ["algorithm.whiten=true"])
+
+
+def test_explained_variance_of_the_critic() -> None:
+    """CleanRL's ``1 - Var(R - V) / Var(R)`` over the action tokens (population variances)."""
+    returns = torch.tensor([[1.0, 2.0, 3.0, 4.0, 99.0]])
+    values = torch.tensor([[1.0, 2.0, 3.0, 3.0, -50.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0, 0.0]])  # the last position is no action: ignored
+    # Var(R) = 1.25; R - V = (0, 0, 0, 1): Var = 0.1875; 1 - 0.1875 / 1.25 = 0.85
+    assert core.explained_variance(values, returns, mask) == pytest.approx(0.85)
+    assert core.explained_variance(returns, returns, mask) == pytest.approx(1.0)
+    assert core.explained_variance(torch.full_like(returns, 2.5), returns, mask) == pytest.approx(0.0)
+    assert core.explained_variance(values, torch.ones_like(returns), mask) is None  # returns do not vary
+    inputs = _inputs()
+    ppo = get_algorithm("ppo").advantages(inputs, PPOSettings())
+    assert ppo.stats["train/explained_variance"] == pytest.approx(0.0, abs=1e-6)  # a constant critic
+    assert "train/explained_variance" not in get_algorithm("grpo").advantages(inputs, GRPOSettings()).stats
+
+
+def test_target_kl_stops_the_remaining_minibatch_updates(tmp_path) -> None:
+    """CleanRL's ``target_kl``: once a minibatch's approximate KL passes it, no more optimiser steps
+    this step (counted on the optimiser itself); off (null), every epoch x minibatch update runs."""
+    from rlver.train.trainer import Trainer
+    from test_train_loop import _config
+
+    cfg = _config(
+        "algorithm.minibatches=2", "algorithm.epochs=2", "algorithm.target_kl=1e-12", "eval.every=0"
+    )
+    trainer = Trainer(cfg, tmp_path / "run")
+    steps: list[int] = []
+    real_step = trainer.optimisers.step
+
+    def counted() -> None:
+        steps.append(trainer.step)
+        real_step()
+
+    trainer.optimisers.step = counted  # type: ignore[method-assign]
+    stopped = trainer.train_step()
+    assert stopped["train/early_stopped"] == 1.0 and stopped["train/approx_kl"] > 0
+    assert stopped["train/minibatch_updates"] == len(steps) < 4
+    trainer.learner.a = cfg.algorithm.model_copy(update={"target_kl": None})
+    steps.clear()
+    full = trainer.train_step()
+    assert len(steps) == 4 and "train/early_stopped" not in full

@@ -5,7 +5,7 @@ The criterion (``_not_learned``): the held-out score rises by a margin and the t
 Mutation checks apply deliberate bugs to the code under test and require the criterion to fail: the
 sign of the GRPO advantages flipped, the assistant mask replaced by "every token", and the mask shifted
 by one token in either direction. Masks are mutated where the trainer gets them, by monkeypatching
-``rlver.train.trainer.episode_to_tensors`` (the mask builder as the trainer calls it), never by editing
+``rlver.train.learner.episode_to_tensors`` (the mask builder as the learner calls it), never by editing
 source. Fixed seeds make each run deterministic on CPU.
 
 Measured on the 2-core CPU box (held-out score = mean final emotion of 16 dialogues, before -> after
@@ -227,26 +227,26 @@ MUTATIONS: dict[str, Callable[[list[int]], list[int]]] = {
 def _shifted_at_collation(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
     """The bug the old counters could not see: ``action_mask`` shifted by ``shift`` positions while the
     padded batch is built (``rlver.train.batch.collate``), the tokenised episodes left right."""
-    from rlver.train import trainer as trainer_module
+    from rlver.train import learner as learner_module
 
-    real = trainer_module.collate
+    real = learner_module.collate
 
     def mutated(*args: Any, **kwargs: Any) -> Any:
         mb = real(*args, **kwargs)
         mb.action_mask = torch.roll(mb.action_mask, shifts=shift, dims=1)
         return mb
 
-    monkeypatch.setattr(trainer_module, "collate", mutated)
+    monkeypatch.setattr(learner_module, "collate", mutated)
 
 
 def _mutate_mask(monkeypatch: pytest.MonkeyPatch, mutation: str) -> None:
     """Apply one mask mutation: to the tokenised episode (``episode_to_tensors``) or at collation."""
-    from rlver.train import trainer as trainer_module
+    from rlver.train import learner as learner_module
 
     if mutation.startswith("collate"):
         _shifted_at_collation(monkeypatch, -1 if mutation == "collate-early" else 1)
         return
-    real = trainer_module.episode_to_tensors
+    real = learner_module.episode_to_tensors
     mutate = MUTATIONS[mutation]
 
     def mutated(*args: Any, **kwargs: Any) -> Any:
@@ -254,7 +254,7 @@ def _mutate_mask(monkeypatch: pytest.MonkeyPatch, mutation: str) -> None:
         seq.assistant_mask = mutate(list(seq.assistant_mask))
         return seq
 
-    monkeypatch.setattr(trainer_module, "episode_to_tensors", mutated)
+    monkeypatch.setattr(learner_module, "episode_to_tensors", mutated)
 
 
 MASK_MUTATIONS = ("every-token", "one-early", "one-late", "collate-early", "collate-late")

@@ -412,21 +412,19 @@ class SometimesNoThink(TinyModelServer):
 def _local_rows(cfg: Any, episode: Episode, tokenizer: Any) -> list[tuple[list[int], list[float], float]]:
     """What the local trainer trains on for ``episode``: per sample, the trained token ids, the reward
     on each trained token and the sample's score, through the trainer's own tokenisation and reward
-    placement (``Trainer._tokenise``, ``Trainer._turn_rewards``, ``core.token_rewards``)."""
-    from types import SimpleNamespace
+    placement (``rlver.train.learner.make_samples`` and ``pad_batch``)."""
+    from rlver.train.learner import make_samples, pad_batch
 
-    from rlver.train.algorithms import core
-    from rlver.train.trainer import Trainer
-
-    trainer: Any = SimpleNamespace(cfg=cfg, tokenizer=tokenizer)
-    episodes, seqs, dropped = Trainer._tokenise(trainer, [episode])
+    samples, dropped = make_samples([episode], tokenizer, cfg.rollout, cfg.model.max_length)
     assert dropped == 0
     rows = []
-    for ep, q in zip(episodes, seqs, strict=True):
-        rewards = Trainer._turn_rewards(trainer, ep, q)
-        grid = core.token_rewards([rewards], [[e - 1 for e in q.turn_end_positions]], (1, len(q) - 1))[0]
+    for sample in samples:
+        q, batch = sample.seq, pad_batch([sample])
+        grid = batch.token_rewards[0]
         trained = [j for j in range(1, len(q)) if q.assistant_mask[j]]
-        rows.append(([q.input_ids[j] for j in trained], [float(grid[j - 1]) for j in trained], sum(rewards)))
+        rows.append(
+            ([q.input_ids[j] for j in trained], [float(grid[j - 1]) for j in trained], float(batch.scores[0]))
+        )
     return rows
 
 

@@ -352,5 +352,7 @@ def test_settings_verl_cannot_honour_are_refused(tmp_path: Path) -> None:
         _plan(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", "algorithm.whiten_advantages=false")
     with pytest.raises(ConfigError, match=r"algorithm\.grpo_eps=0\.001"):
         _plan(tmp_path, "algorithm.grpo_eps=0.001")
+    with pytest.raises(ConfigError, match=r"algorithm\.target_kl=0\.02"):
+        _plan(tmp_path, "algorithm.target_kl=0.02")
     with pytest.raises(ConfigError, match=r"optim\.schedule=linear"):
         _plan(tmp_path, "optim.schedule=linear")

@@ -71,19 +71,6 @@ def micro_batches(lengths: Sequence[int], indices: Sequence[int], token_budget: 
     return groups
 
 
-def pad_rows(rows: Sequence[torch.Tensor], width: int | None = None) -> torch.Tensor:
-    """Stack 1-D tensors of different lengths into ``[B, width]``, zero-padded on the right."""
-    width = width if width is not None else max(r.numel() for r in rows)
-    out = torch.zeros((len(rows), width), dtype=rows[0].dtype if rows else torch.float32)
-    for i, r in enumerate(rows):
-        out[i, : r.numel()] = r
-    return out
-
-
-def unpad_rows(x: torch.Tensor, lengths: Sequence[int]) -> list[torch.Tensor]:
-    return [x[i, :n].clone() for i, n in enumerate(lengths)]
-
-
 #: Default positions per chunk of the log-prob/entropy computation (``algorithm.logit_chunk_tokens``).
 LOGIT_CHUNK_TOKENS = 1024
 #: Config attributes of causal LMs whose forward does more to the logits than ``lm_head(hidden)``;

@@ -11,9 +11,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
-from rlver.config import load_config, registered
+from rlver.config import load_config
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
@@ -21,7 +21,9 @@ from rlver.errors import ConfigError
 from rlver.protocol import TRAINING, DialogueRules, nest_flat_rules
 from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
-from rlver.train.algorithms import ALGORITHMS
+from rlver.train.algorithms import ALGORITHMS, settings_for
+from rlver.train.algorithms.base import AlgorithmSettings
+from rlver.train.algorithms.ppo import PPOSettings
 
 
 class _Strict(BaseModel):
@@ -50,43 +52,6 @@ class ModelSettings(_Strict):
     lora: LoraSettings = Field(default_factory=LoraSettings)
     max_length: int = Field(default=8192, ge=16, description="tokens per dialogue; longer ones lose turns")
     generation_batch_size: int = Field(default=64, ge=1)
-
-
-class AlgorithmSettings(_Strict):
-    """An algorithm of the table ``rlver.train.algorithms.ALGORITHMS`` (PPO: GAE + critic; GRPO:
-    group-relative advantages) and its knobs; one shared clipped policy loss."""
-
-    name: str = Field(default="ppo", description="a key of rlver.train.algorithms.ALGORITHMS")
-    clip_eps: float = Field(default=0.2, gt=0.0)
-    clip_eps_high: float | None = Field(default=None, gt=0.0)
-    dual_clip: float | None = Field(
-        default=3.0,
-        gt=1.0,
-        description="dual-clip bound c (Ye et al., 2020) for negative advantages; verl's clip_ratio_c; "
-        "null: off on both engines",
-    )
-    kl_coef: float = Field(default=0.0, ge=0.0, description="PPO: k1 penalty in the reward; GRPO: k3 loss")
-    entropy_coef: float = Field(default=0.0, ge=0.0)
-    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
-    lam: float = Field(default=1.0, ge=0.0, le=1.0)
-    whiten_advantages: bool = True  # PPO only
-    value_clip: float | None = Field(default=0.2, gt=0.0)
-    grpo_scale_by_std: bool = True
-    grpo_eps: float = Field(default=1e-6, gt=0.0)
-    epochs: int = Field(default=1, ge=1, description="passes over each batch of dialogues")
-    minibatches: int = Field(default=1, ge=1, description="optimiser steps per epoch")
-    micro_batch_tokens: int = Field(default=16384, ge=16, description="padded tokens per forward pass")
-    logit_chunk_tokens: int = Field(
-        default=1024,
-        ge=16,
-        description="positions whose full-vocabulary logits are alive at once when scoring and updating "
-        "(memory; the numbers do not depend on it)",
-    )
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, name: str) -> str:
-        return registered(name, ALGORITHMS, "algorithm")
 
 
 class OptimSettings(_Strict):
@@ -242,12 +207,19 @@ class TrainConfig(_Strict):
     """A whole training run. See docs/training.md for every field's meaning."""
 
     model: ModelSettings = Field(default_factory=ModelSettings)
-    algorithm: AlgorithmSettings = Field(default_factory=AlgorithmSettings)
+    #: the settings class of the algorithm named (``PPOSettings``, ``GRPOSettings``...: see
+    #: ``rlver.train.algorithms``), written out with its own fields
+    algorithm: SerializeAsAny[AlgorithmSettings] = Field(default_factory=PPOSettings)
     optim: OptimSettings = Field(default_factory=OptimSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
     eval: EvalSettings = Field(default_factory=EvalSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+
+    @field_validator("algorithm", mode="before")
+    @classmethod
+    def _algorithm_settings(cls, data: Any) -> Any:
+        return settings_for(data)
 
     @model_validator(mode="after")
     def _groups_big_enough(self) -> TrainConfig:

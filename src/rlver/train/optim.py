@@ -69,6 +69,12 @@ class Optimisers:
         if self.critic is not None:
             self.critic.zero_grad(set_to_none=True)
 
+    def step(self) -> None:
+        """Apply the accumulated gradients: one optimiser step of every trained model."""
+        self.actor.step()
+        if self.critic is not None:
+            self.critic.step()
+
     def schedule_step(self) -> dict[str, float]:
         """Advance the schedules once (one RL step); returns the learning rates the step ran with."""
         lrs = {"train/lr_actor": float(self.sched_actor.get_last_lr()[0])}

@@ -15,7 +15,7 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
   off on both engines).
 * ``optim``: ``betas``, ``eps`` (through ``override_optimizer_config``) and ``max_grad_norm``
   (``optim.clip_grad``) for both optimisers. ``algorithm.whiten_advantages: false`` (PPO) and a
-  ``grpo_eps`` other than verl's fixed 1e-6 are refused: verl has no key for them.
+  ``grpo_eps`` other than verl's fixed 1e-6 and a ``target_kl`` are refused: verl has no key for them.
 * ``optim.schedule``: ``constant`` and ``cosine`` map to verl's ``lr_scheduler_type`` (cosine decays to
   0, ``min_lr_ratio=0``); ``linear`` has no verl FSDP scheduler and is refused. Each optimiser's warm-up
   (``warmup_steps``, or ``{actor,critic}_warmup_ratio × run.steps``) → its ``lr_warmup_steps`` (both
@@ -42,6 +42,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.errors import ConfigError
 from rlver.train.algorithms import ALGORITHMS
+from rlver.train.algorithms.grpo import GRPOSettings
+from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.config import TrainConfig
 
 
@@ -137,16 +139,26 @@ def refuse_unsupported(cfg: VerlTrainConfig) -> None:
             "schedules; choose one of those to train with --engine verl"
         )
     spec = ALGORITHMS[cfg.algorithm.name]
-    if spec.verl_adv_estimator == "gae" and not cfg.algorithm.whiten_advantages:
+    algo = cfg.algorithm
+    if spec.verl_adv_estimator == "gae" and isinstance(algo, PPOSettings) and not algo.whiten_advantages:
         raise ConfigError(
             "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
             "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with "
             "--engine verl"
         )
-    if spec.verl_adv_estimator == "grpo" and cfg.algorithm.grpo_eps != VERL_GRPO_EPS:
+    if (
+        spec.verl_adv_estimator == "grpo"
+        and isinstance(algo, GRPOSettings)
+        and algo.grpo_eps != VERL_GRPO_EPS
+    ):
         raise ConfigError(
-            f"algorithm.grpo_eps={cfg.algorithm.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
+            f"algorithm.grpo_eps={algo.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
             f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
+        )
+    if algo.target_kl is not None:
+        raise ConfigError(
+            f"algorithm.target_kl={algo.target_kl}: verl 0.9.1's actor runs every minibatch update with no "
+            "early stop on the approximate KL; use null with --engine verl"
         )
 
 
@@ -241,7 +253,10 @@ def _algorithm_overrides(cfg: VerlTrainConfig) -> dict[str, Any]:
         "algorithm.adv_estimator": spec.verl_adv_estimator,
         "algorithm.gamma": algo.gamma,
         "algorithm.lam": algo.lam,
-        "algorithm.norm_adv_by_std_in_grpo": algo.grpo_scale_by_std,
+        # read by verl's GRPO estimator only; other algorithms send verl's default, as before
+        "algorithm.norm_adv_by_std_in_grpo": algo.grpo_scale_by_std
+        if isinstance(algo, GRPOSettings)
+        else True,
         "algorithm.use_kl_in_reward": spec.kl_in == "reward" and algo.kl_coef > 0,
         "algorithm.kl_ctrl.kl_coef": algo.kl_coef,
     }
@@ -343,7 +358,7 @@ def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "critic.optim.weight_decay": optim.weight_decay,
         **{f"critic.optim.{k}": val for k, val in _adamw(cfg).items()},
         **{f"critic.optim.{k}": val for k, val in _schedule(cfg, "critic").items()},
-        "critic.cliprange_value": algo.value_clip or 1e9,
+        "critic.cliprange_value": (algo.value_clip if isinstance(algo, PPOSettings) else None) or 1e9,
         "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
         "critic.fsdp.param_offload": v.param_offload,
         "critic.fsdp.optimizer_offload": v.optimizer_offload,

@@ -11,6 +11,10 @@ Each algorithm states (as class attributes, readable without running anything):
 * ``loss_terms``: the terms of its loss, in the order the trainer adds them;
 * ``verl_adv_estimator``: the ``algorithm.adv_estimator`` verl runs for it.
 
+Each algorithm's own settings are a subclass of :class:`AlgorithmSettings` (``PPOSettings`` in
+``ppo.py``, ``GRPOSettings`` in ``grpo.py``: TRL's layout), named by ``settings_class``; a config's
+``algorithm:`` block is read with the class of the algorithm it names (``rlver.train.algorithms.settings_for``).
+
 and computes, for the local trainer, its advantages (:meth:`Algorithm.advantages`, from one
 :class:`AdvantageInputs`) and its loss on one micro-batch (:meth:`Algorithm.actor_loss`, and
 :meth:`Algorithm.critic_loss` when it trains a critic). ``rlver.integrations.verl.config`` reads the
@@ -21,16 +25,54 @@ attributes. Adding an algorithm = one new file beside this one + one line in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Generic, Literal, TypeVar
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.train.algorithms import core
 
-if TYPE_CHECKING:
-    from rlver.train.config import AlgorithmSettings
-
 Tensor = torch.Tensor
+
+
+class AlgorithmSettings(BaseModel):
+    """The settings every algorithm shares: which one (``name``), the clipped policy loss they all use,
+    the KL and entropy terms, the discount, and how a batch is cut into optimiser steps.
+
+    An algorithm's own knobs live in its subclass beside it (``PPOSettings``, ``GRPOSettings``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: checked against the registry where a config is read (``rlver.train.algorithms.settings_for``)
+    name: str = Field(default="ppo", description="a key of rlver.train.algorithms.ALGORITHMS")
+    clip_eps: float = Field(default=0.2, gt=0.0)
+    clip_eps_high: float | None = Field(default=None, gt=0.0)
+    dual_clip: float | None = Field(
+        default=3.0,
+        gt=1.0,
+        description="dual-clip bound c (Ye et al., 2020) for negative advantages; verl's clip_ratio_c; "
+        "null: off on both engines",
+    )
+    kl_coef: float = Field(default=0.0, ge=0.0, description="PPO: k1 penalty in the reward; GRPO: k3 loss")
+    entropy_coef: float = Field(default=0.0, ge=0.0)
+    # the discount of GAE (PPO); verl reads algorithm.gamma/lam whatever the estimator, so they stay here
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
+    lam: float = Field(default=1.0, ge=0.0, le=1.0)
+    epochs: int = Field(default=1, ge=1, description="passes over each batch of dialogues")
+    minibatches: int = Field(default=1, ge=1, description="optimiser steps per epoch")
+    #: CleanRL's ``target_kl``: a step's remaining minibatch updates are skipped once one minibatch's
+    #: approximate KL (``train/approx_kl``) passes it. ``None``: every update runs.
+    target_kl: float | None = Field(
+        default=None, gt=0.0, description="stop the step's updates once approx_kl passes this (null: off)"
+    )
+    micro_batch_tokens: int = Field(default=16384, ge=16, description="padded tokens per forward pass")
+    logit_chunk_tokens: int = Field(
+        default=1024,
+        ge=16,
+        description="positions whose full-vocabulary logits are alive at once when scoring and updating "
+        "(memory; the numbers do not depend on it)",
+    )
 
 
 @dataclass
@@ -96,7 +138,10 @@ class LossTerms:
     stats: dict[str, Tensor]
 
 
-class Algorithm:
+S = TypeVar("S", bound=AlgorithmSettings)
+
+
+class Algorithm(Generic[S]):
     """Base class: subclasses set the class attributes and implement :meth:`advantages`.
 
     :meth:`actor_loss` here is the part PPO and GRPO share: the clipped surrogate minus the entropy
@@ -109,11 +154,13 @@ class Algorithm:
     min_group_size: ClassVar[int] = 1
     loss_terms: ClassVar[tuple[str, ...]]
     verl_adv_estimator: ClassVar[str]
+    #: the class that reads this algorithm's ``algorithm:`` block (its own settings beside the shared ones)
+    settings_class: ClassVar[type[AlgorithmSettings]] = AlgorithmSettings
 
-    def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
+    def advantages(self, inputs: AdvantageInputs, settings: S) -> Advantages:
         raise NotImplementedError
 
-    def actor_loss(self, x: ActorLossInputs, settings: AlgorithmSettings) -> LossTerms:
+    def actor_loss(self, x: ActorLossInputs, settings: S) -> LossTerms:
         """``policy_clip`` − ``entropy_coef`` × ``entropy`` (the entropy is logged either way)."""
         out = core.policy_loss(
             x.logp, x.old_logp, x.advantages, x.mask,
@@ -132,5 +179,5 @@ class Algorithm:
         }
         return LossTerms(loss, stats)
 
-    def critic_loss(self, x: CriticLossInputs, settings: AlgorithmSettings) -> LossTerms:
+    def critic_loss(self, x: CriticLossInputs, settings: S) -> LossTerms:
         raise NotImplementedError(f"{self.name} trains no critic")

@@ -50,6 +50,17 @@ def masked_var(x: Tensor, mask: Tensor, unbiased: bool = True) -> Tensor:
     return var
 
 
+def explained_variance(predicted: Tensor, target: Tensor, mask: Tensor) -> float | None:
+    """``1 - Var(target - predicted) / Var(target)`` over the masked positions (CleanRL's ``ppo.py``,
+    population variances): how much of the returns' spread the critic's values account for. 1 is a
+    perfect critic, 0 one no better than the mean, below 0 a worse one. ``None`` when the targets do not
+    vary (the ratio is undefined; CleanRL logs NaN there)."""
+    var_target = masked_var(target, mask, unbiased=False)
+    if float(var_target) == 0.0:
+        return None
+    return float(1.0 - masked_var(target - predicted, mask, unbiased=False) / var_target)
+
+
 def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float = 1e-8) -> Tensor:
     """Normalise ``x`` to zero mean, unit variance over the masked positions (0 elsewhere)."""
     mean, var = masked_mean(x, mask), masked_var(x, mask)

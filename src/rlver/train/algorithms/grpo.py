@@ -9,9 +9,8 @@ for a lone survivor locally, and verl refills failed groups (docs/training.md).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
+from pydantic import Field
 
 from rlver.train.algorithms import core
 from rlver.train.algorithms.base import (
@@ -19,22 +18,30 @@ from rlver.train.algorithms.base import (
     AdvantageInputs,
     Advantages,
     Algorithm,
+    AlgorithmSettings,
     LossTerms,
 )
 
-if TYPE_CHECKING:
-    from rlver.train.config import AlgorithmSettings
+
+class GRPOSettings(AlgorithmSettings):
+    """GRPO's own settings (``algorithm:`` keys beside the shared ones; the ``grpo_`` prefix is kept
+    so that configs and run folders written before this class keep their meaning)."""
+
+    name: str = "grpo"
+    grpo_scale_by_std: bool = Field(default=True, description="divide by the group's std (false: Dr. GRPO)")
+    grpo_eps: float = Field(default=1e-6, gt=0.0)
 
 
-class GRPO(Algorithm):
+class GRPO(Algorithm[GRPOSettings]):
     name = "grpo"
     needs_critic = False
     kl_in = "loss"
     min_group_size = 2
     loss_terms = ("policy_clip", "kl_k3", "entropy")
     verl_adv_estimator = "grpo"
+    settings_class = GRPOSettings
 
-    def advantages(self, inputs: AdvantageInputs, settings: AlgorithmSettings) -> Advantages:
+    def advantages(self, inputs: AdvantageInputs, settings: GRPOSettings) -> Advantages:
         per_seq = core.group_advantages(
             inputs.scores, inputs.groups, eps=settings.grpo_eps, scale=settings.grpo_scale_by_std
         )
@@ -44,7 +51,7 @@ class GRPO(Algorithm):
             core.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
         )
 
-    def actor_loss(self, x: ActorLossInputs, settings: AlgorithmSettings) -> LossTerms:
+    def actor_loss(self, x: ActorLossInputs, settings: GRPOSettings) -> LossTerms:
         """The shared surrogate and entropy bonus, plus ``kl_coef`` × k3(policy ‖ reference)."""
         terms = super().actor_loss(x, settings)
         if settings.kl_coef > 0 and x.ref_logp is not None:
