@@ -29,7 +29,16 @@ from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
 from rlver.records import Episode
-from rlver.simulator.crosslingual import XL_FEATURES_VERSION, XL_NAMES, XLProfile, content_tokens, xl_features
+from rlver.simulator.crosslingual import (
+    UNRELATED_PENALTY,
+    XL_FEATURES_VERSION,
+    XL_NAMES,
+    XLProfile,
+    content_tokens,
+    structure_faults,
+    unrelated_penalty,
+    xl_features,
+)
 from rlver.transcripts.published import read_published
 
 #: Ridge on the standardised dense block (the same solver as the learned appraisal, no n-grams).
@@ -156,6 +165,43 @@ def ablations(data: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def structure_check(data: Path) -> dict[str, tuple[int, float]]:
+    """How often each penalty the English user adds by hand fires on the released Chinese replies, and
+    the mean change SAGE recorded for those turns: (count, mean change) per fault, and for all turns.
+
+    The penalties are set by us because the released replies (written by capable models) almost never
+    show these faults; this says how rare they are and which way SAGE went when one did occur.
+    """
+    seen: dict[str, list[int]] = {"all turns": []}
+    for path in find_result_files(data):
+        for ep in read_published(path):
+            profile, heard, reply = xl_profile(ep), set(), ""
+            users = iter(ep.user_turns)
+            for msg in ep.messages:
+                if msg.role == "assistant":
+                    reply = visible_text(msg.content)
+                    continue
+                if msg.role != "user":
+                    continue
+                a = next(users).appraisal
+                if a is not None and reply:
+                    change = a.emotion_after - a.emotion_before
+                    faults = dict(structure_faults(reply, "zh", heard))
+                    tokens = content_tokens(reply, "zh")
+                    if (
+                        unrelated_penalty(tokens, heard | profile.need | profile.story)
+                        <= UNRELATED_PENALTY / 2
+                    ):
+                        faults["unrelated (at most one shared word)"] = 1.0
+                    if faults.get("out_of_order", 0) <= -3:
+                        faults["out_of_order, two or more faults"] = 1.0
+                    for name in ["all turns", *faults]:
+                        seen.setdefault(name, []).append(change)
+                reply = ""
+                heard |= content_tokens(msg.content, "zh")
+    return {k: (len(v), round(float(np.mean(v)), 2)) for k, v in seen.items()}
+
+
 def _slim(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k != "per_file"}
 
@@ -170,8 +216,17 @@ def main() -> None:
         action="store_true",
         help="Also measure the reply features alone and the user state alone.",
     )
+    parser.add_argument(
+        "--structure",
+        action="store_true",
+        help="Only count the hand-set penalties on the released replies (with their mean recorded change).",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.structure:
+        for name, (count, mean) in structure_check(args.data).items():
+            print(f"{name}: {count} turns, mean recorded change {mean:+.2f}")
+        return
     try:
         artefact = fit_transfer(args.data)
     except RlverError as exc:

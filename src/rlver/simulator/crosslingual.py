@@ -219,6 +219,17 @@ def _stem(word: str) -> str:
     return _EN_SUFFIX.sub("", word)[:6] if len(word) > 4 else word
 
 
+#: English words that say nothing about what a dialogue is about (the English counterpart of
+#: ``ZH_GENERIC_BIGRAMS``): common verbs, a reply's stock nouns, words of support. Without them "help",
+#: "talk" and "feel" count as taking up the user's words in any reply to anyone.
+_EN_GENERIC = """able actually always another anyone bad big bit care come day different done easy end even ever every
+everyone fact feel find fine first give glad go going good great happy hard help hope important kind last let life
+little long look lot many maybe mean might mind much need never new next okay one open part people person point put
+rather real really reason right say seem share show someone sometimes sorry sort specific start still support sure
+take talk tell thank thanks think time today true try understand use way well whatever work world yeah yes"""
+_EN_GENERIC_STEMS = frozenset(_stem(w) for w in _EN_GENERIC.split())
+
+
 def content_tokens(text: str, language: str) -> set[str]:
     """The content-bearing units of ``text``: stemmed non-stopwords (en), non-generic CJK bigrams (zh)."""
     if language == "zh":
@@ -231,7 +242,12 @@ def content_tokens(text: str, language: str) -> set[str]:
                 ):
                     out.add(gram)
         return out
-    return {_stem(w) for w in EN_WORD.findall(text.lower()) if len(w) > 2 and w not in EN_STOPWORDS}
+    out = set()
+    for word in EN_WORD.findall(text.lower()):
+        word = word.removesuffix("'s")  # "band's" is "band"
+        if len(word) > 2 and word not in EN_STOPWORDS and (stem := _stem(word)) not in _EN_GENERIC_STEMS:
+            out.add(stem)
+    return out
 
 
 @dataclass(frozen=True)
@@ -339,10 +355,54 @@ def xl_text_features(
 
 
 #: Faults of form that no released reply shows, so the Chinese fit cannot weigh them, and that make a text
-#: less than a finished reply: cut off mid-sentence, the same sentence twice, sentences out of their order
-#: (opening on "Also," / "Finally," / "另外", a numbered list or "First … Finally" out of sequence). Set by
-#: us, not inherited: the English user adds them to the transfer score (docs/simulator.md).
-STRUCTURE_PENALTIES: dict[str, float] = {"cut_off": -3.0, "repeats_sentence": -4.0, "out_of_order": -2.0}
+#: less than a finished reply: cut off mid-sentence, the same sentence twice, sentences out of their order.
+#: Set by us, not inherited: the English user adds them to the transfer score (docs/simulator.md).
+#: ``out_of_order`` is per fault (see :func:`order_faults`), at most :data:`MAX_ORDER_FAULTS` of them.
+STRUCTURE_PENALTIES: dict[str, float] = {"cut_off": -3.0, "repeats_sentence": -4.0, "out_of_order": -1.5}
+MAX_ORDER_FAULTS = 3
+
+#: Sentences that answer the user's message as a whole, so they come before the reply's own content: a
+#: greeting or interjection, regret at what the user told ("I'm so sorry to hear that"), thanks for
+#: telling, "don't apologise", a verdict on the user's feeling or story ("It's completely
+#: understandable", "That sounds hard", "I hear you"), and the markers that take up what was just said
+#: ("Don't worry,", "To be honest,"). Matched at the start of a sentence.
+_EN_OPENING = re.compile(
+    r"^(?:hi|hello|hey|dear|oh|ah|aw+|wow|ugh|oof|yikes|"
+    r"(?:i'm|i am) (?:so |really |very |truly |deeply )?sorry|so sorry|sorry (?:to hear|about|for|that)|"
+    r"thanks?(?: you)?(?: so much)? for (?:sharing|telling|opening|reaching|letting|trusting)|"
+    r"don't apologi[sz]e|no need to apologi[sz]e|don't worry|to be honest|honestly|"
+    r"(?:it's|it is|that's|that is) (?:completely |totally |perfectly |so |really |very )?"
+    r"(?:normal|understandable|okay|ok|natural|fine)|"
+    r"(?:it|that) sounds|i hear you|i can (?:only )?imagine|i (?:totally |completely )?understand|i get it|"
+    r"i'm (?:so )?glad (?:you|to hear)|congratulations|congrats)\b"
+)
+_ZH_OPENING = re.compile(
+    r"^(?:你好|嗨|哎|唉|哇|天哪|抱歉|对不起|真(?:的)?(?:很)?抱歉|听到.{0,12}(?:难过|遗憾|抱歉|心疼)|"
+    r"谢谢你(?:愿意)?(?:分享|告诉|说)|别道歉|不用道歉|别担心|说实话|老实说|听起来|我能理解|我理解|我懂|"
+    r"(?:这|这种感觉|你的感受)?(?:完全|真的)?(?:可以理解|很正常))"
+)
+#: Sentences that close a reply (an offer to talk again, a farewell, a wish): what follows them reads as
+#: a reply that went on after saying goodbye. Matched anywhere in a sentence.
+_EN_CLOSING = re.compile(
+    r"\b(?:let me know|feel free|hope (?:this|that|it) helps|good luck|best of luck|take care|"
+    r"don't hesitate|have a (?:great|good|nice|wonderful|lovely) (?:day|night|evening|weekend|time)|"
+    r"wishing you|all the best|keep (?:me posted|in touch)|talk soon|bye|"
+    r"in conclusion|in summary|to sum up|all in all|ultimately|overall)\b"
+)
+_ZH_CLOSING = re.compile(
+    r"希望(?:这些|这|我的话)?(?:能)?(?:对你)?有(?:所)?帮助|随时(?:告诉|找|联系)我|祝你|保重|再见|拜拜|"
+    r"有(?:什么)?需要(?:的话)?(?:随时)?(?:告诉|找)我"
+)
+#: Openings that point back at something said before (a connective, "In this case", "That's why"): no
+#: reply starts on one. The single-word connectives are :attr:`XLLexicon.connectives`.
+_EN_LEAD = re.compile(
+    r"^(?:for (?:example|instance)|in fact|anyway|plus|still|yet|after that|as a result|because|or|again|"
+    r"(?:that's|that is|this is) (?:why|because|how)|in (?:this|that|such|these|those) "
+    r"(?:case|cases|situation|situations|sense)|on the other hand|even so|that said|in addition|"
+    r"similarly|likewise|meanwhile|as (?:such|mentioned|i said)|like i said|with that|by doing so|"
+    r"(?:this|that) (?:is where|means|doesn't mean|way|approach|can|could|may|might|will|helps)|"
+    r"(?:these|those|such) )\b"
+)
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})[.)、]")
 _EN_ORDINALS = {
@@ -370,8 +430,81 @@ def _opening_order(sents: Sequence[str], language: str) -> list[int]:
     return ranks
 
 
-def structure_faults(reply: str, language: str) -> dict[str, float]:
-    """The :data:`STRUCTURE_PENALTIES` that apply to ``reply`` (empty for a well-formed reply)."""
+#: What a reply that takes up nothing of the dialogue costs (the user's messages, the profile's story and
+#: need; specific words only, see :func:`content_tokens`): ``UNRELATED_PENALTY * exp(-shared / 1.5)``,
+#: so -3 for none, -1.5 for one word, -0.8 for two, fading after. Set by us, like the structure penalties:
+#: the released replies all take the dialogue up (``bench/transfer_appraisal_fit.py --structure`` counts
+#: them), so the Chinese fit weighs only small differences of overlap, never a reply about something else.
+UNRELATED_PENALTY = -3.0
+
+
+def unrelated_penalty(reply_tokens: set[str], dialogue: set[str] | frozenset[str]) -> float:
+    """The (negative) change for a reply that shares few specific words with the dialogue."""
+    return UNRELATED_PENALTY * math.exp(-len(reply_tokens & dialogue) / 1.5)
+
+
+def _misplaced(sents: Sequence[str], language: str) -> int:
+    """Sentences out of their place: an opening after a sentence that is not one, a closing before one
+    that is not one (a reply may open or close with several)."""
+    lows = [s.lower().lstrip("*-•#\"'“‘( ") for s in sents]
+    opening, closing = (_ZH_OPENING, _ZH_CLOSING) if language == "zh" else (_EN_OPENING, _EN_CLOSING)
+    opens = [bool(opening.match(s)) for s in lows]
+    closes = [bool(closing.search(s)) and not o for s, o in zip(lows, opens, strict=True)]
+    late = sum(1 for i, o in enumerate(opens) if o and not all(opens[:i]))
+    early = sum(1 for i, c in enumerate(closes) if c and not all(closes[i + 1 :]))
+    return late + early
+
+
+def _opens_on_lead(opener: str, language: str) -> bool:
+    """Whether the first sentence opens on a connective or a phrase that points back ("In this case")."""
+    lex = XL_LEXICONS[language]
+    if language == "zh":
+        return any(opener.startswith(c) for c in lex.connectives)
+    word = EN_WORD.match(opener)
+    return bool(word and word.group(0) in lex.connectives) or bool(_EN_LEAD.match(opener))
+
+
+def _starts_elsewhere(sents: Sequence[str], heard: set[str] | frozenset[str], language: str) -> bool:
+    """The reply takes up the user's words, but not in its first sentence, which is no opening either:
+    it starts somewhere other than where the user is (what was said comes before what is new)."""
+    if len(sents) < 2 or not heard:
+        return False
+    opening = _ZH_OPENING if language == "zh" else _EN_OPENING
+    if opening.match(sents[0].lower().lstrip("*-•#\"'“‘( ")):
+        return False
+    shares = [bool(content_tokens(s, language) & heard) for s in sents]
+    return not shares[0] and any(shares[1:])
+
+
+def order_faults(
+    sents: Sequence[str], text: str, language: str, heard: set[str] | frozenset[str] = frozenset()
+) -> int:
+    """How many things are out of their order: opening on a connective, a numbered list that does not
+    start at 1 or goes backwards (other than restarting at 1), "First … Finally" out of sequence, every
+    opening or closing sentence out of its place (:func:`_misplaced`), and, given the content words the
+    user said (``heard``), a first sentence that takes none of them up while a later one does."""
+    numbers = [int(n) for n in _NUMBERED.findall(text)]
+    ranks = _opening_order(sents, language)
+    opener = sents[0].lower().lstrip("*-•#\"'“‘( ") if sents else ""
+    sequence = (
+        (numbers and numbers[0] != 1)
+        or any(b < a and b != 1 for a, b in itertools.pairwise(numbers))
+        or ranks != sorted(ranks)
+        or (ranks and ranks[0] != 1 and len(ranks) > 1)
+    )
+    return (
+        int(_opens_on_lead(opener, language))
+        + int(bool(sequence))
+        + _misplaced(sents, language)
+        + int(_starts_elsewhere(sents, heard, language))
+    )
+
+
+def structure_faults(
+    reply: str, language: str, heard: set[str] | frozenset[str] = frozenset()
+) -> dict[str, float]:
+    """The :data:`STRUCTURE_PENALTIES` that apply to ``reply`` (empty for a well-formed reply);
+    ``heard``: the content tokens of what the user said (:func:`content_tokens`), for the order check."""
     text = reply.strip()
     out: dict[str, float] = {}
     if not text:
@@ -382,24 +515,9 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
     long_ones = [s.lower() for s in sents if len(s) >= (8 if language == "zh" else 15)]
     if len(long_ones) != len(set(long_ones)):
         out["repeats_sentence"] = STRUCTURE_PENALTIES["repeats_sentence"]
-    lex = XL_LEXICONS[language]
-    opener = sents[0].lower() if sents else ""
-    word = EN_WORD.match(opener)
-    opens_conn = (
-        any(opener.startswith(c) for c in lex.connectives)
-        if language == "zh"
-        else bool(word and word.group(0) in lex.connectives)
-    )
-    numbers = [int(n) for n in _NUMBERED.findall(text)]
-    ranks = _opening_order(sents, language)
-    if (
-        opens_conn
-        or (numbers and numbers[0] != 1)
-        or any(b < a and b != 1 for a, b in itertools.pairwise(numbers))
-        or ranks != sorted(ranks)
-        or (ranks and ranks[0] != 1 and len(ranks) > 1)
-    ):
-        out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"]
+    faults = min(MAX_ORDER_FAULTS, order_faults(sents, text, language, heard))
+    if faults:
+        out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"] * faults
     return out
 
 

@@ -53,11 +53,13 @@ from rlver.records import Appraisal, Message, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.crosslingual import (
+    UNRELATED_PENALTY,
     TransferModel,
     XLProfile,
     content_tokens,
     load_transfer_model,
     structure_faults,
+    unrelated_penalty,
     xl_context_features,
     xl_text_features,
 )
@@ -86,7 +88,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v6"
+OFFLINE_VERSION = "rlver-offline-v7"
 
 #: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
 #: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
@@ -700,6 +702,8 @@ class OfflineUser(SimulatedUser):
         self._previous_bigrams: list[set[str]] = []
         #: content tokens of the agent's earlier replies (the transfer appraisal's repetition feature).
         self._previous_xl: list[set[str]] = []
+        #: content tokens of everything the user said (the transfer appraisal's coherence check).
+        self._user_xl: set[str] = set()
         self._user_grams: set[tuple[str, ...]] = set()
         #: This user's own emotion changes so far (the learned appraisal reads its trajectory).
         self._changes: list[int] = []
@@ -719,6 +723,8 @@ class OfflineUser(SimulatedUser):
     def _heard(self, user_text: str) -> None:
         self.history.append(Message(role="user", content=user_text))
         self._user_grams |= _ngrams(_units(user_text, self.pf.language)[0], 3)
+        if self.pf.xl is not None:
+            self._user_xl |= content_tokens(user_text, self.pf.language)
 
     def _said(self, agent_reply: str) -> None:
         self.history.append(Message(role="assistant", content=agent_reply))
@@ -735,7 +741,7 @@ class OfflineUser(SimulatedUser):
         """
         super().restore([], emotion)
         self._previous_token_sets, self._previous_bigrams, self._user_grams = [], [], set()
-        self._previous_xl = []
+        self._previous_xl, self._user_xl = [], set()
         self._changes = list(changes)
         for message in history:
             if message.role == "user":
@@ -793,20 +799,35 @@ class OfflineUser(SimulatedUser):
             return scored
         last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
         turn = sum(1 for m in self.history if m.role == "assistant") + 1
-        text_part, _ = xl_text_features(agent_reply, last_user, self._previous_xl, xl)
+        text_part, reply_tokens = xl_text_features(agent_reply, last_user, self._previous_xl, xl)
         parts = model.contributions(
             text_part + xl_context_features(xl, self.emotion.value, turn, self._changes)
         )
         n_text = len(text_part)
         reply_part = model.slope * sum(list(parts.values())[:n_text])
         context_part = model.slope * sum(list(parts.values())[n_text:])
-        faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
+        faults = (
+            structure_faults(agent_reply, self.pf.language, self._user_xl) if self.simulator.vetoes else {}
+        )
+        # Taking up nothing of the dialogue: set by us like the structure penalties (docs/simulator.md).
+        unrelated = (
+            round(unrelated_penalty(reply_tokens, self._user_xl | xl.need | xl.story), 4)
+            if self.simulator.vetoes
+            else 0.0
+        )
         value = (
-            reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
+            reply_part
+            + context_part
+            + model.slope * model.intercept
+            + model.offset
+            + sum(faults.values())
+            + unrelated
         )
         change = round_change(value + self._bias, 10)
         features = {"transfer_reply": round(reply_part, 4), "transfer_context": round(context_part, 4)}
         features.update(faults)
+        if unrelated:
+            features["unrelated"] = unrelated
         if self._bias:
             features["behaviour_bias"] = float(self._bias)
         features["transfer_offset"] = round(change - sum(features.values()), 4)
@@ -816,6 +837,8 @@ class OfflineUser(SimulatedUser):
             *notes.get("goal_fit", []),
             "transfer appraisal: " + ", ".join(f"{k} {model.slope * v:+.1f}" for k, v in top),
         ]
+        if unrelated <= UNRELATED_PENALTY / 2:
+            notes["goal_fit"].append("takes up little or nothing of what I said or live through")
         if faults:
             notes["inner_reaction"] = [
                 *notes.get("inner_reaction", []),
