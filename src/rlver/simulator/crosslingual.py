@@ -364,7 +364,7 @@ MAX_ORDER_FAULTS = 3
 #: Sentences that answer the user's message as a whole, so they come before the reply's own content: a
 #: greeting or interjection, regret at what the user told ("I'm so sorry to hear that"), thanks for
 #: telling, "don't apologise", a verdict on the user's feeling or story ("It's completely
-#: understandable", "That sounds hard", "I hear you"), and the markers that take up what was just said
+#: understandable", "I hear you"), and the markers that take up what was just said
 #: ("Don't worry,", "To be honest,"). Matched at the start of a sentence.
 _EN_OPENING = re.compile(
     r"^(?:hi|hello|hey|dear|oh|ah|aw+|wow|ugh|oof|yikes|"
@@ -373,12 +373,12 @@ _EN_OPENING = re.compile(
     r"don't apologi[sz]e|no need to apologi[sz]e|don't worry|to be honest|honestly|"
     r"(?:it's|it is|that's|that is) (?:completely |totally |perfectly |so |really |very )?"
     r"(?:normal|understandable|okay|ok|natural|fine)|"
-    r"(?:it|that) sounds|i hear you|i can (?:only )?imagine|i (?:totally |completely )?understand|i get it|"
+    r"i hear you|i can (?:only )?imagine|i (?:totally |completely )?understand|i get it|"
     r"i'm (?:so )?glad (?:you|to hear)|congratulations|congrats)\b"
 )
 _ZH_OPENING = re.compile(
     r"^(?:你好|嗨|哎|唉|哇|天哪|抱歉|对不起|真(?:的)?(?:很)?抱歉|听到.{0,12}(?:难过|遗憾|抱歉|心疼)|"
-    r"谢谢你(?:愿意)?(?:分享|告诉|说)|别道歉|不用道歉|别担心|说实话|老实说|听起来|我能理解|我理解|我懂|"
+    r"谢谢你(?:愿意)?(?:分享|告诉|说)|别道歉|不用道歉|别担心|说实话|老实说|我能理解|我理解|我懂|"
     r"(?:这|这种感觉|你的感受)?(?:完全|真的)?(?:可以理解|很正常))"
 )
 #: Sentences that close a reply (an offer to talk again, a farewell, a wish): what follows them reads as
