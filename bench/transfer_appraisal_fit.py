@@ -30,13 +30,11 @@ from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
 from rlver.records import Episode
 from rlver.simulator.crosslingual import (
-    UNRELATED_PENALTY,
     XL_FEATURES_VERSION,
     XL_NAMES,
     XLProfile,
     content_tokens,
     structure_faults,
-    unrelated_penalty,
     xl_features,
 )
 from rlver.transcripts.published import read_published
@@ -175,7 +173,8 @@ def structure_check(data: Path) -> dict[str, tuple[int, float]]:
     seen: dict[str, list[int]] = {"all turns": []}
     for path in find_result_files(data):
         for ep in read_published(path):
-            profile, heard, reply = xl_profile(ep), set(), ""
+            heard: set[str] = set()
+            reply = ""
             users = iter(ep.user_turns)
             for msg in ep.messages:
                 if msg.role == "assistant":
@@ -187,12 +186,6 @@ def structure_check(data: Path) -> dict[str, tuple[int, float]]:
                 if a is not None and reply:
                     change = a.emotion_after - a.emotion_before
                     faults = dict(structure_faults(reply, "zh", heard))
-                    tokens = content_tokens(reply, "zh")
-                    if (
-                        unrelated_penalty(tokens, heard | profile.need | profile.story)
-                        <= UNRELATED_PENALTY / 2
-                    ):
-                        faults["unrelated (at most one shared word)"] = 1.0
                     if faults.get("out_of_order", 0) <= -3:
                         faults["out_of_order, two or more faults"] = 1.0
                     for name in ["all turns", *faults]:

@@ -430,19 +430,6 @@ def _opening_order(sents: Sequence[str], language: str) -> list[int]:
     return ranks
 
 
-#: What a reply that takes up nothing of the dialogue costs (the user's messages, the profile's story and
-#: need; specific words only, see :func:`content_tokens`): ``UNRELATED_PENALTY * exp(-shared / 1.5)``,
-#: so -3 for none, -1.5 for one word, -0.8 for two, fading after. Set by us, like the structure penalties:
-#: the released replies all take the dialogue up (``bench/transfer_appraisal_fit.py --structure`` counts
-#: them), so the Chinese fit weighs only small differences of overlap, never a reply about something else.
-UNRELATED_PENALTY = -3.0
-
-
-def unrelated_penalty(reply_tokens: set[str], dialogue: set[str] | frozenset[str]) -> float:
-    """The (negative) change for a reply that shares few specific words with the dialogue."""
-    return UNRELATED_PENALTY * math.exp(-len(reply_tokens & dialogue) / 1.5)
-
-
 def _misplaced(sents: Sequence[str], language: str) -> int:
     """Sentences out of their place: an opening after a sentence that is not one, a closing before one
     that is not one (a reply may open or close with several)."""

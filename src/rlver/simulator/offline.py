@@ -53,13 +53,11 @@ from rlver.records import Appraisal, Message, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.crosslingual import (
-    UNRELATED_PENALTY,
     TransferModel,
     XLProfile,
     content_tokens,
     load_transfer_model,
     structure_faults,
-    unrelated_penalty,
     xl_context_features,
     xl_text_features,
 )
@@ -702,7 +700,7 @@ class OfflineUser(SimulatedUser):
         self._previous_bigrams: list[set[str]] = []
         #: content tokens of the agent's earlier replies (the transfer appraisal's repetition feature).
         self._previous_xl: list[set[str]] = []
-        #: content tokens of everything the user said (the transfer appraisal's coherence check).
+        #: content tokens of everything the user said (the transfer appraisal's order check).
         self._user_xl: set[str] = set()
         self._user_grams: set[tuple[str, ...]] = set()
         #: This user's own emotion changes so far (the learned appraisal reads its trajectory).
@@ -799,7 +797,7 @@ class OfflineUser(SimulatedUser):
             return scored
         last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
         turn = sum(1 for m in self.history if m.role == "assistant") + 1
-        text_part, reply_tokens = xl_text_features(agent_reply, last_user, self._previous_xl, xl)
+        text_part, _ = xl_text_features(agent_reply, last_user, self._previous_xl, xl)
         parts = model.contributions(
             text_part + xl_context_features(xl, self.emotion.value, turn, self._changes)
         )
@@ -809,25 +807,12 @@ class OfflineUser(SimulatedUser):
         faults = (
             structure_faults(agent_reply, self.pf.language, self._user_xl) if self.simulator.vetoes else {}
         )
-        # Taking up nothing of the dialogue: set by us like the structure penalties (docs/simulator.md).
-        unrelated = (
-            round(unrelated_penalty(reply_tokens, self._user_xl | xl.need | xl.story), 4)
-            if self.simulator.vetoes
-            else 0.0
-        )
         value = (
-            reply_part
-            + context_part
-            + model.slope * model.intercept
-            + model.offset
-            + sum(faults.values())
-            + unrelated
+            reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
         )
         change = round_change(value + self._bias, 10)
         features = {"transfer_reply": round(reply_part, 4), "transfer_context": round(context_part, 4)}
         features.update(faults)
-        if unrelated:
-            features["unrelated"] = unrelated
         if self._bias:
             features["behaviour_bias"] = float(self._bias)
         features["transfer_offset"] = round(change - sum(features.values()), 4)
@@ -837,8 +822,6 @@ class OfflineUser(SimulatedUser):
             *notes.get("goal_fit", []),
             "transfer appraisal: " + ", ".join(f"{k} {model.slope * v:+.1f}" for k, v in top),
         ]
-        if unrelated <= UNRELATED_PENALTY / 2:
-            notes["goal_fit"].append("takes up little or nothing of what I said or live through")
         if faults:
             notes["inner_reaction"] = [
                 *notes.get("inner_reaction", []),
