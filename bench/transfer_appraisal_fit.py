@@ -173,7 +173,6 @@ def structure_check(data: Path) -> dict[str, tuple[int, float]]:
     seen: dict[str, list[int]] = {"all turns": []}
     for path in find_result_files(data):
         for ep in read_published(path):
-            heard: set[str] = set()
             reply = ""
             users = iter(ep.user_turns)
             for msg in ep.messages:
@@ -185,13 +184,12 @@ def structure_check(data: Path) -> dict[str, tuple[int, float]]:
                 a = next(users).appraisal
                 if a is not None and reply:
                     change = a.emotion_after - a.emotion_before
-                    faults = dict(structure_faults(reply, "zh", heard))
+                    faults = dict(structure_faults(reply, "zh"))
                     if faults.get("out_of_order", 0) <= -3:
                         faults["out_of_order, two or more faults"] = 1.0
                     for name in ["all turns", *faults]:
                         seen.setdefault(name, []).append(change)
                 reply = ""
-                heard |= content_tokens(msg.content, "zh")
     return {k: (len(v), round(float(np.mean(v)), 2)) for k, v in seen.items()}
 
 

@@ -451,25 +451,10 @@ def _opens_on_lead(opener: str, language: str) -> bool:
     return bool(word and word.group(0) in lex.connectives) or bool(_EN_LEAD.match(opener))
 
 
-def _starts_elsewhere(sents: Sequence[str], heard: set[str] | frozenset[str], language: str) -> bool:
-    """The reply takes up the user's words, but not in its first sentence, which is no opening either:
-    it starts somewhere other than where the user is (what was said comes before what is new)."""
-    if len(sents) < 2 or not heard:
-        return False
-    opening = _ZH_OPENING if language == "zh" else _EN_OPENING
-    if opening.match(sents[0].lower().lstrip("*-•#\"'“‘( ")):
-        return False
-    shares = [bool(content_tokens(s, language) & heard) for s in sents]
-    return not shares[0] and any(shares[1:])
-
-
-def order_faults(
-    sents: Sequence[str], text: str, language: str, heard: set[str] | frozenset[str] = frozenset()
-) -> int:
+def order_faults(sents: Sequence[str], text: str, language: str) -> int:
     """How many things are out of their order: opening on a connective, a numbered list that does not
-    start at 1 or goes backwards (other than restarting at 1), "First … Finally" out of sequence, every
-    opening or closing sentence out of its place (:func:`_misplaced`), and, given the content words the
-    user said (``heard``), a first sentence that takes none of them up while a later one does."""
+    start at 1 or goes backwards (other than restarting at 1), "First … Finally" out of sequence, and
+    every opening or closing sentence out of its place (:func:`_misplaced`)."""
     numbers = [int(n) for n in _NUMBERED.findall(text)]
     ranks = _opening_order(sents, language)
     opener = sents[0].lower().lstrip("*-•#\"'“‘( ") if sents else ""
@@ -479,19 +464,11 @@ def order_faults(
         or ranks != sorted(ranks)
         or (ranks and ranks[0] != 1 and len(ranks) > 1)
     )
-    return (
-        int(_opens_on_lead(opener, language))
-        + int(bool(sequence))
-        + _misplaced(sents, language)
-        + int(_starts_elsewhere(sents, heard, language))
-    )
+    return int(_opens_on_lead(opener, language)) + int(bool(sequence)) + _misplaced(sents, language)
 
 
-def structure_faults(
-    reply: str, language: str, heard: set[str] | frozenset[str] = frozenset()
-) -> dict[str, float]:
-    """The :data:`STRUCTURE_PENALTIES` that apply to ``reply`` (empty for a well-formed reply);
-    ``heard``: the content tokens of what the user said (:func:`content_tokens`), for the order check."""
+def structure_faults(reply: str, language: str) -> dict[str, float]:
+    """The :data:`STRUCTURE_PENALTIES` that apply to ``reply`` (empty for a well-formed reply)."""
     text = reply.strip()
     out: dict[str, float] = {}
     if not text:
@@ -502,7 +479,7 @@ def structure_faults(
     long_ones = [s.lower() for s in sents if len(s) >= (8 if language == "zh" else 15)]
     if len(long_ones) != len(set(long_ones)):
         out["repeats_sentence"] = STRUCTURE_PENALTIES["repeats_sentence"]
-    faults = min(MAX_ORDER_FAULTS, order_faults(sents, text, language, heard))
+    faults = min(MAX_ORDER_FAULTS, order_faults(sents, text, language))
     if faults:
         out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"] * faults
     return out

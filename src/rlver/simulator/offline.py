@@ -700,8 +700,6 @@ class OfflineUser(SimulatedUser):
         self._previous_bigrams: list[set[str]] = []
         #: content tokens of the agent's earlier replies (the transfer appraisal's repetition feature).
         self._previous_xl: list[set[str]] = []
-        #: content tokens of everything the user said (the transfer appraisal's order check).
-        self._user_xl: set[str] = set()
         self._user_grams: set[tuple[str, ...]] = set()
         #: This user's own emotion changes so far (the learned appraisal reads its trajectory).
         self._changes: list[int] = []
@@ -721,8 +719,6 @@ class OfflineUser(SimulatedUser):
     def _heard(self, user_text: str) -> None:
         self.history.append(Message(role="user", content=user_text))
         self._user_grams |= _ngrams(_units(user_text, self.pf.language)[0], 3)
-        if self.pf.xl is not None:
-            self._user_xl |= content_tokens(user_text, self.pf.language)
 
     def _said(self, agent_reply: str) -> None:
         self.history.append(Message(role="assistant", content=agent_reply))
@@ -739,7 +735,7 @@ class OfflineUser(SimulatedUser):
         """
         super().restore([], emotion)
         self._previous_token_sets, self._previous_bigrams, self._user_grams = [], [], set()
-        self._previous_xl, self._user_xl = [], set()
+        self._previous_xl = []
         self._changes = list(changes)
         for message in history:
             if message.role == "user":
@@ -804,9 +800,7 @@ class OfflineUser(SimulatedUser):
         n_text = len(text_part)
         reply_part = model.slope * sum(list(parts.values())[:n_text])
         context_part = model.slope * sum(list(parts.values())[n_text:])
-        faults = (
-            structure_faults(agent_reply, self.pf.language, self._user_xl) if self.simulator.vetoes else {}
-        )
+        faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
         value = (
             reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
         )
