@@ -38,6 +38,7 @@ from typing import Any
 from rlver.errors import ConfigError
 from rlver.simulator.learned import round_change
 from rlver.simulator.offline_lexicon import (
+    CJK_CHAR,
     CJK_RUN,
     EN_STOPWORDS,
     EN_WORD,
@@ -363,34 +364,37 @@ MAX_ORDER_FAULTS = 3
 
 #: Sentences that answer the user's message as a whole, so they come before the reply's own content: a
 #: greeting or interjection, regret at what the user told ("I'm so sorry to hear that"), thanks for
-#: telling, "don't apologise", a verdict on the user's feeling or story ("It's completely
-#: understandable", "I hear you"), and the markers that take up what was just said
-#: ("Don't worry,", "To be honest,"). Matched at the start of a sentence.
+#: telling, "don't apologise", a verdict on the user's feeling as a whole ("It's completely
+#: understandable", "I hear you"). Matched at the start of a sentence. Left out because capable replies
+#: use them mid-reply (the released Chinese replies do, and SAGE did not mind): "I understand",
+#: "honestly", "don't worry", "it sounds like" (docs/simulator.md).
 _EN_OPENING = re.compile(
     r"^(?:hi|hello|hey|dear|oh|ah|aw+|wow|ugh|oof|yikes|"
     r"(?:i'm|i am) (?:so |really |very |truly |deeply )?sorry|so sorry|sorry (?:to hear|about|for|that)|"
     r"thanks?(?: you)?(?: so much)? for (?:sharing|telling|opening|reaching|letting|trusting)|"
-    r"don't apologi[sz]e|no need to apologi[sz]e|don't worry|to be honest|honestly|"
+    r"don't apologi[sz]e|no need to apologi[sz]e|"
     r"(?:it's|it is|that's|that is) (?:completely |totally |perfectly |so |really |very )?"
     r"(?:normal|understandable|okay|ok|natural|fine)|"
-    r"i hear you|i can (?:only )?imagine|i (?:totally |completely )?understand|i get it|"
+    r"i hear you|i can (?:only )?imagine|"
     r"i'm (?:so )?glad (?:you|to hear)|congratulations|congrats)\b"
 )
 _ZH_OPENING = re.compile(
     r"^(?:你好|嗨|哎|唉|哇|天哪|抱歉|对不起|真(?:的)?(?:很)?抱歉|听到.{0,12}(?:难过|遗憾|抱歉|心疼)|"
-    r"谢谢你(?:愿意)?(?:分享|告诉|说)|别道歉|不用道歉|别担心|说实话|老实说|我能理解|我理解|我懂|"
+    r"谢谢你(?:愿意)?(?:分享|告诉|说)|别道歉|不用道歉|"
     r"(?:这|这种感觉|你的感受)?(?:完全|真的)?(?:可以理解|很正常))"
 )
-#: Sentences that close a reply (an offer to talk again, a farewell, a wish): what follows them reads as
-#: a reply that went on after saying goodbye. Matched anywhere in a sentence.
+#: Sentences that close a reply (an offer to talk again, a farewell, a conclusion; not wishes such as
+#: "good luck" / "祝你…", which the released replies use mid-reply and SAGE rated highly): a reply that
+#: goes on with more content after one went on after saying goodbye (a short afterthought such as
+#: "You've got this!" or "加油！" is part of the sign-off). Matched anywhere in a sentence.
 _EN_CLOSING = re.compile(
-    r"\b(?:let me know|feel free|hope (?:this|that|it) helps|good luck|best of luck|take care|"
+    r"\b(?:let me know|feel free|hope (?:this|that|it) helps|take care|"
     r"don't hesitate|have a (?:great|good|nice|wonderful|lovely) (?:day|night|evening|weekend|time)|"
-    r"wishing you|all the best|keep (?:me posted|in touch)|talk soon|bye|"
+    r"keep (?:me posted|in touch)|talk soon|bye|"
     r"in conclusion|in summary|to sum up|all in all|ultimately|overall)\b"
 )
 _ZH_CLOSING = re.compile(
-    r"希望(?:这些|这|我的话)?(?:能)?(?:对你)?有(?:所)?帮助|随时(?:告诉|找|联系)我|祝你|保重|再见|拜拜|"
+    r"希望(?:这些|这|我的话)?(?:能)?(?:对你)?有(?:所)?帮助|随时(?:告诉|找|联系)我|保重|再见|拜拜|"
     r"有(?:什么)?需要(?:的话)?(?:随时)?(?:告诉|找)我"
 )
 #: Openings that point back at something said before (a connective, "In this case", "That's why"): no
@@ -437,9 +441,17 @@ def _misplaced(sents: Sequence[str], language: str) -> int:
     opening, closing = (_ZH_OPENING, _ZH_CLOSING) if language == "zh" else (_EN_OPENING, _EN_CLOSING)
     opens = [bool(opening.match(s)) for s in lows]
     closes = [bool(closing.search(s)) and not o for s, o in zip(lows, opens, strict=True)]
+    content = [not c and _substantive(s, language) for s, c in zip(lows, closes, strict=True)]
     late = sum(1 for i, o in enumerate(opens) if o and not all(opens[:i]))
-    early = sum(1 for i, c in enumerate(closes) if c and not all(closes[i + 1 :]))
+    early = sum(1 for i, c in enumerate(closes) if c and any(content[i + 1 :]))
     return late + early
+
+
+def _substantive(sentence: str, language: str) -> bool:
+    """More than a short afterthought: five words or more (English), eight CJK characters (Chinese)."""
+    if language == "zh":
+        return len(CJK_CHAR.findall(sentence)) >= 8
+    return len(EN_WORD.findall(sentence)) >= 5
 
 
 def _opens_on_lead(opener: str, language: str) -> bool:
