@@ -171,25 +171,12 @@ def structure_check(data: Path) -> dict[str, tuple[int, float]]:
     show these faults; this says how rare they are and which way SAGE went when one did occur.
     """
     seen: dict[str, list[int]] = {"all turns": []}
-    for path in find_result_files(data):
-        for ep in read_published(path):
-            reply = ""
-            users = iter(ep.user_turns)
-            for msg in ep.messages:
-                if msg.role == "assistant":
-                    reply = visible_text(msg.content)
-                    continue
-                if msg.role != "user":
-                    continue
-                a = next(users).appraisal
-                if a is not None and reply:
-                    change = a.emotion_after - a.emotion_before
-                    faults = dict(structure_faults(reply, "zh"))
-                    if faults.get("out_of_order", 0) <= -3:
-                        faults["out_of_order, two or more faults"] = 1.0
-                    for name in ["all turns", *faults]:
-                        seen.setdefault(name, []).append(change)
-                reply = ""
+    for turn in read_xl_turns(data)[1]:
+        faults = dict(structure_faults(turn.reply, "zh"))
+        if faults.get("out_of_order", 0) <= -3:
+            faults["out_of_order, two or more faults"] = 1.0
+        for name in ["all turns", *faults]:
+            seen.setdefault(name, []).append(turn.change)
     return {k: (len(v), round(float(np.mean(v)), 2)) for k, v in seen.items()}
 
 
