@@ -246,6 +246,10 @@ def _arguments() -> argparse.Namespace:
     args = parser.parse_args()
     if args.generate == bool(args.transcripts):
         parser.error("give either --generate or one or more transcripts")
+    if args.generate and args.first_replies:
+        parser.error(
+            "--first-replies takes the first replies of a transcript; it does not go with --generate"
+        )
     if args.generate and not args.model.is_dir():
         print(f"error: --model {args.model}: no such model folder", file=sys.stderr)
         raise SystemExit(2)
@@ -274,7 +278,7 @@ def main() -> None:
     if not pairs:
         print("error: no finished agent reply of two or more sentences", file=sys.stderr)
         raise SystemExit(2)
-    if args.first_replies and not args.generate:
+    if args.first_replies:
         first = [
             {"profile_id": c["profile_id"], "reply": c["original"]} for c in per_source[0] if c["turn"] == 1
         ]
