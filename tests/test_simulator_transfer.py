@@ -244,7 +244,7 @@ _OPEN_GAP = "measured below 90 % (docs/simulator.md, English checks): a known ga
     [
         # original preferred, dev / held out (docs/simulator.md, 2026-11-24, 1 run): 22/30 and 20/27
         pytest.param("off_topic", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),
-        # 23/30 and 12/27 (8/30 and 5/27 before the order checks): what is left tie, the order checks
+        # 22/30 and 12/27 (8/30 and 5/27 before the order checks): what is left tie, the order checks
         # seeing nothing in either version
         pytest.param("shuffled", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),
         "repeated",  # 30/30 and 25/27

@@ -397,15 +397,15 @@ _ZH_CLOSING = re.compile(
     r"希望(?:这些|这|我的话)?(?:能)?(?:对你)?有(?:所)?帮助|随时(?:告诉|找|联系)我|保重|再见|拜拜|"
     r"有(?:什么)?需要(?:的话)?(?:随时)?(?:告诉|找)我"
 )
-#: Openings that point back at something said before (a connective, "In this case", "That's why"): no
-#: reply starts on one. The single-word connectives are :attr:`XLLexicon.connectives`.
+#: Openings that point back at something said before (a connective, "In this case", "That's why", "This
+#: means"): no reply starts on one ("This can be so hard" can, the user's message being what "this" is).
+#: The single-word connectives are :attr:`XLLexicon.connectives`.
 _EN_LEAD = re.compile(
     r"^(?:for (?:example|instance)|in fact|anyway|plus|still|yet|after that|as a result|because|or|again|"
     r"(?:that's|that is|this is) (?:why|because|how)|in (?:this|that|such|these|those) "
     r"(?:case|cases|situation|situations|sense)|on the other hand|even so|that said|in addition|"
     r"similarly|likewise|meanwhile|as (?:such|mentioned|i said)|like i said|with that|by doing so|"
-    r"(?:this|that) (?:is where|means|doesn't mean|way|approach|can|could|may|might|will|helps)|"
-    r"(?:these|those|such) )\b"
+    r"(?:this|that) (?:is where|means|doesn't mean|way|approach))\b"
 )
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})[.)、]")
