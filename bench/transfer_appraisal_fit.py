@@ -29,7 +29,14 @@ from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
 from rlver.records import Episode
-from rlver.simulator.crosslingual import XL_FEATURES_VERSION, XL_NAMES, XLProfile, content_tokens, xl_features
+from rlver.simulator.crosslingual import (
+    XL_FEATURES_VERSION,
+    XL_NAMES,
+    XLProfile,
+    content_tokens,
+    structure_faults,
+    xl_features,
+)
 from rlver.transcripts.published import read_published
 
 #: Ridge on the standardised dense block (the same solver as the learned appraisal, no n-grams).
@@ -156,6 +163,23 @@ def ablations(data: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def structure_check(data: Path) -> dict[str, tuple[int, float]]:
+    """How often each penalty the English user adds by hand fires on the released Chinese replies, and
+    the mean change SAGE recorded for those turns: (count, mean change) per fault, and for all turns.
+
+    The penalties are set by us because the released replies (written by capable models) almost never
+    show these faults; this says how rare they are and which way SAGE went when one did occur.
+    """
+    seen: dict[str, list[int]] = {"all turns": []}
+    for turn in read_xl_turns(data)[1]:
+        faults = dict(structure_faults(turn.reply, "zh"))
+        if faults.get("out_of_order", 0) <= -3:
+            faults["out_of_order, two or more faults"] = 1.0
+        for name in ["all turns", *faults]:
+            seen.setdefault(name, []).append(turn.change)
+    return {k: (len(v), round(float(np.mean(v)), 2)) for k, v in seen.items()}
+
+
 def _slim(report: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in report.items() if k != "per_file"}
 
@@ -170,8 +194,17 @@ def main() -> None:
         action="store_true",
         help="Also measure the reply features alone and the user state alone.",
     )
+    parser.add_argument(
+        "--structure",
+        action="store_true",
+        help="Only count the hand-set penalties on the released replies (with their mean recorded change).",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.structure:
+        for name, (count, mean) in structure_check(args.data).items():
+            print(f"{name}: {count} turns, mean recorded change {mean:+.2f}")
+        return
     try:
         artefact = fit_transfer(args.data)
     except RlverError as exc:

@@ -16,9 +16,11 @@ from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Message
 from rlver.simulator.crosslingual import (
+    MAX_ORDER_FAULTS,
     STRUCTURE_PENALTIES,
     XL_NAMES,
     XLProfile,
+    content_tokens,
     load_transfer_model,
     structure_faults,
     xl_text_features,
@@ -99,6 +101,59 @@ def test_structure_faults() -> None:
     assert "out_of_order" in structure_faults("最后，和他谈谈。首先，好好休息。", "zh")
 
 
+@pytest.mark.parametrize(
+    ("ordered", "jumbled", "language"),
+    [
+        # an opening (regret, thanks, a verdict on the user's story) after the reply's own content
+        (
+            "I'm so sorry to hear that. Three rounds is a lot to carry. What was the night like?",
+            "Three rounds is a lot to carry. What was the night like? I'm so sorry to hear that.",
+            "en",
+        ),
+        (
+            "It's completely understandable to feel shaken. A formal complaint stings.",
+            "A formal complaint stings. It's completely understandable to feel shaken.",
+            "en",
+        ),
+        # a closing formula before more content
+        (
+            "Twenty-five years is a long run. What do Saturdays feel like now? Let me know if you want to talk.",
+            "Let me know if you want to talk. Twenty-five years is a long run. What do Saturdays feel like now?",
+            "en",
+        ),
+        # a first sentence that points back at something never said
+        (
+            "Your sister's news landed on the worst night. In this case, anger makes sense.",
+            "In this case, anger makes sense. Your sister's news landed on the worst night.",
+            "en",
+        ),
+        ("真抱歉听到这个消息。三次都没成功，太难了。", "三次都没成功，太难了。真抱歉听到这个消息。", "zh"),
+        ("你最近睡得怎么样？希望对你有帮助。", "希望对你有帮助。你最近睡得怎么样？", "zh"),
+    ],
+)
+def test_sentence_order_is_seen(ordered: str, jumbled: str, language: str) -> None:
+    """Openings first, closings last, no opening connective: the jumbled version costs more."""
+    assert structure_faults(ordered, language) == {}
+    assert structure_faults(jumbled, language)["out_of_order"] == STRUCTURE_PENALTIES["out_of_order"]
+
+
+def test_order_faults_count_up_to_a_cap() -> None:
+    """Each misplaced sentence is a fault, so a reply more jumbled than another costs more."""
+    one = "Your band ran 25 years. I'm so sorry. Saturdays must feel empty."
+    two = "Your band ran 25 years. I'm so sorry. Saturdays must feel empty. I hear you."
+    assert structure_faults(two, "en")["out_of_order"] < structure_faults(one, "en")["out_of_order"] < 0
+    many = "Also, it ended. " + " ".join(["Rest now.", "I'm sorry."] * 5)
+    assert (
+        structure_faults(many, "en")["out_of_order"] == MAX_ORDER_FAULTS * STRUCTURE_PENALTIES["out_of_order"]
+    )
+
+
+def test_generic_words_are_not_taking_the_users_story_up() -> None:
+    """ "help", "talk" and "feel" are in every reply to anyone; "band's" is "band"."""
+    assert content_tokens("I'm here to help, let's talk about how you feel.", "en") == set()
+    assert content_tokens("Your band's last gig", "en") == {"band", "gig"}
+
+
 # -- the artefact ----------------------------------------------------------------------------------
 def test_artefact_records_its_chinese_agreement() -> None:
     model = load_transfer_model()
@@ -161,9 +216,23 @@ def _read(name: str) -> list[dict[str, Any]]:
 
 
 CONTRAST, SMOL_FIRST = DATA / "en_contrast.jsonl", DATA / "en_smollm2_first_replies.jsonl"
-_NOT_BUILT = (
-    "fixture not built: run bench/en_contrast_set.py on an `rlver eval` transcript of SmolLM2 on en-test"
-)
+_NOT_BUILT = "fixture not built: run bench/en_contrast_set.py --generate (SmolLM2-135M-Instruct, CPU)"
+
+
+def _contrast_wins(kind: str) -> dict[str, tuple[int, int]]:
+    """(original preferred, pairs) per split of one class of the contrast fixture."""
+    sim, profiles = OfflineSimulator(), en_profiles()
+    out: dict[str, tuple[int, int]] = {}
+    for p in _read("en_contrast.jsonl"):
+        if p["kind"] != kind:
+            continue
+        history = [Message(**m) for m in p["history"]]
+        args = {"emotion": p["emotion"], "changes": p["changes"]}
+        original = sim.exact_change(profiles[p["profile_id"]], history, p["original"], **args)
+        other = sim.exact_change(profiles[p["profile_id"]], history, p["alternative"], **args)
+        won, n = out.get(p["split"], (0, 0))
+        out[p["split"]] = (won + (original > other), n + 1)
+    return out
 
 
 _OPEN_GAP = "measured below 90 % (docs/simulator.md, English checks): a known gap, not yet closed"
@@ -173,27 +242,31 @@ _OPEN_GAP = "measured below 90 % (docs/simulator.md, English checks): a known ga
 @pytest.mark.parametrize(
     "kind",
     [
-        pytest.param("off_topic", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),  # 11 of 13
-        pytest.param("shuffled", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),  # 3 of 13
-        "repeated",
-        "cut",
-        "platitude",
+        # original preferred, dev / held out (docs/simulator.md, 2026-11-24, 1 run): 22/30 and 20/27
+        pytest.param("off_topic", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),
+        # 22/30 and 12/27 (8/30 and 5/27 before the order checks): what is left tie, the order checks
+        # seeing nothing in either version
+        pytest.param("shuffled", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),
+        "repeated",  # 30/30 and 25/27
+        "cut",  # 30/30 and 26/27
+        "platitude",  # 28/30 and 26/27
     ],
 )
 def test_contrast_set_prefers_the_real_reply(kind: str) -> None:
-    """SmolLM2's own replies against broken versions of them (bench/en_contrast_set.py made the pairs)."""
-    sim, profiles = OfflineSimulator(), en_profiles()
-    pairs = _read("en_contrast.jsonl")
-    mine = [p for p in pairs if p["kind"] == kind]
-    assert len(mine) >= 10, kind
-    won = 0
-    for p in mine:
-        history = [Message(**m) for m in p["history"]]
-        args = {"emotion": p["emotion"], "changes": p["changes"]}
-        original = sim.exact_change(profiles[p["profile_id"]], history, p["original"], **args)
-        other = sim.exact_change(profiles[p["profile_id"]], history, p["alternative"], **args)
-        won += original > other
-    assert won / len(mine) >= 0.9, f"{kind}: the original won {won} of {len(mine)}"
+    """SmolLM2's own replies against broken versions of them (bench/en_contrast_set.py made the pairs):
+    the original must win in >= 90 % of the pairs of the class, in each half (dev and held out)."""
+    wins = _contrast_wins(kind)
+    assert set(wins) == {"dev", "held_out"} and sum(n for _, n in wins.values()) >= 30, wins
+    for split, (won, n) in wins.items():
+        assert won / n >= 0.9, f"{kind} ({split}): the original won {won} of {n}"
+
+
+@pytest.mark.skipif(not CONTRAST.exists(), reason=_NOT_BUILT)
+@pytest.mark.parametrize(("kind", "floor"), [("off_topic", 0.65), ("shuffled", 0.4)])
+def test_open_contrast_classes_keep_what_they_reached(kind: str, floor: float) -> None:
+    """The two classes still under 90 % may not fall back below what this round reached (above)."""
+    for split, (won, n) in _contrast_wins(kind).items():
+        assert won / n >= floor, f"{kind} ({split}): the original won {won} of {n}"
 
 
 def test_warm_on_topic_replies_gain_clearly() -> None:

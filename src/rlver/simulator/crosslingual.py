@@ -38,6 +38,7 @@ from typing import Any
 from rlver.errors import ConfigError
 from rlver.simulator.learned import round_change
 from rlver.simulator.offline_lexicon import (
+    CJK_CHAR,
     CJK_RUN,
     EN_STOPWORDS,
     EN_WORD,
@@ -219,6 +220,17 @@ def _stem(word: str) -> str:
     return _EN_SUFFIX.sub("", word)[:6] if len(word) > 4 else word
 
 
+#: English words that say nothing about what a dialogue is about (the English counterpart of
+#: ``ZH_GENERIC_BIGRAMS``): common verbs, a reply's stock nouns, words of support. Without them "help",
+#: "talk" and "feel" count as taking up the user's words in any reply to anyone.
+_EN_GENERIC = """able actually always another anyone bad big bit care come day different done easy end even ever every
+everyone fact feel find fine first give glad go going good great happy hard help hope important kind last let life
+little long look lot many maybe mean might mind much need never new next okay one open part people person point put
+rather real really reason right say seem share show someone sometimes sorry sort specific start still support sure
+take talk tell thank thanks think time today true try understand use way well whatever work world yeah yes"""
+_EN_GENERIC_STEMS = frozenset(_stem(w) for w in _EN_GENERIC.split())
+
+
 def content_tokens(text: str, language: str) -> set[str]:
     """The content-bearing units of ``text``: stemmed non-stopwords (en), non-generic CJK bigrams (zh)."""
     if language == "zh":
@@ -231,7 +243,12 @@ def content_tokens(text: str, language: str) -> set[str]:
                 ):
                     out.add(gram)
         return out
-    return {_stem(w) for w in EN_WORD.findall(text.lower()) if len(w) > 2 and w not in EN_STOPWORDS}
+    out = set()
+    for word in EN_WORD.findall(text.lower()):
+        word = word.removesuffix("'s")  # "band's" is "band"
+        if len(word) > 2 and word not in EN_STOPWORDS and (stem := _stem(word)) not in _EN_GENERIC_STEMS:
+            out.add(stem)
+    return out
 
 
 @dataclass(frozen=True)
@@ -339,10 +356,57 @@ def xl_text_features(
 
 
 #: Faults of form that no released reply shows, so the Chinese fit cannot weigh them, and that make a text
-#: less than a finished reply: cut off mid-sentence, the same sentence twice, sentences out of their order
-#: (opening on "Also," / "Finally," / "另外", a numbered list or "First … Finally" out of sequence). Set by
-#: us, not inherited: the English user adds them to the transfer score (docs/simulator.md).
-STRUCTURE_PENALTIES: dict[str, float] = {"cut_off": -3.0, "repeats_sentence": -4.0, "out_of_order": -2.0}
+#: less than a finished reply: cut off mid-sentence, the same sentence twice, sentences out of their order.
+#: Set by us, not inherited: the English user adds them to the transfer score (docs/simulator.md).
+#: ``out_of_order`` is per fault (see :func:`order_faults`), at most :data:`MAX_ORDER_FAULTS` of them.
+STRUCTURE_PENALTIES: dict[str, float] = {"cut_off": -3.0, "repeats_sentence": -4.0, "out_of_order": -1.5}
+MAX_ORDER_FAULTS = 3
+
+#: Sentences that answer the user's message as a whole, so they come before the reply's own content: a
+#: greeting or interjection, regret at what the user told ("I'm so sorry to hear that"), thanks for
+#: telling, "don't apologise", a verdict on the user's feeling as a whole ("It's completely
+#: understandable", "I hear you"). Matched at the start of a sentence. Left out because capable replies
+#: use them mid-reply (the released Chinese replies do, and SAGE did not mind): "I understand",
+#: "honestly", "don't worry", "it sounds like" (docs/simulator.md).
+_EN_OPENING = re.compile(
+    r"^(?:hi|hello|hey|dear|oh|ah|aw+|wow|ugh|oof|yikes|"
+    r"(?:i'm|i am) (?:so |really |very |truly |deeply )?sorry|so sorry|sorry (?:to hear|about|for|that)|"
+    r"thanks?(?: you)?(?: so much)? for (?:sharing|telling|opening|reaching|letting|trusting)|"
+    r"don't apologi[sz]e|no need to apologi[sz]e|"
+    r"(?:it's|it is|that's|that is) (?:completely |totally |perfectly |so |really |very )?"
+    r"(?:normal|understandable|okay|ok|natural|fine)|"
+    r"i hear you|i can (?:only )?imagine|"
+    r"i'm (?:so )?glad (?:you|to hear)|congratulations|congrats)\b"
+)
+_ZH_OPENING = re.compile(
+    r"^(?:你好|嗨|哎|唉|哇|天哪|抱歉|对不起|真(?:的)?(?:很)?抱歉|听到.{0,12}(?:难过|遗憾|抱歉|心疼)|"
+    r"谢谢你(?:愿意)?(?:分享|告诉|说)|别道歉|不用道歉|"
+    r"(?:这|这种感觉|你的感受)?(?:完全|真的)?(?:可以理解|很正常))"
+)
+#: Sentences that close a reply (an offer to talk again, a farewell, a conclusion; not wishes such as
+#: "good luck" / "祝你…", which the released replies use mid-reply and SAGE rated highly): a reply that
+#: goes on with more content after one went on after saying goodbye (a short afterthought such as
+#: "You've got this!" or "加油！" is part of the sign-off). Matched anywhere in a sentence.
+_EN_CLOSING = re.compile(
+    r"\b(?:let me know|feel free|hope (?:this|that|it) helps|take care|"
+    r"don't hesitate|have a (?:great|good|nice|wonderful|lovely) (?:day|night|evening|weekend|time)|"
+    r"keep (?:me posted|in touch)|talk soon|bye|"
+    r"in conclusion|in summary|to sum up|all in all|ultimately|overall)\b"
+)
+_ZH_CLOSING = re.compile(
+    r"希望(?:这些|这|我的话)?(?:能)?(?:对你)?有(?:所)?帮助|随时(?:告诉|找|联系)我|保重|再见|拜拜|"
+    r"有(?:什么)?需要(?:的话)?(?:随时)?(?:告诉|找)我"
+)
+#: Openings that point back at something said before (a connective, "In this case", "That's why", "This
+#: means"): no reply starts on one ("This can be so hard" can, the user's message being what "this" is).
+#: The single-word connectives are :attr:`XLLexicon.connectives`.
+_EN_LEAD = re.compile(
+    r"^(?:for (?:example|instance)|in fact|anyway|plus|still|yet|after that|as a result|because|or|again|"
+    r"(?:that's|that is|this is) (?:why|because|how)|in (?:this|that|such|these|those) "
+    r"(?:case|cases|situation|situations|sense)|on the other hand|even so|that said|in addition|"
+    r"similarly|likewise|meanwhile|as (?:such|mentioned|i said)|like i said|with that|by doing so|"
+    r"(?:this|that) (?:is where|means|doesn't mean|way|approach))\b"
+)
 
 _NUMBERED = re.compile(r"(?m)^\s*(?:\*\*)?(\d{1,2})[.)、]")
 _EN_ORDINALS = {
@@ -370,6 +434,51 @@ def _opening_order(sents: Sequence[str], language: str) -> list[int]:
     return ranks
 
 
+def _misplaced(sents: Sequence[str], language: str) -> int:
+    """Sentences out of their place: an opening after a sentence that is not one, a closing before one
+    that is not one (a reply may open or close with several)."""
+    lows = [s.lower().lstrip("*-•#\"'“‘( ") for s in sents]
+    opening, closing = (_ZH_OPENING, _ZH_CLOSING) if language == "zh" else (_EN_OPENING, _EN_CLOSING)
+    opens = [bool(opening.match(s)) for s in lows]
+    closes = [bool(closing.search(s)) and not o for s, o in zip(lows, opens, strict=True)]
+    content = [not c and _substantive(s, language) for s, c in zip(lows, closes, strict=True)]
+    late = sum(1 for i, o in enumerate(opens) if o and not all(opens[:i]))
+    early = sum(1 for i, c in enumerate(closes) if c and any(content[i + 1 :]))
+    return late + early
+
+
+def _substantive(sentence: str, language: str) -> bool:
+    """More than a short afterthought: five words or more (English), eight CJK characters (Chinese)."""
+    if language == "zh":
+        return len(CJK_CHAR.findall(sentence)) >= 8
+    return len(EN_WORD.findall(sentence)) >= 5
+
+
+def _opens_on_lead(opener: str, language: str) -> bool:
+    """Whether the first sentence opens on a connective or a phrase that points back ("In this case")."""
+    lex = XL_LEXICONS[language]
+    if language == "zh":
+        return any(opener.startswith(c) for c in lex.connectives)
+    word = EN_WORD.match(opener)
+    return bool(word and word.group(0) in lex.connectives) or bool(_EN_LEAD.match(opener))
+
+
+def order_faults(sents: Sequence[str], text: str, language: str) -> int:
+    """How many things are out of their order: opening on a connective, a numbered list that does not
+    start at 1 or goes backwards (other than restarting at 1), "First … Finally" out of sequence, and
+    every opening or closing sentence out of its place (:func:`_misplaced`)."""
+    numbers = [int(n) for n in _NUMBERED.findall(text)]
+    ranks = _opening_order(sents, language)
+    opener = sents[0].lower().lstrip("*-•#\"'“‘( ") if sents else ""
+    sequence = (
+        (numbers and numbers[0] != 1)
+        or any(b < a and b != 1 for a, b in itertools.pairwise(numbers))
+        or ranks != sorted(ranks)
+        or (ranks and ranks[0] != 1 and len(ranks) > 1)
+    )
+    return int(_opens_on_lead(opener, language)) + int(bool(sequence)) + _misplaced(sents, language)
+
+
 def structure_faults(reply: str, language: str) -> dict[str, float]:
     """The :data:`STRUCTURE_PENALTIES` that apply to ``reply`` (empty for a well-formed reply)."""
     text = reply.strip()
@@ -382,24 +491,9 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
     long_ones = [s.lower() for s in sents if len(s) >= (8 if language == "zh" else 15)]
     if len(long_ones) != len(set(long_ones)):
         out["repeats_sentence"] = STRUCTURE_PENALTIES["repeats_sentence"]
-    lex = XL_LEXICONS[language]
-    opener = sents[0].lower() if sents else ""
-    word = EN_WORD.match(opener)
-    opens_conn = (
-        any(opener.startswith(c) for c in lex.connectives)
-        if language == "zh"
-        else bool(word and word.group(0) in lex.connectives)
-    )
-    numbers = [int(n) for n in _NUMBERED.findall(text)]
-    ranks = _opening_order(sents, language)
-    if (
-        opens_conn
-        or (numbers and numbers[0] != 1)
-        or any(b < a and b != 1 for a, b in itertools.pairwise(numbers))
-        or ranks != sorted(ranks)
-        or (ranks and ranks[0] != 1 and len(ranks) > 1)
-    ):
-        out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"]
+    faults = min(MAX_ORDER_FAULTS, order_faults(sents, text, language))
+    if faults:
+        out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"] * faults
     return out
 
 

@@ -86,7 +86,7 @@ from rlver.simulator.offline_templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v6"
+OFFLINE_VERSION = "rlver-offline-v7"
 
 #: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
 #: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
