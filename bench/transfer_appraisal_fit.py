@@ -2,7 +2,7 @@
 
 For every appraised turn of the released ``*_result.jsonl`` files it computes the cross-lingual features
 (the Chinese versions) from what the simulator saw at that turn, then fits a ridge regression with the
-learned appraisal's own solver and validation (``rlver.eval.appraisal_fit``: agent models held out,
+learned appraisal's own solver and validation (``rlver.fidelity.appraisal_fit``: agent models held out,
 profiles held out; per-turn Spearman, sign agreement, model-ranking Spearman), so its figures stand
 beside the char-n-gram model's. With ``--out`` it writes the artefact the English offline user loads
 (``src/rlver/simulator/data/appraisal_xl.json``).
@@ -22,12 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from rlver.env.thinking import visible_text
 from rlver.errors import RlverError
-from rlver.eval.appraisal_fit import Turn, cross_validate, find_result_files, fit, index_keys
+from rlver.fidelity.appraisal_fit import (
+    Turn,
+    appraised_replies,
+    cross_validate,
+    find_result_files,
+    fit,
+    index_keys,
+    published_profile_parts,
+)
 from rlver.io import file_sha256
-from rlver.profiles.loaders import split_hidden_need
-from rlver.profiles.schema import PUBLISHED_STYLES
 from rlver.records import Episode
 from rlver.simulator.crosslingual import (
     XL_FEATURES_VERSION,
@@ -51,59 +56,38 @@ SETTINGS: dict[str, Any] = {
 
 def xl_profile(ep: Episode) -> XLProfile:
     """The transfer appraisal's view of a released record's profile (scene split at the hidden need)."""
-    pub = ep.meta.get("published", {})
-    split = split_hidden_need(str(pub.get("scene", "")))
-    background, need = split if split else (str(pub.get("scene", "")), "")
-    style = str(pub.get("character", "")).strip()
-    return XLProfile.of("zh", need, background, str(pub.get("task", "")), PUBLISHED_STYLES.get(style, style))
+    return XLProfile.of("zh", *published_profile_parts(ep))
 
 
 def episode_xl_turns(ep: Episode, rel: str, path: Path) -> list[Turn]:
     """The appraised turns of one released dialogue with their transfer features (no n-gram keys)."""
     profile = xl_profile(ep)
-    users = iter(ep.user_turns)
-    last_user, reply = "", ""
-    previous: list[set[str]] = []
-    changes: list[int] = []
     out: list[Turn] = []
-    for msg in ep.messages:
-        if msg.role == "assistant":
-            reply = visible_text(msg.content)
-            continue
-        if msg.role != "user":
-            continue
-        a = next(users).appraisal
-        if a is not None and reply:
-            change = a.emotion_after - a.emotion_before
-            dense = xl_features(
-                reply,
-                profile,
-                last_user=last_user,
-                previous=previous,
-                emotion=a.emotion_before,
-                turn=len(previous) + 1,
-                changes=changes,
+    for r in appraised_replies(ep, lambda reply: content_tokens(reply, "zh")):
+        dense = xl_features(
+            r.reply,
+            profile,
+            last_user=r.last_user,
+            previous=r.previous,
+            emotion=r.emotion,
+            turn=r.turn,
+            changes=r.changes,
+        )
+        out.append(
+            Turn(
+                file=rel,
+                simulator=path.parent.name,
+                model=path.name.removesuffix("_result.jsonl"),
+                dialogue=ep.profile_id,
+                reply=r.reply,
+                last_user=r.last_user,
+                emotion=r.emotion,
+                turn=r.turn,
+                change=r.change,
+                keys=set(),
+                dense=dense,
             )
-            out.append(
-                Turn(
-                    file=rel,
-                    simulator=path.parent.name,
-                    model=path.name.removesuffix("_result.jsonl"),
-                    dialogue=ep.profile_id,
-                    reply=reply,
-                    last_user=last_user,
-                    emotion=a.emotion_before,
-                    turn=len(previous) + 1,
-                    change=change,
-                    keys=set(),
-                    dense=dense,
-                )
-            )
-            changes.append(change)
-        if reply:
-            previous.append(content_tokens(reply, "zh"))
-            reply = ""
-        last_user = msg.content
+        )
     return out
 
 
