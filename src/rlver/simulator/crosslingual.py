@@ -26,7 +26,6 @@ English judgement checks it (see docs/simulator.md, "The English offline user").
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rlver.errors import ConfigError
-from rlver.simulator.learned import round_change
+from rlver.simulator.learned import STATE_NAMES, read_artefact, round_change, state_features
 from rlver.simulator.offline_lexicon import (
     CJK_CHAR,
     CJK_RUN,
@@ -81,15 +80,7 @@ XL_NAMES = (
     "emotion",
     "emotion_sq",
     "turn",
-    "style_negative",
-    "style_passive",
-    "style_avoidant",
-    "last_change",
-    "last_change_2",
-    "mean_change",
-    "ups",
-    "downs",
-    "first_turn",
+    *STATE_NAMES,
 )
 
 
@@ -500,21 +491,7 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
 def xl_context_features(profile: XLProfile, emotion: int, turn: int, changes: Sequence[int]) -> list[float]:
     """The user's state: emotion, turn, style, and its own earlier changes in this dialogue."""
     e = emotion / 100.0
-    h = list(changes)
-    return [
-        e,
-        e * e,
-        turn / 10.0,
-        1.0 if profile.style == "negative" else 0.0,
-        1.0 if profile.style == "passive" else 0.0,
-        1.0 if profile.style == "avoidant" else 0.0,
-        (h[-1] if h else 0) / 10.0,
-        (h[-2] if len(h) > 1 else 0) / 10.0,
-        (sum(h) / len(h) if h else 0.0) / 10.0,
-        sum(1 for x in h if x > 0) / 5.0,
-        sum(1 for x in h if x < 0) / 5.0,
-        0.0 if h else 1.0,
-    ]
+    return [e, e * e, turn / 10.0, *state_features(profile.style, changes)]
 
 
 def xl_features(
@@ -593,13 +570,7 @@ def xl_artefact_path() -> Path:
 def load_transfer_model(path: str | None = None) -> TransferModel:
     """The shipped transfer model (or the artefact at ``path``), loaded once per process."""
     p = Path(path) if path else xl_artefact_path()
-    if not p.exists():
-        raise ConfigError(f"transfer appraisal: {p} not found; build it with bench/transfer_appraisal_fit.py")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ConfigError(f"transfer appraisal: {p} is not valid JSON ({exc})") from None
-    return TransferModel(data)
+    return TransferModel(read_artefact(p, "transfer appraisal", "bench/transfer_appraisal_fit.py"))
 
 
 __all__ = [

@@ -42,6 +42,22 @@ FEATURES_VERSION = "zh-ngram-v2"
 _WS = re.compile(r"\s+")
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 
+#: The user's state besides emotion and turn, read by both fitted appraisals (this one and the
+#: transfer appraisal): the profile's style, then the simulator's own trajectory in this dialogue. It
+#: knows how it judged the earlier replies, and SAGE's judgements are strongly persistent within a
+#: dialogue (+0.03 held-out Spearman, measured).
+STATE_NAMES: tuple[str, ...] = (
+    "style_negative",
+    "style_passive",
+    "style_avoidant",
+    "last_change",
+    "last_change_2",
+    "mean_change",
+    "ups",
+    "downs",
+    "first_turn",
+)
+
 #: Names of the dense context features, in vector order.
 DENSE_NAMES = (
     "emotion",
@@ -55,17 +71,7 @@ DENSE_NAMES = (
     "story_overlap",
     "user_overlap",
     "repeat_prev",
-    "style_negative",
-    "style_passive",
-    "style_avoidant",
-    # The simulator's own trajectory in this dialogue: it knows how it judged the earlier replies, and
-    # SAGE's judgements are strongly persistent within a dialogue (+0.03 held-out Spearman, measured).
-    "last_change",
-    "last_change_2",
-    "mean_change",
-    "ups",
-    "downs",
-    "first_turn",
+    *STATE_NAMES,
 )
 
 
@@ -141,17 +147,18 @@ def dense_features(
         _overlap(bigrams, profile.story_bigrams),
         _overlap(bigrams, cjk_bigrams(last_user)),
         repeat,
-        1.0 if profile.style == "negative" else 0.0,
-        1.0 if profile.style == "passive" else 0.0,
-        1.0 if profile.style == "avoidant" else 0.0,
-        *trajectory_features(previous_changes),
+        *state_features(profile.style, previous_changes),
     ]
 
 
-def trajectory_features(previous_changes: Sequence[int]) -> list[float]:
-    """The last two changes, their mean, and how many went up / down (scaled to about [-1, 2])."""
+def state_features(style: str, previous_changes: Sequence[int]) -> list[float]:
+    """:data:`STATE_NAMES`: the style as one-hot, then the last two changes, their mean, and how many
+    went up / down (scaled to about [-1, 2])."""
     h = list(previous_changes)
     return [
+        1.0 if style == "negative" else 0.0,
+        1.0 if style == "passive" else 0.0,
+        1.0 if style == "avoidant" else 0.0,
         (h[-1] if h else 0) / 10.0,
         (h[-2] if len(h) > 1 else 0) / 10.0,
         (sum(h) / len(h) if h else 0.0) / 10.0,
@@ -270,18 +277,24 @@ def artefact_path() -> Path:
     return Path(__file__).resolve().parent / "data" / ARTEFACT_NAME
 
 
+def read_artefact(path: Path, what: str, build_with: str) -> dict[str, Any]:
+    """A fitted appraisal's JSON artefact, with its sha256 (provenance in run manifests). A missing or
+    broken file is a ConfigError naming the file and how to rebuild it."""
+    import hashlib
+
+    if not path.exists():
+        raise ConfigError(f"{what}: {path} not found; build it with {build_with}")
+    raw = path.read_bytes()
+    try:
+        data: dict[str, Any] = json.loads(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{what}: {path} is not valid JSON ({exc})") from None
+    data["artefact_sha256"] = hashlib.sha256(raw).hexdigest()
+    return data
+
+
 @lru_cache(maxsize=4)
 def load_appraisal_model(path: str | None = None) -> AppraisalModel:
     """The shipped model (or the artefact at ``path``), loaded once per process."""
-    import hashlib
-
     p = Path(path) if path else artefact_path()
-    if not p.exists():
-        raise ConfigError(f"learned appraisal: {p} not found; build it with `rlver simulator fit`")
-    raw = p.read_bytes()
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ConfigError(f"learned appraisal: {p} is not valid JSON ({exc})") from None
-    data["artefact_sha256"] = hashlib.sha256(raw).hexdigest()
-    return AppraisalModel(data)
+    return AppraisalModel(read_artefact(p, "learned appraisal", "`rlver simulator fit`"))
