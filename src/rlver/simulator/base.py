@@ -11,8 +11,9 @@ import abc
 from collections.abc import Sequence
 from typing import Any
 
-from rlver.profiles.schema import Profile
+from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Message, UserTurn
+from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
 
 
@@ -62,8 +63,30 @@ class UserSimulator(abc.ABC):
 
     name: str = "simulator"
 
-    def __init__(self, rules: EmotionRules | None = None) -> None:
+    def __init__(
+        self,
+        rules: EmotionRules | None = None,
+        *,
+        difficulty: Difficulty | None = None,
+        behaviour: str | None = None,
+    ) -> None:
         self.rules = rules or EmotionRules()
+        #: The run's difficulty and behaviour for every user; ``None`` follows each profile.
+        self.difficulty = difficulty
+        if behaviour is not None:
+            get_behaviour(behaviour)  # fail at start-up on an unknown mode, not at the first dialogue
+        self.behaviour = behaviour
+
+    def persona_of(self, profile: Profile) -> tuple[Difficulty, str | None]:
+        """The difficulty and behaviour one dialogue with ``profile`` runs with: the run's setting,
+        else the profile's (then ``normal`` and cooperative)."""
+        behaviour = self.behaviour if self.behaviour is not None else profile.behaviour
+        get_behaviour(behaviour)
+        return self.difficulty or profile.difficulty or "normal", behaviour
+
+    def emotion_at(self, start_emotion: int) -> EmotionState:
+        """A dialogue's emotion, starting at ``start_emotion``, moved by this run's rules."""
+        return EmotionState(start_emotion, self.rules)
 
     @abc.abstractmethod
     def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SimulatedUser:

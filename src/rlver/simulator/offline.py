@@ -905,7 +905,7 @@ class OfflineSimulator(UserSimulator):
         transfer_model: TransferModel | None = None,
         vetoes: bool = True,
     ) -> None:
-        super().__init__(rules)
+        super().__init__(rules, difficulty=difficulty, behaviour=behaviour)
         #: False only for diagnostics (`rlver probe --from-run`): hard flags then gate nothing.
         self.vetoes = vetoes
         #: The learned appraisal for Chinese profiles (None: lexicon everywhere).
@@ -919,10 +919,6 @@ class OfflineSimulator(UserSimulator):
             (transfer_model or load_transfer_model()) if learned and embedder is None else None
         )
         self.seed = seed
-        self.difficulty = difficulty
-        if behaviour is not None:
-            get_behaviour(behaviour)
-        self.behaviour = behaviour
         self.embedder = embedder
         self._profiles: dict[tuple[str, int], ProfileFeatures] = {}
 
@@ -957,14 +953,14 @@ class OfflineSimulator(UserSimulator):
         return pf
 
     def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> OfflineUser:
-        behaviour = self.behaviour if self.behaviour is not None else profile.behaviour
-        get_behaviour(behaviour)
+        difficulty, behaviour = self.persona_of(profile)
+        features = self.profile_features(profile)
         return OfflineUser(
             self,
             profile,
-            EmotionState(start_emotion, self.rules),
-            self.profile_features(profile),
-            difficulty=self.difficulty or profile.difficulty or "normal",
+            self.emotion_at(start_emotion),
+            features,
+            difficulty=difficulty,
             behaviour=behaviour,
             # str seeds are hashed with SHA-512 by ``random``: stable across processes.
             rng=random.Random(f"{self.seed}:{seed}:{profile.id}"),

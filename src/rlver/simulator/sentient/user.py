@@ -28,7 +28,6 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
 from rlver.seeding import hashed_seed
 from rlver.simulator.base import SimulatedUser, UserSimulator
-from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.sentient.parsing import (
     AppraisalAnswer,
@@ -233,26 +232,21 @@ class SentientSimulator(UserSimulator):
         prompt_language: str | None = None,
         protocol: SentientProtocol | str = "rlver-v1",
     ) -> None:
-        super().__init__(rules)
+        super().__init__(rules, difficulty=difficulty, behaviour=behaviour)
         self.protocol = protocol_named(protocol) if isinstance(protocol, str) else protocol
         self.model = model
         self.sampling = sampling or DEFAULT_SAMPLING
-        self.difficulty = difficulty
-        if behaviour is not None:
-            get_behaviour(behaviour)  # fail at start-up on an unknown mode
-        self.behaviour = behaviour
         if prompt_language is not None:
             self.protocol.check_language(prompt_language)
         self.prompt_language = prompt_language
 
     def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SentientUser:
-        behaviour = self.behaviour if self.behaviour is not None else profile.behaviour
-        get_behaviour(behaviour)
+        difficulty, behaviour = self.persona_of(profile)
         return SentientUser(
             self,
             profile,
-            EmotionState(start_emotion, self.rules),
-            difficulty=self.difficulty or profile.difficulty or "normal",
+            self.emotion_at(start_emotion),
+            difficulty=difficulty,
             behaviour=behaviour,
             language=self.prompt_language or profile.language,
             seed=seed,
