@@ -627,34 +627,45 @@ def zh_phrase_loop(chars: Sequence[str]) -> bool:
     return pairs >= 12 and share > repeated_share_limit(pairs)
 
 
+@dataclass(frozen=True)
+class _SaladRule:
+    """The keyword-salad check's thresholds in one language; units are CJK characters or words."""
+
+    min_units: int  # shorter texts are not judged
+    grammar_floor: float  # a smaller share of grammatical units: "almost no grammatical words"
+    stock_share: float  # a larger share of stock sympathy/solution phrases...
+    stock_grammar: float  # ...with fewer grammatical units than this: "mostly stock sympathy words"
+
+
+_SALAD_RULES = {"zh": _SaladRule(8, 0.08, 0.6, 0.15), "en": _SaladRule(6, 0.12, 0.5, 0.25)}
+
+
 def _keyword_salad(text: str, lang: str, lex: Lexicon, view: TextView) -> str:
     """A reason the text is a pile of rewarded words rather than sentences, or ""."""
-    if lang == "zh":
-        chars = view.cjk_chars
-        if len(chars) < 8:
-            return ""
-        grammar = sum(c in ZH_FUNCTION_CHARS for c in chars) / len(chars)
-        if grammar < 0.08:
-            return "almost no grammatical words"
-        if zh_phrase_loop(chars):
-            return "the same phrases over and over"
-        covered = sum(len(p) for p in lex.empathy.findall(view) + lex.solution.findall(view))
-        if covered / len(chars) > 0.6 and grammar < 0.15:
-            return "mostly stock sympathy words"
+    zh = lang == "zh"
+    rule = _SALAD_RULES["zh" if zh else "en"]
+    units: Sequence[str] = view.cjk_chars if zh else view.words
+    if len(units) < rule.min_units:
         return ""
-    words = view.words
-    if len(words) < 6:
-        return ""
-    grammar = sum(w in _EN_GRAMMAR for w in words) / len(words)
-    if grammar < 0.12:
+    grammar = sum(u in (ZH_FUNCTION_CHARS if zh else _EN_GRAMMAR) for u in units) / len(units)
+    if grammar < rule.grammar_floor:
         return "almost no grammatical words"
-    doubled = sum(1 for a, b in itertools.pairwise(words) if a == b)
-    if doubled >= 2 or (doubled and len(words) < 15):
-        return "words doubled"
-    hits = len(lex.empathy.findall(view)) + len(lex.solution.findall(view))
-    if hits / len(words) > 0.5 and grammar < 0.25:
+    looping = _looping(units, zh)
+    if looping:
+        return looping
+    phrases = lex.empathy.findall(view) + lex.solution.findall(view)
+    stock = sum(len(p) for p in phrases) if zh else len(phrases)  # characters covered, or phrases
+    if stock / len(units) > rule.stock_share and grammar < rule.stock_grammar:
         return "mostly stock sympathy words"
     return ""
+
+
+def _looping(units: Sequence[str], zh: bool) -> str:
+    """Phrases said over and over (Chinese) or words doubled (English), or ""."""
+    if zh:
+        return "the same phrases over and over" if zh_phrase_loop(units) else ""
+    doubled = sum(1 for a, b in itertools.pairwise(units) if a == b)
+    return "words doubled" if doubled >= 2 or (doubled and len(units) < 15) else ""
 
 
 def _feeling(change: int, language: str) -> str:
