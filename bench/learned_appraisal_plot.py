@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
-from rlver.simulator.learned import load_appraisal_model
+from rlver.simulator.offline.learned import load_appraisal_model
 
 
 def main() -> None:

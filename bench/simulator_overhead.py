@@ -180,7 +180,7 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
 
 def time_offline(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
     """Seconds and turns of the offline simulator (no embedder), start of each user included."""
-    from rlver.simulator.offline import OfflineSimulator
+    from rlver.simulator.offline.user import OfflineSimulator
 
     simulator = OfflineSimulator(seed=0)
     turns = 0

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from rlver.fidelity.appraisal_fit import DEFAULT_SETTINGS, cross_validate, find_result_files, read_turns
-from rlver.simulator.crosslingual import XL_NAMES
+from rlver.simulator.offline.crosslingual import XL_NAMES
 
 sys.path.insert(0, str(Path(__file__).parent))
 from transfer_appraisal_fit import read_xl_turns

@@ -1,11 +1,11 @@
-"""Fit and measure the transfer appraisal (rlver.simulator.crosslingual) on the released SAGE judgements.
+"""Fit and measure the transfer appraisal (rlver.simulator.offline.crosslingual) on the released SAGE judgements.
 
 For every appraised turn of the released ``*_result.jsonl`` files it computes the cross-lingual features
 (the Chinese versions) from what the simulator saw at that turn, then fits a ridge regression with the
 learned appraisal's own solver and validation (``rlver.fidelity.appraisal_fit``: agent models held out,
 profiles held out; per-turn Spearman, sign agreement, model-ranking Spearman), so its figures stand
 beside the char-n-gram model's. With ``--out`` it writes the artefact the English offline user loads
-(``src/rlver/simulator/data/appraisal_xl.json``).
+(``src/rlver/simulator/offline/data/appraisal_xl.json``).
 
 Usage: python bench/transfer_appraisal_fit.py [--data ../shared/data/sage_released] [--out PATH]
 (about 1 minute on 2 CPU cores: eleven dense refits on ~7,200 turns).
@@ -34,7 +34,7 @@ from rlver.fidelity.appraisal_fit import (
 )
 from rlver.io import file_sha256
 from rlver.records import Episode
-from rlver.simulator.crosslingual import (
+from rlver.simulator.offline.crosslingual import (
     XL_FEATURES_VERSION,
     XL_NAMES,
     XLProfile,

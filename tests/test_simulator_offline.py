@@ -16,7 +16,7 @@ from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator import behaviours
 from rlver.simulator.emotion import clamp, tier_of
-from rlver.simulator.offline import (
+from rlver.simulator.offline.user import (
     HARD_FLAGS,
     OfflineSimulator,
     OfflineUser,
@@ -251,7 +251,7 @@ def test_broken_characters_are_a_hard_veto(profile: Profile, good: str, bad: str
     ],
 )
 def test_zh_judge_directed_pattern(text: str, directed: bool) -> None:
-    from rlver.simulator.offline_lexicon import ZH as ZH_LEXICON
+    from rlver.simulator.offline.lexicon import ZH as ZH_LEXICON
 
     assert bool(ZH_LEXICON.judge_directed.search(text)) is directed
 
@@ -294,7 +294,7 @@ def test_judge_gate_never_changes_a_verdict() -> None:
     not match: every alternative's example still matches, and on fuzz the gated and plain searches agree."""
     import random
 
-    from rlver.simulator.offline_lexicon import LEXICONS
+    from rlver.simulator.offline.lexicon import LEXICONS
 
     pieces = [w for texts in JUDGE_DIRECTED_EXAMPLES.values() for t in texts for w in t.split()]
     pieces += [
@@ -422,7 +422,7 @@ def test_phrase_loops_are_keyword_salad(reply: str) -> None:
 
 def test_phrase_loop_limit_spares_every_released_reply(shared_data: Path) -> None:
     """No real model's visible reply trips the length-aware repetition limit, and none comes close."""
-    from rlver.simulator.offline import CJK_CHAR, repeated_share, repeated_share_limit, zh_phrase_loop
+    from rlver.simulator.offline.user import CJK_CHAR, repeated_share, repeated_share_limit, zh_phrase_loop
 
     replies = _released_replies(shared_data)
     looping, closest = [], 1.0

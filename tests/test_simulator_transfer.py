@@ -1,4 +1,4 @@
-"""The transfer appraisal (rlver.simulator.crosslingual) and the English offline user built on it."""
+"""The transfer appraisal (rlver.simulator.offline.crosslingual) and the English offline user built on it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Message
-from rlver.simulator.crosslingual import (
+from rlver.simulator.offline.crosslingual import (
     MAX_ORDER_FAULTS,
     STRUCTURE_PENALTIES,
     XL_NAMES,
@@ -25,8 +25,8 @@ from rlver.simulator.crosslingual import (
     structure_faults,
     xl_text_features,
 )
-from rlver.simulator.offline import OfflineSimulator
-from rlver.simulator.offline_templates import ECHO_LINES, REACTIONS, SHIFT_LINES, TIER_LINES
+from rlver.simulator.offline.templates import ECHO_LINES, REACTIONS, SHIFT_LINES, TIER_LINES
+from rlver.simulator.offline.user import OfflineSimulator
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).resolve().parents[1]

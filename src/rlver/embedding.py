@@ -1,6 +1,6 @@
 """Sentence embeddings for the ``[embed]`` extra: the packaged all-MiniLM-L6-v2, loaded offline.
 
-Two features use them: the offline user's relevance score (:mod:`rlver.simulator.offline`, cosine
+Two features use them: the offline user's relevance score (:mod:`rlver.simulator.offline.user`, cosine
 similarity of a reply to the profile's goal and hidden need) and profile similarity
 (:mod:`rlver.profiles.similarity`: de-duplication in ``rlver profiles generate`` and the embedding
 diversity of ``rlver profiles stats``).

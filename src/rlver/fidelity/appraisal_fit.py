@@ -1,4 +1,4 @@
-"""Fitting the learned appraisal (:mod:`rlver.simulator.learned`) on released SAGE result files.
+"""Fitting the learned appraisal (:mod:`rlver.simulator.offline.learned`) on released SAGE result files.
 
 The runtime scorer lives in the simulator layer; its fit lives here in :mod:`rlver.fidelity` because it
 reads the released transcripts (``transcripts``) and strips thinking (``env``), both above the simulator.
@@ -36,7 +36,7 @@ from rlver.io import file_sha256
 from rlver.profiles.loaders import split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES
 from rlver.records import Episode
-from rlver.simulator.learned import (
+from rlver.simulator.offline.learned import (
     DENSE_NAMES,
     FEATURES_VERSION,
     ProfileText,

@@ -45,7 +45,7 @@ from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.records import Episode, Message, fell_to_failure, reached_success
 from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
-from rlver.simulator.offline import OfflineUser
+from rlver.simulator.offline.user import OfflineUser
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
 from rlver.stats import agreement, spearman
 from rlver.transcripts.published import read_published

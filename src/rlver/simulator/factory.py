@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from rlver.errors import InputError, Problem
 from rlver.llm.base import ChatModel
-from rlver.simulator import offline_spec
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import get_behaviour
+from rlver.simulator.offline import spec as offline_spec
 from rlver.simulator.sentient import spec as sentient_spec
 from rlver.simulator.spec import SimulatorSpec, or_list
 

@@ -1,7 +1,7 @@
 """The transfer appraisal: features that mean the same in English and Chinese, fitted on SAGE's judgements.
 
 The published SAGE simulator's released judgements are all Chinese, so nothing can be fitted on English
-replies directly. The char-n-gram model (:mod:`rlver.simulator.learned`) learns Chinese phrases, which
+replies directly. The char-n-gram model (:mod:`rlver.simulator.offline.learned`) learns Chinese phrases, which
 say nothing about English. This module defines a small set of *dense* features that exist in both
 languages and are computed in each with that language's own tokens and word lists:
 
@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from rlver.errors import ConfigError
-from rlver.simulator.learned import STATE_NAMES, read_artefact, round_change, state_features
-from rlver.simulator.offline_lexicon import (
+from rlver.simulator.offline.learned import STATE_NAMES, read_artefact, round_change, state_features
+from rlver.simulator.offline.lexicon import (
     CJK_CHAR,
     CJK_RUN,
     EN_STOPWORDS,
@@ -547,7 +547,7 @@ class TransferModel:
         return self.intercept + sum(self.contributions(features).values())
 
     def change(self, score: float, max_change: int = 10) -> int:
-        """An integer change on the recorded scale (see :func:`rlver.simulator.learned.round_change`)."""
+        """An integer change on the recorded scale (see :func:`rlver.simulator.offline.learned.round_change`)."""
         return round_change(self.slope * score + self.offset, max_change)
 
     def describe(self) -> dict[str, Any]:

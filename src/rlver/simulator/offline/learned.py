@@ -12,7 +12,7 @@ what a simulator legitimately sees at one turn —
 into a sparse feature vector (character n-grams of the reply and of the user's last message, plus a
 few dense context features, its own earlier emotion changes in this dialogue among them) and scores
 it with weights fitted by :mod:`rlver.fidelity.appraisal_fit`.
-The weights ship inside the package as JSON (``rlver/simulator/data/appraisal_zh.json``) with their
+The weights ship inside the package as JSON (``rlver/simulator/offline/data/appraisal_zh.json``) with their
 provenance: data files and sha256, fit settings and validation figures.
 
 It is Chinese-only: the released judgements are all on the Chinese SAGE profiles, so nothing here

@@ -24,7 +24,7 @@ class OfflineSpec(SimulatorSpec):
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The offline proxy; ``model`` is unused (it talks to no LLM). Imported here: numpy, lexicons."""
-    from rlver.simulator.offline import OfflineSimulator, load_minilm_embedder
+    from rlver.simulator.offline.user import OfflineSimulator, load_minilm_embedder
 
     assert isinstance(spec, OfflineSpec)
     embedder = None

@@ -6,9 +6,9 @@ recorded contributions rounded to the nearest integer. It then answers from tier
 the profile's language.
 
 For Chinese profiles the change itself comes from the *learned appraisal*
-(:mod:`rlver.simulator.learned`): a linear model fitted on the released judgements of the published
+(:mod:`rlver.simulator.offline.learned`): a linear model fitted on the released judgements of the published
 SAGE simulator, with the hard flags below as vetoes in front of it. For English profiles it comes from
-the *transfer appraisal* (:mod:`rlver.simulator.crosslingual`): features both languages share, weighted
+the *transfer appraisal* (:mod:`rlver.simulator.offline.crosslingual`): features both languages share, weighted
 by a fit on the same Chinese judgements, plus structure penalties (cut off, a sentence twice, out of
 order), behind the same vetoes. No released English judgements exist, so its agreement with SAGE is
 inherited from the Chinese fit, never measured in English. ``learned=False`` keeps the lexicon appraisal
@@ -52,7 +52,8 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
-from rlver.simulator.crosslingual import (
+from rlver.simulator.emotion import EmotionRules, EmotionState
+from rlver.simulator.offline.crosslingual import (
     TransferModel,
     XLProfile,
     content_tokens,
@@ -61,15 +62,14 @@ from rlver.simulator.crosslingual import (
     xl_context_features,
     xl_text_features,
 )
-from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.learned import (
+from rlver.simulator.offline.learned import (
     AppraisalModel,
     ProfileText,
     cjk_bigrams,
     load_appraisal_model,
     round_change,
 )
-from rlver.simulator.offline_lexicon import (
+from rlver.simulator.offline.lexicon import (
     CJK_CHAR,
     JUDGE_PATTERNS,
     LATIN_LETTER,
@@ -81,7 +81,7 @@ from rlver.simulator.offline_lexicon import (
     en_words,
     tokens,
 )
-from rlver.simulator.offline_templates import opening_line, reaction_line, tier_line
+from rlver.simulator.offline.templates import opening_line, reaction_line, tier_line
 
 Embedder = Callable[[list[str]], np.ndarray]
 
