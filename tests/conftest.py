@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,13 @@ from rlver.io import default_data_dir
 from rlver.testing.openai_server import FakeChatServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+# tests/ mirrors src/rlver/ (tests/simulator/, tests/train/, ...). Tests share helpers by module name
+# (``from helpers import ...``, ``from test_rollout import scripted_simulator``): every test folder
+# goes on the path before collection, so a test imports a helper whichever folder holds it.
+for _folder in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]:
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 #: The published data, when a developer or CI has it: ``$RLVER_SHARED_DATA``, else ``../shared/data``
 #: beside the checkout. Only the ``shared_data`` fixture hands it to tests; every other test runs as on
 #: a fresh clone with nothing beside it.

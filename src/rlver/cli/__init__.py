@@ -7,7 +7,7 @@ data download``) builds its group with :func:`~rlver.cli.plain_help.plain_typer`
 and adds it with ``app.add_typer(group, name=...)``. Nothing is registered at import time (no
 ``@app.command`` decorators, no module-level ``Typer``), so importing a module never changes the app.
 Adding a command is one new module with a ``register`` function and one line in :data:`COMMANDS`
-(tests/test_cli_root.py checks both halves).
+(tests/cli/test_cli_root.py checks both halves).
 
 Command functions import heavy libraries (torch, transformers) inside their bodies, so ``rlver --help``
 stays fast. Errors derived from :class:`rlver.errors.RlverError` are printed as plain messages with

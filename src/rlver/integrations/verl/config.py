@@ -131,7 +131,7 @@ VERL_GRPO_EPS = 1e-6
 def refuse_unsupported(cfg: VerlTrainConfig) -> None:
     """Settings the local trainer honours and verl 0.9.1 cannot: a clear error instead of a silent change.
 
-    Every other training setting is mapped to a key verl reads (tests/test_verl_config.py walks them).
+    Every other training setting is mapped to a key verl reads (tests/integrations/test_verl_config.py walks them).
     """
     if cfg.optim.schedule == "linear":
         raise ConfigError(

@@ -115,7 +115,7 @@ class GatedPattern:
     words any alternative needs, and ``str in str`` rules them out in a few µs. Every alternative
     of ``pattern`` must contain one of ``triggers`` (compared case-folded, which sees through what
     ``re.IGNORECASE`` matches, such as "ſ" for "s"), so the gate never changes a verdict:
-    tests/test_simulator_offline.py checks one example per alternative and 4,000 fuzz texts, and
+    tests/simulator/test_simulator_offline.py checks one example per alternative and 4,000 fuzz texts, and
     the 7,673 released replies plus the probe battery scored identically with and without it.
     """
 

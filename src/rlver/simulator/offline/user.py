@@ -137,7 +137,7 @@ def hard_flags_of(flags: Iterable[str]) -> list[str]:
 #: Characters no real reply contains: U+FFFD (bytes that did not decode, e.g. a token that is half of a
 #: UTF-8 character), lone surrogates, C0/C1 control characters other than tab and newline, and
 #: private-use code points. None of the 7,673 agent replies of the released SAGE files has one
-#: (tests/test_simulator_offline.py checks every content veto on them), while a tiny model's byte-level
+#: (tests/simulator/test_simulator_offline.py checks every content veto on them), while a tiny model's byte-level
 #: tokens produce them.
 BROKEN_CHAR = re.compile("[\ufffd\ud800-\udfff\x00-\x08\x0b-\x1f\x7f-\x9f\ue000-\uf8ff\U000f0000-\U0010ffff]")
 
@@ -610,7 +610,7 @@ def repeated_share_limit(bigrams: int) -> float:
     0.2 up to 50 pairs, +0.1 per doubling. Measured on the 7,673 agent replies of the released SAGE files:
     none comes within 0.07 of it (the old fixed limit, 0.4 at any length, vetoed 30 of them), while all
     48 replies of the demo's trained policy — phrase loops such as "压力压力想来说真的很来说真的很" —
-    exceed it, the closest by 0.03 (tests/test_simulator_offline.py checks both).
+    exceed it, the closest by 0.03 (tests/simulator/test_simulator_offline.py checks both).
     """
     return 0.2 + 0.1 * math.log2(max(1.0, bigrams / 50))
 

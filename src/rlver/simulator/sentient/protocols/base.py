@@ -9,7 +9,7 @@ Adding a protocol takes one file plus one registry line: ``protocols/<name>.py``
 :class:`SentientProtocol` subclass (a ``Literal`` ``name``, its options as fields, its
 :class:`ProtocolDialogue`), and its line in :data:`rlver.simulator.sentient.protocols.PROTOCOLS`. The
 config (``simulator.protocol: <name>`` with the options as keys), ``rlver eval --sim-protocol`` and the
-manifests read it from there (``tests/test_simulator_sentient_protocols.py`` holds the count).
+manifests read it from there (``tests/simulator/test_simulator_sentient_protocols.py`` holds the count).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ GOOD_EN = (
     "exhausting. It makes sense you keep going over it. What part of it weighs on you most?"
 )
 GOOD_ZH = "听起来你真的很委屈，加班三个月做的项目却被领导拿去邀功，换作是谁都会难受。你最在意的是哪一部分呢？"
-#: The demo's trained policy (tests/test_simulator_offline.py DEMO_PHRASE_LOOPS): phrase loops, and the
+#: The demo's trained policy (tests/simulator/test_simulator_offline.py DEMO_PHRASE_LOOPS): phrase loops, and the
 #: byte-level tiny model's broken characters.
 DEMO_EXPLOIT = (
     "今天想今天想压力压力想时候压力压力想没理解想很正常想，我就没理解来说真的很得还想想时候，我就来说真的很",

@@ -19,7 +19,7 @@ import pytest
 from rlver.fidelity.probes import BATTERY, LONG_REPLY_CHARS, probe_names
 from rlver.testing.openai_server import FakeChatServer
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rlver(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

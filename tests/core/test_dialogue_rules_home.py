@@ -19,7 +19,7 @@ from rlver.errors import ConfigError
 from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, protocol_name
 from rlver.train.config import RolloutSettings, TrainConfig, load_train_config
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "rlver"
+SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 RULE_ONLY_FIELDS = ("end_below", "turn_limit_rule", "bound_change", "end_at_high")
 
 

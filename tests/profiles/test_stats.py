@@ -25,7 +25,7 @@ from rlver.profiles.similarity import (
 )
 from rlver.profiles.stats import diversity, profile_stats
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _rlver(*args: str) -> subprocess.CompletedProcess[str]:

@@ -28,8 +28,8 @@ from rlver.simulator.offline.crosslingual import (
 from rlver.simulator.offline.templates import ECHO_LINES, REACTIONS, SHIFT_LINES, TIER_LINES
 from rlver.simulator.offline.user import OfflineSimulator
 
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[2]
 RELEASED = Path(os.environ.get("RLVER_SHARED_DATA", ROOT.parent / "shared" / "data")) / "sage_released"
 
 

@@ -47,13 +47,13 @@ every step (exactly the sampled tokens are trained). Every mutation below fails 
 2 points, under the +3.2 measured.
 
 With the broken-text veto in the offline user (``rlver-offline-v4``; the tiny model's partial-UTF-8
-tokens now gate a reply; ``pytest -s tests/test_train_learning.py``, one run): GRPO 12.9 -> 21.8
+tokens now gate a reply; ``pytest -s tests/train/test_train_learning.py``, one run): GRPO 12.9 -> 21.8
 (+8.9, margin 8: little headroom), PPO 12.9 -> 16.1 (+3.2), and every mutation still fails the criterion
 (sign flip 11.3, GRPO every-token 14.4, one-early 22.2, one-late 18.0, PPO one-early 12.9, every-token
 18.1, one-late 14.5; caught by the score or by the trained-token counts).
 
 With ``rlver-offline-v5`` (content vetoes that no real reply trips; ``pytest -s
-tests/test_train_learning.py``, 1 run, 334 s): GRPO 12.9 -> 21.2 (+8.3), which left 0.3 of headroom
+tests/train/test_train_learning.py``, 1 run, 334 s): GRPO 12.9 -> 21.2 (+8.3), which left 0.3 of headroom
 over the old margin of 8, so GRPO's margin is now 6; PPO 12.9 -> 16.1. Every mutation still fails:
 sign flip 11.3 and every-token 14.4 by the score (both under 12.9 + 6), one-early 22.2 and one-late 18.0
 by the trained-token counts; PPO one-early 12.9, every-token 18.1, one-late 14.5 likewise.

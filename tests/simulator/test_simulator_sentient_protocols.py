@@ -29,7 +29,7 @@ from rlver.simulator.sentient.spec import SentientSpec
 from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
-SIMULATOR = Path(__file__).resolve().parents[1] / "src" / "rlver" / "simulator"
+SIMULATOR = Path(__file__).resolve().parents[2] / "src" / "rlver" / "simulator"
 
 #: A comparison with a protocol's name: the branch the protocol objects replaced.
 BRANCH = re.compile(r"protocol\w*\s*[!=]=|[!=]=\s*\"(?:sage|rlver-v1)\"|\"(?:sage|rlver-v1)\"\s*[!=]=")

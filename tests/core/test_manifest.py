@@ -25,7 +25,7 @@ from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING
 from rlver.rollout.runner import RolloutConfig
 from rlver.transcripts.audit import AuditOptions, _reward_from_manifest, _rules_from_manifest
 
-DATA = Path(__file__).parent / "data" / "manifests"
+DATA = Path(__file__).parents[1] / "data" / "manifests"
 
 #: file -> (commit whose writer produced this shape, what the typed fields must say)
 FILES: dict[str, tuple[str, dict[str, Any]]] = {
@@ -63,7 +63,7 @@ FILES: dict[str, tuple[str, dict[str, Any]]] = {
         {"kind": None, "agent_name": "tiny", "simulator_kind": "offline", "start": None, "stage": "after"},
     ),
     # rlver chat --save (cli/chat.py, unchanged from a685346 to a5b922f): ``mode`` instead of
-    # ``kind``, no agent. A real file of a5b922f's writer (tests/test_chat.py).
+    # ``kind``, no agent. A real file of a5b922f's writer (tests/cli/test_chat.py).
     "chat_a685346.json": (
         "a685346",
         {"kind": "chat", "agent_name": None, "simulator_kind": "sentient", "start": 40},
@@ -86,7 +86,7 @@ def _rollout_flat() -> dict[str, Any]:
 
 
 def _rollout_nested() -> dict[str, Any]:
-    """tests/test_audit.py from c1b2b44: ``rollout=RolloutConfig`` only (reward nested, env inside)."""
+    """tests/transcripts/test_audit.py from c1b2b44: ``rollout=RolloutConfig`` only (reward nested, env inside)."""
     config = RolloutConfig(env=EnvConfig.training(), reward=RewardSpec(mode="delta"))
     return {
         "type": "manifest",
@@ -141,7 +141,7 @@ def test_training_shapes_read_rules_and_reward() -> None:
 
 def test_what_a_manifest_does_not_say_stays_unknown() -> None:
     think_only = RunManifest.read({"type": "manifest", "kind": "eval", "env": {"think": True}})
-    assert think_only.rules is None and think_only.think is True  # tests/test_report.py's shape
+    assert think_only.rules is None and think_only.think is True  # tests/eval/test_report.py's shape
     minimal = RunManifest.read({"type": "manifest", "rlver_version": "0.1.0"})
     assert minimal.rules is None and minimal.reward is None and minimal.agent_name is None
     assert minimal.max_change is None and minimal.expected_dialogues is None
