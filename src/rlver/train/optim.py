@@ -53,48 +53,48 @@ def _adamw(
 
 
 class Optimisers:
-    """The actor's optimiser and schedule, and the critic's when there is a critic."""
+    """An optimiser and a schedule per trained model: the actor's, and the critic's when there is one.
+
+    The models sit in one table (``actor``, then ``critic``), so nothing here asks whether the run has
+    a critic: every method goes over the table.
+    """
 
     def __init__(
         self, policy: nn.Module, critic: nn.Module | None, settings: OptimSettings, total_steps: int
     ) -> None:
-        self.actor, self.sched_actor = _adamw(policy, settings, "actor", total_steps)
-        self.critic: torch.optim.Optimizer | None = None
-        self.sched_critic: torch.optim.lr_scheduler.LambdaLR | None = None
-        if critic is not None:
-            self.critic, self.sched_critic = _adamw(critic, settings, "critic", total_steps)
+        models: dict[Literal["actor", "critic"], nn.Module | None] = {"actor": policy, "critic": critic}
+        self.trained = {
+            which: _adamw(model, settings, which, total_steps)
+            for which, model in models.items()
+            if model is not None
+        }
 
     def zero_grad(self) -> None:
-        self.actor.zero_grad(set_to_none=True)
-        if self.critic is not None:
-            self.critic.zero_grad(set_to_none=True)
+        for opt, _ in self.trained.values():
+            opt.zero_grad(set_to_none=True)
 
     def step(self) -> None:
         """Apply the accumulated gradients: one optimiser step of every trained model."""
-        self.actor.step()
-        if self.critic is not None:
-            self.critic.step()
+        for opt, _ in self.trained.values():
+            opt.step()
 
     def schedule_step(self) -> dict[str, float]:
         """Advance the schedules once (one RL step); returns the learning rates the step ran with."""
-        lrs = {"train/lr_actor": float(self.sched_actor.get_last_lr()[0])}
-        self.sched_actor.step()
-        if self.sched_critic is not None:
-            lrs["train/lr_critic"] = float(self.sched_critic.get_last_lr()[0])
-            self.sched_critic.step()
+        lrs = {}
+        for which, (_, sched) in self.trained.items():
+            lrs[f"train/lr_{which}"] = float(sched.get_last_lr()[0])
+            sched.step()
         return lrs
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint keys the trainer state has always used (``opt_actor``, ``sched_actor``...)."""
-        state = {"opt_actor": self.actor.state_dict(), "sched_actor": self.sched_actor.state_dict()}
-        if self.critic is not None and self.sched_critic is not None:
-            state["opt_critic"] = self.critic.state_dict()
-            state["sched_critic"] = self.sched_critic.state_dict()
+        state: dict[str, Any] = {}
+        for which, (opt, sched) in self.trained.items():
+            state[f"opt_{which}"] = opt.state_dict()
+            state[f"sched_{which}"] = sched.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.actor.load_state_dict(state["opt_actor"])
-        self.sched_actor.load_state_dict(state["sched_actor"])
-        if self.critic is not None and self.sched_critic is not None:
-            self.critic.load_state_dict(state["opt_critic"])
-            self.sched_critic.load_state_dict(state["sched_critic"])
+        for which, (opt, sched) in self.trained.items():
+            opt.load_state_dict(state[f"opt_{which}"])
+            sched.load_state_dict(state[f"sched_{which}"])
