@@ -215,10 +215,11 @@ def _stem(word: str) -> str:
 #: ``ZH_GENERIC_BIGRAMS``): common verbs, a reply's stock nouns, words of support. Without them "help",
 #: "talk" and "feel" count as taking up the user's words in any reply to anyone.
 _EN_GENERIC = """able actually always another anyone bad big bit care come day different done easy end even ever every
-everyone fact feel find fine first give glad go going good great happy hard help hope important kind last let life
-little long look lot many maybe mean might mind much need never new next okay one open part people person point put
-rather real really reason right say seem share show someone sometimes sorry sort specific start still support sure
-take talk tell thank thanks think time today true try understand use way well whatever work world yeah yes"""
+everyone fact feel find fine first give glad go going good great happy hard help hope important keep kind last let
+life little long look lot make many maybe mean might mind much need never new next okay one open part people person
+point put rather real really reason right say seem sense share show someone sometimes sorry sort sound specific start
+still support sure take talk tell thank thanks think time today true try understand use way well whatever work world
+yeah yes"""
 _EN_GENERIC_STEMS = frozenset(_stem(w) for w in _EN_GENERIC.split())
 
 
@@ -506,19 +507,24 @@ _EN_ROLE_CLOSE = re.compile(
 
 
 def _role(sentence: str) -> int:
-    """0 opening, 1 content, 2 content that points back (cannot open the reply), 3 closing."""
+    """0 opening, 1 content, 2 content that points back (cannot open the reply), 3 closing (an offer, a
+    question)."""
     low = sentence.lower().lstrip("*-•#\"'“‘( ")
     first = m.group(0) if (m := EN_WORD.match(low)) else ""
     if (_EN_ROLE_OPEN.search(low) and first not in _EN_ROLE_BACK_FIRST) or _EN_ROLE_ON_MESSAGE.match(low):
         return 0
-    if _EN_ROLE_CLOSE.search(low):
+    if _EN_ROLE_CLOSE.search(low) or low.endswith("?"):
         return 3
     return 2 if first in _EN_ROLE_BACK_FIRST or _EN_ROLE_BACK.search(low) else 1
 
 
-def role_disorder(sents: Sequence[str], language: str) -> float:
+_MARKED_SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+[\"'”’)]*)?")
+
+
+def role_disorder(text: str, language: str) -> float:
     """The share of sentence pairs whose roles (:func:`_role`) come in the wrong order, 0 to 1 (English;
     0 for Chinese, which no contrast set checks and whose user is the learned appraisal)."""
+    sents = [s.strip() for s in _MARKED_SENTENCE.findall(text) if s.strip()]
     if language != "en" or len(sents) < 2:
         return 0.0
     roles = [_role(s) for s in sents]
@@ -543,36 +549,29 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
     faults = min(MAX_ORDER_FAULTS, order_faults(sents, text, language))
     if faults:
         out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"] * faults
-    if disorder := role_disorder(sents, language):
+    if disorder := role_disorder(text, language):
         out["role_disorder"] = round(STRUCTURE_PENALTIES["role_disorder"] * disorder, 4)
     return out
 
 
-#: How much of a reply is a reply to *this* user (English; set by us, like :data:`STRUCTURE_PENALTIES`):
-#: a reply written for someone else takes up none of this user's words and brings topics that are
-#: nowhere in this user's message or story. ``takes_up`` is earned by each of the user's own content
-#: words the reply takes up (saturating); ``unanchored`` is lost by a reply that takes up none of the
-#: user's words nor their story, in proportion to the foreign content words it brings (saturating), so a
-#: short generic reply ("That sounds hard. What happened next?") brings none and loses nothing.
-UPTAKE_WEIGHTS: dict[str, float] = {"takes_up": 2.0, "unanchored": -2.0}
+#: Whether a reply is a reply to *this* user (English; set by us, like :data:`STRUCTURE_PENALTIES`): a
+#: reply written for someone else takes up none of this user's own words. Earned per content word of the
+#: user's last message that the reply takes up, saturating (one word 0.97, two 1.47, three 1.74, at most
+#: 2). A reward, not a penalty for taking up nothing: a short generic reply ("That sounds really painful.
+#: What part of it weighs on you most?") takes up nothing and is not a fault (docs/simulator.md).
+TAKES_UP_WEIGHT = 2.0
 
 
 def uptake_features(reply: str, last_user: str, profile: XLProfile) -> dict[str, float]:
-    """The :data:`UPTAKE_WEIGHTS` terms of ``reply`` (English; empty for other languages and for a reply
-    that neither takes up the user's words nor brings a foreign one)."""
+    """``{"takes_up": …}`` for an English reply that takes up words of the user's last message (else empty).
+
+    The fitted ``user_reuse`` / ``user_share`` features see the same words, but their Chinese weights are
+    small beside style (apologies, advice, length), so two replies by one model are told apart by their
+    style rather than by whom they answer (docs/simulator.md, the off-topic contrast class)."""
     if profile.language != "en":
         return {}
-    tokens = content_tokens(reply, "en")
-    user = content_tokens(last_user, "en")
-    taken = len(tokens & user)
-    out: dict[str, float] = {}
-    if taken:
-        out["takes_up"] = round(UPTAKE_WEIGHTS["takes_up"] * _saturate(taken, 1.5), 4)
-    elif not tokens & (profile.story | profile.need):
-        foreign = len(tokens - user - profile.story - profile.need)
-        if foreign:
-            out["unanchored"] = round(UPTAKE_WEIGHTS["unanchored"] * _saturate(foreign, 5.0), 4)
-    return out
+    taken = len(content_tokens(reply, "en") & content_tokens(last_user, "en"))
+    return {"takes_up": round(TAKES_UP_WEIGHT * _saturate(taken, 1.5), 4)} if taken else {}
 
 
 def xl_context_features(profile: XLProfile, emotion: int, turn: int, changes: Sequence[int]) -> list[float]:
