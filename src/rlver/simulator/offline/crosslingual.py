@@ -216,7 +216,7 @@ def _stem(word: str) -> str:
 #: "talk" and "feel" count as taking up the user's words in any reply to anyone.
 _EN_GENERIC = """able actually always another anyone bad big bit care come day different done easy end even ever every
 everyone fact feel find fine first give glad go going good great happy hard help hope important keep kind last let
-life little long look lot make many maybe mean might mind much need never new next okay one open part people person
+life little long look lot make makes many maybe mean might mind much need never new next okay one open part people person
 point put rather real really reason right say seem sense share show someone sometimes sorry sort sound specific start
 still support sure take talk tell thank thanks think time today true try understand use way well whatever work world
 yeah yes"""
