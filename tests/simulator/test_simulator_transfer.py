@@ -18,11 +18,14 @@ from rlver.records import Message
 from rlver.simulator.offline.crosslingual import (
     MAX_ORDER_FAULTS,
     STRUCTURE_PENALTIES,
+    TAKES_UP_WEIGHT,
     XL_NAMES,
     XLProfile,
     content_tokens,
     load_transfer_model,
+    role_disorder,
     structure_faults,
+    uptake_features,
     xl_text_features,
 )
 from rlver.simulator.offline.templates import ECHO_LINES, REACTIONS, SHIFT_LINES, TIER_LINES
@@ -149,9 +152,41 @@ def test_order_faults_count_up_to_a_cap() -> None:
 
 
 def test_generic_words_are_not_taking_the_users_story_up() -> None:
-    """ "help", "talk" and "feel" are in every reply to anyone; "band's" is "band"."""
+    """ "help", "talk" and "feel" are in every reply to anyone; "band's" is "band"; a contraction is not a
+    topic ("can't" in a reply does not take up "can't" in the user's message)."""
     assert content_tokens("I'm here to help, let's talk about how you feel.", "en") == set()
     assert content_tokens("Your band's last gig", "en") == {"band", "gig"}
+    assert content_tokens("I can't tell, they're sure it makes sense.", "en") == set()
+
+
+def test_role_disorder_grades_sentences_out_of_their_roles() -> None:
+    """Reassurance first, content, a question last: in order it costs nothing; shuffled it costs a share."""
+    ordered = (
+        "Don't worry, it's normal to feel shaken. The test covered two chapters you missed. "
+        "But one test is not the whole course. What would help this week?"
+    )
+    shuffled = (
+        "But one test is not the whole course. What would help this week? "
+        "Don't worry, it's normal to feel shaken. The test covered two chapters you missed."
+    )
+    assert role_disorder(ordered, "en") == 0 and "role_disorder" not in structure_faults(ordered, "en")
+    assert 0 < role_disorder(shuffled, "en") <= 1
+    assert structure_faults(shuffled, "en")["role_disorder"] < 0
+    # "That sounds hard" opens on the user's message, not on something said before.
+    assert role_disorder("That sounds hard. What happened at the meeting?", "en") == 0
+    assert role_disorder("三次都没成功。真抱歉听到这个消息。", "zh") == 0
+
+
+def test_taking_up_the_users_words_earns_and_taking_up_none_costs_nothing() -> None:
+    profile = XLProfile.of("en", "", "", "", "")
+    user = "A parent made a formal complaint about me. I can't tell if I did something wrong."
+    one = uptake_features("A complaint stings.", user, profile)["takes_up"]
+    two = uptake_features("A formal complaint from a parent stings.", user, profile)["takes_up"]
+    assert 0 < one < two <= TAKES_UP_WEIGHT
+    assert uptake_features("That sounds really painful. What weighs on you most?", user, profile) == {}
+    assert uptake_features("I can't say.", user, profile) == {}  # a contraction is not the user's topic
+    zh = XLProfile.of("zh", "", "", "", "")
+    assert uptake_features("家长投诉了你。", "有个家长正式投诉了我。", zh) == {}
 
 
 # -- the artefact ----------------------------------------------------------------------------------
@@ -242,14 +277,16 @@ _OPEN_GAP = "measured below 90 % (docs/simulator.md, English checks): a known ga
 @pytest.mark.parametrize(
     "kind",
     [
-        # original preferred, dev / held out (docs/simulator.md, 2026-11-24, 1 run): 22/30 and 20/27
+        # original preferred, dev / held out (docs/simulator.md, 2026-11-24, 1 run): 25/30 and 22/27
+        # (22/30 and 20/27 before takes_up): what is left are originals that take up none of the user's
+        # words themselves
         pytest.param("off_topic", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),
-        # 22/30 and 12/27 (8/30 and 5/27 before the order checks): what is left tie, the order checks
-        # seeing nothing in either version
+        # 27/30 and 17/27 (22/30 and 12/27 before role_disorder): the held-out users' essay-like replies
+        # carry few sentences with a role
         pytest.param("shuffled", marks=pytest.mark.xfail(strict=True, reason=_OPEN_GAP)),
-        "repeated",  # 30/30 and 25/27
+        "repeated",  # 30/30 and 26/27
         "cut",  # 30/30 and 26/27
-        "platitude",  # 28/30 and 26/27
+        "platitude",  # 29/30 and 25/27
     ],
 )
 def test_contrast_set_prefers_the_real_reply(kind: str) -> None:
@@ -262,7 +299,7 @@ def test_contrast_set_prefers_the_real_reply(kind: str) -> None:
 
 
 @pytest.mark.skipif(not CONTRAST.exists(), reason=_NOT_BUILT)
-@pytest.mark.parametrize(("kind", "floor"), [("off_topic", 0.65), ("shuffled", 0.4)])
+@pytest.mark.parametrize(("kind", "floor"), [("off_topic", 0.8), ("shuffled", 0.6)])
 def test_open_contrast_classes_keep_what_they_reached(kind: str, floor: float) -> None:
     """The two classes still under 90 % may not fall back below what this round reached (above)."""
     for split, (won, n) in _contrast_wins(kind).items():

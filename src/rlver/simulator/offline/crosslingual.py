@@ -215,10 +215,11 @@ def _stem(word: str) -> str:
 #: ``ZH_GENERIC_BIGRAMS``): common verbs, a reply's stock nouns, words of support. Without them "help",
 #: "talk" and "feel" count as taking up the user's words in any reply to anyone.
 _EN_GENERIC = """able actually always another anyone bad big bit care come day different done easy end even ever every
-everyone fact feel find fine first give glad go going good great happy hard help hope important kind last let life
-little long look lot many maybe mean might mind much need never new next okay one open part people person point put
-rather real really reason right say seem share show someone sometimes sorry sort specific start still support sure
-take talk tell thank thanks think time today true try understand use way well whatever work world yeah yes"""
+everyone fact feel find fine first give glad go going good great happy hard help hope important keep kind last let
+life little long look lot make makes many maybe mean might mind much need never new next okay one open part people person
+point put rather real really reason right say seem sense share show someone sometimes sorry sort sound specific start
+still support sure take talk tell thank thanks think time today true try understand use way well whatever work world
+yeah yes"""
 _EN_GENERIC_STEMS = frozenset(_stem(w) for w in _EN_GENERIC.split())
 
 
@@ -237,6 +238,8 @@ def content_tokens(text: str, language: str) -> set[str]:
     out = set()
     for word in EN_WORD.findall(text.lower()):
         word = word.removesuffix("'s")  # "band's" is "band"
+        if "'" in word:
+            continue  # a contraction ("can't", "they're", "i'd") is function words, not a topic
         if len(word) > 2 and word not in EN_STOPWORDS and (stem := _stem(word)) not in _EN_GENERIC_STEMS:
             out.add(stem)
     return out
@@ -350,7 +353,12 @@ def xl_text_features(
 #: less than a finished reply: cut off mid-sentence, the same sentence twice, sentences out of their order.
 #: Set by us, not inherited: the English user adds them to the transfer score (docs/simulator.md).
 #: ``out_of_order`` is per fault (see :func:`order_faults`), at most :data:`MAX_ORDER_FAULTS` of them.
-STRUCTURE_PENALTIES: dict[str, float] = {"cut_off": -3.0, "repeats_sentence": -4.0, "out_of_order": -1.5}
+STRUCTURE_PENALTIES: dict[str, float] = {
+    "cut_off": -3.0,
+    "repeats_sentence": -4.0,
+    "out_of_order": -1.5,
+    "role_disorder": -1.0,
+}
 MAX_ORDER_FAULTS = 3
 
 #: Sentences that answer the user's message as a whole, so they come before the reply's own content: a
@@ -470,6 +478,62 @@ def order_faults(sents: Sequence[str], text: str, language: str) -> int:
     return int(_opens_on_lead(opener, language)) + int(bool(sequence)) + _misplaced(sents, language)
 
 
+#: Graded sentence roles (English): what a reply says first (taking the user's message up as a whole: regret,
+#: "don't worry", "it's normal", "to be honest"), what it says last (an offer, a question, "remember", "I'm
+#: here"), and between them its content. A sentence that opens on a word pointing back ("they", "this",
+#: "but", "also", "just") or says "another" / "as well" / "in this case" cannot come first either. Softer
+#: than :data:`_EN_OPENING` / :data:`_EN_CLOSING` (which count whole faults): only the *share* of sentence
+#: pairs in the wrong order of roles counts (:func:`role_disorder`), so a mid-reply "don't worry" costs a
+#: little, and a shuffled reply, whose roles land anywhere, costs more than the same sentences in order.
+_EN_ROLE_OPEN = re.compile(
+    r"\b(?:sorry|don't worry|to be honest|honestly|i understand|i can see|it sounds|sounds like|"
+    r"(?:it's|it is|that's|that is) (?:\w+ )?(?:normal|understandable|okay|natural|disappointing|tough|hard|a lot)|"
+    r"i hear|thank you|thanks|oh|wow|congrat\w*|i'm so|that must)\b"
+)
+_EN_POINTING_BACK = """they them their he she his her this that these those such also but and so then however
+another plus still yet or because just instead again"""
+_EN_ROLE_BACK_FIRST = frozenset(_EN_POINTING_BACK.split())
+#: "That sounds hard", "This must be exhausting": "that" / "this" here is the user's message, so such a
+#: sentence opens a reply.
+_EN_ROLE_ON_MESSAGE = re.compile(r"(?:that|this|it)(?:'s| is)? (?:\w+ )?(?:sounds|must|seems|looks)\b")
+_EN_ROLE_BACK = re.compile(
+    r"\b(?:also|another|too|again|other|as well|in this case|in this situation|as a result|here's the thing|"
+    r"anyway)\b"
+)
+_EN_ROLE_CLOSE = re.compile(
+    r"\b(?:let me know|feel free|if you(?:'d| would)? (?:like|want|need)|i'm here|i am here|remember|hope|"
+    r"take care|you've got this|you got this|good luck|keep|don't hesitate|whenever|anytime|any time)\b"
+)
+
+
+def _role(sentence: str) -> int:
+    """0 opening, 1 content, 2 content that points back (cannot open the reply), 3 closing (an offer, a
+    question)."""
+    low = sentence.lower().lstrip("*-•#\"'“‘( ")
+    first = m.group(0) if (m := EN_WORD.match(low)) else ""
+    if (_EN_ROLE_OPEN.search(low) and first not in _EN_ROLE_BACK_FIRST) or _EN_ROLE_ON_MESSAGE.match(low):
+        return 0
+    if _EN_ROLE_CLOSE.search(low) or low.endswith("?"):
+        return 3
+    return 2 if first in _EN_ROLE_BACK_FIRST or _EN_ROLE_BACK.search(low) else 1
+
+
+_MARKED_SENTENCE = re.compile(r"[^.!?…\n]+(?:[.!?…]+[\"'”’)]*)?")
+
+
+def role_disorder(text: str, language: str) -> float:
+    """The share of sentence pairs whose roles (:func:`_role`) come in the wrong order, 0 to 1 (English;
+    0 for Chinese, which no contrast set checks and whose user is the learned appraisal)."""
+    sents = [s.strip() for s in _MARKED_SENTENCE.findall(text) if s.strip()]
+    if language != "en" or len(sents) < 2:
+        return 0.0
+    roles = [_role(s) for s in sents]
+    # A pointing-back sentence may stand anywhere among the content except first.
+    ranks = [roles[0], *(1 if r == 2 else r for r in roles[1:])]
+    wrong = sum(1 for a, b in itertools.combinations(ranks, 2) if a > b)
+    return wrong / (len(roles) * (len(roles) - 1) / 2)
+
+
 def structure_faults(reply: str, language: str) -> dict[str, float]:
     """The :data:`STRUCTURE_PENALTIES` that apply to ``reply`` (empty for a well-formed reply)."""
     text = reply.strip()
@@ -485,7 +549,29 @@ def structure_faults(reply: str, language: str) -> dict[str, float]:
     faults = min(MAX_ORDER_FAULTS, order_faults(sents, text, language))
     if faults:
         out["out_of_order"] = STRUCTURE_PENALTIES["out_of_order"] * faults
+    if disorder := role_disorder(text, language):
+        out["role_disorder"] = round(STRUCTURE_PENALTIES["role_disorder"] * disorder, 4)
     return out
+
+
+#: Whether a reply is a reply to *this* user (English; set by us, like :data:`STRUCTURE_PENALTIES`): a
+#: reply written for someone else takes up none of this user's own words. Earned per content word of the
+#: user's last message that the reply takes up, saturating (one word 0.97, two 1.47, three 1.74, at most
+#: 2). A reward, not a penalty for taking up nothing: a short generic reply ("That sounds really painful.
+#: What part of it weighs on you most?") takes up nothing and is not a fault (docs/simulator.md).
+TAKES_UP_WEIGHT = 2.0
+
+
+def uptake_features(reply: str, last_user: str, profile: XLProfile) -> dict[str, float]:
+    """``{"takes_up": …}`` for an English reply that takes up words of the user's last message (else empty).
+
+    The fitted ``user_reuse`` / ``user_share`` features see the same words, but their Chinese weights are
+    small beside style (apologies, advice, length), so two replies by one model are told apart by their
+    style rather than by whom they answer (docs/simulator.md, the off-topic contrast class)."""
+    if profile.language != "en":
+        return {}
+    taken = len(content_tokens(reply, "en") & content_tokens(last_user, "en"))
+    return {"takes_up": round(TAKES_UP_WEIGHT * _saturate(taken, 1.5), 4)} if taken else {}
 
 
 def xl_context_features(profile: XLProfile, emotion: int, turn: int, changes: Sequence[int]) -> list[float]:

@@ -59,6 +59,7 @@ from rlver.simulator.offline.crosslingual import (
     content_tokens,
     load_transfer_model,
     structure_faults,
+    uptake_features,
     xl_context_features,
     xl_text_features,
 )
@@ -86,7 +87,7 @@ from rlver.simulator.offline.templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v7"
+OFFLINE_VERSION = "rlver-offline-v8"
 
 #: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
 #: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
@@ -796,7 +797,8 @@ class OfflineUser(SimulatedUser):
         """English: replace the lexicon's graded features by the transfer appraisal (vetoed replies keep theirs).
 
         The score is the Chinese-fitted weights applied to the English features, plus the structure
-        penalties (cut off, a sentence twice, out of order) that the Chinese data cannot weigh.
+        penalties (cut off, a sentence twice, out of order) that the Chinese data cannot weigh, and the
+        uptake terms (whether the reply is a reply to this user's words at all; :func:`uptake_features`).
         """
         model, xl = self.simulator.transfer_model, self.pf.xl
         vetoed = self.simulator.vetoes and any(f in HARD_FLAGS for f in scored.flags)
@@ -812,12 +814,19 @@ class OfflineUser(SimulatedUser):
         reply_part = model.slope * sum(list(parts.values())[:n_text])
         context_part = model.slope * sum(list(parts.values())[n_text:])
         faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
+        uptake = uptake_features(agent_reply, last_user, xl)
         value = (
-            reply_part + context_part + model.slope * model.intercept + model.offset + sum(faults.values())
+            reply_part
+            + context_part
+            + model.slope * model.intercept
+            + model.offset
+            + sum(faults.values())
+            + sum(uptake.values())
         )
         change = round_change(value + self._bias, 10)
         features = {"transfer_reply": round(reply_part, 4), "transfer_context": round(context_part, 4)}
         features.update(faults)
+        features.update(uptake)
         if self._bias:
             features["behaviour_bias"] = float(self._bias)
         features["transfer_offset"] = round(change - sum(features.values()), 4)
@@ -826,6 +835,11 @@ class OfflineUser(SimulatedUser):
         notes["goal_fit"] = [
             *notes.get("goal_fit", []),
             "transfer appraisal: " + ", ".join(f"{k} {model.slope * v:+.1f}" for k, v in top),
+            *(
+                ["reply to these words: " + ", ".join(f"{k} {v:+.1f}" for k, v in uptake.items())]
+                if uptake
+                else []
+            ),
         ]
         if faults:
             notes["inner_reaction"] = [
