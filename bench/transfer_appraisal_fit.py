@@ -31,6 +31,7 @@ from rlver.fidelity.appraisal_fit import (
     fit,
     index_keys,
     published_profile_parts,
+    released_turn,
 )
 from rlver.io import file_sha256
 from rlver.records import Episode
@@ -73,21 +74,7 @@ def episode_xl_turns(ep: Episode, rel: str, path: Path) -> list[Turn]:
             turn=r.turn,
             changes=r.changes,
         )
-        out.append(
-            Turn(
-                file=rel,
-                simulator=path.parent.name,
-                model=path.name.removesuffix("_result.jsonl"),
-                dialogue=ep.profile_id,
-                reply=r.reply,
-                last_user=r.last_user,
-                emotion=r.emotion,
-                turn=r.turn,
-                change=r.change,
-                keys=set(),
-                dense=dense,
-            )
-        )
+        out.append(released_turn(r, ep, rel, path, set(), dense))
     return out
 
 

@@ -186,36 +186,40 @@ def appraised_replies(ep: Episode, remember: Callable[[str], MemoryT]) -> Iterat
         last_user = msg.content
 
 
+def released_turn(
+    r: AppraisedReply[Any], ep: Episode, rel: str, path: Path, keys: set[str], dense: list[float]
+) -> Turn:
+    """One appraised reply of the released file ``path`` (``rel`` under the data folder) as a fit row."""
+    return Turn(
+        file=rel,
+        simulator=path.parent.name,
+        model=path.name.removesuffix("_result.jsonl"),
+        dialogue=ep.profile_id,
+        reply=r.reply,
+        last_user=r.last_user,
+        emotion=r.emotion,
+        turn=r.turn,
+        change=r.change,
+        keys=keys,
+        dense=dense,
+    )
+
+
 def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -> list[Turn]:
     """The appraised turns of one released dialogue, each with what the simulator saw before it."""
     profile = published_profile_text(ep)
     out: list[Turn] = []
     for r in appraised_replies(ep, cjk_bigrams):
-        reply, last_user = r.reply, r.last_user
         dense = dense_features(
-            reply,
+            r.reply,
             profile,
             emotion=r.emotion,
             turn=r.turn,
-            last_user=last_user,
+            last_user=r.last_user,
             previous_bigrams=r.previous,
             previous_changes=r.changes,
         )
-        out.append(
-            Turn(
-                file=rel,
-                simulator=path.parent.name,
-                model=path.name.removesuffix("_result.jsonl"),
-                dialogue=ep.profile_id,
-                reply=reply,
-                last_user=last_user,
-                emotion=r.emotion,
-                turn=r.turn,
-                change=r.change,
-                keys=sparse_keys(reply, last_user, settings),
-                dense=dense,
-            )
-        )
+        out.append(released_turn(r, ep, rel, path, sparse_keys(r.reply, r.last_user, settings), dense))
     return out
 
 
