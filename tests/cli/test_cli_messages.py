@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from test_generate import STORIES, ScriptedResponder, story_answer
 
 from helpers import TINY_TRAIN_SETS, popen_with_ctrl_c, train_argv
 from rlver.testing.openai_server import FakeChatServer
+from test_generate import STORIES, ScriptedResponder, story_answer
 
 
 def _env() -> dict[str, str]:

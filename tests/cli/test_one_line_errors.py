@@ -18,12 +18,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_calibrate import write_synthetic
-from test_env_rewards import make_episode
 
 from rlver.manifest import RunManifest
 from rlver.records import Episode
 from rlver.transcripts.native import TranscriptWriter
+from test_calibrate import write_synthetic
+from test_env_rewards import make_episode
 
 
 def _env() -> dict[str, str]:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_report import make_episode, write_run
 
 from rlver.eval.judge import CAPABILITIES, parse_judgement
 from rlver.testing.openai_server import FakeChatServer
+from test_report import make_episode, write_run
 
 
 def verdict(score: int = 4, orientation: float = -0.5, style: float = 0.25, **drop: bool) -> dict[str, Any]:

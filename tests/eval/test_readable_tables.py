@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_calibrate import write_synthetic
 
 from rlver.io import unique_suffixes
+from test_calibrate import write_synthetic
 
 
 def test_unique_suffixes_tell_same_named_files_apart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

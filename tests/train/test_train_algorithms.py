@@ -9,7 +9,6 @@ import math
 import pytest
 import torch
 from pydantic import Field
-from test_env_rewards import make_episode
 
 from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.errors import ConfigError
@@ -39,6 +38,7 @@ from rlver.train.algorithms.grpo import GRPOSettings
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.config import AlgorithmSettings, TrainConfig, load_train_config
 from rlver.train.context_budget import cut_to_turns
+from test_env_rewards import make_episode
 
 approx = pytest.approx
 
@@ -335,9 +335,8 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
     at run time: the config reads its ``algorithm:`` block with its settings class (validated, written
     to the run's config.yaml and read back from there), and its setting reaches a real training step.
     """
-    from test_train_loop import _config
-
     from rlver.train.trainer import Trainer
+    from test_train_loop import _config
 
     seen: list[tuple[int, float]] = []
 
@@ -431,9 +430,8 @@ def test_explained_variance_of_the_critic() -> None:
 def test_target_kl_stops_the_remaining_minibatch_updates(tmp_path) -> None:
     """CleanRL's ``target_kl``: once a minibatch's approximate KL passes it, no more optimiser steps
     this step (counted on the optimiser itself); off (null), every epoch x minibatch update runs."""
-    from test_train_loop import _config
-
     from rlver.train.trainer import Trainer
+    from test_train_loop import _config
 
     cfg = _config(
         "algorithm.minibatches=2", "algorithm.epochs=2", "algorithm.target_kl=1e-12", "eval.every=0"

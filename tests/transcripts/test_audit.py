@@ -7,9 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_rollout import POLICY_TEXT, profiles, scripted_simulator
-from test_transcripts_published import published_record
-
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.llm.scripted import ScriptedChatModel
@@ -18,6 +15,8 @@ from rlver.rollout.runner import RolloutConfig, rollout
 from rlver.transcripts.audit import AuditOptions, audit_episode, audit_file
 from rlver.transcripts.native import TranscriptWriter
 from rlver.transcripts.published import read_published
+from test_rollout import POLICY_TEXT, profiles, scripted_simulator
+from test_transcripts_published import published_record
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

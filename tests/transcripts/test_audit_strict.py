@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from test_audit import cli, our_transcript, write_jsonl
 from test_transcripts_published import published_record
 

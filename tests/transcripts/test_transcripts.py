@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 
 from rlver import __version__
 from rlver.env.dialogue import EnvConfig
@@ -22,6 +21,7 @@ from rlver.transcripts.native import (
     finished_profile_ids,
     read_transcript,
 )
+from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 
 
 def run_into(

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 
 from rlver.env.dialogue import EnvConfig
 from rlver.errors import InputError
@@ -18,6 +17,7 @@ from rlver.llm.scripted import ScriptedChatModel
 from rlver.profiles.schema import Profile
 from rlver.rollout.runner import RolloutConfig, rollout
 from rlver.transcripts.published import episode_to_record, read_published, write_published
+from test_rollout import POLICY_TEXT, profiles, scripted_simulator
 
 
 def published_record(**over: Any) -> dict[str, Any]:
