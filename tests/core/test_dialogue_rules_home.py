@@ -8,6 +8,7 @@ The environment (``EnvConfig.rules``), a training config (``rollout.rules``) and
 from __future__ import annotations
 
 import ast
+import functools
 import warnings
 from pathlib import Path
 
@@ -23,6 +24,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 RULE_ONLY_FIELDS = ("end_below", "turn_limit_rule", "bound_change", "end_at_high")
 
 
+@functools.cache  # the source does not change during a run: parse it once for every check
 def _trees() -> list[tuple[str, ast.Module]]:
     return [
         (str(p.relative_to(SRC)), ast.parse(p.read_text(encoding="utf-8"))) for p in sorted(SRC.rglob("*.py"))
