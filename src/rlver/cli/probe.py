@@ -176,10 +176,15 @@ def _probe(
     strict: bool = typer.Option(
         False, "--strict", help="Exit 1 if any adversarial probe earns a positive change."
     ),
+    embed: bool = typer.Option(
+        False,
+        "--embed",
+        help="Probe the offline user with the MiniLM embedder (simulator.embed; [embed] extra).",
+    ),
 ) -> None:
     """Send a battery of reward-hacking replies to the simulated user and report what each earns."""
     raw = sim_flags.simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
-    raw.update(difficulty=difficulty, seed=seed)
+    raw.update(difficulty=difficulty, seed=seed, **({"embed": True} if embed else {}))
     raw["behaviour"] = get_behaviour(behaviour).name if behaviour is not None else None
     spec = sim_flags.parse_simulator_spec(raw, "rlver probe")
     if from_run is not None:

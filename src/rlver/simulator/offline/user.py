@@ -58,6 +58,7 @@ from rlver.simulator.offline.crosslingual import (
     XLProfile,
     content_tokens,
     load_transfer_model,
+    replies_to_features,
     structure_faults,
     uptake_features,
     xl_context_features,
@@ -87,7 +88,7 @@ from rlver.simulator.offline.templates import opening_line, reaction_line, tier_
 Embedder = Callable[[list[str]], np.ndarray]
 
 #: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v8"
+OFFLINE_VERSION = "rlver-offline-v9"
 
 #: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
 #: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
@@ -798,7 +799,8 @@ class OfflineUser(SimulatedUser):
 
         The score is the Chinese-fitted weights applied to the English features, plus the structure
         penalties (cut off, a sentence twice, out of order) that the Chinese data cannot weigh, and the
-        uptake terms (whether the reply is a reply to this user's words at all; :func:`uptake_features`).
+        uptake terms (whether the reply is a reply to this user's words at all; :func:`uptake_features`, or
+        with an embedder :func:`replies_to_features`, the same question asked by meaning).
         """
         model, xl = self.simulator.transfer_model, self.pf.xl
         vetoed = self.simulator.vetoes and any(f in HARD_FLAGS for f in scored.flags)
@@ -814,7 +816,13 @@ class OfflineUser(SimulatedUser):
         reply_part = model.slope * sum(list(parts.values())[:n_text])
         context_part = model.slope * sum(list(parts.values())[n_text:])
         faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
-        uptake = uptake_features(agent_reply, last_user, xl)
+        uptake = (
+            uptake_features(agent_reply, last_user, xl)
+            if self.simulator.embedder is None
+            else replies_to_features(self.simulator.similarity(agent_reply, last_user))
+            if last_user.strip() and agent_reply.strip()
+            else {}
+        )
         value = (
             reply_part
             + context_part
@@ -867,7 +875,7 @@ class OfflineUser(SimulatedUser):
             self.pf,
             difficulty=self.difficulty,
             behaviour_bias=self._bias,
-            embedder=self.simulator.embedder,
+            embedder=self.simulator.embed if self.simulator.embedder is not None else None,
             previous_token_sets=self._previous_token_sets,
             user_grams=self._user_grams,
         )
@@ -937,15 +945,39 @@ class OfflineSimulator(UserSimulator):
         self.learned_model: AppraisalModel | None = (
             (learned_model or load_appraisal_model()) if learned else None
         )
-        #: The transfer appraisal for English profiles (None: lexicon for English). An embedder asks for
-        #: the lexicon's relevance by embedding similarity, which the transfer features do not use, so
-        #: with one English stays on the lexicon (and ``describe()`` says so).
+        #: The transfer appraisal for English profiles (None: lexicon for English). With an embedder it
+        #: asks whether the reply answers the user by meaning (:meth:`similarity`), not by shared words.
         self.transfer_model: TransferModel | None = (
-            (transfer_model or load_transfer_model()) if learned and embedder is None else None
+            (transfer_model or load_transfer_model()) if learned else None
         )
         self.seed = seed
         self.embedder = embedder
         self._profiles: dict[tuple[str, int], ProfileFeatures] = {}
+        self._vectors: dict[str, np.ndarray] = {}
+
+    #: How many texts' embeddings :meth:`similarity` keeps (the user's lines recur every turn).
+    VECTOR_CACHE = 4096
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The embedder's vectors for ``texts``, each text embedded once while it stays in a small cache:
+        the user's last message is asked about every turn, and a reply by both the relevance and the
+        replies-to terms. Only called with an embedder set."""
+        assert self.embedder is not None
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            if len(self._vectors) + len(missing) > self.VECTOR_CACHE:
+                self._vectors.clear()
+            for text, vec in zip(missing, self.embedder(missing), strict=True):
+                self._vectors[text] = np.asarray(vec, dtype=np.float64)
+        return np.stack([self._vectors[t] for t in texts]) if texts else np.zeros((0, 0))
+
+    def similarity(self, a: str, b: str) -> float:
+        """The embedder's cosine of two texts (0 without an embedder, or when either text is empty)."""
+        if self.embedder is None or not a.strip() or not b.strip():
+            return 0.0
+        va, vb = self.embed([a, b])
+        denom = float(np.linalg.norm(va) * np.linalg.norm(vb)) or 1.0
+        return float(va @ vb) / denom
 
     def profile_features(self, profile: Profile) -> ProfileFeatures:
         """Per-profile work done once per run (cached): keywords, need type, need embedding."""
