@@ -44,12 +44,13 @@ from typing import Any
 
 from rlver.env.thinking import system_prompt, visible_text
 from rlver.errors import RlverError
+from rlver.protocol import EVALUATION_START
 from rlver.transcripts.native import read_transcript
 
 KINDS = ("off_topic", "shuffled", "repeated", "cut", "platitude")
 SMOLLM2 = Path("/work/models/smollm2-135m-instruct")
-#: The eval's start emotion (``rlver eval``'s ``env.start_emotion``).
-START_EMOTION = 40
+#: The eval's start emotion (``rlver eval``'s ``env.rules.start_emotion``).
+START_EMOTION = EVALUATION_START
 
 #: Stock platitudes (our own wording): what a reply sounds like when it says nothing about this user.
 PLATITUDES = (

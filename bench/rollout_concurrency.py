@@ -74,10 +74,11 @@ async def _sequential(url: str, n: int, turns: int) -> float:
     """The published loop: batched generation, then simulator calls one dialogue after another."""
     from rlver.env.thinking import split_think
     from rlver.llm.base import SamplingParams
+    from rlver.protocol import TRAINING_START
     from rlver.records import Message
 
     policy, simulator = _models(url, n)
-    users = [simulator.start(p, start_emotion=30, seed=i) for i, p in enumerate(_profiles(n))]
+    users = [simulator.start(p, start_emotion=TRAINING_START, seed=i) for i, p in enumerate(_profiles(n))]
     histories = [[Message(role="user", content=(await u.open()).text)] for u in users]
     start = time.perf_counter()
     for _ in range(turns):

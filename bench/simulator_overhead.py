@@ -148,6 +148,7 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
     :class:`ScriptedChatModel` counts prompt words, which would be timed as ours).
     """
     from rlver.llm.base import ChatModel, Completion
+    from rlver.protocol import TRAINING_START
     from rlver.simulator.sentient.user import SentientSimulator
 
     class Instant(ChatModel):
@@ -166,7 +167,7 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
         spent, turns = 0.0, 0
         for i, (profile, replies) in enumerate(dialogues):
             simulator = simulators["zh" if profile.language == "zh" else "en"]
-            user = simulator.start(profile, start_emotion=30, seed=i)
+            user = simulator.start(profile, start_emotion=TRAINING_START, seed=i)
             await user.open()
             for agent in replies:
                 t0 = time.perf_counter()
@@ -180,13 +181,14 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
 
 def time_offline(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
     """Seconds and turns of the offline simulator (no embedder), start of each user included."""
+    from rlver.protocol import TRAINING_START
     from rlver.simulator.offline.user import OfflineSimulator
 
     simulator = OfflineSimulator(seed=0)
     turns = 0
     t0 = time.perf_counter()
     for i, (profile, replies) in enumerate(dialogues):
-        user = simulator.start(profile, start_emotion=30, seed=i)
+        user = simulator.start(profile, start_emotion=TRAINING_START, seed=i)
         for agent in replies:
             user.respond_now(agent)
             turns += 1

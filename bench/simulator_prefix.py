@@ -63,6 +63,7 @@ def collect_prompts(
 ) -> list[list[list[dict[str, str]]]]:
     """Every simulator prompt, grouped per dialogue, as chat messages."""
     from rlver.llm.base import ChatModel, Completion
+    from rlver.protocol import EVALUATION_START
     from rlver.simulator.sentient.user import SentientSimulator
 
     class Recorder(ChatModel):
@@ -77,7 +78,9 @@ def collect_prompts(
         out = []
         for i, (profile, replies) in enumerate(dialogues):
             model = Recorder()
-            user = SentientSimulator(model, protocol=protocol).start(profile, start_emotion=40, seed=i)
+            user = SentientSimulator(model, protocol=protocol).start(
+                profile, start_emotion=EVALUATION_START, seed=i
+            )
             await user.open()
             for agent in replies:
                 await user.respond(agent)
