@@ -83,6 +83,7 @@ def test_play_the_user_against_a_model_served_over_http(tmp_path: Path) -> None:
         seen.append(body)
         return "<think>they sound low</think>I'm here. Do you want to tell me more?"
 
+    save = tmp_path / "played-user.jsonl"
     with FakeChatServer(responder) as server:
         done = chat(
             "--play-user",
@@ -92,9 +93,20 @@ def test_play_the_user_against_a_model_served_over_http(tmp_path: Path) -> None:
             "helper",
             "--think",
             "--show-thoughts",
+            "--save",
+            str(save),
             stdin="I had a rough day.\nMy boss yelled at me.\n/quit\n",
+            env={"OPENAI_API_KEY": "sk-test-never-stored-4242"},
         )
     assert done.returncode == 0, done.stderr
+    # Saved as a transcript with a chat manifest, like the other direction, so inspect/audit read it.
+    t = read_transcript(save)
+    [ep] = t.episodes
+    assert t.manifest["kind"] == "chat" and t.manifest["agent"]["name"] == "helper"
+    assert t.manifest["simulator"]["name"] == "person"
+    assert [m.role for m in ep.messages][:3] == ["system", "user", "assistant"] and ep.assistant_turns == 2
+    assert "sk-test-never-stored-4242" not in save.read_text()  # the key's variable name only
+    assert ep.final_emotion == 40 and audit_file(save).ok, audit_file(save)
     assert done.stdout.count("Assistant: I'm here. Do you want to tell me more?") == 2
     assert "(thinking: they sound low)" in done.stdout
     assert len(seen) == 2

@@ -33,10 +33,10 @@ from rlver.simulator.factory import build_simulator, check_kind
 if TYPE_CHECKING:
     from collections.abc import Coroutine
 
-    from rlver.env.dialogue import StepResult
+    from rlver.env.dialogue import EnvConfig, StepResult
     from rlver.llm.base import ChatModel, Completion
     from rlver.profiles.schema import Language, Profile
-    from rlver.records import Message
+    from rlver.records import Episode, Message
     from rlver.simulator.base import UserSimulator
 
 QUIT_WORDS = ("/quit", "/exit", "/q")
@@ -170,18 +170,22 @@ async def _play_assistant(
         f"\nDialogue over ({reason}). Final emotion {ep.final_emotion} · tier {tier_of(ep.final_emotion)}."
     )
     if save is not None:
-        from rlver.manifest import RunManifest
-        from rlver.transcripts.native import TranscriptWriter
+        # the assistant was typed by a person
+        human = {"name": "human", "backend": "terminal"}
+        _save_transcript(save, agent=human, simulator=simulator.describe(), config=config, seed=seed, ep=ep)
 
-        manifest = RunManifest.create(
-            kind="chat",
-            agent={"name": "human", "backend": "terminal"},  # the assistant was typed by a person
-            simulator=simulator.describe(),
-            env=config,
-            seed=seed,
-        )
-        TranscriptWriter(save, manifest).append(ep)
-        typer.echo(f"Saved to {save}")
+
+def _save_transcript(
+    save: Path, *, agent: dict[str, Any], simulator: dict[str, Any], config: EnvConfig, seed: int, ep: Episode
+) -> None:
+    """Write the dialogue as a transcript with a ``chat`` manifest, whichever side the person played, so
+    ``rlver inspect`` / ``audit`` / ``score`` read it like any run's."""
+    from rlver.manifest import RunManifest
+    from rlver.transcripts.native import TranscriptWriter
+
+    manifest = RunManifest.create(kind="chat", agent=agent, simulator=simulator, env=config, seed=seed)
+    TranscriptWriter(save, manifest).append(ep)
+    typer.echo(f"Saved to {save}")
 
 
 async def _typed_reply(_context: list[Message]) -> Completion | None:
@@ -246,13 +250,9 @@ async def _play_user(
     finally:
         await policy.aclose()
     if save is not None:
-        from rlver.io import append_jsonl
-
-        append_jsonl(
-            save,
-            {"type": "chat", "model": policy.describe(), "messages": [m.model_dump() for m in ep.messages]},
+        _save_transcript(
+            save, agent=policy.describe(), simulator=env.simulator.describe(), config=config, seed=0, ep=ep
         )
-        typer.echo(f"Saved to {save}")
 
 
 def _show_reply(raw: str, show_thoughts: bool) -> None:
