@@ -34,14 +34,9 @@ KINDS = ("off_topic", "shuffled", "repeated", "cut", "platitude")
 Judge = Callable[[dict[str, Any], str], float]
 
 
-def offline_judge(embed: bool) -> Judge:
-    """The offline user's exact change (before rounding) for a reply in the pair's own context."""
-    embedder = None
-    if embed:
-        from rlver.simulator.offline.user import load_minilm_embedder
-
-        embedder = load_minilm_embedder()
-    sim = OfflineSimulator(embedder=embedder)
+def offline_judge(sim: OfflineSimulator) -> Judge:
+    """The offline user's exact change (before rounding) for a reply in the pair's own context (the test
+    of the committed fixture, ``contrast_wins``, scores through this too)."""
     profiles = {p.id: p for p in load_profile_set("en-test")}
 
     def judge(pair: dict[str, Any], reply: str) -> float:
@@ -51,6 +46,15 @@ def offline_judge(embed: bool) -> Judge:
         )
 
     return judge
+
+
+def offline_user(embed: bool) -> OfflineSimulator:
+    """The default offline user, or with the packaged MiniLM embedder (the ``[embed]`` extra)."""
+    if not embed:
+        return OfflineSimulator()
+    from rlver.simulator.offline.user import load_minilm_embedder
+
+    return OfflineSimulator(embedder=load_minilm_embedder())
 
 
 def meaning_judges() -> dict[str, Judge]:
@@ -117,7 +121,7 @@ def main() -> None:
         )
         return
     title = "offline user" + (" with the MiniLM embedder" if args.judge == "offline-embed" else "")
-    print(table(title, wins(pairs, offline_judge(args.judge == "offline-embed"), KINDS)))
+    print(table(title, wins(pairs, offline_judge(offline_user(args.judge == "offline-embed")), KINDS)))
 
 
 if __name__ == "__main__":

@@ -256,19 +256,12 @@ _NOT_BUILT = "fixture not built: run bench/en_contrast_set.py --generate (SmolLM
 
 def contrast_wins(kind: str, sim: OfflineSimulator | None = None) -> dict[str, tuple[int, int]]:
     """(original preferred, pairs) per split of one class of the contrast fixture (default user: ``sim``
-    None; tests/test_embed.py passes the user with the MiniLM embedder)."""
-    sim, profiles = sim or OfflineSimulator(), en_profiles()
-    out: dict[str, tuple[int, int]] = {}
-    for p in _read("en_contrast.jsonl"):
-        if p["kind"] != kind:
-            continue
-        history = [Message(**m) for m in p["history"]]
-        args = {"emotion": p["emotion"], "changes": p["changes"]}
-        original = sim.exact_change(profiles[p["profile_id"]], history, p["original"], **args)
-        other = sim.exact_change(profiles[p["profile_id"]], history, p["alternative"], **args)
-        won, n = out.get(p["split"], (0, 0))
-        out[p["split"]] = (won + (original > other), n + 1)
-    return out
+    None; tests/test_embed.py passes the user with the MiniLM embedder), scored as
+    ``bench/en_contrast_score.py`` scores it."""
+    score = _bench("en_contrast_score")
+    pairs = _read("en_contrast.jsonl")
+    counts = score.wins(pairs, score.offline_judge(sim or OfflineSimulator()), (kind,))
+    return {split: (won, n) for (_, split), (won, n) in counts.items()}
 
 
 _OPEN_GAP = "measured below 90 % (docs/simulator.md, English checks): a known gap, not yet closed"

@@ -420,14 +420,18 @@ def _repetition(draft: _Draft, token_set: set[str], previous_token_sets: Sequenc
         draft.flags.append("repeats_itself")
 
 
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine of two embedding vectors (0 when either is all zeros)."""
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b)) or 1.0
+    return float(a @ b) / denom
+
+
 def _relevance(
     draft: _Draft, text: str, token_set: set[str], pf: ProfileFeatures, embedder: Embedder | None
 ) -> None:
     """Relevance to the profile: embedding cosine when an embedder is set, else weighted word overlap."""
     if embedder is not None and pf.need_vector is not None and text:
-        vec = np.asarray(embedder([text])[0], dtype=np.float64)
-        denom = float(np.linalg.norm(vec) * np.linalg.norm(pf.need_vector)) or 1.0
-        cosine = float(vec @ pf.need_vector) / denom
+        cosine = _cosine(np.asarray(embedder([text])[0], dtype=np.float64), pf.need_vector)
         relevance = min(1.0, max(0.0, (cosine - 0.1) / 0.4))
         draft.notes["goal_fit"].append(f"embedding similarity to goal and hidden need {cosine:.2f}")
     else:
@@ -794,6 +798,15 @@ class OfflineUser(SimulatedUser):
         exact = model.slope * score + model.offset + self._bias
         return Scored(features=features, flags=scored.flags, notes=notes, exact=exact)
 
+    def _uptake(self, agent_reply: str, last_user: str, xl: XLProfile) -> dict[str, float]:
+        """Whether the reply answers this user: by shared words (``takes_up``), or by meaning with an
+        embedder (``replies_to``; nothing when there is no message to answer or no reply)."""
+        if self.simulator.embedder is None:
+            return uptake_features(agent_reply, last_user, xl)
+        if not (last_user.strip() and agent_reply.strip()):
+            return {}
+        return replies_to_features(self.simulator.similarity(agent_reply, last_user))
+
     def _transfer(self, agent_reply: str, scored: Scored) -> Scored:
         """English: replace the lexicon's graded features by the transfer appraisal (vetoed replies keep theirs).
 
@@ -816,13 +829,7 @@ class OfflineUser(SimulatedUser):
         reply_part = model.slope * sum(list(parts.values())[:n_text])
         context_part = model.slope * sum(list(parts.values())[n_text:])
         faults = structure_faults(agent_reply, self.pf.language) if self.simulator.vetoes else {}
-        uptake = (
-            uptake_features(agent_reply, last_user, xl)
-            if self.simulator.embedder is None
-            else replies_to_features(self.simulator.similarity(agent_reply, last_user))
-            if last_user.strip() and agent_reply.strip()
-            else {}
-        )
+        uptake = self._uptake(agent_reply, last_user, xl)
         value = (
             reply_part
             + context_part
@@ -976,8 +983,7 @@ class OfflineSimulator(UserSimulator):
         if self.embedder is None or not a.strip() or not b.strip():
             return 0.0
         va, vb = self.embed([a, b])
-        denom = float(np.linalg.norm(va) * np.linalg.norm(vb)) or 1.0
-        return float(va @ vb) / denom
+        return _cosine(va, vb)
 
     def profile_features(self, profile: Profile) -> ProfileFeatures:
         """Per-profile work done once per run (cached): keywords, need type, need embedding."""
