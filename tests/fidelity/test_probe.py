@@ -198,6 +198,19 @@ def test_embed_flag_probes_the_embedding_user_or_names_the_extra() -> None:
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout)
         assert report["passed"] and report["simulator"]["relevance"] == "embedding"
+    # With the LLM user the flag would be ignored, so it is refused in one line.
+    llm = _rlver(
+        "probe",
+        "--embed",
+        "--simulator",
+        "llm",
+        "--sim-model",
+        "x",
+        "--sim-base-url",
+        "http://127.0.0.1:9/v1",
+    )
+    assert llm.returncode == 2 and "--embed" in llm.stderr and "offline" in llm.stderr, llm.stderr
+    assert "Traceback" not in llm.stderr and len(llm.stderr.strip().splitlines()) == 1
 
 
 def test_table_output_and_bad_flags() -> None:

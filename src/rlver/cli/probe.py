@@ -187,6 +187,16 @@ def _probe(
     raw.update(difficulty=difficulty, seed=seed, **({"embed": True} if embed else {}))
     raw["behaviour"] = get_behaviour(behaviour).name if behaviour is not None else None
     spec = sim_flags.parse_simulator_spec(raw, "rlver probe")
+    if embed and spec.kind != "offline":
+        # a spec block keeps other kinds' keys and ignores them (old flat files); a flag must not be ignored
+        raise InputError(
+            Problem(
+                "rlver probe",
+                None,
+                "--embed",
+                "the embedder is the offline user's; drop --embed or use --simulator offline",
+            )
+        )
     if from_run is not None:
         _replay_command(from_run, spec, profiles, as_json=as_json, strict=strict)
         return
