@@ -28,6 +28,9 @@ SHARED_DATA = Path(os.environ.get("RLVER_SHARED_DATA") or REPO_ROOT.parent / "sh
 SMOLLM2_DIR = default_data_dir() / "models" / "smollm2-135m-instruct"
 #: Set (by .ci/run) where the real model must be there: its tests then fail instead of skipping.
 REQUIRE_REAL_MODEL = os.environ.get("RLVER_REQUIRE_REAL_MODEL") == "1"
+#: Whether the real-model track runs, decided once when the suite starts: a model fetched while the
+#: suite runs (a second terminal) must not switch the track on halfway, half-written, for later tests.
+REAL_MODEL_AT_START = (SMOLLM2_DIR / "rlver-model.json").is_file()
 
 
 @pytest.fixture(scope="session")
@@ -83,7 +86,7 @@ def _no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """The fetched SmolLM2-135M-Instruct folder; skips (fails under RLVER_REQUIRE_REAL_MODEL=1) without it."""
-    if not (SMOLLM2_DIR / "rlver-model.json").is_file():
+    if not REAL_MODEL_AT_START:
         message = f"SmolLM2 not fetched to {SMOLLM2_DIR}: run `rlver models fetch smollm2-135m-instruct`"
         if REQUIRE_REAL_MODEL:
             pytest.fail(message)

@@ -28,6 +28,8 @@ LAYERS: dict[str, int] = {
     "protocol": 0,
     "stats": 0,
     "seeding": 0,
+    "interrupt": 0,
+    "heartbeat": 0,
     "llm": 1,
     "models": 1,
     "embedding": 1,

@@ -7,15 +7,16 @@ config: configs name the *environment variable* that holds a key (``api_key_env`
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rlver.errors import ConfigError
+from rlver.errors import ConfigError, nearest
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -57,24 +58,142 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     return data
 
 
-def _format_validation_error(exc: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid configuration"]
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"]) or "(root)"
-        if err["type"] == "extra_forbidden":
-            lines.append(f"  {key}: unknown key")
-        else:
-            # the input may be a key pasted into the wrong field: never print one back. A value refused
-            # by a key-variable field (``api_key_env``) is hidden whatever it looks like: short or
-            # unusual keys slip past the token pattern.
-            field = str(err["loc"][-1]) if err["loc"] else ""
-            if field.endswith("key_env") or _SECRET_KEY.search(field):
-                shown = "'***'"
-            else:
-                shown = mask_secret_tokens(repr(err.get("input")))
-            shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            lines.append(f"  {key}: {mask_secret_tokens(err['msg'])} (got {shown})")
-    return "\n".join(lines)
+class ConfigLayer(NamedTuple):
+    """One source of a config's keys: a YAML file (``path`` set), the command's flags, a default.
+
+    :func:`load_layers` merges layers in order and, when validation fails, names the layer each bad
+    key came from: a typo in ``--set`` must not be blamed on the preset file it overrides.
+    """
+
+    source: str
+    data: Mapping[str, Any]
+    path: Path | None = None
+
+
+def _has_key(data: Any, loc: Sequence[str]) -> int:
+    """How many leading parts of ``loc`` lead through ``data`` (0: not even the first)."""
+    depth = 0
+    for part in loc:
+        if not isinstance(data, Mapping) or part not in data:
+            break
+        data = data[part]
+        depth += 1
+    return depth
+
+
+def _yaml_line(path: Path, loc: Sequence[str]) -> int | None:
+    """The line of the deepest key of ``loc`` written in the YAML file ``path`` (None: not found)."""
+    try:
+        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError, RecursionError):
+        return None
+    line = None
+    for part in loc:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        # the last of duplicated keys is the one safe_load keeps
+        found = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part]
+        if not found:
+            break
+        key, node = found[-1]
+        line = key.start_mark.line + 1
+    return line
+
+
+def _model_types(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models in a field's annotation (through ``X | None``, ``list[X]``, ``Annotated``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _model_types(arg)]
+
+
+def known_keys(model: type[BaseModel], prefix: str = "", depth: int = 0) -> list[str]:
+    """Every dotted key ``model`` accepts (``optim.actor_lr``, ...), its subclasses' keys included
+    (a section typed by a base class, such as ``algorithm``, takes the keys of each algorithm)."""
+    classes = [model]
+    for cls in classes:  # grows while it is read: subclasses of subclasses too
+        classes += [sub for sub in cls.__subclasses__() if sub not in classes]
+    keys: list[str] = []
+    for cls in classes:
+        for name, field in cls.model_fields.items():
+            key = prefix + (field.alias or name)
+            keys.append(key)
+            if depth < 8:
+                for sub in _model_types(field.annotation):
+                    keys += known_keys(sub, key + ".", depth + 1)
+    return list(dict.fromkeys(keys))
+
+
+def _nearest_key(key: str, model: type[BaseModel]) -> str:
+    """``"; did you mean KEY?"`` for an unknown ``key`` (the nearest key of the same section), else
+    the section's keys when they are few; ``""`` when neither helps."""
+    parent, _, last = key.rpartition(".")
+    siblings = {k.rpartition(".")[2]: k for k in known_keys(model) if k.rpartition(".")[0] == parent}
+    near = nearest(last, siblings)
+    if near:
+        return f"; did you mean {siblings[near]}?"
+    if 0 < len(siblings) <= 12:
+        return f"; the keys of {parent or 'the top level'}: {', '.join(siblings)}"
+    return ""
+
+
+def _origin(loc: Sequence[str], layers: Sequence[ConfigLayer], overrides: Sequence[str]) -> tuple[str, str]:
+    """Where the value at ``loc`` came from, and the key to name after it (``""``: the source says it).
+
+    An override names itself (``--set optim.x``); otherwise the layer that set the deepest part of
+    ``loc`` (a later layer wins a tie), with the line of a YAML file.
+    """
+    key = ".".join(loc)
+    if loc:
+        for item in reversed(overrides):
+            over = item.partition("=")[0].strip()
+            if over == key:
+                return f"--set {over}", ""
+            if key.startswith(over + ".") or over.startswith(key + "."):
+                return f"--set {over}", key
+    depths = [_has_key(layer.data, loc) for layer in layers]
+    best = max(range(len(layers)), key=lambda i: (depths[i], i), default=None)
+    if best is None or depths[best] == 0:  # not set anywhere (a missing key, a check of the whole)
+        named = [layer for layer in layers if layer.data] or list(layers)
+        if not named:
+            return "config", key or "(root)"
+        layer, depth = named[-1], 0
+    else:
+        layer, depth = layers[best], depths[best]
+    line = _yaml_line(layer.path, loc[: depth or 1]) if layer.path is not None else None
+    where = layer.source if line is None else f"{layer.source}:{line}"
+    return where, key or "(root)"
+
+
+def _describe(
+    err: Any, model: type[BaseModel], layers: Sequence[ConfigLayer], overrides: Sequence[str]
+) -> str:
+    """One validation error as ``WHERE: KEY: problem``."""
+    loc = [str(p) for p in err["loc"]]
+    where, key = _origin(loc, layers, overrides)
+    head = f"{where}: {key}" if key else where
+    if err["type"] == "extra_forbidden":
+        return f"{head}: unknown key{_nearest_key('.'.join(loc), model)}"
+    # the input may be a key pasted into the wrong field: never print one back. A value refused by a
+    # key-variable field (``api_key_env``) is hidden whatever it looks like: short or unusual keys slip
+    # past the token pattern.
+    field = loc[-1] if loc else ""
+    if field.endswith("key_env") or _SECRET_KEY.search(field):
+        shown = "'***'"
+    else:
+        shown = mask_secret_tokens(repr(mask_secret_values(err.get("input"))))
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    return f"{head}: {mask_secret_tokens(err['msg'])} (got {shown})"
+
+
+def _format_validation_error(
+    exc: ValidationError, model: type[BaseModel], layers: Sequence[ConfigLayer], overrides: Sequence[str]
+) -> str:
+    """One line for one problem; a count and one indented line each for several."""
+    problems = [_describe(err, model, layers, overrides) for err in exc.errors()]
+    if len(problems) == 1:
+        return problems[0]
+    return f"invalid configuration ({len(problems)} problems):\n" + "\n".join(f"  {p}" for p in problems)
 
 
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
@@ -112,17 +231,29 @@ def load_config(
     base: dict[str, Any] | None = None,
 ) -> M:
     """Build ``model`` from ``base`` updated by the YAML file at ``path`` and by ``overrides``."""
-    data: dict[str, Any] = dict(base or {})
-    source = "config"
+    layers = [ConfigLayer("config", base or {})]
     if path is not None:
-        source = str(path)
-        loaded = read_yaml_mapping(path)
-        data = deep_merge(data, loaded)
+        layers.append(ConfigLayer(str(path), read_yaml_mapping(path), Path(path)))
+    return load_layers(model, layers, overrides)
+
+
+def load_layers(model: type[M], layers: Sequence[ConfigLayer], overrides: Iterable[str] = ()) -> M:
+    """Build ``model`` from ``layers`` merged in order (a later one wins, key by key), then ``overrides``.
+
+    A validation error names where each bad key came from: ``--set KEY`` for an override,
+    ``FILE:LINE`` for a key of a YAML file, the layer's name otherwise; an unknown key gets the
+    nearest valid one (``did you mean optim.actor_lr?``).
+    """
+    data: dict[str, Any] = {}
+    for layer in layers:
+        data = deep_merge(data, dict(layer.data))
+    data = copy.deepcopy(data)  # the overrides below must not change a layer (its keys name origins)
+    overrides = list(overrides)
     apply_overrides(data, overrides)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, source)) from None
+        raise ConfigError(_format_validation_error(exc, model, layers, overrides)) from None
 
 
 def deep_merge(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

@@ -33,15 +33,16 @@ import shutil
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlver.eval import plots
 from rlver.eval.metrics import compute_metrics
-from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
+from rlver.eval.report import dialogue_lines, write_report
+from rlver.eval.report_parts import Featured, Figure, Preface, first_shared_pair
 from rlver.eval.runs import load_run
+from rlver.eval.training_report import held_out_points, reward_curve_figure
+from rlver.heartbeat import Say, step_reporter
 from rlver.io import atomic_write_json
 from rlver.manifest import RunManifest
 from rlver.profiles.sets import load_profile_set
@@ -129,33 +130,6 @@ def protocol_label(config: TrainConfig) -> str:
     from rlver.protocol import protocol_label as label
 
     return label(config.env_config(evaluation=True).rules, config.eval.protocol)
-
-
-#: Prints one line of the demo's progress (``typer.echo`` in the command); ``None``: say nothing.
-Say = Callable[[str], None]
-
-
-def step_reporter(
-    say: Say, total: int | None, every: int, started: float, *, min_gap_s: float = 0.0
-) -> Callable[[int, dict[str, Any]], None]:
-    """A trainer ``on_step`` callback printing a plain line every ``every`` steps (and at the last)
-    but at most one per ``min_gap_s`` seconds: step, training reward, the held-out score when one was
-    taken, and the elapsed time. For output that is not a terminal (a file, CI), where a progress bar
-    shows only once it is done."""
-    last = [float("-inf")]
-
-    def on_step(step: int, metrics: dict[str, Any]) -> None:
-        now = time.perf_counter()
-        if step != total and (step % every or now - last[0] < min_gap_s):
-            return
-        last[0] = now
-        of = f"/{total}" if total else ""
-        line = f"  step {step}{of}  reward {metrics['rollout/reward_mean']:.3f}"
-        if "eval/score" in metrics:
-            line += f"  held-out {metrics['eval/score']:.1f}"
-        say(f"{line}  ({now - started:.0f} s)")
-
-    return on_step
 
 
 def _write_transcript(path: Path, episodes: list[Episode], manifest: RunManifest) -> None:
@@ -294,25 +268,11 @@ def _final_evaluation(
     return last.episodes
 
 
-def _featured_pair(before: list[Episode], after: list[Episode]) -> tuple[Episode, Episode]:
-    """The first held-out user's first dialogue before and after (the first, not the best: no pick)."""
-    after_by_key = {(ep.profile_id, ep.sample_index): ep for ep in after}
-    for ep in before:
-        match = after_by_key.get((ep.profile_id, ep.sample_index))
-        if match is not None:
-            return ep, match
-    return before[0], after[0]
-
-
 def _eval_points(
     run_dir: Path, before: list[Episode], after: list[Episode], steps: int
 ) -> list[dict[str, Any]]:
     """Held-out scores for the curve: the demo's own evaluations at both ends, the trainer's in between."""
-    logged = [
-        {"step": h["step"], "score": h["eval/score"]}
-        for h in read_metrics(run_dir)
-        if "eval/score" in h and 0 < h["step"] < steps
-    ]
+    logged = [p for p in held_out_points(read_metrics(run_dir)) if 0 < p["step"] < steps]
     return [
         {"step": 0, "score": compute_metrics(before).score},
         *logged,
@@ -408,11 +368,9 @@ def run_demo(
     after_eps = _final_evaluation(trainer, last, out_dir, manifest)
     tell("writing the report")
 
-    history = [h for h in read_metrics(run_dir) if "rollout/reward_mean" in h]
     evals = _eval_points(run_dir, before_eps, after_eps, trainer.step)
-    curve = Figure("reward_curve", "Reward curve: training reward and held-out score per step",
-                   plots.reward_curve_png(history, evals))  # fmt: skip
-    pair = _featured_pair(before_eps, after_eps)
+    curve = reward_curve_figure(read_metrics(run_dir), evals)  # rlver report draws a train run's alike
+    pair = first_shared_pair(before_eps, after_eps)  # the first held-out user's dialogue: no pick
     wall, rss = time.perf_counter() - started, peak_rss_mb()
     summary = {
         "model": model,

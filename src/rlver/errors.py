@@ -7,7 +7,9 @@ can fix the input without reading a traceback. The CLI prints ``str(error)`` and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from difflib import get_close_matches
 
 
 class RlverError(Exception):
@@ -119,3 +121,19 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timeout"
     return type(exc).__name__
+
+
+def nearest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice nearest to ``word`` (difflib's ratio at least 0.6), or None when none is near."""
+    near = get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return near[0] if near else None
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean NAME?"`` for the choice nearest to ``word`` (``""`` when none is near).
+
+    For the messages that refuse a name (a data set, a model, a prompt, a config key): a one-letter
+    typo is fixed from the message itself instead of from the list of every choice.
+    """
+    near = nearest(word, choices)
+    return f"; did you mean {near}?" if near else ""

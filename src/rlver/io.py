@@ -13,7 +13,7 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +182,46 @@ def append_jsonl_many(path: str | os.PathLike[str], records: Sequence[Any]) -> N
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def filter_jsonl(path: str | os.PathLike[str], keep: Callable[[Any], bool]) -> int:
+    """Rewrite a JSONL file with only the records ``keep`` accepts; return how many lines went.
+
+    For cutting a log back on resume (a training transcript to its checkpoint's step). Streamed line
+    by line, so a file of many gigabytes needs no memory, and kept lines are copied byte for byte.
+    Written to a temporary sibling, fsynced and renamed: a crash leaves the old file or the new one.
+    A torn last line (a crash mid-append) is dropped; a bad line anywhere else raises
+    :class:`InputError` naming it, and the file is left as it was.
+    """
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    dropped = 0
+    try:
+        os.fchmod(fd, file_mode())
+        with os.fdopen(fd, "wb") as out, target.open("rb") as src:
+            torn: int | None = None  # the line number of an unparsable line, fatal unless it is the last
+            for lineno, line in enumerate(src, start=1):
+                if not line.strip():
+                    continue
+                if torn is not None:
+                    raise InputError(Problem(str(target), torn, None, "not valid JSON"))
+                try:
+                    record = json.loads(line)
+                except (ValueError, RecursionError):
+                    torn, dropped = lineno, dropped + 1
+                    continue
+                if keep(record):
+                    out.write(line if line.endswith(b"\n") else line + b"\n")
+                else:
+                    dropped += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return dropped
 
 
 def iter_jsonl(

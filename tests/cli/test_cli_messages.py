@@ -35,7 +35,7 @@ def test_profiles_generate_renders_its_marks(tmp_path: Path) -> None:
     with FakeChatServer(ScriptedResponder(answers)) as server:
         proc = rlver(
             "profiles", "generate", "--n", "2", "--out", tmp_path / "p.jsonl", "--model", "fake",
-            "--base-url", server.url, "--key-env", "RLVER_NO_SUCH_KEY", "--concurrency", "1",
+            "--base-url", server.url, "--key-env", "", "--concurrency", "1",
             cwd=tmp_path,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -173,7 +173,7 @@ def test_reward_curve_and_chinese_labels_draw_with_or_without_a_cjk_font(
 
 def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:
     """The plain progress of a demo whose output is a file: which steps print, and what a line says."""
-    from rlver.demo import step_reporter
+    from rlver.heartbeat import step_reporter
 
     said: list[str] = []
     report = step_reporter(said.append, 30, 3, started=0.0)

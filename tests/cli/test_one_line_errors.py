@@ -198,6 +198,7 @@ def run_in_process(
         "HF_HUB_DISABLE_PROGRESS_BARS",
         "TRANSFORMERS_VERBOSITY",
         "TRANSFORMERS_NO_ADVISORY_WARNINGS",
+        "TQDM_DISABLE",
     ):
         monkeypatch.setenv(name, os.environ.get(name, "1" if name != "TRANSFORMERS_VERBOSITY" else "error"))
     shown = warnings.showwarning
@@ -323,3 +324,306 @@ def test_an_uncached_hub_id_is_refused_at_once_without_the_hub(monkeypatch: pyte
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")  # a proxy may resolve names itself
     check_model_source("rlver-test/no-such-model")
     check_model_source("tiny")
+
+
+# -- issue 34: bad input refused up front, in rlver's one format ----------------------------------------
+
+#: A variable no test sets: the key-variable flags below name it.
+UNSET = "RLVER_TEST_KEY_NEVER_SET"
+
+
+def _model_folder_without_weights(folder: Path) -> Path:
+    """What a copy that left out the large files leaves: the config and the tokenizer, no weights."""
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "qwen2", "vocab_size": 64}', encoding="utf-8")
+    (folder / "tokenizer_config.json").write_text('{"model_max_length": 512}', encoding="utf-8")
+    (folder / "tokenizer.json").write_text('{"version": "1.0"}', encoding="utf-8")
+    return folder
+
+
+#: (argv, words the one ``error:`` line must contain). Each is refused while the command line is read
+#: or by the checks before any model loads: nothing may appear in the working folder.
+REFUSED_UP_FRONT: dict[str, tuple[list[str], list[str]]] = {
+    # 1. an empty output path meant the current folder
+    "eval-out-empty": (
+        ["eval", "--agent-tiny", "--profiles", "bundled-test", "--out", ""],
+        ["--out", "empty"],
+    ),
+    "train-out-empty": (["train", "--config", "tiny-offline", "--out", ""], ["--out", "empty"]),
+    "chat-save-empty": (["chat", "--save", ""], ["--save", "empty"]),
+    "calibrate-out-empty": (
+        ["calibrate", "--simulator", "replay", "pub/m_result.jsonl", "--out", " "],
+        ["--out", "empty"],
+    ),
+    "demo-out-empty": (["demo", "--out", ""], ["--out", "empty"]),
+    "report-out-empty": (["report", "run", "--out", ""], ["--out", "empty"]),
+    "export-out-empty": (["export", "trained", ""], ["OUT_DIR", "empty"]),
+    "data-dest-empty": (["data", "download", "sage-test", "--dest", ""], ["--dest", "empty"]),
+    "simulator-fit-out-empty": (["simulator", "fit", "--data", "pub", "--out", ""], ["--out", "empty"]),
+    "profiles-generate-out-empty": (
+        ["profiles", "generate", "--n", "1", "--model", "m", "--out", ""],
+        ["--out", "empty"],
+    ),
+    # 2. an endpoint that is no URL spent every retry of every dialogue
+    "agent-base-url": (
+        ["eval", "--agent-base-url", "notaurl", "--agent-model", "m", "--out", "e"],
+        ["--agent-base-url", "'notaurl'", "http://"],
+    ),
+    "sim-base-url": (
+        ["eval", "--agent-tiny", "--sim-model", "m", "--sim-base-url", "localhost:8000/v1", "--out", "e"],
+        ["--sim-base-url", "localhost:8000/v1", "http://"],
+    ),
+    "judge-base-url": (
+        ["judge", "run", "--judge-model", "m", "--judge-base-url", "http://"],
+        ["--judge-base-url", "names no host"],
+    ),
+    "chat-model-base-url": (
+        ["chat", "--play-user", "--model", "m", "--model-base-url", "api.example.com"],
+        ["--model-base-url", "http://"],
+    ),
+    "agent-base-url-in-a-config-key": (
+        ["eval", "--set", "agent.model=m", "--set", "agent.base_url=notaurl", "--out", "e"],
+        ["--set agent.base_url", "http://"],
+    ),
+    # 3. a key variable that is not set ran without a key
+    "agent-key-env-unset": (
+        ["eval", "--agent-base-url", "http://127.0.0.1:9/v1", "--agent-model", "m", "--agent-key-env", UNSET],
+        ["--agent-key-env", UNSET, "not set"],
+    ),
+    "sim-key-env-unset": (
+        ["eval", "--agent-tiny", "--sim-model", "m", "--sim-key-env", UNSET, "--out", "e"],
+        ["--sim-key-env", UNSET, "not set"],
+    ),
+    "judge-key-env-unset": (
+        ["judge", "run", "--judge-model", "m", "--judge-key-env", UNSET],
+        ["--judge-key-env", UNSET, "not set"],
+    ),
+    "chat-api-key-env-unset": (
+        ["chat", "--play-user", "--model", "m", "--api-key-env", UNSET],
+        ["--api-key-env", UNSET, "not set"],
+    ),
+    "profiles-generate-key-env-unset": (
+        ["profiles", "generate", "--n", "1", "--model", "m", "--out", "g.jsonl", "--key-env", UNSET],
+        ["--key-env", UNSET, "not set"],
+    ),
+    # 4. a misspelt data set was exit 1
+    "data-download-typo": (
+        ["data", "download", "sage-tset"],
+        ["sage-test, rlver-train", "did you mean sage-test?"],
+    ),
+    # 6. a misspelt model said "downloading" first
+    "models-fetch-typo": (["models", "fetch", "smollm3"], ["'smollm3'", "smollm2-135m-instruct"]),
+    # 7. a typo in --set was blamed on the preset
+    "train-set-typo": (
+        ["train", "--config", "tiny-offline", "--set", "optim.actor_lrr=1e-4", "--out", "x"],
+        ["--set optim.actor_lrr", "did you mean optim.actor_lr?"],
+    ),
+    "eval-set-typo": (
+        ["eval", "--agent-tiny", "--set", "limt=2", "--out", "e"],
+        ["--set limt", "did you mean limit?"],
+    ),
+    # 8. a bad config file was "config: invalid configuration"
+    "eval-config-unknown-key": (
+        ["eval", "--config", "bad.yaml", "--out", "e"],
+        ["bad.yaml:3", "limt", "limit"],
+    ),
+    "eval-config-wrong-type": (
+        ["eval", "--config", "badtype.yaml", "--out", "e"],
+        ["badtype.yaml:2", "n_per_profile", "'two'"],
+    ),
+    # 9. a misspelt prompt name read as a missing file
+    "agent-prompt-typo": (
+        ["eval", "--agent-tiny", "--agent-prompt", "coachng", "--out", "e"],
+        ["--agent-prompt", "neutral, coaching, published", "file", "did you mean coaching?"],
+    ),
+    # 10. the parser's own errors had click's Usage:/Error: block
+    "no-such-option": (["eval", "--foo"], ["error: rlver eval: no such option: --foo", "rlver eval --help"]),
+    "missing-argument": (["judge"], ["rlver judge: missing argument", "rlver judge --help"]),
+    "bad-value": (["eval", "--limit", "x"], ["rlver eval: invalid value for '--limit'"]),
+    "no-such-command": (["evl"], ["rlver: no such command 'evl'", "'eval'"]),
+    # 11. config.json and a tokenizer but no weights: a traceback after the run folder was made
+    "eval-model-without-weights": (
+        ["eval", "--agent-local", "noweights", "--profiles", "bundled-test", "--out", "e"],
+        ["--agent-local", "noweights", "no weights"],
+    ),
+    "train-model-without-weights": (
+        ["train", "--config", "tiny-offline", "--set", "model.path=noweights", "--out", "x"],
+        ["model.path", "noweights", "no weights"],
+    ),
+    # 12. a training run written into an evaluation's folder, and the other way round
+    "train-into-an-eval-run": (
+        ["train", "--config", "tiny-offline", "--out", "run"],
+        ["--out run", "eval run"],
+    ),
+    "eval-into-a-training-run": (
+        ["eval", "--agent-tiny", "--profiles", "bundled-test", "--out", "trained"],
+        ["--out trained", "training run"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_UP_FRONT))
+def test_bad_input_is_refused_before_any_work(
+    case: str, box: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 34: each is exit 2 with one ``error:`` line naming the flag or file (and the valid names,
+    or the nearest one), no ``Usage:`` block, and nothing written: no run folder, no file in the
+    working folder, no change to the run folder it was pointed at."""
+    argv, words = REFUSED_UP_FRONT[case]
+    monkeypatch.delenv(UNSET, raising=False)
+    (box / "bad.yaml").write_text("agent_tiny: true\nprofiles: bundled-test\nlimt: 2\n", encoding="utf-8")
+    (box / "badtype.yaml").write_text("agent_tiny: true\nn_per_profile: two\n", encoding="utf-8")
+    _model_folder_without_weights(box / "noweights")
+    before = sorted(str(p.relative_to(box)) for p in box.rglob("*"))
+    code, text = run_in_process(argv, box, monkeypatch, capfd)
+    line = assert_one_error_line((code, text))
+    for word in words:
+        assert word in line, line
+    assert "Usage:" not in text and "downloading" not in text, text
+    assert sorted(str(p.relative_to(box)) for p in box.rglob("*")) == before, f"{case} wrote into {box}"
+
+
+def test_a_set_key_variable_or_none_passes_and_its_value_is_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The key-variable check refuses only a named variable that is unset or empty; ``''`` (a local
+    server with no key) passes, and no message carries the variable's value."""
+    from rlver.cli.checks import key_env
+    from rlver.errors import ConfigError
+
+    check = key_env("--agent-key-env")
+    assert check("") == ""
+    monkeypatch.setenv("RLVER_TEST_KEY_SET", "sk-rlver-test-value-0123456789abcdef")
+    assert check("RLVER_TEST_KEY_SET") == "RLVER_TEST_KEY_SET"
+    monkeypatch.setenv("RLVER_TEST_KEY_SET", "")
+    with pytest.raises(ConfigError, match="RLVER_TEST_KEY_SET is not set or is empty") as info:
+        check("RLVER_TEST_KEY_SET")
+    assert "sk-rlver" not in str(info.value)
+
+
+def test_resume_with_nothing_to_resume_starts_a_new_run_in_train_and_eval(
+    box: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """One rule for both commands (issue 34): ``--resume`` with nothing to resume starts a new run and
+    says so in one plain line; both --help texts say it. ``train --resume`` into an empty folder was
+    exit 1. The model loading is replaced by a stand-in: what is checked happens before it."""
+    import rlver.cli.eval_cmd as eval_cmd
+    import rlver.train.trainer as trainer_module
+    from rlver.errors import RlverError
+
+    started: list[tuple[str, bool]] = []
+
+    class Loaded(RlverError):
+        """Raised where the model would start loading: everything before it has run."""
+
+    def fake_trainer(cfg: object, out: Path, *, resume: bool = False) -> None:
+        started.append(("train", resume))
+        raise Loaded("stand-in trainer: the model would load now")
+
+    monkeypatch.setattr(trainer_module, "Trainer", fake_trainer)
+    monkeypatch.setattr(
+        eval_cmd, "_run_with_progress", lambda cfg, *, resume: started.append(("eval", resume))
+    )
+    (box / "emptyrun").mkdir()
+    code, text = run_in_process(
+        ["train", "--config", "tiny-offline", "--resume", "--out", "emptyrun"], box, monkeypatch, capfd
+    )
+    assert code == 1 and "stand-in trainer" in text, text
+    assert "nothing to resume in emptyrun: starting a new run" in text, text
+    code, text = run_in_process(
+        ["eval", "--agent-tiny", "--profiles", "bundled-test", "--resume", "--out", "neweval"],
+        box,
+        monkeypatch,
+        capfd,
+    )
+    assert code == 0, text
+    assert "nothing to resume in neweval: starting a new run" in text, text
+    assert started == [("train", False), ("eval", True)]  # the runner resumes nothing: a new transcript
+    for command in ("train", "eval"):
+        _, text = run_in_process([command, "--help"], box, monkeypatch, capfd)
+        assert "with nothing there to resume, start a new run" in " ".join(text.split()) or (
+            "with no checkpoint there, start a new run" in " ".join(text.split())
+        ), text
+
+
+def test_a_usage_error_is_one_line_as_a_user_runs_it(tmp_path: Path) -> None:
+    """The parser's own errors, through the real entry point: one ``error:`` line in rlver's format,
+    named ``rlver`` (not ``python -m rlver``), no ``Usage:``/``Error:`` block, exit 2."""
+    proc = rlver("eval", "--foo", cwd=tmp_path)
+    line = assert_one_error_line(proc)
+    assert line.startswith("error: rlver eval: no such option: --foo"), line
+    assert proc.stdout + proc.stderr == line + "\n"
+
+
+def _command_paths() -> list[list[str]]:
+    from rlver.cli import app
+
+    paths = [[info.name or ""] for info in app.registered_commands]
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        paths += [[group.name or "", info.name or ""] for info in group.typer_instance.registered_commands]
+    return paths
+
+
+def test_every_command_lists_verbose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The root help says any command takes --verbose: each command's --help lists it too."""
+    paths = _command_paths()
+    assert len(paths) > 20
+    for path in [[], *paths]:
+        code, text = run_in_process([*path, "--help"], tmp_path, monkeypatch, capfd)
+        assert code == 0 and "--verbose" in text, (path, text)
+
+
+def test_plain_tqdm_bars_only_with_verbose(tmp_path: Path) -> None:
+    """``rlver models fetch`` de-quantises with a plain tqdm bar, which ignores the transformers and
+    huggingface_hub switches: ``rlver`` switches tqdm off too, before tqdm is imported (it reads its
+    environment once, at import), unless --verbose asks for the bars."""
+    script = (
+        "import sys\n"
+        "from rlver.cli import _quiet_third_party\n"
+        "_quiet_third_party(sys.argv[1:])\n"
+        "from tqdm import tqdm\n"
+        "for _ in tqdm(range(3), desc='dequantising'): pass\n"
+    )
+    env = {k: v for k, v in _env().items() if k != "TQDM_DISABLE"}
+
+    def run(*argv: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout + done.stderr
+
+    assert "dequantising" not in run("models", "fetch", "smollm2-135m-instruct")
+    assert "dequantising" in run("models", "fetch", "smollm2-135m-instruct", "--verbose")
+
+
+def test_a_training_run_with_its_own_transcript_is_still_a_training_run(box: Path) -> None:
+    """A training run keeps its dialogues in ``transcript.jsonl`` too (manifest ``kind: train``): its
+    own folder is not taken for an evaluation's by ``train --resume``, and ``eval`` still refuses it."""
+    from rlver.cli.checks import refuse_other_run, run_kind
+    from rlver.errors import ConfigError
+
+    trained = box / "trainrun"
+    trained.mkdir()
+    writer = TranscriptWriter(trained / "transcript.jsonl", RunManifest.create(kind="train", run_name="t"))
+    writer.append(_episode("p-1"))
+    assert (run_kind(trained), run_kind(box / "run"), run_kind(box / "trained"), run_kind(box / "adir")) == (
+        "train",
+        "eval",
+        "train",
+        None,
+    )
+    refuse_other_run(trained, "train")
+    refuse_other_run(box / "run", "eval")
+    with pytest.raises(ConfigError, match="holds a training run"):
+        refuse_other_run(trained, "eval")
+    with pytest.raises(ConfigError, match="holds an rlver eval run"):
+        refuse_other_run(box / "run", "train")

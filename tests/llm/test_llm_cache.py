@@ -127,7 +127,7 @@ def test_complete_many_sends_only_misses_as_one_batch(tmp_path: Path) -> None:
     batches: list[int] = []
 
     def prefill(mod: Any, args: Any, kwargs: Any) -> None:  # one prefill pass per batched generation
-        if kwargs.get("past_key_values") is None:
+        if kwargs.get("past_key_values") is None and kwargs.get("cache") is None:
             batches.append(kwargs["input_ids"].shape[0])
 
     local.model.register_forward_pre_hook(prefill, with_kwargs=True)

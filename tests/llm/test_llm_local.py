@@ -45,7 +45,9 @@ def test_batched_left_padded_generation_equals_one_by_one(decisive_dir: Path) ->
     calls: list[tuple[int, int]] = []
 
     def hook(mod: Any, args: Any, kwargs: Any) -> None:
-        if kwargs.get("past_key_values") is None:  # the prefill pass of one batched generation
+        if (
+            kwargs.get("past_key_values") is None and kwargs.get("cache") is None
+        ):  # the prefill pass of one batched generation
             calls.append(tuple(kwargs["input_ids"].shape))
             # Left padding: every row's last prompt token sits at the right edge.
             assert bool(kwargs["attention_mask"][:, -1].all())
@@ -67,7 +69,7 @@ def test_chunks_of_max_batch_size(decisive_dir: Path) -> None:
     sizes: list[int] = []
 
     def hook(mod: Any, args: Any, kwargs: Any) -> None:
-        if kwargs.get("past_key_values") is None:
+        if kwargs.get("past_key_values") is None and kwargs.get("cache") is None:
             sizes.append(kwargs["input_ids"].shape[0])
 
     model.model.register_forward_pre_hook(hook, with_kwargs=True)

@@ -88,6 +88,7 @@ def test_success_maps_sampling_and_returns_usage(server: InspectingServer) -> No
     assert body["stop"] == ["\nUser:"] and body["top_k"] == 20
 
 
+@pytest.mark.timing  # wall-clock bounds: run alone, after the parallel suite
 def test_rate_limit_with_retry_after_then_success(server: InspectingServer) -> None:
     server.faults.append(Fault.rate_limit(retry_after=0.3))
     model = client(server)
@@ -100,6 +101,7 @@ def test_rate_limit_with_retry_after_then_success(server: InspectingServer) -> N
     assert out.latency_s >= 0.3  # latency is what the caller waited, retries included
 
 
+@pytest.mark.timing  # wall-clock bounds: run alone, after the parallel suite
 def test_retry_after_is_capped(server: InspectingServer) -> None:
     server.faults.append(Fault.rate_limit(retry_after=600))
     model = client(server, retry_after_max_s=0.05)
@@ -131,6 +133,7 @@ def test_persistent_server_error(server: InspectingServer) -> None:
     assert server.served == 2
 
 
+@pytest.mark.timing  # wall-clock bounds: run alone, after the parallel suite
 def test_timeout_exhaustion_is_quick_and_typed(server: InspectingServer) -> None:
     server.latency_s = 1.0
     model = client(server, timeout_s=0.2, max_attempts=2)
@@ -143,6 +146,7 @@ def test_timeout_exhaustion_is_quick_and_typed(server: InspectingServer) -> None
     assert server.served == 2
 
 
+@pytest.mark.timing  # wall-clock bounds: run alone, after the parallel suite
 def test_overall_deadline_bounds_the_whole_call(server: InspectingServer) -> None:
     server.latency_s = 1.0
     model = client(server, timeout_s=10.0, max_attempts=10, deadline_s=0.3)

@@ -45,6 +45,7 @@ def tiny_dir() -> Path:
     return tiny_model_dir(0)
 
 
+@pytest.mark.timing  # wall-clock bounds: run alone, after the parallel suite
 def test_build_is_fast_and_reloads_with_auto_classes(tiny_dir: Path, tmp_path: Path) -> None:
     # tiny_dir already paid the one-off import of transformers' modelling code; this measures the build.
     start = time.perf_counter()

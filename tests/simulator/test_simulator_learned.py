@@ -23,11 +23,18 @@ from rlver.simulator.offline.user import OfflineSimulator
 DEMO_EXPLOIT = "hard family family sounds feel sorry feel hard sounds family understand feel sorry hard"
 
 
-def test_artefact_loads_fast_with_provenance() -> None:
+@pytest.mark.timing
+def test_artefact_loads_fast() -> None:
+    """Wall clock: marked ``timing``, so it runs alone after the parallel suite (1.23 s against 1.0 s
+    was measured inside the parallel suite on a loaded box)."""
     load_appraisal_model.cache_clear()
     started = time.perf_counter()
-    model = load_appraisal_model()
+    load_appraisal_model()
     assert time.perf_counter() - started < 1.0
+
+
+def test_artefact_has_its_provenance() -> None:
+    model = load_appraisal_model()
     assert artefact_path().stat().st_size <= 20 * 1024 * 1024
     info = model.describe()
     assert info["language"] == "zh"
@@ -134,6 +141,7 @@ def test_rounding_keeps_the_sign() -> None:
     assert got == [-1, 1, 0, 1, -8, 10, -3]
 
 
+@pytest.mark.timing
 def test_offline_throughput_zh() -> None:
     sim = OfflineSimulator()
     profiles = load_profile_set("zh-test")

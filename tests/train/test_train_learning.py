@@ -71,6 +71,7 @@ The sign flip, which no count can see, still runs the whole criterion.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -126,7 +127,16 @@ MARGIN = {"grpo": 6.0, "ppo": 2.0}
 EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
 
-SEEDS = (0, 1)
+def _seeds() -> tuple[int, ...]:
+    """Seeds 0 and 1 in CI; ``RLVER_LEARNING_SEEDS=0-9`` (or ``0,3,7``) measures more, as the margins were."""
+    spec = os.environ.get("RLVER_LEARNING_SEEDS", "0,1")
+    if "-" in spec:
+        low, high = spec.split("-")
+        return tuple(range(int(low), int(high) + 1))
+    return tuple(int(s) for s in spec.split(","))
+
+
+SEEDS = _seeds()
 
 
 def _trainer(algorithm: str, tmp_path: Path, steps: int, seed: int = 0) -> Trainer:

@@ -58,7 +58,7 @@ def test_bf16_small_updates_are_kept(algorithm: str, tmp_path: Path) -> None:
     trainer = Trainer(load_train_config("tiny-offline", [f"algorithm.name={algorithm}", *SMALL]), tmp_path)
     # fp32 master weights, bf16 compute
     assert {p.dtype for p in trainer.policy.parameters()} == {torch.float32}
-    ids = torch.tensor([[1, 2, 3, 4]])
+    ids = torch.tensor([[1, 2, 3, 4]], device=next(trainer.policy.parameters()).device)
     assert trainer.policy(input_ids=ids).logits.dtype == torch.bfloat16
     trainer.train()
     first, second = sorted((tmp_path / "checkpoints").glob("step_*"))

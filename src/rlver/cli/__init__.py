@@ -16,10 +16,12 @@ their exit code; anything else is a bug and shows a traceback.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TextIO
 
@@ -43,6 +45,8 @@ from rlver.cli import (
 )
 from rlver.cli.plain_help import plain_typer
 from rlver.errors import RlverError
+from rlver.interrupt import exit_code as interrupt_exit_code
+from rlver.interrupt import graceful_stop
 
 #: Every module that adds commands to ``rlver``, in registration order. ``rlver --help`` lists the
 #: single commands first and the command groups after them, each in this order.
@@ -75,7 +79,52 @@ def build_app(modules: Sequence[ModuleType] | None = None) -> typer.Typer:
     root.callback()(_root)
     for module in COMMANDS if modules is None else modules:
         module.register(root)
+    _list_verbose_everywhere(root)
     return root
+
+
+#: The help of ``--verbose``, which :func:`_quiet_third_party` acts on before the command line is parsed.
+VERBOSE_HELP = "Show the progress bars and notices of transformers, huggingface_hub and tqdm."
+
+
+def _list_verbose_everywhere(group: typer.Typer) -> None:
+    """Give every command of ``group`` (and of its groups) a ``--verbose`` option, so that each
+    command's --help lists the flag the root help promises.
+
+    The flag does its work before parsing (:func:`_quiet_third_party` takes it out of ``argv`` and
+    sets the libraries' switches, which they read once, at import); the option declared here is what
+    --help shows and what a caller that skips :func:`main` (typer's CliRunner) may pass. Done here, once,
+    rather than in each command's signature, so a new command gets it too.
+    """
+    for info in group.registered_commands:
+        if info.callback is not None:
+            info.callback = _with_verbose(info.callback)
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _list_verbose_everywhere(sub.typer_instance)
+
+
+def _with_verbose(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """``callback`` with a ``--verbose`` option in its signature (typer reads options from it)."""
+    signature = inspect.signature(callback, eval_str=True)
+    if "verbose" in signature.parameters:
+        return callback
+
+    @functools.wraps(callback)
+    def command(*args: Any, verbose: bool = False, **kwargs: Any) -> Any:
+        return callback(*args, **kwargs)
+
+    flag = inspect.Parameter(
+        "verbose",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=typer.Option(False, "--verbose", help=VERBOSE_HELP),
+        annotation=bool,
+    )
+    command.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*signature.parameters.values(), flag]
+    )
+    command.__annotations__ = {**getattr(callback, "__annotations__", {}), "verbose": bool}
+    return command
 
 
 def _version_callback(value: bool) -> None:
@@ -88,6 +137,7 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version_callback, is_eager=True, help="Show the version."
     ),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_HELP),
 ) -> None:
     """rlver: RL with verifiable emotion rewards."""
 
@@ -116,8 +166,9 @@ def _one_line_warning(
 def _quiet_third_party(argv: list[str]) -> list[str]:
     """Take ``--verbose`` out of ``argv`` (any command accepts it) and, without it, switch off the
     progress bars and notices of transformers / huggingface_hub, which otherwise interleave with ours
-    ("Loading weights", "Writing model shards"). Environment variables, because those libraries read
-    them when first imported, and the commands import them lazily."""
+    ("Loading weights", "Writing model shards"), and every plain tqdm bar (``rlver models fetch``'s
+    GGUF de-quantiser). Environment variables, because those libraries read them when first imported
+    (tqdm reads ``TQDM_DISABLE`` once, at import), and the commands import them lazily."""
     cut = argv.index("--") if "--" in argv else len(argv)
     verbose = "--verbose" in argv[:cut]
     if verbose:
@@ -126,6 +177,7 @@ def _quiet_third_party(argv: list[str]) -> list[str]:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+        os.environ.setdefault("TQDM_DISABLE", "1")
     return argv
 
 
@@ -144,9 +196,15 @@ def main() -> None:
     """Console-script entry point: run the app, turning RlverError into a clean message."""
     warnings.showwarning = _one_line_warning
     args: Any = _quiet_third_party(sys.argv[1:])
+    with graceful_stop():
+        _run(args)
+
+
+def _run(args: Any) -> None:
+    """The command, with every way it can end turned into an exit code and at most one error line."""
     try:
         # With standalone_mode=False click *returns* the code of a typer.Exit instead of raising it.
-        rc = app(args=args, standalone_mode=False)
+        rc = app(args=args, prog_name="rlver", standalone_mode=False)
         sys.exit(rc if isinstance(rc, int) else 0)
     except RlverError as exc:
         from rich.console import Console
@@ -160,20 +218,32 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    except (typer.Abort, KeyboardInterrupt):
+        sys.exit(interrupt_exit_code())
     except _PATH_ERRORS as exc:
         if exc.filename is None:
             raise
         print(f"error: {_path_error_line(exc)}", file=sys.stderr)
         sys.exit(2)
     except Exception as exc:  # usage errors: bad option values, unknown commands, no arguments
-        if isinstance(exc, _click_exception_types()):
+        if not isinstance(exc, _click_exception_types()):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `rlver`, `rlver data`: the help is the answer
             exc.show()  # type: ignore[attr-defined]
-            sys.exit(getattr(exc, "exit_code", 2))
-        raise
+        else:
+            print(f"error: {_usage_error_line(exc)}", file=sys.stderr)
+        sys.exit(getattr(exc, "exit_code", 2))
+
+
+def _usage_error_line(exc: Exception) -> str:
+    """A parser's error (unknown option, missing argument, bad value) in rlver's one format:
+    ``rlver eval: no such option: --foo (see rlver eval --help)``, one line, instead of click's
+    ``Usage:`` block with its ``Error:`` line, so every refusal reads (and greps) the same."""
+    ctx = getattr(exc, "ctx", None)
+    command = ctx.command_path if ctx is not None else "rlver"
+    format_message = getattr(exc, "format_message", None)
+    message = " ".join(str(format_message() if format_message else exc).split()).rstrip(".")
+    return f"{command}: {message[:1].lower()}{message[1:]} (see {command} --help)"
 
 
 def _click_exception_types() -> tuple[type[Exception], ...]:

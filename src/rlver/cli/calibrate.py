@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.simulator.factory import KINDS, build_simulator
@@ -49,7 +50,12 @@ def calibrate_command(
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Simulator calls in flight."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of each file."),
     seed: int = typer.Option(0, "--seed", help="Base seed (a per-turn seed is derived from it)."),
-    out: Path = typer.Option(Path("calibration"), "--out", help="Output folder (resumed when it exists)."),
+    out: Path = typer.Option(
+        Path("calibration"),
+        "--out",
+        help="Output folder (resumed when it exists).",
+        parser=checks.output_path("--out"),
+    ),
     sim_option: list[str] = typer.Option(
         [],
         "--sim-option",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
+from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
@@ -282,20 +283,31 @@ def chat_command(
     think: bool = typer.Option(False, "--think", help="Think-then-say mode."),
     play_user: bool = typer.Option(False, "--play-user", help="You play the user against a model."),
     model_base_url: str | None = typer.Option(
-        None, "--model-base-url", help="With --play-user: endpoint URL."
+        None,
+        "--model-base-url",
+        help="With --play-user: endpoint URL.",
+        parser=checks.base_url("--model-base-url"),
     ),
     model: str | None = typer.Option(None, "--model", help="With --play-user: model name at the endpoint."),
     local: Path | None = typer.Option(
         None, "--local", help="With --play-user: a local transformers model folder."
     ),
     api_key_env: str | None = typer.Option(
-        "OPENAI_API_KEY", "--api-key-env", help="Env variable holding the key."
+        None,
+        "--api-key-env",
+        help="Env variable holding the key ('' for none; default OPENAI_API_KEY, if set).",
+        parser=checks.key_env("--api-key-env"),
     ),
     temperature: float = typer.Option(0.7, "--temperature"),
     show_thoughts: bool = typer.Option(
         False, "--show-thoughts", help="With --play-user: print the model's <think>."
     ),
-    save: Path | None = typer.Option(None, "--save", help="Write the dialogue to this transcript file."),
+    save: Path | None = typer.Option(
+        None,
+        "--save",
+        help="Write the dialogue to this transcript file.",
+        parser=checks.output_path("--save", "file"),
+    ),
 ) -> None:
     """Talk to a simulated user as the assistant (default), or to a model as the user (--play-user)."""
     if language not in ("en", "zh"):
@@ -306,7 +318,8 @@ def chat_command(
     if simulator is not None:
         check_kind(simulator)
     if play_user:
-        policy = _build_policy(model_base_url, model, local, api_key_env)
+        key_env = "OPENAI_API_KEY" if api_key_env is None else (api_key_env or None)
+        policy = _build_policy(model_base_url, model, local, key_env)
         asyncio.run(
             _play_user(
                 policy,

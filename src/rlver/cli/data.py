@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
+from rlver.cli import checks
 from rlver.cli.plain_help import add_group
 
 
@@ -11,11 +14,17 @@ def download_cmd(
     name: str = typer.Argument(
         ..., help="Which file: sage-test (100 benchmark profiles) or rlver-train (500)."
     ),
-    dest: str | None = typer.Option(
-        None, "--dest", help="Folder to store it in (default: $RLVER_DATA_DIR or ~/.cache/rlver/data)."
+    dest: Path | None = typer.Option(
+        None,
+        "--dest",
+        help="Folder to store it in (default: $RLVER_DATA_DIR or ~/.cache/rlver/data).",
+        parser=checks.output_path("--dest"),
     ),
     base_url: str | None = typer.Option(
-        None, "--base-url", help="Raw-file root to fetch from instead of Tencent/digitalhuman on GitHub."
+        None,
+        "--base-url",
+        help="Raw-file root to fetch from instead of Tencent/digitalhuman on GitHub.",
+        parser=checks.base_url("--base-url"),
     ),
     force: bool = typer.Option(False, "--force", help="Download even if a verified copy exists."),
 ) -> None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from rlver.cli import checks
 from rlver.cli.safe_text import clean
 from rlver.errors import ConfigError
 
@@ -21,7 +22,12 @@ if TYPE_CHECKING:
 
 
 def demo_command(
-    out: Path = typer.Option(Path("rlver-demo"), "--out", help="Folder for the report and the run."),
+    out: Path = typer.Option(
+        Path("rlver-demo"),
+        "--out",
+        help="Folder for the report and the run.",
+        parser=checks.output_path("--out"),
+    ),
     steps: int | None = typer.Option(
         None,
         "--steps",

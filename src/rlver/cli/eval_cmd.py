@@ -6,11 +6,15 @@ Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command
 
 from __future__ import annotations
 
+import contextlib
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rlver.cli import checks
 from rlver.cli.simulator_flags import (
     BEHAVIOUR,
     DIFFICULTY,
@@ -20,19 +24,15 @@ from rlver.cli.simulator_flags import (
     simulator_block,
     simulator_option,
 )
-from rlver.config import deep_merge, read_yaml_mapping
-from rlver.errors import ConfigError, InputError, Problem, RlverError
+from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
+from rlver.errors import ConfigError, InputError, Problem, did_you_mean
+from rlver.heartbeat import activity, duration, eta, heartbeat, say_line
+from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.sentient.protocols import PROTOCOLS
 
 if TYPE_CHECKING:
     from rlver.manifest import RunManifest
-
-
-class Interrupted(RlverError):
-    """Ctrl-C during ``rlver eval``: what was finished is saved; exit code 130 like a shell."""
-
-    exit_code = 130
 
 
 def _text_arg(value: str | None) -> str | None:
@@ -76,7 +76,8 @@ _EVAL_HELP: dict[str, str] = {
     "--n-per-profile": "Dialogues per profile.",
     "--concurrency": "Simulator calls in flight.",
     "--batch-size": "Dialogues run together (default: all); bounds a local model's memory.",
-    "--resume": "Continue a run in --out, skipping finished profiles.",
+    "--resume": "Continue the run in --out, skipping finished dialogues; with nothing there to "
+    "resume, start a new run (and say so), as rlver train --resume does.",
     "--set": "Override a config key, e.g. --set env.rules.max_assistant_turns=4.",
     "--seed": "Run seed.",
     "--out": "Output folder.",
@@ -91,9 +92,9 @@ def _opt(flag: str, default: Any = None, **kwargs: Any) -> Any:
 
 
 def eval_command(
-    agent_base_url: str | None = _opt("--agent-base-url"),
+    agent_base_url: str | None = _opt("--agent-base-url", parser=checks.base_url("--agent-base-url")),
     agent_model: str | None = _opt("--agent-model"),
-    agent_key_env: str | None = _opt("--agent-key-env"),
+    agent_key_env: str | None = _opt("--agent-key-env", parser=checks.key_env("--agent-key-env")),
     agent_local: str | None = _opt("--agent-local"),
     agent_tiny: bool = _opt("--agent-tiny", False),
     agent_temperature: float | None = _opt("--agent-temperature"),
@@ -115,14 +116,13 @@ def eval_command(
     concurrency: int | None = _opt("--concurrency", min=1),
     batch_size: int | None = _opt("--batch-size", min=1),
     seed: int | None = _opt("--seed"),
-    out: str | None = _opt("--out"),
+    out: Path | None = _opt("--out", parser=checks.output_path("--out")),
     resume: bool = _opt("--resume", False),
     config: Path | None = _opt("--config"),
     set_: list[str] = _opt("--set", []),
     no_report: bool = _opt("--no-report", False),
 ) -> None:
     """Run an agent on the Sentient Benchmark (or any profile set) and write transcript, metrics, report."""
-    from rlver.config import load_config
     from rlver.eval.config import EvalConfig
 
     data: dict[str, Any] = read_yaml_mapping(config) if config is not None else {}
@@ -155,7 +155,7 @@ def eval_command(
         ("concurrency", concurrency),
         ("batch_size", batch_size),
         ("seed", seed),
-        ("out", out),
+        ("out", None if out is None else str(out)),
     ):
         if value is not None:
             flags[key] = value
@@ -163,16 +163,24 @@ def eval_command(
         flags["report"] = False
     if flags.get("agent") and data.get("agent_tiny"):
         data.pop("agent_tiny")
-    cfg = load_config(EvalConfig, None, set_, base=deep_merge(data, flags))
-    if cfg.out_dir.exists() and not cfg.out_dir.is_dir():
-        raise ConfigError(
-            f"--out {cfg.out_dir}: a file is there; the output must be a new or existing folder"
-        )
+    layers = [ConfigLayer(str(config), data, config)] if config is not None else []
+    cfg = load_layers(EvalConfig, [*layers, ConfigLayer("flags", flags)], set_)
+    _check_out(cfg.out_dir)
     if cfg.agent is not None and cfg.agent.kind == "local":
         from rlver.llm.factory import check_model_source
 
         check_model_source(cfg.agent.model, "--agent-local" if agent_local else "agent.model")
+    transcript = cfg.out_dir / "transcript.jsonl"
+    if resume and not (transcript.is_file() and transcript.stat().st_size > 0):
+        checks.nothing_to_resume(cfg.out_dir)
     _run_with_progress(cfg, resume=resume)
+
+
+def _check_out(out_dir: Path) -> None:
+    """The output folder may be new or an evaluation's, never a file or a training run's folder."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"--out {out_dir}: a file is there; the output must be a new or existing folder")
+    checks.refuse_other_run(out_dir, "eval")
 
 
 def _agent_block(
@@ -241,10 +249,23 @@ def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool 
         elif system_prompt is not None:
             raise ConfigError("give either --agent-prompt FILE or --system-prompt, not both")
         else:
-            env["system_prompt"] = _text_arg("@" + agent_prompt)
+            env["system_prompt"] = _agent_prompt_file(agent_prompt)
     if think is not None:
         env["think"] = think
     return env
+
+
+def _agent_prompt_file(value: str) -> str:
+    """The text of ``--agent-prompt FILE``. A value that is neither a prompt's name nor a readable
+    file is refused with the names (and the nearest one): ``coachng`` used to read as a missing file,
+    ``cannot read: No such file``, which did not say that a name was expected."""
+    from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
+
+    try:
+        return read_prompt_file(value)
+    except ValueError as exc:
+        near = "" if Path(value).expanduser().exists() else did_you_mean(value, AGENT_PROMPT_NAMES)
+        raise ConfigError(f"--agent-prompt: {exc}{near}") from None
 
 
 def _protocol_choice(protocol: str) -> str:
@@ -284,46 +305,22 @@ def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | N
 
 def _run_with_progress(cfg: Any, *, resume: bool) -> None:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from rlver.eval.runner import EvalProgress, run_eval
+    from rlver.eval.runner import run_eval
 
     console = Console(stderr=True)
-    bar = Progress(
-        TextColumn("[bold]eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("mean emotion {task.fields[mean]} · failed {task.fields[failed]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-    # The task (and so the bar) appears only once the run has validated its settings, loaded the
-    # profiles and built the models: a config error never follows a half-drawn `0/?` bar.
-    tasks: list[Any] = []
-
-    def show(p: EvalProgress) -> None:
-        mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
-        if not tasks:
-            tasks.append(bar.add_task("eval", total=p.total, mean=mean, failed=p.failed))
-        # p.finished includes the dialogues a resumed run found already done
-        bar.update(tasks[0], total=p.total, completed=p.finished + p.failed, mean=mean, failed=p.failed)
-
-    def start(p: EvalProgress) -> None:
-        if p.already_done:
-            console.print(f"resuming: {p.already_done} of {p.total} dialogues already finished")
-        show(p)
-
+    started = time.perf_counter()
+    # A log (stderr not a terminal) sees a bar only once it is done: plain lines on stdout instead.
+    plain = not console.is_terminal
+    show, start, bar = _plain_progress(started) if plain else _bar_progress(console)
     try:
-        with bar:
+        with bar, heartbeat(_say, started) if plain else contextlib.nullcontext():
+            activity.set_phase("loading the agent and the profiles")
             result = run_eval(cfg, resume=resume, on_progress=show, on_start=start)
     except KeyboardInterrupt:
         # An RlverError (not typer.Exit, whose code is lost under standalone_mode=False) so the
-        # root main() prints it and exits 130.
-        raise Interrupted(
-            f"interrupted: finished dialogues are saved in {cfg.out_dir / 'transcript.jsonl'}; "
-            "run the same command with --resume to continue"
-        ) from None
+        # root main() prints it and exits 130 (143 for SIGTERM).
+        raise Interrupted(_interrupted(cfg.out_dir)) from None
     m = result.metrics
     if m.n == 0:
         from rlver.errors import NothingFinished
@@ -347,6 +344,92 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
     console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
     if result.report is not None:
         console.print(f"report:     {result.report}")
+
+
+def _interrupted(out_dir: Path) -> str:
+    """What an interrupted eval kept, naming only files that exist."""
+    from rlver.transcripts.files import TRANSCRIPT_NAME
+    from rlver.transcripts.native import read_transcript
+
+    transcript = out_dir / TRANSCRIPT_NAME
+    done = 0
+    if transcript.exists():
+        done = sum(ep.error is None for ep in read_transcript(transcript).episodes)
+    if done:
+        return (
+            f"interrupted: {done} finished dialogue(s) are saved in {transcript}; "
+            "run the same command with --resume to continue"
+        )
+    if out_dir.is_dir():
+        return (
+            f"interrupted before any dialogue finished: nothing to keep yet; {out_dir} holds the run's "
+            "settings, and the same command with --resume starts it"
+        )
+    return "interrupted before the run started: nothing was written"
+
+
+def _bar_progress(console: Any) -> tuple[Callable[[Any], None], Callable[[Any], None], Any]:
+    """A rich bar on a terminal: ``(on_progress, on_start, context)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("mean emotion {task.fields[mean]} · failed {task.fields[failed]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+    # The task (and so the bar) appears only once the run has validated its settings, loaded the
+    # profiles and built the models: a config error never follows a half-drawn `0/?` bar.
+    tasks: list[Any] = []
+
+    def show(p: Any) -> None:
+        mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
+        if not tasks:
+            tasks.append(bar.add_task("eval", total=p.total, mean=mean, failed=p.failed))
+        # p.finished includes the dialogues a resumed run found already done
+        bar.update(tasks[0], total=p.total, completed=p.finished + p.failed, mean=mean, failed=p.failed)
+
+    def start(p: Any) -> None:
+        if p.already_done:
+            console.print(f"resuming: {p.already_done} of {p.total} dialogues already finished")
+        show(p)
+
+    return show, start, bar
+
+
+def _say(line: str) -> None:
+    typer.echo(line, err=True)
+
+
+def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[Any], None], Any]:
+    """Plain lines for a log: one as each dialogue ends (done/total, mean, elapsed, time left at the
+    pace so far), and :func:`rlver.heartbeat.heartbeat` lines in between. On stderr, beside the
+    summary, as the bar is: stdout stays free for what a script reads."""
+    first: list[int] = []
+
+    def show(p: Any) -> None:
+        done = p.finished + p.failed
+        mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
+        elapsed = time.perf_counter() - started
+        ran = done - first[0] if first else done
+        left = eta(elapsed, ran, p.total - (first[0] if first else 0))
+        say_line(
+            _say,
+            f"  eval {done}/{p.total} dialogues  mean emotion {mean}  failed {p.failed}  "
+            f"({duration(elapsed)}{left})",
+        )
+
+    def start(p: Any) -> None:
+        first.append(p.already_done)
+        if p.already_done:
+            _say(f"resuming: {p.already_done} of {p.total} dialogues already finished")
+        activity.set_phase(f"generating ({p.total - p.already_done} dialogues to run)")
+        _say(f"eval: {p.total - p.already_done} dialogue(s) to run; a line as each one ends")
+
+    return show, start, contextlib.nullcontext()
 
 
 def _cap_note(manifest: RunManifest) -> str:
@@ -485,6 +568,7 @@ def report_command(
         "--out",
         help="HTML file to write (a .md twin is written next to it); its folder may be new, "
         "its folder's folder must exist.",
+        parser=checks.output_path("--out", "file"),
     ),
     title: str = typer.Option("Sentient Benchmark report", "--title", help="Report title."),
 ) -> None:
@@ -517,11 +601,17 @@ def _check_report_out(out: Path) -> None:
 def judge_command(
     run: Path = typer.Argument(..., help="A run folder written by `rlver eval`."),
     judge_base_url: str | None = typer.Option(
-        None, "--judge-base-url", help="OpenAI-compatible endpoint of the judge."
+        None,
+        "--judge-base-url",
+        help="OpenAI-compatible endpoint of the judge.",
+        parser=checks.base_url("--judge-base-url"),
     ),
     judge_model: str = typer.Option(..., "--judge-model", help="Judge model id."),
     judge_key_env: str | None = typer.Option(
-        "OPENAI_API_KEY", "--judge-key-env", help="Variable holding the judge's key ('' for none)."
+        None,
+        "--judge-key-env",
+        help="Variable holding the judge's key ('' for none; default OPENAI_API_KEY, if set).",
+        parser=checks.key_env("--judge-key-env"),
     ),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Judge calls in flight."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="Judge temperature."),
@@ -540,7 +630,7 @@ def judge_command(
         run,
         base_url=judge_base_url,
         model=judge_model,
-        api_key_env=judge_key_env or None,
+        api_key_env="OPENAI_API_KEY" if judge_key_env is None else (judge_key_env or None),
         concurrency=concurrency,
         temperature=temperature,
         limit=limit,

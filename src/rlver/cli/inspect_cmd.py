@@ -39,8 +39,13 @@ def _preview(text: str) -> str:
 
 
 def dialogue_key(ep: Episode) -> str:
-    """The id a dialogue is shown under and selected by: the profile id, ``#k`` for sample k > 0."""
-    return ep.profile_id if ep.sample_index == 0 else f"{ep.profile_id}#{ep.sample_index}"
+    """The id a dialogue is shown under and selected by: the profile id, ``#k`` for sample k > 0, and
+    ``@N`` for a training dialogue of step N (a training run meets the same user at many steps)."""
+    from rlver.transcripts.training import episode_step
+
+    key = ep.profile_id if ep.sample_index == 0 else f"{ep.profile_id}#{ep.sample_index}"
+    step = episode_step(ep)
+    return key if step is None else f"{key}@{step}"
 
 
 def find_dialogue(episodes: list[Episode], wanted: str, source: str) -> Episode:
@@ -317,7 +322,9 @@ def _print_outcome(console: Console, ep: Episode) -> None:
 
 def inspect_command(
     transcript: Path = typer.Argument(
-        ..., help="A run folder written by `rlver eval`, or a transcript file (ours or the published format)."
+        ...,
+        help="A run folder written by `rlver eval` or `rlver train`, or a transcript file (ours or the "
+        "published format).",
     ),
     dialogue: str | None = typer.Option(
         None,

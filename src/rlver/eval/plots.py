@@ -243,3 +243,40 @@ def reward_curve_png(
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     return _png(fig)
+
+
+def hack_rates_png(history: Sequence[dict[str, Any]]) -> bytes | None:
+    """The ``hack/*`` rates of a training run per step (``rlver.rollout.hackwatch``), in % of replies.
+
+    The watched rates are always drawn; a single flag's rate only when it was ever above zero, so the
+    legend names what happened. None when no row holds a ``hack/`` rate (a run from before the watch).
+    """
+    from rlver.rollout.hackwatch import HACK_THRESHOLD, WATCHED
+
+    rows = [h for h in history if any(k.startswith("hack/") for k in h)]
+    if not rows:
+        return None
+    seen = {
+        k
+        for h in rows
+        for k, v in h.items()
+        if k.startswith("hack/") and isinstance(v, int | float) and v > 0
+    }
+    # reply_chars_mean is a length, not a share; wrong_language is language_mismatch_rate again
+    flags = sorted(seen - {"hack/reply_chars_mean", "hack/wrong_language", *WATCHED})
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    steps = [h["step"] for h in rows]
+    for i, key in enumerate([*WATCHED, *flags]):
+        values = [100 * v if isinstance(v := h.get(key), int | float) else np.nan for h in rows]
+        ax.plot(
+            steps, values, color=_color(i), ls="-" if key in WATCHED else ":", label=key.removeprefix("hack/")
+        )
+    ax.axhline(100 * HACK_THRESHOLD, color="#f58518", lw=0.8, ls="--", label=f"{HACK_THRESHOLD:.0%} mark")
+    ax.set_xlabel("RL step")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("% of the step's replies")
+    ax.set_title("Reward-hacking watch: replies that trip a veto")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=7, ncol=2)
+    return _png(fig)

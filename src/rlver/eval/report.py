@@ -17,7 +17,6 @@ standard report, with one home for how runs, metrics and dialogues are drawn.
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import json
 import re
@@ -34,7 +33,10 @@ from rlver.config import redacted
 from rlver.env.thinking import split_think
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, Judgement, JudgeSummary
 from rlver.eval.metrics import PairedComparison, metrics_table_rows, paired_comparison
+from rlver.eval.report_parts import Featured as Featured  # re-exported: a preface's parts
+from rlver.eval.report_parts import Figure, Preface
 from rlver.eval.runs import RunData
+from rlver.eval.training_report import training_report
 from rlver.io import atomic_write_bytes, atomic_write_text
 from rlver.manifest import RunManifest
 from rlver.records import Appraisal, Episode
@@ -47,36 +49,6 @@ REASONING_LABELS = (
     ("inner_reaction", "Inner reaction"),
     ("feeling", "How it felt"),
 )
-
-
-@dataclass
-class Figure:
-    name: str
-    alt: str
-    png: bytes
-
-    @property
-    def b64(self) -> str:
-        return base64.b64encode(self.png).decode("ascii")
-
-
-@dataclass
-class Featured:
-    """A dialogue picked out in the preface: ``run`` is the index of its run in the report's runs."""
-
-    caption: str
-    run: int
-    episode: Episode
-
-
-@dataclass
-class Preface:
-    """What an orchestrating command shows above the standard sections (the demo: which offline user it
-    trained against, before/after numbers, the reward curve, one dialogue before and after training)."""
-
-    paragraphs: Sequence[str] = ()
-    figures: Sequence[Figure] = ()
-    featured: Sequence[Featured] = ()
 
 
 @dataclass
@@ -613,6 +585,8 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``out_html`` (self-contained) and a Markdown twin ``<stem>.md`` with figures in ``<stem>_files/``."""
     html_path = Path(out_html)
+    if preface is None:  # a training run folder: its curves, and an early and a late step side by side
+        runs, preface = training_report(runs)
     view = ReportView.build(runs, title=title, preface=preface)
     atomic_write_text(html_path, render_html(view))
     md_path = html_path.with_suffix(".md")

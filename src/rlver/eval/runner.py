@@ -250,9 +250,13 @@ async def run_eval_async(
         return await _run_in(
             config, out_dir, transcript, profiles, by_id, wanted, resume, on_progress, on_start
         )
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # The user's stop (Ctrl-C arrives as KeyboardInterrupt here, or as the cancellation
+        # asyncio.run sends its tasks when the signal landed in the loop): the folder stays.
+        raise
     except BaseException:
-        # A run that failed before its first dialogue (bad model path, unreachable hub, Ctrl-C while
-        # loading) must not leave a folder behind that looks like a run: remove it if we made it.
+        # A run that failed before its first dialogue (bad model path, unreachable hub) must not leave
+        # a folder behind that looks like a run: remove it if we made it.
         if created and out_dir.is_dir() and not _has_dialogues(transcript):
             shutil.rmtree(out_dir, ignore_errors=True)
         raise

@@ -78,8 +78,20 @@ def check_model_source(model: str, setting: str = "model.path") -> None:
     _check_hub_id(model, setting)
 
 
+#: The files that hold a model's weights, one of which a model folder must have (a sharded model has
+#: its index ``.json``; a LoRA adapter has ``adapter_model.safetensors``).
+WEIGHT_FILES = (
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "pytorch_model*.bin",
+    "pytorch_model*.bin.index.json",
+)
+
+
 def _check_model_folder(path: Path, model: str, setting: str) -> None:
-    """A local model folder must exist, be a folder and hold a ``config.json``."""
+    """A local model folder must exist, be a folder, hold a ``config.json`` and weights (a folder with
+    only the config and the tokenizer, a copy that left out the large files, used to fail deep in
+    transformers with ``OSError: ... no file named model.safetensors`` and exit 1)."""
     hint = "a folder with config.json, e.g. one written by `rlver export`, or a Hugging Face model id"
     if not path.exists():
         raise ConfigError(f"{setting}: no model folder at {model!r} (expected {hint})")
@@ -88,6 +100,12 @@ def _check_model_folder(path: Path, model: str, setting: str) -> None:
     if not (path / "config.json").is_file():
         what = "is empty" if not any(path.iterdir()) else "has no config.json"
         raise ConfigError(f"{setting}: the folder {model!r} {what} (expected {hint})")
+    if not any(any(path.glob(pattern)) for pattern in WEIGHT_FILES):
+        # transformers would say so only after the run folder was made, in a traceback
+        raise ConfigError(
+            f"{setting}: the folder {model!r} has config.json but no weights (no *.safetensors, "
+            "pytorch_model*.bin or their index .json): copy them in, or give the whole model's folder"
+        )
 
 
 def _check_hub_id(model: str, setting: str) -> None:

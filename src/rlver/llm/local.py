@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.errors import PolicyOutOfMemoryError
+from rlver.heartbeat import activity
+from rlver.interrupt import raise_if_stopping
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 
@@ -65,6 +67,7 @@ class LocalChatModel(ChatModel):
         self._lock = threading.Lock()  # one generate at a time: train/eval toggling is not thread-safe
         self.stop_token_ids = self._stop_ids()
         self._keeps_last_logits = accepts_logits_to_keep(self.model)
+        self._cache_keyword = cache_keyword(self.model)
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = int(pad if pad is not None else self.stop_token_ids[0])
 
@@ -339,11 +342,13 @@ class LocalChatModel(ChatModel):
         )
         budget = self._new_token_budget(input_ids.shape[1], sampling.max_tokens)
         for step in range(budget):
+            raise_if_stopping()  # Ctrl-C ends a generation between decode steps, not at its token limit
             logits = out.logits[:, -1, :].float()
             # one device-to-host copy a step: the per-row draws below then never wait on the device
             # (per row, .cpu() and .item() were ~3 syncs a row a token: ~100 a step at batch 32)
             logp_all = torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1).cpu()
             nxt = torch.full((rows,), self.pad_token_id, dtype=torch.long)
+            active = rows - sum(done)
             for row in range(rows):
                 if done[row]:
                     continue
@@ -357,6 +362,7 @@ class LocalChatModel(ChatModel):
                 nxt[row] = tok
                 if tok in stops or (sampling.stop and self._hits_stop_string(tokens[row], sampling.stop)):
                     done[row] = True
+            activity.add_tokens(active)  # for the progress lines of a log (rlver.heartbeat)
             if all(done) or step == budget - 1:
                 break
             ones = torch.ones((rows, 1), dtype=attention.dtype, device=attention.device)
@@ -366,7 +372,7 @@ class LocalChatModel(ChatModel):
                 input_ids=nxt.view(rows, 1).to(input_ids.device),
                 attention_mask=attention,
                 position_ids=position,
-                past_key_values=out.past_key_values,
+                **{self._cache_keyword: returned_cache(out)},
                 use_cache=True,
             )
         return tokens, logps
@@ -464,14 +470,32 @@ def _filtered_probs(logp: torch.Tensor, top_p: float, top_k: int) -> torch.Tenso
     return probs / probs.sum()
 
 
-def accepts_logits_to_keep(model: Any) -> bool:
-    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do, peft-wrapped
-    ones through their base model); a custom model without it gets full logits, which is only slower."""
+def _forward_parameters(model: Any) -> set[str]:
+    """The keyword names of the model class's forward (a peft-wrapped model's through its base model;
+    a wrapper set on the instance, such as bf16 autocast, passes keywords through)."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    try:  # the class's forward: a wrapper set on the instance (bf16 autocast) passes keywords through
-        return "logits_to_keep" in inspect.signature(type(inner).forward).parameters
+    try:
+        return set(inspect.signature(type(inner).forward).parameters)
     except (TypeError, ValueError):
-        return False
+        return set()
+
+
+def accepts_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward takes ``logits_to_keep`` (transformers' causal LMs do); a custom
+    model without it gets full logits, which is only slower."""
+    return "logits_to_keep" in _forward_parameters(model)
+
+
+def cache_keyword(model: Any) -> str:
+    """The forward's name for the KV cache: ``cache`` from transformers 5.24 on (``past_key_values``
+    still works there but warns on every call, once a reply in every log), ``past_key_values`` before."""
+    return "cache" if "cache" in _forward_parameters(model) else "past_key_values"
+
+
+def returned_cache(out: Any) -> Any:
+    """The KV cache a forward returned, under either name (see :func:`cache_keyword`)."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

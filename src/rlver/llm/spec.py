@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -29,6 +30,32 @@ def check_key_env_name(name: str | None) -> str | None:
             "e.g. OPENAI_API_KEY), not the key itself; put the key in that variable"
         )
     return name
+
+
+def check_base_url(url: str | None) -> str | None:
+    """``url`` if it can be an OpenAI-compatible endpoint (``http(s)://host...``); else ValueError.
+
+    Without this, a typo (``notaurl``, ``localhost:8000/v1`` without its scheme) was accepted and each
+    dialogue then spent every retry on it before failing as ``connection``. The message does not repeat
+    the value (a key is sometimes pasted in the wrong flag); the caller names it, masked.
+    """
+    if url is None:
+        return None
+    problem = "" if url.strip() == url and " " not in url else "has spaces"
+    if not problem:
+        parts = urlsplit(url)
+        try:
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        except ValueError:
+            problem = "has a port that is not a number"
+        else:
+            if parts.scheme.lower() not in ("http", "https"):
+                problem = "does not start with http:// or https://"
+            elif not parts.hostname:
+                problem = "names no host"
+    if problem:
+        raise ValueError(f"not an endpoint URL: it {problem}; expected e.g. http://localhost:8000/v1")
+    return url
 
 
 class ModelSpec(BaseModel):
@@ -58,3 +85,8 @@ class ModelSpec(BaseModel):
     @classmethod
     def _env_name(cls, value: str | None) -> str | None:
         return check_key_env_name(value)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return check_base_url(value)

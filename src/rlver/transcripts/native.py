@@ -31,6 +31,12 @@ from rlver.records import Episode
 EPISODE = "episode"
 
 
+def episode_record(episode: Episode) -> dict[str, Any]:
+    """An episode as its transcript line: every writer (eval, demo, chat, train) goes through here, so
+    every reader sees one shape."""
+    return {"type": EPISODE, **episode.model_dump(mode="json")}
+
+
 class TranscriptWriter:
     """Appends episodes to a transcript; writes the manifest first when the file is new or empty.
 
@@ -53,7 +59,7 @@ class TranscriptWriter:
 
     def append(self, episode: Episode) -> None:
         """Write one episode as one durable line."""
-        append_jsonl(self.path, {"type": EPISODE, **episode.model_dump(mode="json")})
+        append_jsonl(self.path, episode_record(episode))
         self.written += 1
 
     # Lets the writer be passed straight as ``on_episode=writer``.

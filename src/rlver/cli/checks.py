@@ -1,0 +1,135 @@
+"""The checks of flag values that several commands share, each in one place.
+
+Why a module of its own: an output path, an endpoint URL, a key's variable and the run folder are
+taken by several commands (``eval``, ``train``, ``chat``, ``judge``, ``probe``, ...), and a check
+written into one of them did not protect the others (``--out ''`` wrote into the current folder,
+``--agent-base-url notaurl`` spent five retries a dialogue, ``--agent-key-env NOT_SET`` ran without
+a key). Each check here refuses with one ``ConfigError`` line (exit 2) that names the flag, before any
+model is loaded or any folder made.
+
+The first three are typer *parsers* (``typer.Option(..., parser=output_path("--out"))``): typer calls
+them while it reads the command line, with the text typed (or a default that is not None), so the
+command body never sees a bad value. A ``ConfigError`` raised there reaches ``rlver.cli.main`` as is.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from rlver.config import mask_secret_tokens, mask_secret_values
+from rlver.errors import ConfigError
+
+
+def output_path(flag: str, what: str = "folder") -> Callable[[str | Path], Path]:
+    """A parser for a flag naming where to write: an empty (or blank) path is refused.
+
+    ``Path("")`` is ``Path(".")``: an empty ``--out`` (an unset shell variable, ``--out "$RUN"``)
+    silently meant the current folder, where the run's files then mixed with whatever was there.
+    """
+
+    def parse(value: str | Path) -> Path:
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(
+                f"{flag} is empty: give the {what} to write to (an empty path would mean the current folder)"
+            )
+        return Path(value)
+
+    return parse
+
+
+def base_url(flag: str) -> Callable[[str], str]:
+    """A parser for an endpoint flag: ``http(s)://host...`` only (the rule is
+    :func:`rlver.llm.spec.check_base_url`, which config files go through too)."""
+
+    def parse(value: str) -> str:
+        from rlver.llm.spec import check_base_url
+
+        try:
+            return check_base_url(value) or value
+        except ValueError as exc:
+            shown = mask_secret_tokens(str(mask_secret_values(value)))
+            raise ConfigError(f"{flag} {shown!r}: {exc}") from None
+
+    return parse
+
+
+def key_env(flag: str) -> Callable[[str], str]:
+    """A parser for a flag naming the environment variable that holds a key.
+
+    A named variable that is unset or empty is refused: the run used to go ahead with no key and
+    fail every request with HTTP 401 (or, for a local server, hide the typo until a real endpoint).
+    ``''`` (no key, for a local server that needs none) passes; leaving the flag out keeps each
+    command's default, unchecked, since a local endpoint legitimately has no key. A value that is not
+    a variable's name (a key pasted in its place) is left to :func:`rlver.llm.spec.check_key_env_name`,
+    whose message never repeats it. No message here prints a key: only the variable's name.
+    """
+
+    def parse(value: str) -> str:
+        from rlver.llm.spec import check_key_env_name
+
+        try:
+            check_key_env_name(value)
+        except ValueError:
+            return value  # refused later, naming the setting, without echoing what may be a key
+        if value and not os.environ.get(value):
+            name = mask_secret_tokens(value)
+            raise ConfigError(
+                f"{flag} {name}: the environment variable {name} is not set or is empty; put the key in "
+                f"it (export {name}=...), or give {flag} '' for an endpoint that needs no key"
+            )
+        return value
+
+    return parse
+
+
+def nothing_to_resume(out: Path) -> None:
+    """Say, in one plain line, that ``--resume`` found no run in ``out`` and a new one starts.
+
+    ``rlver eval --resume`` and ``rlver train --resume`` follow one rule: with nothing to resume they
+    start a new run (so a script can always pass ``--resume``), and say so rather than silently.
+    """
+    typer.echo(f"nothing to resume in {out}: starting a new run", err=True)
+
+
+def run_kind(folder: Path) -> str | None:
+    """What kind of rlver run ``folder`` holds: ``train`` for a training run (``checkpoints/``, its
+    ``config.yaml``, or a transcript whose manifest says ``train``), else its transcript's kind
+    (``eval``, ``demo``, ``chat``; ``run`` when the manifest does not say); None for neither."""
+    from rlver.errors import InputError
+    from rlver.manifest import RunManifest
+
+    if (folder / "checkpoints").is_dir() or (folder / "config.yaml").is_file():
+        return "train"
+    if not (folder / "transcript.jsonl").is_file():
+        return None
+    try:
+        return RunManifest.read(folder).kind or "run"
+    except InputError:
+        return "run"
+
+
+def refuse_other_run(out: Path, command: str) -> None:
+    """Refuse an ``--out`` folder that holds the other kind of run: ``train`` into an ``rlver eval``
+    folder, ``eval`` into a training run folder.
+
+    Each kind's files were written beside the other's (a ``metrics.jsonl`` and a ``metrics.json``,
+    ``config.yaml`` and ``config.json``, one ``transcript.jsonl`` for both): the command ended with
+    exit 0, and neither run could be read on its own after that.
+    """
+    kind = run_kind(out) if out.is_dir() else None
+    if kind is None:
+        return
+    if command == "train" and kind != "train":
+        what = f"an rlver {kind} run" if kind != "run" else "a transcript"
+        raise ConfigError(
+            f"--out {out} holds {what} (transcript.jsonl), not a training run; give a new --out"
+        )
+    if command != "train" and kind == "train":
+        raise ConfigError(
+            f"--out {out} holds a training run (checkpoints/, config.yaml); give a new --out "
+            f"(to evaluate that run's policy: --agent-local {out})"
+        )

@@ -1,0 +1,116 @@
+"""Ctrl-C and SIGTERM that stop work between steps, keep what finished, and end in one line.
+
+Why this exists: Python delivers a signal to the main thread only. A local model generates in a worker
+thread (``asyncio.to_thread``), so a plain ``KeyboardInterrupt`` left that thread decoding to its token
+limit while the event loop waited for it on the way out (minutes for SmolLM2 on a CPU), a second
+Ctrl-C broke into that wait with a traceback, and a third killed the interpreter mid-torch (SIGABRT).
+
+Here the first signal does two things: it sets :data:`stop_requested`, which every decode loop checks
+between steps (:func:`raise_if_stopping`), and it raises ``KeyboardInterrupt`` in the main thread as
+the default handler does, so the command's own ``except KeyboardInterrupt`` saves and reports what
+finished. Later signals only say that the stop is under way. A watchdog ends the process with the same
+exit code if stopping ever takes longer than :data:`GRACE_S` (a step that never returns), so no number of
+signals turns into a traceback or a hang.
+
+Exit codes follow the shell: 130 for SIGINT, 143 for SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+from rlver.errors import RlverError
+
+#: Set by the first SIGINT/SIGTERM; decode loops and long waits poll it.
+stop_requested = threading.Event()
+
+#: Seconds the work may take to wind down after the first signal before the process is ended.
+GRACE_S = 30.0
+
+_exit_code = 130
+
+
+class StopGeneration(KeyboardInterrupt):
+    """Raised inside a worker thread's decode loop once a stop was requested.
+
+    A ``KeyboardInterrupt`` so that nothing that catches ``Exception`` (a chunk whose failure is
+    recorded per dialogue) mistakes a user's Ctrl-C for a failed dialogue that ``--resume`` must redo.
+    """
+
+
+class Interrupted(RlverError):
+    """A command stopped by Ctrl-C or SIGTERM: the message says what was kept and how to go on.
+
+    Raised in place of ``KeyboardInterrupt`` so the root ``main()`` prints it as one ``error:`` line;
+    its exit code is the signal's (130 or 143), read when it is raised.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code()
+
+
+def raise_if_stopping() -> None:
+    """Called between decode steps: end the generation now if the user asked to stop."""
+    if stop_requested.is_set():
+        raise StopGeneration("stop requested")
+
+
+def exit_code() -> int:
+    """130 after SIGINT (or none), 143 after SIGTERM: what the command exits with when interrupted."""
+    return _exit_code
+
+
+def _watchdog() -> None:
+    if not _finished.wait(GRACE_S):
+        sys.stderr.write(f"error: interrupted: stopping took over {GRACE_S:.0f} s; exiting now\n")
+        sys.stderr.flush()
+        os._exit(_exit_code)
+
+
+_finished = threading.Event()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    global _exit_code
+    if stop_requested.is_set():
+        sys.stderr.write("stopping: saving what finished (the current step ends first)...\n")
+        sys.stderr.flush()
+        return
+    _exit_code = 128 + signum
+    stop_requested.set()
+    threading.Thread(target=_watchdog, name="rlver-interrupt-watchdog", daemon=True).start()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def graceful_stop() -> Iterator[None]:
+    """Install the handlers for the duration of a command (main thread only; elsewhere a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    global _exit_code
+    stop_requested.clear()  # a process that runs several commands (tests) starts each one afresh
+    _finished.clear()
+    _exit_code = 130
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, _on_signal)
+    try:
+        yield
+    finally:
+        _finished.set()
+        if stop_requested.is_set():
+            # The process is on its way out: a later signal must not break into the exit with the
+            # default handler (a traceback, or death by the signal instead of the exit code).
+            for sig in previous:
+                signal.signal(sig, signal.SIG_IGN)
+        else:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
