@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,19 +15,84 @@ import pytest
 from rlver.simulator.offline.user import HARD_FLAGS
 from rlver.transcripts.native import read_transcript
 
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_demo_block() -> list[str]:
+    """The demo output the README quotes: the fenced block after "Its output to a file"."""
+    text = README.read_text(encoding="utf-8")
+    after = text[text.index("Its output to a file") :]
+    start = after.index("```\n") + 4
+    return after[start : after.index("```", start)].rstrip("\n").splitlines()
+
+
+#: Numbers that come out of training (scores, rewards, veto counts, seconds, megabytes) depend on the
+#: CPU's floating-point kernels, so a README line holding one is compared with every number as a
+#: wildcard; a line without one (the settings, the step counts) must match exactly.
+_TRAINED = re.compile(r"\d+\.\d+|\d+/\d+|\d+ s\b|\d+ MB|\(\w+ \d+")
+
+
+def _pattern(line: str) -> re.Pattern[str]:
+    numbers_vary = bool(_TRAINED.search(line))
+    parts = []
+    for piece in re.split(r"(…|\d+(?:\.\d+)?)", line):
+        if piece == "…":
+            parts.append(".*")
+        elif numbers_vary and re.fullmatch(r"\d+(?:\.\d+)?", piece):
+            parts.append(r"\d+(?:\.\d+)?")
+        else:
+            parts.append(re.escape(piece))
+    return re.compile("".join(parts))
+
+
+def _block_pattern(block: list[str]) -> str:
+    """One regex for the block: each README line a line of output, a ``…`` line any number of lines."""
+    return "".join(
+        r"(?:[^\n]*\n)*?" if line.strip() == "…" else _pattern(line).pattern + r"\n" for line in block
+    )
+
+
+def readme_mismatches(block: list[str], output: list[str]) -> list[str]:
+    """Where ``output`` departs from the README's ``block`` (empty: it matches). Each README line matches
+    one output line, in order; a line that is only ``…`` stands for any number of output lines."""
+    text = "\n".join(output) + "\n"
+    if re.fullmatch(_block_pattern(block), text):
+        return []
+    for k in range(1, len(block) + 1):  # the first README line from which no match is possible
+        if not re.match(_block_pattern(block[:k]), text):
+            return [f"README line {k}: {block[k - 1]!r} has no matching line in the demo's output"]
+    return ["the demo printed more after the README's last line"]
+
+
+def test_the_readme_comparison_can_fail() -> None:
+    block = ["held-out score  before 13.0  after 21.5  (30 steps)", "…", "report: x"]
+    assert not readme_mismatches(
+        block, ["held-out score  before 13.0  after 21.2  (30 steps)", "a", "report: x"]
+    )
+    assert readme_mismatches(block, ["held-out score  before 13.0  after 21.2  (31 step)", "report: x"])
+    assert readme_mismatches(
+        ["training (GRPO, 32 dialogues a step)"], ["training (GRPO, 16 dialogues a step)"]
+    )
+    assert readme_mismatches(["a", "b"], ["a", "x", "b"])  # no skipping without a … line
+
 
 @pytest.mark.slow
-def test_demo_writes_report_and_transcripts(tmp_path: Path) -> None:
+def test_demo_writes_report_and_transcripts_as_the_readme_quotes(tmp_path: Path) -> None:
+    """``rlver demo`` with its defaults, as the README runs it: its output to a file is the README's
+    block (numbers that come from training compared as numbers), and everything it writes is there."""
     out = tmp_path / "demo"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "rlver", "demo", "--out", str(out), "--minutes", "0.5"],
+        [sys.executable, "-m", "rlver", "demo", "--out", str(out)],
         capture_output=True,
         text=True,
         env=env,
-        timeout=300,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    shown = [line.replace(str(out), "rlver-demo") for line in proc.stdout.splitlines()]
+    problems = readme_mismatches(readme_demo_block(), shown)
+    assert not problems, "README.md's demo block differs from `rlver demo`:\n" + "\n".join(problems)
     assert f"report: {out / 'report.html'}" in proc.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] >= 1
@@ -125,6 +191,22 @@ def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
     # a refit with other figures changes the statement
     refit = {**described, "learned": {"validation": {"leave_model_out": {"overall": {"spearman": 0.123}}}}}
     assert "per-turn Spearman 0.123" in offline_user_statement(refit, {"zh"})
+
+
+def test_the_readme_agreement_figures_are_the_artefacts() -> None:
+    """The README's agreement figures for the offline user are the ones the demo prints, read from the
+    shipped artefacts (one source: a refit that changes them fails here until the README follows)."""
+    from rlver.simulator.offline.user import OfflineSimulator
+
+    described = OfflineSimulator().describe()
+    concepts = README.read_text(encoding="utf-8")
+    for part, lead in (("learned", "learned from the released SAGE judgements"), ("transfer", "inherited")):
+        overall = described[part]["validation"]["leave_model_out"]["overall"]
+        quoted = (
+            f"per-turn Spearman {overall['spearman']}, model ranking {overall['model_ranking_spearman']})"
+        )
+        at = concepts.index(lead)
+        assert quoted in concepts[at : at + 200], f"README.md after {lead!r} should quote {quoted!r}"
 
 
 def test_reward_curve_and_chinese_labels_draw_with_or_without_a_cjk_font(
