@@ -49,6 +49,22 @@ def test_play_the_assistant_against_the_offline_user_with_no_setup(tmp_path: Pat
     assert audit_file(save).ok
 
 
+def test_save_is_checked_before_the_dialogue_and_a_folder_gets_a_transcript(tmp_path: Path) -> None:
+    """A folder given to --save holds the dialogue as FOLDER/transcript.jsonl (what inspect reads);
+    a path that cannot be written is refused before the first line is played, not after it."""
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    done = chat("--save", str(folder), stdin="That sounds hard. What happened?\n/quit\n")
+    assert done.returncode == 0, done.stderr
+    assert read_transcript(folder / "transcript.jsonl").episodes
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    refused = chat("--save", str(blocker / "chat.jsonl"), stdin="That sounds hard.\n/quit\n")
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith("error: --save") and "is a file" in refused.stderr
+    assert "You are the assistant" not in refused.stdout  # refused before the dialogue began
+
+
 def test_dialogue_runs_to_the_turn_limit_in_chinese(tmp_path: Path) -> None:
     done = chat(
         "--language", "zh", "--max-turns", "2", stdin="听起来你真的很累。\n我在听，你慢慢说。\n多余的一行\n"

@@ -185,6 +185,7 @@ def _save_transcript(
     from rlver.transcripts.native import TranscriptWriter
 
     manifest = RunManifest.create(kind="chat", agent=agent, simulator=simulator, env=config, seed=seed)
+    save.parent.mkdir(parents=True, exist_ok=True)
     TranscriptWriter(save, manifest).append(ep)
     typer.echo(f"Saved to {save}")
 
@@ -305,8 +306,8 @@ def chat_command(
     save: Path | None = typer.Option(
         None,
         "--save",
-        help="Write the dialogue to this transcript file.",
-        parser=checks.output_path("--save", "file"),
+        help="Write the dialogue to this transcript file (a folder: FOLDER/transcript.jsonl); checked first.",
+        parser=checks.transcript_file("--save"),
     ),
 ) -> None:
     """Talk to a simulated user as the assistant (default), or to a model as the user (--play-user)."""

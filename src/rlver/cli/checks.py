@@ -41,6 +41,34 @@ def output_path(flag: str, what: str = "folder") -> Callable[[str | Path], Path]
     return parse
 
 
+def transcript_file(flag: str) -> Callable[[str | Path], Path]:
+    """A parser for a flag naming where a dialogue's transcript goes (``chat --save``), checked before
+    the dialogue starts: a dialogue just played must never be lost to a path that cannot be written.
+
+    A folder means ``FOLDER/transcript.jsonl``, the file ``rlver inspect`` / ``audit`` read in a folder.
+    Refused: an empty path, a path whose nearest existing parent is a file or not writable, and a path
+    that exists but is not a file.
+    """
+    empty = output_path(flag, "file")
+
+    def parse(value: str | Path) -> Path:
+        from rlver.transcripts.files import TRANSCRIPT_NAME
+
+        path = empty(value)
+        if path.is_dir():
+            path = path / TRANSCRIPT_NAME
+        if path.exists() and not path.is_file():
+            raise ConfigError(f"{flag} {path}: exists and is not a file; give a transcript file or a folder")
+        parent = next(p for p in path.parents if p.exists())
+        if not parent.is_dir():
+            raise ConfigError(f"{flag} {path}: {parent} is a file, so nothing can be written below it")
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(f"{flag} {path}: {parent} is not writable")
+        return path
+
+    return parse
+
+
 def base_url(flag: str) -> Callable[[str], str]:
     """A parser for an endpoint flag: ``http(s)://host...`` only (the rule is
     :func:`rlver.llm.spec.check_base_url`, which config files go through too)."""
