@@ -356,3 +356,39 @@ def test_settings_verl_cannot_honour_are_refused(tmp_path: Path) -> None:
         _plan(tmp_path, "algorithm.target_kl=0.02")
     with pytest.raises(ConfigError, match=r"optim\.schedule=linear"):
         _plan(tmp_path, "optim.schedule=linear")
+
+
+@pytest.mark.parametrize("preset", ["grpo-think", "ppo-think", "grpo-nothink"])
+def test_both_engines_take_the_same_optimiser_steps_per_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, preset: str
+) -> None:
+    """Issue 33: the published think run took about one optimiser step per assistant turn (a sample
+    per turn, mini-batches of train_batch_size × n samples). The config rlver writes for verl and the
+    local learner size a mini-batch alike, so for any sample count both take the same steps."""
+    import inspect
+    import math
+
+    from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+
+    from rlver.integrations.verl.config import verl_overrides
+
+    # the scaling by rollout.n this relies on, as verl 0.9.1 writes it (ray_trainer.py:1352-1353)
+    assert "ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n" in inspect.getsource(RayPPOTrainer)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    cfg = load_verl_config(preset, [f"verl.out_dir={tmp_path}"])
+    overrides = verl_overrides(
+        cfg,
+        model_path=cfg.model.path,
+        train_files=tmp_path / "train.parquet",
+        val_files=tmp_path / "val.parquet",
+        agent_loop_yaml=tmp_path / "agent_loops.yaml",
+        n_train_profiles=1000,
+    )
+    vc = compose_verl_config(overrides)
+    verl_minibatch = vc.actor_rollout_ref.actor.ppo_mini_batch_size * vc.actor_rollout_ref.rollout.n
+    assert verl_minibatch == cfg.minibatch_samples() == cfg.rollout.dialogues_per_step  # minibatches 1
+    per_turn = cfg.rollout.think and cfg.rollout.think_context == "visible"
+    turns = cfg.env_config().rules.max_assistant_turns if per_turn else 1
+    samples = cfg.rollout.dialogues_per_step * turns  # every dialogue to the turn limit
+    assert samples % verl_minibatch == 0  # verl's iterator requires whole mini-batches
+    assert samples // verl_minibatch == math.ceil(samples / cfg.minibatch_samples()) == turns

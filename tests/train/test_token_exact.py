@@ -230,7 +230,21 @@ def test_think_visible_training_scores_what_was_sampled(tmp_path: Path) -> None:
         "run.progress=false",
         "run.tensorboard=false",
     ]
-    Trainer(load_train_config("tiny-offline", overrides), tmp_path).train()
+    trainer = Trainer(load_train_config("tiny-offline", overrides), tmp_path)
+    steps: list[int] = []
+    real_step = trainer.optimisers.step
+
+    def counted() -> None:
+        steps.append(1)
+        real_step()
+
+    trainer.optimisers.step = counted  # type: ignore[method-assign]
+    trainer.train()
     (rec,) = [r for r in read_metrics(tmp_path) if r.get("step", 0) == 1]
     assert rec["rollout/untokenisable"] == 0
     assert rec["rollout/logprob_diff_max"] <= 1e-3
+    # One sample per assistant turn, mini-batches of (8 dialogues / minibatches 1) samples: about one
+    # optimiser step per turn, as the published think run (docs/protocol.md, "updates per step").
+    samples = rec["rollout/samples"]
+    assert samples > 8, "every dialogue ended after its first turn: nothing to count"
+    assert len(steps) == rec["train/optimizer_steps"] == -(-samples // 8) >= 2

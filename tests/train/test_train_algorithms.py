@@ -452,3 +452,23 @@ def test_target_kl_stops_the_remaining_minibatch_updates(tmp_path) -> None:
     steps.clear()
     full = trainer.train_step()
     assert len(steps) == 4 and "train/early_stopped" not in full
+
+
+def test_one_sample_per_dialogue_takes_minibatches_optimiser_steps(tmp_path) -> None:
+    """No-think (one sample per dialogue): ``algorithm.minibatches`` optimiser steps per epoch, counted
+    on the optimiser itself (the per-turn layout's count is in test_token_exact)."""
+    from rlver.train.trainer import Trainer
+    from test_train_loop import _config
+
+    trainer = Trainer(_config("algorithm.minibatches=2", "eval.every=0"), tmp_path / "run")
+    steps: list[int] = []
+    real_step = trainer.optimisers.step
+
+    def counted() -> None:
+        steps.append(1)
+        real_step()
+
+    trainer.optimisers.step = counted  # type: ignore[method-assign]
+    metrics = trainer.train_step()
+    assert metrics["rollout/samples"] == trainer.cfg.rollout.dialogues_per_step
+    assert len(steps) == metrics["train/optimizer_steps"] == 2

@@ -240,6 +240,21 @@ class TrainConfig(_Strict):
             )
         return self
 
+    def minibatch_prompts(self) -> int:
+        """Prompts (profiles) per mini-batch, the one definition both engines use: the step's
+        profiles divided by ``algorithm.minibatches``. An optimiser step trains on that many prompts ×
+        ``n_per_profile`` *samples* (verl multiplies its ``ppo_mini_batch_size`` by ``rollout.n``:
+        ``ray_trainer.py:1352-1353`` in verl 0.9.1, ``fsdp_workers.py:119-120`` in the published code).
+        With one sample per dialogue that is ``minibatches`` steps per epoch; with one per assistant
+        turn (think, ``think_context: visible``) about turns × ``minibatches``, as the published think
+        run took (docs/protocol.md, "updates per step").
+        """
+        return max(1, self.rollout.profiles_per_step // self.algorithm.minibatches)
+
+    def minibatch_samples(self) -> int:
+        """Samples per optimiser step (see :meth:`minibatch_prompts`)."""
+        return self.minibatch_prompts() * self.rollout.n_per_profile
+
     # -- the one mapping from this config to the environment, used by both engines -------------------
     def env_config(self, *, evaluation: bool = False) -> EnvConfig:
         """The dialogue rules of training dialogues, or (``evaluation``) of the held-out evaluation.

@@ -9,7 +9,7 @@ Read :meth:`Learner.score` then :meth:`Learner.update` top to bottom; together t
 2. :meth:`Learner.score`: the samples padded once into ``[B, T]`` tensors on the shifted grid
    (:class:`Batch`); without gradients, the old log-probs, the reference log-probs (a KL term) and the
    critic's values (PPO); then the algorithm's advantages (``rlver.train.algorithms``);
-3. :meth:`Learner.update`: ``epochs`` × ``minibatches`` optimiser steps, micro-batched by token budget,
+3. :meth:`Learner.update`: ``epochs`` × (samples / mini-batch size) optimiser steps, micro-batched by token budget,
    each micro-batch a row slice of the same padded tensors; stops early once the approximate KL of a
    minibatch passes ``algorithm.target_kl`` (CleanRL's ``ppo.py``).
 
@@ -225,6 +225,8 @@ class LearnerParts:
     pad_id: int
     device: torch.device
     temperature: float
+    #: samples per optimiser step (``TrainConfig.minibatch_samples``, the definition verl shares)
+    minibatch_samples: int = 1
 
 
 class Learner:
@@ -239,17 +241,26 @@ class Learner:
         #: optimiser steps skipped in a row for a non-finite gradient norm (``_skip_nonfinite``)
         self.nonfinite_in_a_row = 0
 
-    def on_policy(self) -> bool:
+    def minibatch_size(self) -> int:
+        """Samples per optimiser step, counted as verl counts them (``TrainConfig.minibatch_prompts``):
+        about one step per assistant turn when each turn is a sample, as the published think run."""
+        return max(1, self.p.minibatch_samples)
+
+    def minibatch_count(self, n_samples: int) -> int:
+        """Optimiser steps in one epoch over ``n_samples`` samples (see :meth:`minibatch_size`)."""
+        return max(1, -(-n_samples // self.minibatch_size()))
+
+    def on_policy(self, n_samples: int) -> bool:
         """One optimiser step per batch and no KL term: the policy that scores a batch is the one that
         generated it, so old log-probs equal the update's own (detached) and need no forward pass of
         their own (as TRL's GRPOTrainer and verl do). Saves a third of the update's compute."""
         a = self.a
-        return a.epochs == 1 and a.minibatches == 1 and a.kl_coef == 0
+        return a.epochs == 1 and self.minibatch_count(n_samples) == 1 and a.kl_coef == 0
 
-    def _scorers(self) -> dict[str, Callable[[MicroBatch], Tensor]]:
+    def _scorers(self, n_samples: int) -> dict[str, Callable[[MicroBatch], Tensor]]:
         """The per-token quantities the batch needs before the update, each a forward pass."""
         out: dict[str, Callable[[MicroBatch], Tensor]] = {}
-        if not self.on_policy():
+        if not self.on_policy(n_samples):
             out["old_logp"] = lambda mb: self._logp(self.p.policy, mb)
         if self.a.kl_coef > 0:
             out["ref_logp"] = self._reference_logp
@@ -271,7 +282,7 @@ class Learner:
         """The padded batch with its old/reference log-probs and values, and its advantages."""
         self.p.policy.eval()
         batch = pad_batch(samples)
-        scorers = self._scorers()
+        scorers = self._scorers(len(samples))
         seqs = batch.seqs
         lengths = [len(q) for q in seqs]
         batch.scored = {name: torch.zeros_like(batch.mask) for name in scorers}
@@ -324,8 +335,9 @@ class Learner:
         stopped, updates = False, 0
         for _epoch in range(a.epochs):
             order = torch.randperm(n, generator=generator).tolist()
-            for minibatch in np.array_split(np.array(order), min(a.minibatches, n)):
-                stats = self._minibatch_step(b, [int(i) for i in minibatch], grid, step)
+            size = self.minibatch_size()
+            for start in range(0, n, size):
+                stats = self._minibatch_step(b, order[start : start + size], grid, step)
                 updates += 1
                 for key, value in stats.items():
                     sums[key] = sums.get(key, 0.0) + value
@@ -337,6 +349,7 @@ class Learner:
                 break
         out_stats = {k: sums[k] / counts[k] for k in sums}
         out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean
+        out_stats["train/optimizer_steps"] = float(updates)
         if a.target_kl is not None:
             out_stats["train/early_stopped"] = float(stopped)
             out_stats["train/minibatch_updates"] = float(updates)

@@ -111,6 +111,7 @@ class Trainer:
                 reference=self.reference, critic=self.critic, optimisers=self.optimisers,
                 pad_id=int(self.tokenizer.pad_token_id), device=self.device,
                 temperature=config.rollout.temperature or 1.0,
+                minibatch_samples=config.minibatch_samples(),
             )
         )  # fmt: skip
         self.chat = LocalChatModel(
@@ -358,6 +359,7 @@ class Trainer:
         metrics: dict[str, Any] = rollout_metrics(episodes, finished)
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
         metrics["rollout/untokenisable"] = untokenisable
+        metrics["rollout/samples"] = len(samples)  # one per dialogue, or per assistant turn (visible)
         metrics.update(self.hack_watch(finished))
         warn_failures(step, episodes)
         if not samples:

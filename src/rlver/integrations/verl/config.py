@@ -273,9 +273,8 @@ def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "actor_rollout_ref.actor.optim.weight_decay": optim.weight_decay,
         **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in _adamw(cfg).items()},
         **{f"actor_rollout_ref.actor.optim.{k}": val for k, val in _schedule(cfg, "actor").items()},
-        "actor_rollout_ref.actor.ppo_mini_batch_size": max(
-            1, cfg.rollout.profiles_per_step // algo.minibatches
-        ),
+        # prompts; verl multiplies by rollout.n and counts samples (TrainConfig.minibatch_prompts)
+        "actor_rollout_ref.actor.ppo_mini_batch_size": cfg.minibatch_prompts(),
         "actor_rollout_ref.actor.ppo_epochs": algo.epochs,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(

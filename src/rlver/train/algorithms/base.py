@@ -60,7 +60,13 @@ class AlgorithmSettings(BaseModel):
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     lam: float = Field(default=1.0, ge=0.0, le=1.0)
     epochs: int = Field(default=1, ge=1, description="passes over each batch of dialogues")
-    minibatches: int = Field(default=1, ge=1, description="optimiser steps per epoch")
+    minibatches: int = Field(
+        default=1,
+        ge=1,
+        description="a mini-batch holds (dialogues per step / minibatches) samples, one optimiser step "
+        "each: `minibatches` steps per epoch with one sample per dialogue, about turns x minibatches "
+        "with one per assistant turn (think_context visible), as verl counts (docs/protocol.md)",
+    )
     #: CleanRL's ``target_kl``: a step's remaining minibatch updates are skipped once one minibatch's
     #: approximate KL (``train/approx_kl``) passes it. ``None``: every update runs.
     target_kl: float | None = Field(
