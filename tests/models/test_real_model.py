@@ -267,3 +267,19 @@ def test_grpo_lora_step(smollm2: Path, tmp_path: Path) -> None:
         tmp_path / "lora", "model.lora.enabled=true", "model.lora.r=4", "optim.actor_lr=1e-4", steps=1
     )
     _check_step(records[-1])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (issue 33): SmolLM2 in bf16 on CPU samples with log-probs 0.034 nats (mean) off "
+    "the trainer's scoring, as on the H100 (0.03-0.04); the tiny model's small logits show 5e-5",
+)
+def test_bf16_sampling_computes_as_the_trainer_scores(smollm2: Path, tmp_path: Path) -> None:
+    """Target of issue 33: in bf16 the sampled tokens' log-probs agree with the trainer's scoring to
+    ≤ 1e-3 nats on average. Both already run the same weights under the same autocast region; the gap
+    left is SmolLM2's large logits rounded to bf16 along two computation orders (a cached decode step
+    and a full forward). Measured on the 2-core box, 1 run: mean 0.0337 (the tiny model: mean 5e-5,
+    max 2e-3). An XPASS here means the gap is closed: remove the mark."""
+    (record,) = _train(tmp_path / "bf16", "model.dtype=bfloat16", steps=1)
+    assert record["rollout/logprob_diff_mean"] <= 1e-3, record["rollout/logprob_diff_mean"]
+    assert record["rollout/unsampled_trained_tokens"] == record["rollout/sampled_untrained_tokens"] == 0
