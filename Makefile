@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test bench bench-setup gpu-smoke clean
+.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -63,9 +63,10 @@ pytest: setup-dev
 	.venv-$*/bin/pip install -q --upgrade pip
 
 # The verl integration is tested against the real verl package.
+# verl 0.9.1 pins transformers below constraints.txt's version: its venv has its own constraints.
 VERL_VENV ?= .venv-verl
 verl-setup: $(VERL_VENV)/bin/activate
-	$(VERL_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,verl]"
+	$(VERL_VENV)/bin/pip install -q -c constraints-verl.txt -e ".[dev,verl]"
 
 verl-test: verl-setup
 	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
@@ -82,6 +83,16 @@ embed-test: embed-setup
 
 test: setup-dev browser-check lint typecheck pytest embed-test verl-test
 
+# The lowest versions pyproject.toml allows for transformers, tokenizers and peft (constraints-floor.txt),
+# in their own venv: a floor in pyproject must be one the suite passes on (docs/reliability.md,
+# "Dependency floors"). Not part of `make test`; run it when a floor or the tokenisation code changes.
+FLOOR_VENV ?= .venv-floor
+floor-setup: $(FLOOR_VENV)/bin/activate
+	$(FLOOR_VENV)/bin/pip install -q -c constraints-floor.txt -e ".[dev]"
+
+test-floor: floor-setup
+	$(FLOOR_VENV)/bin/pytest -q -n 2 --dist worksteal --timeout 900 -p no:cacheprovider -m "not slow and not timing and not realmodel and not verl"
+
 # Benchmarks (docs/benchmarks.md). TRL, for the trainer comparison, lives in its own venv.
 BENCH_VENV ?= .venv-bench
 bench-setup: $(BENCH_VENV)/bin/activate
@@ -92,7 +103,7 @@ bench: setup-dev bench-setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .venv-floor .pytest_cache .mypy_cache .ruff_cache
 
 # One step of `rlver train` on CUDA (bf16) for the tiny model and SmolLM2 (fetched first with
 # `rlver models fetch smollm2-135m-instruct`), LoRA and full, PPO and GRPO: tokens/s, peak GPU memory,

@@ -24,6 +24,7 @@ from rlver.errors import PolicyOutOfMemoryError
 from rlver.heartbeat import activity
 from rlver.interrupt import raise_if_stopping
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
+from rlver.llm.control_tokens import render_ids
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 
 if TYPE_CHECKING:
@@ -179,8 +180,8 @@ class LocalChatModel(ChatModel):
         sampled = getattr(messages, "assistant_token_ids", None)
         if sampled and any(t is not None for t in sampled):
             return chat_ids(self.tokenizer, conversation, sampled, add_generation_prompt=True).ids
-        out = self.tokenizer.apply_chat_template(conversation, add_generation_prompt=True, return_dict=True)
-        return list(out["input_ids"])
+        # control tokens that the messages spell stay text (rlver.llm.control_tokens)
+        return render_ids(self.tokenizer, conversation, add_generation_prompt=True)
 
     def _generate_chunk(
         self,

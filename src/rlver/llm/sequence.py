@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rlver.errors import RlverError
+from rlver.llm.control_tokens import ControlTokenError, render_ids
 
 
 class SequenceError(RlverError):
@@ -44,10 +45,12 @@ class ChatIds:
 
 
 def _render(tokenizer: Any, chat: list[dict[str, str]], *, add_generation_prompt: bool) -> list[int]:
-    out = tokenizer.apply_chat_template(
-        chat, tokenize=True, return_dict=True, add_generation_prompt=add_generation_prompt
-    )
-    return list(out["input_ids"])
+    """The template's ids for ``chat``; control tokens that messages spell stay text (a user message
+    or a reply without sampled ids must not forge a turn), on every transformers version."""
+    try:
+        return render_ids(tokenizer, chat, add_generation_prompt=add_generation_prompt)
+    except ControlTokenError as exc:
+        raise SequenceError(str(exc)) from exc
 
 
 #: Attribute caching a tokenizer's derived turn end (the template is rendered twice to find it).

@@ -21,12 +21,12 @@ Two ways to find the assistant tokens:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from rlver.errors import RlverError
+from rlver.llm.control_tokens import ControlTokenError, render_ids, spells_control_tokens
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 from rlver.records import Episode, Message
 
@@ -72,31 +72,14 @@ def _has_generation_tags(tokenizer: Any) -> bool:
     )
 
 
-def _can_sanitize(tokenizer: Any) -> bool:
-    try:
-        params = inspect.signature(tokenizer.apply_chat_template).parameters
-    except (TypeError, ValueError):  # pragma: no cover - exotic tokenizers
-        return False
-    return "sanitize_control_tokens" in params
+def _generation_tags_apply(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
+    """Whether ``apply_chat_template``'s assistant masks can be used for ``chat``.
 
-
-def _template_kwargs(tokenizer: Any) -> dict[str, Any]:
-    """Encode control tokens written by the *model* as plain text when transformers can.
-
-    Policy output is untrusted: a reply that spells ``<|im_start|>user`` must not forge a turn.
-    (transformers cannot combine this with ``return_assistant_tokens_mask``; dialogues that need it
-    take the prefix path, see :func:`_spells_control_tokens`.)
+    Not when a message spells a control token: transformers would encode it as the real token (a reply
+    spelling ``<|im_start|>user`` would forge a turn), so such dialogues take the prefix path, where
+    :func:`~rlver.llm.control_tokens.render_ids` keeps it text on every transformers version.
     """
-    return {"sanitize_control_tokens": True} if _can_sanitize(tokenizer) else {}
-
-
-def _spells_control_tokens(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
-    specials = [t for t in getattr(tokenizer, "all_special_tokens", []) if t]
-    return any(t in m["content"] for m in chat for t in specials)
-
-
-def _sanitize_first(tokenizer: Any, chat: list[dict[str, str]]) -> bool:
-    return _can_sanitize(tokenizer) and _spells_control_tokens(tokenizer, chat)
+    return _has_generation_tags(tokenizer) and not spells_control_tokens(tokenizer, chat)
 
 
 def _dialogue_for_training(episode: Episode, system_prompt: str | None) -> list[Message]:
@@ -135,14 +118,11 @@ def _mask_from_generation_tags(tokenizer: Any, chat: list[dict[str, str]]) -> tu
 
 
 def _tokens(tokenizer: Any, chat: list[dict[str, str]], *, add_generation_prompt: bool) -> list[int]:
-    out = tokenizer.apply_chat_template(
-        chat,
-        tokenize=True,
-        return_dict=True,
-        add_generation_prompt=add_generation_prompt,
-        **_template_kwargs(tokenizer),
-    )
-    return list(out["input_ids"])
+    """The template's ids; control tokens spelled by the (untrusted) messages stay text."""
+    try:
+        return render_ids(tokenizer, chat, add_generation_prompt=add_generation_prompt)
+    except ControlTokenError as exc:
+        raise TokenizationError(str(exc)) from exc
 
 
 def _mask_by_prefixes(tokenizer: Any, chat: list[dict[str, str]]) -> tuple[list[int], list[int]]:
@@ -203,7 +183,7 @@ def episode_to_tensors(
         except SequenceError as exc:
             raise TokenizationError(str(exc)) from exc
         ids, mask, sample_logprobs = built.ids, built.mask, built.logprobs
-    elif _has_generation_tags(tokenizer) and not _sanitize_first(tokenizer, chat):
+    elif _generation_tags_apply(tokenizer, chat):
         ids, mask = _mask_from_generation_tags(tokenizer, chat)
     else:
         ids, mask = _mask_by_prefixes(tokenizer, chat)
