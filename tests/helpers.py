@@ -65,3 +65,17 @@ def popen_with_ctrl_c(cmd: list[str], **kwargs: Any) -> subprocess.Popen[str]:
         return subprocess.Popen(cmd, text=True, **kwargs)
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def count_optimiser_steps(trainer: Any) -> list[int]:
+    """Count the optimiser steps a trainer takes, on the optimiser itself (not on a logged metric): the
+    returned list gets the trainer's step number once per optimiser step."""
+    steps: list[int] = []
+    real_step = trainer.optimisers.step
+
+    def counted() -> None:
+        steps.append(trainer.step)
+        real_step()
+
+    trainer.optimisers.step = counted
+    return steps

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import torch
 
+from helpers import count_optimiser_steps
 from rlver.env.dialogue import PolicyMessages
 from rlver.eval.config import EvalConfig
 from rlver.eval.runner import run_eval
@@ -231,14 +232,7 @@ def test_think_visible_training_scores_what_was_sampled(tmp_path: Path) -> None:
         "run.tensorboard=false",
     ]
     trainer = Trainer(load_train_config("tiny-offline", overrides), tmp_path)
-    steps: list[int] = []
-    real_step = trainer.optimisers.step
-
-    def counted() -> None:
-        steps.append(1)
-        real_step()
-
-    trainer.optimisers.step = counted  # type: ignore[method-assign]
+    steps = count_optimiser_steps(trainer)
     trainer.train()
     (rec,) = [r for r in read_metrics(tmp_path) if r.get("step", 0) == 1]
     assert rec["rollout/untokenisable"] == 0

@@ -10,6 +10,7 @@ import pytest
 import torch
 from pydantic import Field
 
+from helpers import count_optimiser_steps
 from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.errors import ConfigError
 from rlver.train.algorithms import ALGORITHMS, core, get_algorithm
@@ -437,14 +438,7 @@ def test_target_kl_stops_the_remaining_minibatch_updates(tmp_path) -> None:
         "algorithm.minibatches=2", "algorithm.epochs=2", "algorithm.target_kl=1e-12", "eval.every=0"
     )
     trainer = Trainer(cfg, tmp_path / "run")
-    steps: list[int] = []
-    real_step = trainer.optimisers.step
-
-    def counted() -> None:
-        steps.append(trainer.step)
-        real_step()
-
-    trainer.optimisers.step = counted  # type: ignore[method-assign]
+    steps = count_optimiser_steps(trainer)
     stopped = trainer.train_step()
     assert stopped["train/early_stopped"] == 1.0 and stopped["train/approx_kl"] > 0
     assert stopped["train/minibatch_updates"] == len(steps) < 4
@@ -461,14 +455,7 @@ def test_one_sample_per_dialogue_takes_minibatches_optimiser_steps(tmp_path) -> 
     from test_train_loop import _config
 
     trainer = Trainer(_config("algorithm.minibatches=2", "eval.every=0"), tmp_path / "run")
-    steps: list[int] = []
-    real_step = trainer.optimisers.step
-
-    def counted() -> None:
-        steps.append(1)
-        real_step()
-
-    trainer.optimisers.step = counted  # type: ignore[method-assign]
+    steps = count_optimiser_steps(trainer)
     metrics = trainer.train_step()
     assert metrics["rollout/samples"] == trainer.cfg.rollout.dialogues_per_step
     assert len(steps) == metrics["train/optimizer_steps"] == 2
