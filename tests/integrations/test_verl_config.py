@@ -6,7 +6,9 @@ Needs the ``verl`` extra (``make verl-test`` runs these in a separate venv); ski
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +28,7 @@ from rlver.integrations.verl.launch import (
     prepare,
 )
 from rlver.integrations.verl.settings import DialogueTask
+from verl_schema import PLUS_ADDITIONS, schema_problem, verl_schema
 
 # The published PPO-think run: actor lr 1e-6, critic lr 5e-6, kl 0, temperature 1.0, batch 32, 8 turns.
 PUBLISHED_PPO = [
@@ -206,12 +209,27 @@ def test_relative_out_dir_gives_absolute_paths_to_verl(
         assert Path(values[key].strip("'\"")).is_absolute(), key
 
 
+def _preset_verl_config(cfg: Any, tmp_path: Path) -> Any:
+    """verl's composed config for a preset that names a hub model (Qwen2.5-7B): its shipped
+    config.json stands in for the weights, so nothing is loaded or fetched."""
+    from rlver.integrations.verl.config import verl_overrides
+
+    overrides = verl_overrides(
+        cfg,
+        model_path=cfg.model.path,
+        train_files=tmp_path / "train.parquet",
+        val_files=tmp_path / "val.parquet",
+        agent_loop_yaml=tmp_path / "agent_loops.yaml",
+        n_train_profiles=1000,
+    )
+    return compose_verl_config(overrides)
+
+
 def test_every_preset_passes_verls_validator_without_the_weights(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The published presets name Qwen/Qwen2.5-7B-Instruct; its shipped config.json lets verl's own
     validator check them on a machine that has neither the weights nor a network."""
-    from rlver.integrations.verl.config import verl_overrides
     from rlver.integrations.verl.launch import SHIPPED, shipped_model_config
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -220,15 +238,7 @@ def test_every_preset_passes_verls_validator_without_the_weights(
     for preset in ("ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink"):
         cfg = load_verl_config(preset, [f"verl.out_dir={tmp_path}"])
         assert shipped_model_config(cfg.model.path) is not None, preset
-        overrides = verl_overrides(
-            cfg,
-            model_path=cfg.model.path,
-            train_files=tmp_path / "train.parquet",
-            val_files=tmp_path / "val.parquet",
-            agent_loop_yaml=tmp_path / "agent_loops.yaml",
-            n_train_profiles=1000,
-        )
-        vc = compose_verl_config(overrides)  # raises ModelNotHere / ConfigError otherwise
+        vc = _preset_verl_config(cfg, tmp_path)  # raises ModelNotHere / ConfigError otherwise
         assert vc.actor_rollout_ref.model.path == "Qwen/Qwen2.5-7B-Instruct"  # the run keeps the real id
         assert need_critic(vc) == (cfg.algorithm.name == "ppo")
         assert vc.actor_rollout_ref.actor.clip_ratio_c == cfg.algorithm.dual_clip == 3.0
@@ -267,8 +277,9 @@ def test_rows_carry_the_configs_one_env_mapping_and_reward_spec(tmp_path: Path) 
     assert DialogueTask.from_row(row).env.rules.start_emotion == 40  # the benchmark's, not training's 30
 
 
+@functools.cache
 def _verl_readers() -> tuple[dict[Path, str], dict[Path, str]]:
-    """verl's own Python code outside its config definitions, and its YAML configs."""
+    """verl's own Python code outside its config definitions, and its YAML configs (read once)."""
     import verl
 
     root = Path(verl.__file__).parent
@@ -279,7 +290,8 @@ def _verl_readers() -> tuple[dict[Path, str], dict[Path, str]]:
 
 def _is_read(leaf: str, code: dict[Path, str], yamls: dict[Path, str]) -> bool:
     """Whether verl reads a setting called ``leaf``: an attribute/item access or keyword in its code, or
-    an interpolation in its YAML. A field that only its config dataclass mentions is never read."""
+    an interpolation in its YAML. A field that only its config dataclass mentions is never read. By name
+    only: whether the key sits at the right place is :func:`schema_problem`'s job."""
     import re
 
     access = re.compile(rf"(\.{leaf}\b|\[[\"']{leaf}[\"']\]|get\([\"']{leaf}[\"']|\b{leaf}=)")
@@ -289,39 +301,67 @@ def _is_read(leaf: str, code: dict[Path, str], yamls: dict[Path, str]) -> bool:
 
 @pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
 def test_every_key_we_write_is_in_verls_schema_and_read(tmp_path: Path, algorithm: str) -> None:
-    """Each override names a field of the dataclass verl builds that node into (its ``_target_``), or a
-    key of verl's own YAML where the node has no dataclass, and that field is one verl's code reads.
-    (``actor.grad_clip`` passed the old Hydra check yet was never read: verl clips with
-    ``optim.clip_grad``.)"""
-    import dataclasses
-
-    from hydra.utils import get_class
-    from omegaconf import DictConfig
-
+    """Each override names a setting at its exact dotted path in verl's own schema (``verl_schema``: the
+    tree verl composes and the dataclass behind each ``_target_`` on the way, without our overrides in
+    it), or is a documented ``+`` addition; and verl's code reads a setting of that name. The read check
+    goes by leaf name only, so it cannot tell ``critic.optim.lr`` from ``actor.optim.lr`` (the path walk
+    does), but it tells ``clip_grad`` from ``grad_clip``: ``actor.grad_clip`` is in the schema yet never
+    read, verl clips with ``optim.clip_grad``."""
     extra = ["rollout.n_per_profile=1"] if algorithm == "ppo" else ["rollout.n_per_profile=2"]
-    _, plan = _plan(tmp_path, f"algorithm.name={algorithm}", "algorithm.kl_coef=0.1", *extra)
-    vc = compose_verl_config(plan.overrides)
-    code, yamls = _verl_readers()
-    unread, unknown = [], []
-    for override in plan.overrides:
-        key = override.split("=", 1)[0].lstrip("+")
-        if key.startswith("ray_kwargs."):
-            continue  # handed to ray.init as keyword arguments
-        parent, leaf = key.rsplit(".", 1)
-        node = OmegaConf.select(vc, parent)
-        assert isinstance(node, DictConfig), key
-        target = node.get("_target_")
-        if target is not None:
-            fields = {f.name for f in dataclasses.fields(get_class(target))}
-            if leaf not in fields:
-                unknown.append(f"{key} (not a field of {target})")
-        elif leaf not in node:
-            unknown.append(f"{key} (not in verl's YAML)")
-        if not _is_read(leaf, code, yamls):
-            unread.append(key)
+    _, plan = _plan(
+        tmp_path,
+        f"algorithm.name={algorithm}",
+        "algorithm.kl_coef=0.1",
+        "model.lora.enabled=true",  # the LoRA keys too
+        "verl.ray_address=ray://head:10001",  # and the one `+` addition
+        *extra,
+    )
+    # not composed here: verl's validator wants vLLM installed for a LoRA rollout (the tests above
+    # compose the same keys without LoRA)
+    schema = verl_schema()
+    keys = [override.split("=", 1)[0] for override in plan.overrides]
+    assert "+ray_kwargs.ray_init.address" in keys and "actor_rollout_ref.model.lora_rank" in keys
+    unknown = [problem for key in keys if (problem := schema_problem(key, schema))]
     assert not unknown, unknown
+    code, yamls = _verl_readers()
+    unread = [
+        key
+        for key in keys
+        if key.removeprefix("+") not in PLUS_ADDITIONS and not _is_read(key.rsplit(".", 1)[1], code, yamls)
+    ]
     assert not unread, f"keys verl 0.9.1 never reads: {unread}"
     assert _is_read("clip_grad", code, yamls) and not _is_read("grad_clip", code, yamls)  # the check works
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "actor_rollout_ref.actor.optim.lrr",  # a typo under a dataclass node
+        "actor_rollout_ref.optim.lr",  # a real setting, one level too high
+        "critic.optim.clip_gradient",
+        "trainer.enable",  # `enable` is a setting (critic.enable), not of the trainer
+        "+trainer.enable",  # Hydra composes this one: only the walk refuses it
+        "+ray_kwargs.ray_init.adress",  # an addition, misspelt
+        "+critic.enable",  # `+` on a key verl has
+        "actor_rollout_ref.ref.log_prob_micro_batch_size",  # in verl's YAML, not in the ref's dataclass
+    ],
+)
+def test_the_schema_walk_refuses_a_wrong_path(key: str) -> None:
+    problem = schema_problem(key, verl_schema())
+    assert problem is not None and problem.startswith(f"{key}: "), problem
+
+
+def test_only_the_path_walk_refuses_a_known_name_at_a_wrong_place(tmp_path: Path) -> None:
+    """``lr`` and ``enable`` are names verl reads, so the leaf-name check passes ``trainer.enable``. And
+    Hydra composes ``+trainer.enable=true``: a ``+`` key is in the config it adds itself to, so the old
+    walk (leaf in the composed node, leaf read anywhere) accepted it. Why the walk reads verl's schema."""
+    code, yamls = _verl_readers()
+    assert _is_read("enable", code, yamls) and _is_read("lr", code, yamls)
+    _, plan = _plan(tmp_path, "verl.overrides=[+trainer.enable=true]")
+    assert compose_verl_config(plan.overrides).trainer.enable is True
+    assert "trainer.enable" in (schema_problem("+trainer.enable", verl_schema()) or "")
+    assert schema_problem("actor_rollout_ref.actor.optim.lr", verl_schema()) is None
+    assert schema_problem("+ray_kwargs.ray_init.address", verl_schema()) is None
 
 
 def test_optimiser_settings_reach_verls_optimiser(tmp_path: Path) -> None:
@@ -370,21 +410,11 @@ def test_both_engines_take_the_same_optimiser_steps_per_step(
 
     from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 
-    from rlver.integrations.verl.config import verl_overrides
-
     # the scaling by rollout.n this relies on, as verl 0.9.1 writes it (ray_trainer.py:1352-1353)
     assert "ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n" in inspect.getsource(RayPPOTrainer)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = load_verl_config(preset, [f"verl.out_dir={tmp_path}"])
-    overrides = verl_overrides(
-        cfg,
-        model_path=cfg.model.path,
-        train_files=tmp_path / "train.parquet",
-        val_files=tmp_path / "val.parquet",
-        agent_loop_yaml=tmp_path / "agent_loops.yaml",
-        n_train_profiles=1000,
-    )
-    vc = compose_verl_config(overrides)
+    vc = _preset_verl_config(cfg, tmp_path)
     verl_minibatch = vc.actor_rollout_ref.actor.ppo_mini_batch_size * vc.actor_rollout_ref.rollout.n
     assert verl_minibatch == cfg.minibatch_samples() == cfg.rollout.dialogues_per_step  # minibatches 1
     per_turn = cfg.rollout.think and cfg.rollout.think_context == "visible"

@@ -3,10 +3,14 @@
 Why chunks: the full-vocabulary tensors of a micro-batch (logits, fp32 copy, log-softmax, the entropy's
 softmax) dominate an update's memory; ``policy_forward`` runs the head over ``chunk_tokens`` positions
 at a time and checkpoints each chunk, so only one chunk's tensors live at once (docs/training.md). The
-numbers must not change: these tests compare values and gradients with the unchunked path.
+numbers must not change: these tests compare values and gradients with the unchunked path. They
+would all still pass with the checkpoint gone (plain autograd gives the same numbers), so one test
+measures what the backward pass keeps instead (:func:`test_the_backward_keeps_no_full_vocabulary_tensor`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -79,3 +83,46 @@ def test_a_model_with_soft_capped_logits_is_scored_through_its_own_forward() -> 
     model, _ = tiny_model_and_tokenizer()
     model.config.final_logit_softcapping = 30.0
     assert batch_mod._body_and_head(model) is None
+
+
+def _saved_activation_bytes(model: torch.nn.Module, run: Callable[[], object]) -> int:
+    """Bytes of the tensors autograd keeps for the backward pass while ``run`` builds its graph, the
+    model's own parameters left out (saving them costs nothing), each storage counted once."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        run()
+    return sum(kept.values())
+
+
+def test_the_backward_keeps_no_full_vocabulary_tensor() -> None:
+    """The reason for the chunks, measured: what autograd saves for the backward of the chunked update
+    (log-probs and entropy with gradients) is the transformer body's activations plus the chunks'
+    hidden-state inputs, less than ONE chunk's ``[chunk, vocab]`` fp32 logits. Without the per-chunk
+    checkpoint every chunk's logits, log-softmax and softmax stay alive (about 3 full-vocabulary
+    tensors over the micro-batch: +2.8 MB here, against +31 kB), and the values and gradients above
+    would still match, so this test is the one that notices."""
+    model, tokenizer = tiny_model_and_tokenizer()
+    mb = _micro_batch(len(tokenizer))
+    chunk = 16
+    parts = batch_mod._body_and_head(model)
+    assert parts is not None
+    body = parts[0]
+    body_only = _saved_activation_bytes(
+        model, lambda: body(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False)
+    )
+    update = _saved_activation_bytes(
+        model, lambda: policy_forward(model, mb, with_entropy=True, chunk_tokens=chunk)
+    )
+    one_chunk_of_logits = chunk * len(tokenizer) * 4
+    assert update - body_only < one_chunk_of_logits, (
+        f"the update keeps {update - body_only} bytes beyond the body's {body_only} for its backward, "
+        f"more than one chunk's fp32 logits ({one_chunk_of_logits}): is the per-chunk checkpoint gone?"
+    )
