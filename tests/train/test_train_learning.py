@@ -87,43 +87,32 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.slow
 
 STEPS = 10
-#: The held-out score must rise by this much in ``STEPS`` steps (plus the training reward rising, plus
-#: the trained-token counts read off the collated micro-batches being 0 at every step).
+#: The held-out score must not fall below ``before + MARGIN`` in ``STEPS`` steps (plus the training
+#: reward rising, plus the trained-token counts read off the collated micro-batches being 0 at every
+#: step).
 #:
-#: Measured gains (held-out score, 16 dialogues, before -> after 10 steps, 2-core CPU box, one run per
-#: cell; ``_learn`` with the mutation applied as in the tests below; issue 23). "caught
-#: by" = which part of the criterion fails (score: under the margin; counts: the grid counters are not 0;
-#: reward: the training reward did not rise). Seed 0's tokenisation-mutation cells are the offline-v5
-#: measurement in the module docstring (training unchanged since; only where the counters are read).
-#: Gains are printed from unrounded scores, so a gain may differ by 0.1 from the rounded scores.
-#: † the earlier measurement's reading, made with the episode-level counters; the grid counters
-#: catch each of these at the first step too (the one-step mask tests, both seeds).
+#: Issue 33: measured over 10 seeds, for the correct code and the one mutation the score must catch
+#: (held-out score of 16 dialogues, before -> after 10 steps; 2-core CPU box, transformers 5.24.0,
+#: torch 2.13.0+cpu as pinned in constraints.txt; ``RLVER_LEARNING_SEEDS=0-9 pytest -s -k "reward_rises
+#: or can_fail" tests/train/test_train_learning.py``, 1 run per cell, 2026-11-25):
 #:
-#: =========  =============  ============================  ============================
-#: algorithm  code           seed 0                        seed 1
-#: =========  =============  ============================  ============================
-#: GRPO       correct        12.9 -> 21.2 (+8.3)           12.9 -> 21.8 (+8.9)
-#: GRPO       sign flipped   12.9 -> 11.3 (-1.6) score+reward 12.9 -> 11.4 (-1.5) score+reward
-#: GRPO       every token    12.9 -> 14.4 (+1.5) score †   12.9 -> 17.0 (+4.1) score+counts
-#: GRPO       one early      12.9 -> 22.2 (+9.3) counts †  12.9 -> 20.9 (+8.0) counts
-#: GRPO       one late       12.9 -> 18.0 (+5.1) counts †  12.9 -> 22.1 (+9.2) counts
-#: GRPO       collate early  12.9 -> 20.3 (+7.4) counts    12.9 -> 13.3 (+0.4) score+counts
-#: GRPO       collate late   12.9 -> 19.6 (+6.8) counts    12.9 -> 22.4 (+9.6) counts
-#: PPO        correct        12.9 -> 16.1 (+3.2)           12.9 -> 17.3 (+4.4)
-#: PPO        every token    12.9 -> 18.1 (+5.2) counts †  12.9 -> 13.3 (+0.4) score+counts
-#: PPO        one early      12.9 -> 12.9 (+0.0) score †   12.9 -> 12.9 (+0.0) score+counts
-#: PPO        one late       12.9 -> 14.5 (+1.6) score †   12.9 -> 16.6 (+3.7) counts
-#: PPO        collate early  12.9 -> 15.8 (+2.9) counts    12.9 -> 14.9 (+2.0) counts
-#: PPO        collate late   12.9 -> 14.2 (+1.4) score+counts 12.9 -> 13.9 (+1.0) score+counts
-#: =========  =============  ============================  ============================
+#: ==============  ===========================================================  =============
+#: run             gain by seed 0 1 2 3 4 5 6 7 8 9                              range
+#: ==============  ===========================================================  =============
+#: GRPO correct    +6.9 +6.3 +6.8 +0.9 +2.9 +6.2 +6.0 +6.8 +8.0 +6.8            +0.9 .. +8.0
+#: GRPO sign flip  -2.1 -2.1 -1.8 -1.3 -2.4 -1.3 -1.8 -1.6 -1.4 -1.7            -2.4 .. -1.3
+#: PPO correct     +5.7 +4.0 +4.4 +4.6 +2.9 +2.0 +5.7 +4.8 +0.9 +4.7            +0.9 .. +5.7
+#: ==============  ===========================================================  =============
 #:
-#: So GRPO's margin (6) sits 2.3 under the smallest correct gain and PPO's (2) 1.2 under; the score
-#: alone cannot separate most mask bugs from the right mask (GRPO one-late seed 1 and collate-late
-#: seed 1 gain *more*), which is why the criterion also requires the grid counters to be 0: every
-#: mask mutation, the collation shifts included, fails them at the first step
-#: (``test_mask_bugs_fail_the_learning_test``, both seeds). The sign flip, which no count sees, fails
-#: the score on both seeds.
-MARGIN = {"grpo": 6.0, "ppo": 2.0}
+#: The old margins (GRPO 6, PPO 2) sat inside the correct code's own spread: they failed on seeds 3 and
+#: 4 (GRPO) and 8 (PPO) here, and on seed 1 on a reviewer's machine (12.9 -> 17.8), whose CPU kernels
+#: give other numbers for the same seed. A margin of 0 (the score must not fall) sits between the two
+#: GRPO distributions: 0.9 under the smallest correct gain and 1.3 over the largest sign-flip gain. PPO
+#: has no mutation the score must catch: its mask mutations (and GRPO's) fail the trained-token counts
+#: at their first step on every seed measured (seeds 0-4, ``test_mask_bugs_fail_the_learning_test``),
+#: whatever the score does; the older table in the module docstring shows why the score alone could
+#: not. CI runs seeds 0 and 1.
+MARGIN = {"grpo": 0.0, "ppo": 0.0}
 EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
 
@@ -176,6 +165,12 @@ def _mask_failures(history: list[dict[str, Any]]) -> list[str]:
     return []
 
 
+def _reward_trend(history: list[dict[str, Any]]) -> str:
+    """``training reward 0.130 -> 0.171``: the mean of the first three steps and of the last three."""
+    rewards = [h["rollout/reward_mean"] for h in history]
+    return f"training reward {sum(rewards[:3]) / 3:.3f} -> {sum(rewards[-3:]) / 3:.3f}"
+
+
 def _not_learned(algorithm: str, before: float, after: float, history: list[dict[str, Any]]) -> list[str]:
     """What the run failed to show (empty: it learned, and trained exactly the sampled tokens)."""
     failures = _mask_failures(history)
@@ -191,7 +186,7 @@ def _not_learned(algorithm: str, before: float, after: float, history: list[dict
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 def test_reward_rises_on_held_out_users(algorithm: str, seed: int, tmp_path: Path) -> None:
     before, after, history = _learn(algorithm, tmp_path, seed)
-    print(f"{algorithm} seed {seed}: held-out score {before:.1f} -> {after:.1f}")
+    print(f"{algorithm} seed {seed}: held-out score {before:.1f} -> {after:.1f}; {_reward_trend(history)}")
     failures = _not_learned(algorithm, before, after, history)
     assert not failures, f"{algorithm}: {failures}"
 
@@ -209,7 +204,9 @@ def test_the_learning_test_can_fail(seed: int, tmp_path: Path, monkeypatch: pyte
 
     monkeypatch.setattr(core, "group_advantages", flipped)
     before, after, history = _learn("grpo", tmp_path, seed)
-    print(f"grpo seed {seed}, sign flipped: held-out score {before:.1f} -> {after:.1f}")
+    print(
+        f"grpo seed {seed}, sign flipped: held-out score {before:.1f} -> {after:.1f}; {_reward_trend(history)}"
+    )
     assert _not_learned("grpo", before, after, history), (
         f"flipped sign still learned: {before:.1f} -> {after:.1f}"
     )
