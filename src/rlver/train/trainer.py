@@ -426,11 +426,15 @@ class Trainer:
 
 
 def _progress(enabled: bool) -> Any:
+    """The bar for a terminal; off when stdout is not one (a log gets ``rlver train``'s plain lines,
+    and a bar there only printed its last state once the run was over)."""
+    from rich.console import Console
+
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
-        disable=not enabled,
+        disable=not enabled or not Console().is_terminal,
     )
