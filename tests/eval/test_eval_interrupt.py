@@ -73,7 +73,7 @@ def test_a_signal_mid_generation_keeps_the_folder_and_exits_in_one_line(
     tmp_path: Path, signals: list[int], rc: int
 ) -> None:
     out = tmp_path / "ev"
-    code, stdout, stderr, took = _interrupt_while_generating(_long_eval(out), signals)
+    code, _, stderr, took = _interrupt_while_generating(_long_eval(out), signals)
     assert code == rc, stderr
     assert took < STOP_WITHIN_S, f"took {took:.1f} s to stop"
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
