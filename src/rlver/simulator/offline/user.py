@@ -3,7 +3,8 @@
 It scores each agent reply on a handful of features tied to the profile and records every feature's
 contribution in :attr:`~rlver.records.Appraisal.features`, so ``raw_change`` is exactly the sum of the
 recorded contributions rounded to the nearest integer. It then answers from tier-specific templates in
-the profile's language.
+the profile's language, and a question with a line of its own story, as far as its tier allows
+(:mod:`rlver.simulator.offline.answers`; the text only: the change is decided before the words).
 
 For Chinese profiles the change itself comes from the *learned appraisal*
 (:mod:`rlver.simulator.offline.learned`): a linear model fitted on the released judgements of the published
@@ -49,10 +50,11 @@ from typing import Any
 import numpy as np
 
 from rlver.profiles.schema import Difficulty, Profile
-from rlver.records import Appraisal, Message, UserTurn
+from rlver.records import Appraisal, Message, Tier, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
+from rlver.simulator.offline.answers import UNREADABLE, Answerer
 from rlver.simulator.offline.crosslingual import (
     TransferModel,
     XLProfile,
@@ -83,12 +85,14 @@ from rlver.simulator.offline.lexicon import (
     en_words,
     tokens,
 )
+from rlver.simulator.offline.story import story_of
 from rlver.simulator.offline.templates import opening_line, reaction_line, tier_line
 
 Embedder = Callable[[list[str]], np.ndarray]
 
-#: Recorded in manifests: change it whenever the scoring or the templates change.
-OFFLINE_VERSION = "rlver-offline-v9"
+#: Recorded in manifests: change it whenever the scoring or the templates change (v10: the user answers
+#: questions from its story and never says the same reply twice; the scoring is v9's).
+OFFLINE_VERSION = "rlver-offline-v10"
 
 #: Praise words per unit (word or CJK bigram) above which a reply is flattery spam (`rlver probe`'s
 #: flattery probe: 0.27; the most praising released SAGE reply: 0.053).
@@ -726,6 +730,10 @@ class OfflineUser(SimulatedUser):
         self.last_exact: float = 0.0
         #: The lines this user has said (a person does not say the same sentence twice).
         self._lines: set[str] = set()
+        #: Every message this user has said, whole (no reply is said twice word for word).
+        self._user_texts: set[str] = set()
+        #: What this user answers when asked something: its story, and the lines of it said so far.
+        self.answers = Answerer(story_of(profile, pf.language))
 
     def pf_words(self, agent_reply: str) -> set[str]:
         """Words of the agent's reply this user can take up in an echo line (English content words)."""
@@ -735,6 +743,7 @@ class OfflineUser(SimulatedUser):
 
     def _heard(self, user_text: str) -> None:
         self.history.append(Message(role="user", content=user_text))
+        self._user_texts.add(user_text)
         self._user_grams |= _ngrams(_units(user_text, self.pf.language)[0], 3)
 
     def _said(self, agent_reply: str) -> None:
@@ -754,11 +763,13 @@ class OfflineUser(SimulatedUser):
         self._previous_token_sets, self._previous_bigrams, self._user_grams = [], [], set()
         self._previous_xl = []
         self._changes = list(changes)
+        self._user_texts = set()
         for message in history:
             if message.role == "user":
                 self._heard(message.content)
             elif message.role == "assistant":
                 self._said(message.content)
+        self.answers.restore(self._user_texts)
 
     def _learned(self, agent_reply: str, scored: Scored) -> Scored:
         """Replace the lexicon's graded features by the learned appraisal (vetoed replies keep theirs)."""
@@ -909,12 +920,7 @@ class OfflineUser(SimulatedUser):
             tier=tier,
             features=scored.features,
         )
-        reasons = scored.flags + (["cliche"] if "cliche" in scored.features else [])
-        reaction = reaction_line(lang, reasons, self.rng, self._lines)
-        words = sorted(w for w in self.pf_words(agent_reply) if len(w) > 4)[:12]
-        line = tier_line(lang, tier, self.pf.topic, self.rng, change, used=self._lines, words=words)
-        self._lines.update(x for x in (reaction, line) if x)
-        text = f"{reaction} {line}".strip() if lang == "en" else f"{reaction}{line}"
+        text = self._reply_text(agent_reply, scored.flags, "cliche" in scored.features, tier, change)
         ends = tier in ("S", "F")
         self._said(agent_reply)
         self._heard(text)
@@ -925,6 +931,29 @@ class OfflineUser(SimulatedUser):
             end_reason=("satisfied" if tier == "S" else "left") if ends else None,
             latency_s=time.perf_counter() - started,
         )
+
+    def _reply_text(self, agent_reply: str, flags: list[str], cliche: bool, tier: Tier, change: int) -> str:
+        """What the user says, after the appraisal (which it cannot change): a reaction to what went
+        wrong, then an answer when the reply asks something (else a line for the tier), and at S or F
+        the goodbye; never a reply this user has already said."""
+        lang = self.pf.language
+        reaction = reaction_line(lang, flags + (["cliche"] if cliche else []), self.rng, self._lines)
+        answer = None
+        if not any(f in UNREADABLE for f in flags):
+            answer = self.answers.answer(agent_reply, tier, change, self.rng, self._lines)
+        if answer is None:
+            words = sorted(w for w in self.pf_words(agent_reply) if len(w) > 4)[:12]
+            parts = [
+                reaction,
+                tier_line(lang, tier, self.pf.topic, self.rng, change, used=self._lines, words=words),
+            ]
+        else:
+            parts = [reaction, answer.text]
+            if tier in ("S", "F"):  # the dialogue ends here: the answer, then the goodbye
+                parts.append(tier_line(lang, tier, self.pf.topic, self.rng, change, used=self._lines))
+        self._lines.update(x for x in parts if x)
+        text = " ".join(x for x in parts if x) if lang == "en" else "".join(parts)
+        return self.answers.fresh(text, self._user_texts, tier, self.rng)
 
 
 class OfflineSimulator(UserSimulator):
