@@ -135,6 +135,18 @@ class _Clause:
 _PART_OF = word_set("part some all most much none any each")
 
 
+def _split_keeping_quotes(text: str) -> tuple[list[str], set[int]]:
+    """``text`` as words and the text between them, each quotation one piece; and which are quotes."""
+    pieces: list[str] = []
+    last = 0
+    for quote in _QUOTE.finditer(text):
+        pieces.extend(_PIECE.findall(text[last : quote.start()]))
+        pieces.append(quote.group(0))
+        last = quote.end()
+    pieces.extend(_PIECE.findall(text[last:]))
+    return pieces, {i for i, p in enumerate(pieces) if _QUOTE.fullmatch(p)}
+
+
 def _rewrite_en(text: str, voice: Voice) -> str:
     """``text`` with the user's name and pronouns in the first person (the rules: module docstring).
 
@@ -144,14 +156,7 @@ def _rewrite_en(text: str, voice: Voice) -> str:
     g = voice.pronoun
     if not g and not voice.names:
         return text
-    pieces: list[str] = []
-    last = 0
-    for quote in _QUOTE.finditer(text):
-        pieces.extend(_PIECE.findall(text[last : quote.start()]))
-        pieces.append(quote.group(0))
-        last = quote.end()
-    pieces.extend(_PIECE.findall(text[last:]))
-    quoted = {i for i, p in enumerate(pieces) if _QUOTE.fullmatch(p)}
+    pieces, quoted = _split_keeping_quotes(text)
     people = (_FEMALE if g == "she" else _MALE if g == "he" else frozenset()) | _NEUTRAL
     words = [i for i, p in enumerate(pieces) if i not in quoted and _LETTERS.match(p)]
     clause = _Clause()
