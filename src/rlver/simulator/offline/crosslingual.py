@@ -25,6 +25,7 @@ English judgement checks it (see docs/simulator.md, "The English offline user").
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -224,7 +225,15 @@ _EN_GENERIC_STEMS = frozenset(_stem(w) for w in _EN_GENERIC.split())
 
 
 def content_tokens(text: str, language: str) -> set[str]:
-    """The content-bearing units of ``text``: stemmed non-stopwords (en), non-generic CJK bigrams (zh)."""
+    """The content-bearing units of ``text``: stemmed non-stopwords (en), non-generic CJK bigrams (zh).
+
+    Cached: one reply is read for its content by the transfer appraisal, the uptake check and the
+    answer to a question within one turn; a fresh set each call, so a caller may change its copy."""
+    return set(_content_tokens(text, language))
+
+
+@functools.lru_cache(maxsize=8192)
+def _content_tokens(text: str, language: str) -> frozenset[str]:
     if language == "zh":
         out: set[str] = set()
         for run in CJK_RUN.findall(text):
@@ -234,7 +243,7 @@ def content_tokens(text: str, language: str) -> set[str]:
                     gram[0] in ZH_FUNCTION_CHARS and gram[1] in ZH_FUNCTION_CHARS
                 ):
                     out.add(gram)
-        return out
+        return frozenset(out)
     out = set()
     for word in EN_WORD.findall(text.lower()):
         word = word.removesuffix("'s")  # "band's" is "band"
@@ -242,7 +251,7 @@ def content_tokens(text: str, language: str) -> set[str]:
             continue  # a contraction ("can't", "they're", "i'd") is function words, not a topic
         if len(word) > 2 and word not in EN_STOPWORDS and (stem := _stem(word)) not in _EN_GENERIC_STEMS:
             out.add(stem)
-    return out
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
