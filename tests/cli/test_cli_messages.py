@@ -79,3 +79,15 @@ def test_ctrl_c_on_train_says_what_was_saved(tmp_path: Path) -> None:
     assert "interrupted at step" in err and "the last checkpoint is run/checkpoints/step_" in err
     assert "rlver train --resume --out run" in err
     assert "Traceback" not in err
+
+
+def test_train_help_names_every_preset() -> None:
+    """`rlver train --config`'s help lists the bundled presets (it had left out smollm2-offline,
+    which the README tells a user to run)."""
+    import inspect
+
+    from rlver.cli.train_cmd import train_command
+    from rlver.train.config import preset_names
+
+    help_text = inspect.signature(train_command).parameters["config"].default.help
+    assert all(name in help_text for name in preset_names()), help_text

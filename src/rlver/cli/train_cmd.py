@@ -28,7 +28,8 @@ def train_command(
         None,
         "--config",
         "-c",
-        help="A config YAML file or a preset: ppo-think, ppo-nothink, grpo-think, grpo-nothink, tiny-offline.",
+        help="A config YAML file or a preset: ppo-think, ppo-nothink, grpo-think, grpo-nothink, tiny-offline, "
+        "smollm2-offline.",
     ),
     set_: list[str] = typer.Option(
         [], "--set", help="Override a key, e.g. --set optim.actor_lr=2e-6 (repeatable)."
