@@ -8,6 +8,7 @@ one partial trailing line, which :func:`read_jsonl` reports and skips.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -15,7 +16,7 @@ import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rlver.errors import InputError, Problem
 
@@ -119,11 +120,19 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    with _replacing(target) as fh:
+        fh.write(data)
+
+
+@contextlib.contextmanager
+def _replacing(target: Path) -> Iterator[BinaryIO]:
+    """A file to write the new ``target`` into: a temporary sibling with the umask's mode, fsynced and
+    renamed over ``target`` when the block ends, removed (the old file untouched) if it raises."""
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, file_mode())
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)
@@ -194,33 +203,23 @@ def filter_jsonl(path: str | os.PathLike[str], keep: Callable[[Any], bool]) -> i
     :class:`InputError` naming it, and the file is left as it was.
     """
     target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     dropped = 0
-    try:
-        os.fchmod(fd, file_mode())
-        with os.fdopen(fd, "wb") as out, target.open("rb") as src:
-            torn: int | None = None  # the line number of an unparsable line, fatal unless it is the last
-            for lineno, line in enumerate(src, start=1):
-                if not line.strip():
-                    continue
-                if torn is not None:
-                    raise InputError(Problem(str(target), torn, None, "not valid JSON"))
-                try:
-                    record = json.loads(line)
-                except (ValueError, RecursionError):
-                    torn, dropped = lineno, dropped + 1
-                    continue
-                if keep(record):
-                    out.write(line if line.endswith(b"\n") else line + b"\n")
-                else:
-                    dropped += 1
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-        _fsync_dir(target.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _replacing(target) as out, target.open("rb") as src:
+        torn: int | None = None  # the line number of an unparsable line, fatal unless it is the last
+        for lineno, line in enumerate(src, start=1):
+            if not line.strip():
+                continue
+            if torn is not None:
+                raise InputError(Problem(str(target), torn, None, "not valid JSON"))
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                torn, dropped = lineno, dropped + 1
+                continue
+            if keep(record):
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+            else:
+                dropped += 1
     return dropped
 
 
