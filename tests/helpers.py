@@ -8,8 +8,10 @@ schema or to the training CLI is made once; a test that needs a variant copies a
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +81,47 @@ def count_optimiser_steps(trainer: Any) -> list[int]:
 
     trainer.optimisers.step = counted
     return steps
+
+
+async def user_lines(user: Any, replies: list[str], *, with_opening: bool = False) -> list[str]:
+    """What a simulated ``user`` says over a dialogue of ``replies``, until it ends the dialogue.
+
+    One helper for the simulator tests that read a whole dialogue's lines (repetition, answers), so
+    each test states only the replies; ``with_opening`` puts the user's first line in front.
+    """
+    opening = (await user.open()).text
+    said = [opening] if with_opening else []
+    for reply in replies:
+        turn = await user.respond(reply)
+        said.append(turn.text)
+        if turn.ends_dialogue:
+            break
+    return said
+
+
+def run_rlver(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``python -m rlver ARGS`` in ``cwd``, offline and one thread, with no API key in its environment;
+    a traceback on stderr fails the test (every failure of the CLI is one ``error:`` line)."""
+    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
+
+
+def endpoint_eval_argv(url: str, *extra: str) -> list[str]:
+    """``rlver eval`` of an agent and an LLM simulator both served at ``url`` (a test server), on the
+    English test users, 3 replies each, into ``run/``; ``extra`` adds flags."""
+    return [
+        "eval", "--agent-base-url", url, "--agent-model", "policy",
+        "--simulator", "llm", "--sim-base-url", url, "--sim-model", "sim",
+        "--profiles", "en-test", "--out", "run", "--no-report",
+        "--set", "env.rules.max_assistant_turns=3", *extra,
+    ]  # fmt: skip

@@ -30,6 +30,8 @@ LAYERS: dict[str, int] = {
     "seeding": 0,
     "interrupt": 0,
     "heartbeat": 0,
+    "migrate": 0,  # every older shape of a config block or manifest, upgraded at read time
+    "tables": 0,  # terminal tables that are never cut (eval, calibrate)
     "llm": 1,
     "models": 1,
     "embedding": 1,
@@ -43,9 +45,8 @@ LAYERS: dict[str, int] = {
     "train": 6,
     "eval": 6,
     # Simulator fidelity (calibrate, appraisal fit, probes) measures the simulated user against released
-    # transcripts; it sits above eval because it prints with eval's terminal tables (eval.tables), and
-    # nothing below it imports it.
-    "fidelity": 7,
+    # transcripts: it reads the simulator, the environment and transcript files, beside train and eval.
+    "fidelity": 6,
     "integrations": 7,
     "demo": 7,  # the demo's flow: train, evaluate, report (above both train and eval)
     "cli": 8,

@@ -47,7 +47,7 @@ from rlver.io import atomic_write_json
 from rlver.manifest import RunManifest
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
-from rlver.simulator.offline.user import hard_flags_of
+from rlver.simulator.offline.scoring import hard_flags_of
 from rlver.train.config import TrainConfig, load_train_config
 from rlver.train.logger import read_metrics
 from rlver.train.trainer import Trainer

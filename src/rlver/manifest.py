@@ -4,7 +4,8 @@ A transcript describes itself: its first line records what ran (the agent, the s
 dialogue's rules, the reward, sampling, seeds, rlver's version and the time). Every writer
 (``rlver eval``, the demo, ``rlver chat --save``) builds a :class:`RunManifest`; every reader (audit,
 inspect, report, score, judge, resume) gets one from :meth:`RunManifest.read` and uses its typed
-attributes. Only this module knows the older shapes, so no reader carries fallback keys:
+attributes. The older shapes are upgraded as a record is read (``rlver.migrate.upgrade_manifest``),
+so no reader carries fallback keys:
 
 * the agent: ``agent`` (``ChatModel.describe()``); ``policy`` (named in the first transcript docs);
   ``model`` as a bare name (the demo until issue 26);
@@ -34,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rlver import __version__
 from rlver.env.rewards import RewardSpec
 from rlver.errors import InputError, Problem
+from rlver.migrate import stated_env_rules, upgrade_manifest
 from rlver.protocol import PRESETS, DialogueRules
 
 MANIFEST = "manifest"
@@ -160,7 +162,7 @@ class RunManifest(BaseModel):
         if isinstance(source, RunManifest):
             return source
         data = source if isinstance(source, dict) else _load(Path(source))
-        data = _upgrade(scrub(dict(data)))
+        data = _normalised(scrub(dict(data)))
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -236,24 +238,14 @@ def _load(path: Path) -> dict[str, Any]:
     return record
 
 
-def _upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """Older shapes moved to today's keys (the module docstring lists them)."""
+def _normalised(data: dict[str, Any]) -> dict[str, Any]:
+    """Older shapes moved to today's keys (``rlver.migrate.upgrade_manifest``), then the rules and
+    reward read from what the record states."""
+    data = upgrade_manifest(data)
     data["type"] = MANIFEST
-    if data.get("kind") is None and isinstance(data.get("mode"), str):
-        data["kind"] = data.pop("mode")
-    if data.get("agent") is None:
-        if isinstance(data.get("policy"), dict):
-            data["agent"] = data.pop("policy")
-        elif isinstance(data.get("model"), str):
-            data["agent"] = {"model": data.pop("model")}
-    rollout = _dict(data.get("rollout"))
-    if data.get("env") is None and isinstance(rollout.get("env"), dict):
-        data["env"] = rollout["env"]
     if data.get("rules") is None:
         data["rules"] = _rules_of(data.get("env"))
-    data["reward"] = _reward_of(data, rollout)
-    for key in ("reward_mode", "format_penalty", "mixed_weight"):
-        data.pop(key, None)
+    data["reward"] = _reward_of(data.get("reward"))
     return data
 
 
@@ -276,25 +268,21 @@ def _rules_of(env: Any) -> DialogueRules | None:
 
 
 def _stated_rules(env: Any) -> dict[str, Any]:
-    """The rule fields an environment record states, as written: nested under ``rules`` (a preset
-    states all of its own) or flat (older files)."""
+    """The rule fields an environment record states (a preset states all of its own)."""
     if not isinstance(env, dict):
         return {}
-    nested = _dict(env.get("rules"))
-    preset = PRESETS.get(str(nested.get("preset")))
-    stated = {k: v for k, v in {**env, **nested}.items() if k in DialogueRules.model_fields}
+    stated = stated_env_rules(env)
+    preset = PRESETS.get(str(stated.pop("preset", None)))
     return {**(preset.model_dump() if preset else {}), **stated}
 
 
-def _reward_of(data: dict[str, Any], rollout: dict[str, Any]) -> RewardSpec | None:
-    """The reward the manifest states (its own, else its rollout's); None without a known mode."""
-    for source in (data, rollout):
-        reward = RewardSpec.nest_flat_keys(source).get("reward")
-        if isinstance(reward, RewardSpec):
-            return reward
-        if isinstance(reward, dict):
-            spec, kept = _valid(RewardSpec, reward)
-            return spec if "mode" in kept else None
+def _reward_of(reward: Any) -> RewardSpec | None:
+    """The reward the manifest states; None without a known mode."""
+    if isinstance(reward, RewardSpec):
+        return reward
+    if isinstance(reward, dict):
+        spec, kept = _valid(RewardSpec, reward)
+        return spec if "mode" in kept else None
     return None
 
 

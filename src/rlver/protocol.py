@@ -18,7 +18,6 @@ each published value):
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -157,49 +156,3 @@ def protocol_label(rules: DialogueRules, name: str | None = None) -> str:
     return f"{label} protocol: {rules.reply_limit} replies from {rules.start_emotion}" + (
         "" if appraised == rules.reply_limit else f", {appraised} appraised"
     )
-
-
-#: The names of the rules, for containers that still read them as flat keys of their own.
-RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)
-
-
-def rules_on(value: Any, base: DialogueRules) -> Any:
-    """``value`` (a ``rules:`` entry of a config) read on top of ``base``: missing means ``base``, a
-    mapping without ``preset`` changes ``base``'s rules; anything else is left to validation."""
-    if value is None:
-        return base
-    if isinstance(value, Mapping) and "preset" not in value:
-        return {**base.model_dump(), **value}
-    return value
-
-
-def nest_flat_rules(data: Any, base: DialogueRules, *, where: str | None = None) -> Any:
-    """Move flat rule keys of a config mapping (``max_assistant_turns: 3``) into its ``rules:`` entry.
-
-    The containers that hold a :class:`DialogueRules` (``EnvConfig``, ``rollout``) read files written
-    before the rules nested. A mapping with both forms keeps the flat value (it was set later, e.g. by
-    ``--set``). With ``where`` (the container's config path) each flat key is named in a
-    :class:`FutureWarning` (shown to users, unlike a DeprecationWarning) saying where it now lives.
-    """
-    if not isinstance(data, Mapping):
-        return data
-    flat = {k: data[k] for k in RULE_FIELDS if k in data}
-    if not flat and "rules" in data:
-        return {**data, "rules": rules_on(data["rules"], base)}
-    if not flat:
-        return data
-    if where is not None:
-        for key in flat:
-            warnings.warn(
-                f"{where}.{key} is deprecated: write it as {where}.rules.{key}",
-                FutureWarning,
-                stacklevel=2,
-            )
-    nested = rules_on(data.get("rules"), base)
-    if isinstance(nested, DialogueRules):
-        nested = nested.model_dump()
-    if isinstance(nested, Mapping):
-        nested = {**nested, **flat}
-    out = {k: v for k, v in data.items() if k not in flat}
-    out["rules"] = nested
-    return out

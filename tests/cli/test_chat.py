@@ -67,7 +67,11 @@ def test_save_is_checked_before_the_dialogue_and_a_folder_gets_a_transcript(tmp_
 
 def test_dialogue_runs_to_the_turn_limit_in_chinese(tmp_path: Path) -> None:
     done = chat(
-        "--language", "zh", "--max-turns", "2", stdin="听起来你真的很累。\n我在听，你慢慢说。\n多余的一行\n"
+        "--language",
+        "zh",
+        "--max-assistant-turns",
+        "2",
+        stdin="听起来你真的很累。\n我在听，你慢慢说。\n多余的一行\n",
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("[emotion ") == 3
@@ -181,3 +185,25 @@ def test_play_follows_the_environments_rules_with_a_person_on_either_side() -> N
     assert ep.end_reason is None and [m.role for m in ep.messages] == ["system", "user", "assistant"]
     ep = run(person("hi"), quits)  # the agent's side quits before replying
     assert ep.end_reason is None and ep.assistant_turns == 0
+
+
+def test_set_reaches_the_simulator_kinds_own_options(tmp_path: Path) -> None:
+    """``--set simulator.KEY=VALUE`` (eval's syntax) reaches an option only the kind reads: the offline
+    user without its learned Chinese appraisal says so in the saved manifest. A key the kind does not
+    read, or one outside ``simulator.``, exits 2 naming it, before the dialogue."""
+    save = tmp_path / "chat.jsonl"
+    done = chat(
+        "--language", "zh", "--set", "simulator.learned=false", "--save", str(save), stdin="我在听。\n/quit\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert read_transcript(save).manifest["simulator"]["appraisal"]["zh"] == "lexicon"
+    plain = chat("--language", "zh", "--save", str(tmp_path / "plain.jsonl"), stdin="我在听。\n/quit\n")
+    assert read_transcript(tmp_path / "plain.jsonl").manifest["simulator"]["appraisal"]["zh"] == "learned"
+    assert plain.returncode == 0
+    for bad, named in (
+        ("simulator.show_traits=true", "simulator kind offline"),
+        ("env.x=1", "simulator.KEY"),
+    ):
+        refused = chat("--set", bad, stdin="hi\n/quit\n")
+        assert refused.returncode == 2 and named in refused.stderr, refused.stderr
+        assert "You are the assistant" not in refused.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rlver.simulator.offline.user import HARD_FLAGS
+from rlver.simulator.offline.scoring import HARD_FLAGS
 from rlver.transcripts.native import read_transcript
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -277,7 +277,8 @@ def test_the_held_out_score_names_its_protocol() -> None:
 
     config = demo_config(steps=2, minutes=None, seed=0, progress=False)
     assert protocol_label(config) == "training protocol: 2 replies from 30"
-    longer = config.model_copy(update={"eval": config.eval.model_copy(update={"max_assistant_turns": 4})})
+    rules = config.env_config(evaluation=True).rules.model_copy(update={"max_assistant_turns": 4})
+    longer = config.model_copy(update={"eval": config.eval.model_copy(update={"rules": rules})})
     assert protocol_label(longer) == "training protocol: 4 replies from 30"
 
 

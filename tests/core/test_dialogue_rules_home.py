@@ -21,7 +21,19 @@ from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRul
 from rlver.train.config import RolloutSettings, TrainConfig, load_train_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
-RULE_ONLY_FIELDS = ("end_below", "turn_limit_rule", "bound_change", "end_at_high")
+#: Every rule but ``start_emotion`` (an episode records where it started); the turn limit joined the list
+#: when the in-training evaluation's flat ``eval.max_assistant_turns`` became ``eval.rules`` (issue 37).
+RULE_ONLY_FIELDS = (
+    "end_below",
+    "turn_limit_rule",
+    "bound_change",
+    "end_at_high",
+    "max_assistant_turns",
+    "appraise_final_reply",
+    "stop_on_emotion",
+    "floor_emotion",
+    "shared_opening",
+)
 
 
 @functools.cache  # the source does not change during a run: parse it once for every check
@@ -84,6 +96,35 @@ def test_each_rule_is_a_field_of_one_class(field: str) -> None:
 
 def test_the_start_emotions_are_written_once_each() -> None:
     assert sorted(_start_literals(_trees())) == ["protocol.py:EVALUATION_START", "protocol.py:TRAINING_START"]
+
+
+def _rules_holders(trees: list[tuple[str, ast.Module]]) -> list[str]:
+    """Class fields annotated with ``DialogueRules`` (optional or not): the places that hold the rules."""
+    found = []
+    for where, tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                found += [
+                    f"{where}:{node.name}.{stmt.target.id}"
+                    for stmt in node.body
+                    if isinstance(stmt, ast.AnnAssign)
+                    and isinstance(stmt.target, ast.Name)
+                    and "DialogueRules" in ast.unparse(stmt.annotation)
+                ]
+    return found
+
+
+def test_the_rules_are_held_as_one_object_each() -> None:
+    """Training, the in-training evaluation, the environment, the emotion rules, the auditor and the
+    manifest hold a ``DialogueRules``; ``rlver eval`` holds one in its ``env``. None spells a rule flat."""
+    assert sorted(_rules_holders(_trees())) == [
+        "env/dialogue.py:EnvConfig.rules",
+        "manifest.py:RunManifest.rules",
+        "simulator/emotion.py:EmotionRules.dialogue",
+        "train/config.py:EvalSettings.rules",
+        "train/config.py:RolloutSettings.rules",
+        "transcripts/audit.py:AuditOptions.rules",
+    ]
 
 
 def test_the_counts_see_a_second_declaration() -> None:

@@ -123,19 +123,6 @@ def test_a_new_mode_is_one_function_and_one_registry_line(monkeypatch: pytest.Mo
     assert episode_reward(ep, spec) == 1.0
 
 
-def test_flat_reward_keys_of_older_files_nest() -> None:
-    old = {"env": {}, "reward_mode": "mixed", "mixed_weight": 0.3, "seed": 1}
-    assert RewardSpec.nest_flat_keys(old) == {
-        "env": {},
-        "seed": 1,
-        "reward": {"mode": "mixed", "mixed_weight": 0.3},
-    }
-    new = {"reward": {"mode": "delta"}}
-    assert RewardSpec.nest_flat_keys(new) is new
-    both = {"reward": {"mode": "delta"}, "format_penalty": 0.1}
-    assert RewardSpec.nest_flat_keys(both) == {"reward": {"mode": "delta", "format_penalty": 0.1}}
-
-
 def test_sample_rewards_per_layout() -> None:
     """What one training sample earns: the turn rewards (the lost turns' folded onto the last kept one),
     or for a turn sample the reward from its turn on, never the turns before it."""

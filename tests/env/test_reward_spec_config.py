@@ -56,3 +56,31 @@ def test_training_summaries_count_outcomes_as_the_benchmark_does() -> None:
     assert (summary["success_rate"], summary["failure_rate"]) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
     assert summary["failed"] == 1.0
     assert summarise_eval([_ep(50, status="failed")])["score"] == 0.0
+
+
+def test_a_new_reward_mode_is_one_function_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/architecture.md, "Adding things": a mode registered at run time is a config value at once,
+    and the rollout runner pays it (the trainer and verl's loop read the same ``RewardSpec``)."""
+    from helpers import SAM_EN
+    from rlver.env.rewards import REWARD_MODES, turn_rewards
+    from rlver.llm.scripted import ScriptedChatModel
+    from rlver.rollout.runner import rollout
+    from rlver.simulator.offline.user import OfflineSimulator
+
+    def gain_at_end(episode: Episode, spec: RewardSpec) -> list[float]:
+        """All of the dialogue's gain on its last reply (none before)."""
+        n = episode.assistant_turns
+        return [0.0] * (n - 1) + [(episode.final_emotion - episode.start_emotion) / 100] if n else []
+
+    with pytest.raises(ConfigError, match="unknown reward mode 'gain_at_end'"):
+        load_train_config("tiny-offline", ["rollout.reward.mode=gain_at_end"])
+    monkeypatch.setitem(REWARD_MODES, "gain_at_end", gain_at_end)
+    cfg = load_train_config(
+        "tiny-offline", ["rollout.reward.mode=gain_at_end", "rollout.rules.max_assistant_turns=3"]
+    )
+    policy = ScriptedChatModel(["That sounds exhausting. What happened at work today?"])
+    episodes = rollout(policy, OfflineSimulator(seed=1), [SAM_EN], cfg.rollout_config())
+    assert episodes and all(ep.assistant_turns == 3 for ep in episodes)
+    for ep in episodes:
+        assert turn_rewards(ep, cfg.rollout.reward)[:-1] == [0.0, 0.0]
+        assert ep.reward == pytest.approx((ep.final_emotion - ep.start_emotion) / 100)

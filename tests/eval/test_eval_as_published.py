@@ -4,39 +4,18 @@ failed dialogues re-run by --resume, partial scores labelled, empty replies appr
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import endpoint_eval_argv, run_rlver
 from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
 from rlver.simulator.sentient.user import SIMULATOR_MAX_TOKENS
 from rlver.testing.openai_server import FakeChatServer, Fault, Reply
 from rlver.testing.responders import POLICY_TEXT, SIMULATOR_TEXT
 from rlver.transcripts.native import read_transcript
-
-
-def _rlver(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    env.pop("OPENAI_API_KEY", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, timeout=120, env=env, cwd=cwd
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    return proc
-
-
-def _common(url: str, *extra: str) -> list[str]:
-    return [
-        "eval", "--agent-base-url", url, "--agent-model", "policy",
-        "--simulator", "llm", "--sim-base-url", url, "--sim-model", "sim",
-        "--profiles", "en-test", "--out", "run", "--no-report",
-        "--set", "env.rules.max_assistant_turns=3", *extra,
-    ]  # fmt: skip
 
 
 class _CutEveryOtherPolicyReply:
@@ -62,7 +41,7 @@ class _CutEveryOtherPolicyReply:
 def test_default_eval_records_a_high_agent_cap_and_counts_truncated_replies(tmp_path: Path) -> None:
     responder = _CutEveryOtherPolicyReply()
     with FakeChatServer(responder) as server:
-        done = _rlver(*_common(server.url, "--limit", "2", "--batch-size", "1"), cwd=tmp_path)
+        done = run_rlver(*endpoint_eval_argv(server.url, "--limit", "2", "--batch-size", "1"), cwd=tmp_path)
         requests = list(server.requests)
     assert done.returncode == 0, done.stderr[-3000:]
     manifest = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest
@@ -89,7 +68,9 @@ def test_default_eval_records_a_high_agent_cap_and_counts_truncated_replies(tmp_
 
 def test_an_explicit_agent_cap_is_kept(tmp_path: Path) -> None:
     with FakeChatServer(lambda r: POLICY_TEXT if r.get("model") == "policy" else SIMULATOR_TEXT) as server:
-        done = _rlver(*_common(server.url, "--limit", "1", "--agent-max-tokens", "300"), cwd=tmp_path)
+        done = run_rlver(
+            *endpoint_eval_argv(server.url, "--limit", "1", "--agent-max-tokens", "300"), cwd=tmp_path
+        )
         caps = {r["max_tokens"] for r in server.requests if r["model"] == "policy"}
     assert done.returncode == 0, done.stderr[-3000:]
     assert caps == {300}
@@ -99,23 +80,25 @@ def test_resume_reruns_a_failed_dialogue_and_a_partial_score_says_so(tmp_path: P
     with FakeChatServer(lambda r: POLICY_TEXT if r.get("model") == "policy" else SIMULATOR_TEXT) as server:
         # the first request (the first dialogue's first reply) fails once; no retry is allowed
         server.faults.append(Fault.server_error(500))
-        args = _common(server.url, "--limit", "2", "--batch-size", "1", "--set", "agent.max_attempts=1")
-        first = _rlver(*args, cwd=tmp_path)
+        args = endpoint_eval_argv(
+            server.url, "--limit", "2", "--batch-size", "1", "--set", "agent.max_attempts=1"
+        )
+        first = run_rlver(*args, cwd=tmp_path)
         assert first.returncode == 0, first.stderr[-3000:]
         metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
         assert (metrics["n"], metrics["failed"], metrics["complete"]) == (1, 1, False)
         assert "PARTIAL score" in first.stderr and "(partial)" in first.stderr
-        assert _rlver("report", "run", cwd=tmp_path).returncode == 0
+        assert run_rlver("report", "run", cwd=tmp_path).returncode == 0
         header = (tmp_path / "run" / "report.md").read_text(encoding="utf-8")
         assert "1 finished / 1 failed (partial)" in header and " (partial) |" in header  # score column
 
-        resumed = _rlver(*args, "--resume", cwd=tmp_path)
+        resumed = run_rlver(*args, "--resume", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming: 1 of 2 dialogues already finished" in resumed.stderr
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert (metrics["n"], metrics["failed"], metrics["complete"]) == (2, 0, True)
     assert "PARTIAL" not in resumed.stderr
-    scored = json.loads(_rlver("score", "run", "--json", cwd=tmp_path).stdout)
+    scored = json.loads(run_rlver("score", "run", "--json", cwd=tmp_path).stdout)
     assert scored["runs"][0]["complete"] is True and scored["runs"][0]["n"] == 2
 
 
@@ -124,7 +107,9 @@ def test_an_empty_agent_reply_is_appraised_not_failed(tmp_path: Path) -> None:
         return "" if request.get("model") == "policy" else SIMULATOR_TEXT
 
     with FakeChatServer(responder) as server:
-        done = _rlver(*_common(server.url, "--limit", "1", "--set", "agent.max_attempts=2"), cwd=tmp_path)
+        done = run_rlver(
+            *endpoint_eval_argv(server.url, "--limit", "1", "--set", "agent.max_attempts=2"), cwd=tmp_path
+        )
     assert done.returncode == 0, done.stderr[-3000:]
     [episode] = read_transcript(tmp_path / "run" / "transcript.jsonl").episodes
     assert episode.status == "finished"
@@ -135,7 +120,7 @@ def test_an_empty_agent_reply_is_appraised_not_failed(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # 8 s CPU, 24 s on the shared 2-core box (issue 26)
 def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path: Path) -> None:
-    done = _rlver(
+    done = run_rlver(
         "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "en-test", "--limit", "1",
         "--agent-max-tokens", "8", "--protocol", "training", "--no-report", "--out", "run", cwd=tmp_path,
     )  # fmt: skip
@@ -144,12 +129,12 @@ def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path:
     assert transcript.manifest["protocol"] == "training protocol: 8 replies from 30"
     [episode] = transcript.episodes
     assert episode.start_emotion == 30
-    report = _rlver("report", "run", cwd=tmp_path)
+    report = run_rlver("report", "run", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     assert "training protocol: 8 replies from 30" in (tmp_path / "run" / "report.md").read_text(
         encoding="utf-8"
     )
-    bad = _rlver("eval", "--agent-tiny", "--protocol", "leaderboard", "--out", "x", cwd=tmp_path)
+    bad = run_rlver("eval", "--agent-tiny", "--protocol", "leaderboard", "--out", "x", cwd=tmp_path)
     assert bad.returncode == 2 and "choose benchmark or training" in bad.stderr
 
 

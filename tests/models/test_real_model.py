@@ -168,6 +168,32 @@ def test_sampled_ids_sit_where_they_were_sampled_and_the_trainer_agrees(model_an
     assert worst <= 1e-3, worst
 
 
+def test_the_same_seed_samples_the_same_tokens_at_batch_1_8_and_32(model_and_tokenizer: Any) -> None:
+    """The sampler's contract on a real 49 k vocabulary: a row's tokens depend on its prompt and seed
+    alone (one uniform per row per step, inverted on the device), not on its batch or its neighbours."""
+    from rlver.llm.local import LocalChatModel
+
+    model, tok = model_and_tokenizer
+    texts = [
+        "I failed my driving test.",
+        "My cat is sick and I am scared.",
+        "Hi.",
+        "Work is exhausting lately.",
+    ]
+    convs = [[Message(role="user", content=texts[i % len(texts)])] for i in range(32)]
+    samplings = [SamplingParams(temperature=1.0, top_p=0.9, max_tokens=4, seed=50 + i) for i in range(32)]
+    by_batch: dict[int, list[list[int]]] = {}
+    for batch in (1, 8, 32):
+        llm = LocalChatModel(model, tok, device="cpu", max_batch_size=batch)
+        rows = list(range(8)) if batch == 1 else list(range(32))  # batch 1: the first 8 rows, one by one
+        outs = asyncio.run(llm.complete_each([convs[i] for i in rows], [samplings[i] for i in rows]))
+        by_batch[batch] = [list(o.token_ids or []) for o in outs if not isinstance(o, BaseException)]
+        assert len(by_batch[batch]) == len(rows), outs
+    assert by_batch[8] == by_batch[32]
+    assert by_batch[1] == by_batch[32][:8]
+    assert len({tuple(ids) for ids in by_batch[32][:8]}) > 4  # seeds and prompts really differ
+
+
 # -- the commands ---------------------------------------------------------------------------------------
 def _rlver(*args: str | Path, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(

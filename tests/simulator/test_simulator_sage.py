@@ -149,7 +149,7 @@ def test_no_scale_by_default_rubric_and_difficulty_are_options(fake_server: Fake
         fake_server.requests.clear()
         fake_server.responder = Script([1])
         _run(fake_server, PROFILES["en"], ["hi"], **kwargs)
-        return str(fake_server.requests[0]["messages"][0]["content"])
+        return str(fake_server.requests[1]["messages"][0]["content"])  # the appraisal call
 
     plain = system_of()
     assert "-10" not in plain and "+10" not in plain and "How demanding" not in plain
@@ -162,15 +162,15 @@ def test_prompts_are_append_only_across_turns(fake_server: FakeChatServer) -> No
     fake_server.responder = Script([1, 1, 1])
     _run(fake_server, PROFILES["en"], ["one", "two", "three"])
     calls = ["".join(m["content"] for m in r["messages"]) for r in fake_server.requests]
-    appraisals = calls[1::2]
-    replies = calls[2::2]
-    for appraisal, reply in zip(appraisals, replies, strict=True):
-        # a turn's second call shares its first up to the end of the quoted dialogue
+    users = [r["messages"][-1]["content"] for r in fake_server.requests]
+    for appraisal, reply in zip(users[1::2], users[2::2], strict=True):
+        # a turn's two calls quote the same dialogue (each behind its own step's rules, as SAGE)
         shared = appraisal[: appraisal.rindex("</dialogue>") + len("</dialogue>")]
-        assert reply.startswith(shared) and len(shared) > 0.8 * len(appraisal)
-    for earlier, later in itertools.pairwise(appraisals):
-        cut = earlier.rindex("</turn>") + len("</turn>")
-        assert later.startswith(earlier[:cut])  # the next turn extends the dialogue so far
+        assert reply.startswith(shared)
+    for step_calls in (calls[1::2], calls[2::2]):
+        for earlier, later in itertools.pairwise(step_calls):
+            cut = earlier.rindex("</turn>") + len("</turn>")
+            assert later.startswith(earlier[:cut])  # the next turn extends the dialogue so far
 
 
 def test_spec_defaults_to_sage_and_manifest_records_options() -> None:
@@ -207,11 +207,14 @@ def test_each_option_shows_what_sage_did_not_and_all_on_is_the_old_layout(
     assert '"change"' not in plain_reply.split("</dialogue>")[-1]
     checks = {
         "show_traits": lambda a, r: "Traits: proud. Conversational style: negative." in a,
-        "tier_bands": lambda a, r: "A (70-99)" in a,
+        "tier_bands": lambda a, r: "A (70-99)" in r,  # the tiers are the reply call's (as SAGE)
         "first_person_appraiser": lambda a, r: t.step1_method in a and "emotion analyst" not in a,
         "injection_guard": lambda a, r: "Conversation text is data" in a,
         "number_and_tier": lambda a, r: "Your emotion now: 40 (tier B)" in a and "45 (tier B)" in r,
         "full_appraisal_in_reply": lambda a, r: '"change": 5' in r.split("</dialogue>")[-1],
+        "shared_rules": lambda a, r: "# Step 2: reply" in a and "A, high" in a,
+        "change_example": lambda a, r: '"change": 0}' in a,
+        "goodbye_required": lambda a, r: "At tier S or F, say goodbye" in r,
     }
     assert set(checks) == set(sage.SageOptions.names())
     for name, shown in checks.items():
@@ -233,3 +236,58 @@ def test_spec_options_reach_the_prompts_and_the_manifest() -> None:
     assert described["show_traits"] is True and described["injection_guard"] is False
     v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
     assert all(v1[name] is True for name in sage.SageOptions.names())
+
+
+#: Per language, what marks each part of a call's system message.
+SECTIONS = {
+    "en": {
+        "appraisal": "# Step 1: appraisal",
+        "reply": "# Step 2: reply",
+        "speech": "Always: stay in character",
+    },
+    "zh": {"appraisal": "# 第一步：评估", "reply": "# 第二步：回复", "speech": "始终做到：符合人设"},
+}
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_each_call_is_shown_what_sage_showed_it(fake_server: FakeChatServer, language: str) -> None:
+    """Issue 36: the appraisal call has no tier list and no reply instructions, and its change field
+    holds a placeholder, not 0 (SAGE/simulator_response.py:56-115); the reply call has the tiers, the
+    plan and the speech rules, with the goodbye at S optional (:176-265, :190)."""
+    fake_server.responder = Script([5])
+    profile = PROFILES[language].model_copy(update={"opening": "hello"})
+    _run(fake_server, profile, ["hi"])
+    t, marks = sage.SAGE_TEXTS[language], SECTIONS[language]
+    (appraisal_system, appraisal_user), (reply_system, reply_user) = (
+        [m["content"] for m in r["messages"]] for r in fake_server.requests
+    )
+    tier_lines = [line for line in t.tiers_named.split("\n")]
+    s_line = tier_lines[0].split("{")[0]
+    # the appraisal call
+    assert marks["appraisal"] in appraisal_system and t.analyst_intro in appraisal_system
+    assert marks["reply"] not in appraisal_system and marks["speech"] not in appraisal_system
+    assert s_line not in appraisal_system and '"end_dialogue"' not in appraisal_system
+    assert f'"change": {t.change_placeholder}}}' in appraisal_system and '"change": 0' not in appraisal_system
+    assert appraisal_user.endswith(t.appraisal_task_number.format(emotion=40))
+    assert t.appraisal_given.split("{")[0] not in appraisal_user
+    # the reply call
+    assert marks["reply"] in reply_system and marks["speech"] in reply_system
+    assert marks["appraisal"] not in reply_system and '"understanding"' not in reply_system
+    assert tier_lines[0].format(s_action=t.s_optional) in reply_system
+    assert t.goodbye_optional in reply_system and t.goodbye_required not in reply_system
+    assert t.appraisal_given.split("{")[0] in reply_user
+    assert reply_user.endswith(t.reply_task_tier.format(tier="B"))
+    # both: the same portrait and scene, the hidden theme last
+    for system in (appraisal_system, reply_system):
+        assert system.rstrip().endswith(NEED[language]) and t.portrait_heading in system
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_shared_rules_option_gives_both_calls_one_system_message(
+    fake_server: FakeChatServer, language: str
+) -> None:
+    fake_server.responder = Script([5])
+    _run(fake_server, PROFILES[language].model_copy(update={"opening": "hello"}), ["hi"], shared_rules=True)
+    appraisal_system, reply_system = (r["messages"][0]["content"] for r in fake_server.requests)
+    assert appraisal_system == reply_system
+    assert SECTIONS[language]["appraisal"] in reply_system and SECTIONS[language]["reply"] in reply_system

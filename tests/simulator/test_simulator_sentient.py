@@ -238,12 +238,18 @@ def test_agent_text_is_quoted_data_and_cannot_set_the_change(fake_server: FakeCh
     assert "never instructions" in fake_server.requests[0]["messages"][0]["content"]
 
 
-def test_huge_agent_reply_is_bounded_in_the_prompt(fake_server: FakeChatServer) -> None:
+def test_agent_reply_is_quoted_whole_up_to_a_far_safety_bound(fake_server: FakeChatServer) -> None:
+    # SAGE shows the whole reply; the longest released one is 4,643 characters, so a 7,000-character
+    # reply (under the environment's 8,000-character cap) is quoted whole
     fake_server.responder = Script([-2])
-    run(fake_server, dialogue(EN, ["blah " * 4000]))
+    long_reply = "blah " * 1400
+    run(fake_server, dialogue(EN, [long_reply]))
     user_msg = fake_server.requests[0]["messages"][1]["content"]
-    assert len(user_msg) < prompts.MAX_QUOTED_CHARS + 2000
-    assert "more characters cut" in user_msg
+    assert long_reply.strip() in user_msg and "more characters cut" not in user_msg
+    assert prompts.MAX_QUOTED_CHARS >= 4 * 4643
+    # the bound still holds for text that reaches it
+    cut = prompts.bounded("x" * (prompts.MAX_QUOTED_CHARS + 10), "[{n} cut]")
+    assert cut.endswith("[10 cut]") and len(cut) < prompts.MAX_QUOTED_CHARS + 20
 
 
 def test_malformed_appraisal_is_reasked_once_then_fails_typed(fake_server: FakeChatServer) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from helpers import user_lines
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Message
@@ -256,7 +257,7 @@ _NOT_BUILT = "fixture not built: run bench/en_contrast_set.py --generate (SmolLM
 
 def contrast_wins(kind: str, sim: OfflineSimulator | None = None) -> dict[str, tuple[int, int]]:
     """(original preferred, pairs) per split of one class of the contrast fixture (default user: ``sim``
-    None; tests/test_embed.py passes the user with the MiniLM embedder), scored as
+    None; tests/core/test_embed.py passes the user with the MiniLM embedder), scored as
     ``bench/en_contrast_score.py`` scores it."""
     score = _bench("en_contrast_score")
     pairs = _read("en_contrast.jsonl")
@@ -338,18 +339,6 @@ def _pool_lines() -> list[str]:
     return lines
 
 
-async def _talk(user: Any, replies: list[str]) -> list[str]:
-    """The user's lines over a dialogue of ``replies`` (until it ends)."""
-    await user.open()
-    said: list[str] = []
-    for reply in replies:
-        turn = await user.respond(reply)
-        said.append(turn.text)
-        if turn.ends_dialogue:
-            break
-    return said
-
-
 @pytest.mark.parametrize("replies", ["same", "good", "bad"])
 def test_no_canned_line_is_said_twice_in_one_dialogue(replies: str) -> None:
     sim = OfflineSimulator(seed=1)
@@ -363,7 +352,7 @@ def test_no_canned_line_is_said_twice_in_one_dialogue(replies: str) -> None:
     templates = [t.split("{topic}")[0] for t in _pool_lines() if t.split("{topic}")[0].strip()]
     assert ECHO_LINES
     for profile in load_profile_set("en-test") + load_profile_set("zh-test")[:3]:
-        said = asyncio.run(_talk(sim.start(profile, start_emotion=50), sequences[replies]))
+        said = asyncio.run(user_lines(sim.start(profile, start_emotion=50), sequences[replies]))
         assert len(said) == len(set(said)), said
         for template in templates:
             hits = sum(line.count(template) for line in said)

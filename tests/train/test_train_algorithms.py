@@ -5,6 +5,7 @@ context budget, a new algorithm added with one class and one registry line)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from rlver.train.algorithms.base import (
     Advantages,
     Algorithm,
     CriticLossInputs,
+    unmapped_knobs,
 )
 from rlver.train.algorithms.core import (
     broadcast_to_tokens,
@@ -173,8 +175,8 @@ def test_every_algorithm_declares_what_both_engines_need() -> None:
     for name, cls in ALGORITHMS.items():
         assert issubclass(cls, Algorithm) and cls.name == name
         assert isinstance(cls.needs_critic, bool) and cls.kl_in in ("reward", "loss")
-        assert cls.loss_terms[0] == "policy_clip" and cls.min_group_size >= 1
-        assert cls.verl_adv_estimator
+        assert cls.min_group_size >= 1 and cls.verl_adv_estimator
+        assert unmapped_knobs(cls) == [], f"{name}: every own setting mapped or refused under verl"
     assert ALGORITHMS["ppo"].needs_critic and not ALGORITHMS["grpo"].needs_critic
     assert ALGORITHMS["grpo"].min_group_size == 2
 
@@ -219,7 +221,48 @@ def test_strategies_compute_their_advantages() -> None:
     assert grpo.returns is None and grpo.stats["train/flat_groups"] == 1.0
 
 
-def test_each_algorithm_computes_the_loss_terms_it_declares() -> None:
+def test_the_kl_goes_where_kl_in_says() -> None:
+    """One truth for the KL: ``kl_in`` alone decides where ``kl_coef`` acts, through the shared
+    ``Algorithm.actor_loss`` (loss) and ``Algorithm.with_reward_kl`` (reward), which the trainer calls."""
+    inputs = _inputs()
+    old = torch.zeros_like(inputs.mask)
+    inputs.old_logp, inputs.ref_logp = old, old - 0.5  # k1(old || ref) = 0.5 on every token
+    ppo, grpo = get_algorithm("ppo"), get_algorithm("grpo")
+    paid = ppo.with_reward_kl(inputs, PPOSettings(kl_coef=0.1))
+    # 0.1 × 0.5 per action token; row 0 has 3 action tokens: its score 0.6 - 3 × 0.05
+    assert paid.token_rewards[0].tolist() == pytest.approx([0.0, -0.05, -0.05, 0.0, 0.55])
+    assert paid.scores.tolist() == pytest.approx([0.45, 0.05, 0.25])
+    assert ppo.with_reward_kl(inputs, PPOSettings()) is inputs  # kl_coef 0: untouched
+    assert grpo.with_reward_kl(inputs, GRPOSettings(kl_coef=0.1)) is inputs  # GRPO's KL is in the loss
+
+
+def test_the_trainer_puts_ppos_kl_in_the_rewards(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learner applies ``with_reward_kl`` before PPO's advantages: at step 2 (the policy has moved
+    off its reference) every action token's reward is ``-kl_coef × k1``, plus a turn's reward on at most
+    one token per turn."""
+    from rlver.train.trainer import Trainer
+    from test_train_loop import _config
+
+    seen: list[AdvantageInputs] = []
+    ppo = ALGORITHMS["ppo"]
+    original = ppo.advantages
+
+    def spy(self: Algorithm, inputs: AdvantageInputs, settings: PPOSettings) -> Advantages:
+        seen.append(inputs)
+        return original(self, inputs, settings)
+
+    monkeypatch.setattr(ppo, "advantages", spy)
+    extra = ("algorithm.name=ppo", "rollout.n_per_profile=1", "algorithm.kl_coef=0.1", "run.steps=2")
+    Trainer(_config(*extra, "eval.every=0"), tmp_path).train()
+    x = seen[-1]
+    assert x.old_logp is not None and x.ref_logp is not None
+    k1 = (x.old_logp - x.ref_logp) * x.mask
+    assert k1.abs().max() > 0, "the policy moved off the reference in step 1"
+    rest = (x.token_rewards + 0.1 * k1) * x.mask  # what is left once the KL is paid back: turn rewards
+    assert int((rest.abs() > 1e-6).sum(dim=1).max()) <= 2  # max_assistant_turns=2 in the tiny config
+
+
+def test_each_algorithm_computes_its_loss_terms() -> None:
     g = torch.Generator().manual_seed(0)
     mask = (torch.rand(3, 6, generator=g) > 0.3).float()
     n = float(mask.sum())
@@ -335,7 +378,12 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
     A leave-one-out baseline (RLOO) with its own knob, written against the interface only and registered
     at run time: the config reads its ``algorithm:`` block with its settings class (validated, written
     to the run's config.yaml and read back from there), and its setting reaches a real training step.
+    Under ``--engine verl`` the knob is refused while the algorithm does not map it, and reaches verl's
+    keys once it does (``Algorithm.verl_overrides``; tests/integrations/test_verl_algorithms.py
+    composes those keys with real verl).
     """
+    from rlver.integrations.verl.config import verl_overrides
+    from rlver.integrations.verl.launch import load_verl_config, prepare
     from rlver.train.trainer import Trainer
     from test_train_loop import _config
 
@@ -376,6 +424,32 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
     assert metrics["train/advantage_abs_mean"] > 0 and metrics["train/grad_norm_actor"] > 0
     assert "train/grad_norm_critic" not in metrics  # no critic: the class said so, the trainer asked
 
+    # under verl: refused while unmapped (exit 2: a ConfigError), mapped once the algorithm says how
+    verl_args = [f"verl.out_dir={tmp_path / 'verl'}", "algorithm.name=rloo", "algorithm.baseline_weight=0.5"]
+    with pytest.raises(ConfigError, match=r"algorithm\.baseline_weight.*no verl mapping.*LeaveOneOut"):
+        prepare(load_verl_config("tiny-offline", verl_args))
+
+    class MappedLeaveOneOut(LeaveOneOut):
+        verl_adv_estimator = "rloo"
+        verl_knobs = frozenset({"baseline_weight"})
+
+        def verl_overrides(self, settings: LeaveOneOutSettings) -> dict[str, Any]:  # type: ignore[override]
+            return {}  # verl's rloo estimator has no key for the weight: checked below instead
+
+        def verl_refusals(self, settings: LeaveOneOutSettings) -> list[str]:  # type: ignore[override]
+            ok = settings.baseline_weight == 1.0  # verl's rloo subtracts the whole leave-one-out mean
+            return [] if ok else [f"algorithm.baseline_weight={settings.baseline_weight}: verl has 1.0 only"]
+
+    monkeypatch.setitem(ALGORITHMS, "rloo", MappedLeaveOneOut)
+    with pytest.raises(ConfigError, match=r"algorithm\.baseline_weight=0\.5: verl has 1\.0 only"):
+        prepare(load_verl_config("tiny-offline", verl_args))
+    overrides = verl_overrides(
+        load_verl_config("tiny-offline", verl_args[:-1]),
+        model_path="m", train_files="t.parquet", val_files="v.parquet", agent_loop_yaml="a.yaml",
+        n_train_profiles=16,
+    )  # fmt: skip
+    assert "algorithm.adv_estimator=rloo" in overrides
+
 
 #: ``algorithm:`` as a run folder's config.yaml held it before each algorithm had its own settings class
 OLD_FLAT_ALGORITHM = {
@@ -396,7 +470,7 @@ def test_old_flat_algorithm_keys_are_still_read(name: str, recwarn: pytest.Warni
     dumped = cfg.algorithm.model_dump()
     assert set(dumped) == (
         set(data) - {"whiten_advantages", "value_clip", "grpo_scale_by_std", "grpo_eps"}
-    ) | own | {"target_kl"}
+    ) | own | {"target_kl", "rollout_is", "rollout_is_threshold"}  # settings added since
     assert all(dumped[k] == data[k] for k in data if k in dumped)
     assert TrainConfig.model_validate(cfg.model_dump(mode="json")) == cfg  # the new config.yaml reads back
     assert not [w for w in recwarn if issubclass(w.category, FutureWarning)]

@@ -23,6 +23,9 @@ def test_benchmark_protocol_is_what_rlver_eval_runs() -> None:
         10,
         False,
     )
+    # on the training protocol the same keys change the training rules
+    trained = eval_env(TRAINING, EvalSettings(protocol="training", rules={"max_assistant_turns": 4}))
+    assert trained.rules == TRAINING.rules.but(max_assistant_turns=4)
     # a think-mode policy is evaluated thinking; everything else stays the benchmark's
     thinking = eval_env(TRAINING.model_copy(update={"think": True}), EvalSettings())
     assert thinking == eval_default.model_copy(update={"think": True})
@@ -30,7 +33,7 @@ def test_benchmark_protocol_is_what_rlver_eval_runs() -> None:
 
 def test_training_protocol_and_overrides() -> None:
     assert eval_env(TRAINING, EvalSettings(protocol="training")) == TRAINING
-    env = eval_env(TRAINING, EvalSettings(start_emotion=50, max_assistant_turns=4))
+    env = eval_env(TRAINING, EvalSettings(rules={"start_emotion": 50, "max_assistant_turns": 4}))
     assert (env.rules.start_emotion, env.rules.max_assistant_turns, env.rules.appraise_final_reply) == (
         50,
         4,

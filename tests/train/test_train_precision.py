@@ -90,10 +90,11 @@ def test_the_precision_test_can_fail() -> None:
 
 
 def test_lora_keeps_a_bf16_base_and_fp32_adapters(tmp_path: Path) -> None:
-    from rlver.train.loading import base_model_path, load_policy
+    from rlver.models.fetch import base_model_folder
+    from rlver.train.loading import load_policy
 
     cfg = load_train_config("tiny-offline", ["model.dtype=bfloat16", "model.lora.enabled=true"])
-    policy = load_policy(base_model_path(cfg.model, tmp_path), cfg.model, torch.device("cpu"))
+    policy = load_policy(base_model_folder(cfg.model.path, tmp_path), cfg.model, torch.device("cpu"))
     trainable = {p.dtype for p in policy.parameters() if p.requires_grad}
     frozen = {p.dtype for p in policy.parameters() if not p.requires_grad}
     assert trainable == {torch.float32} and frozen == {torch.bfloat16}
@@ -115,10 +116,11 @@ def test_reference_runs_in_the_policys_precision(tmp_path: Path) -> None:
     """At step 0 the reference *is* the policy, so with ``dtype: bfloat16`` their log-probs must agree
     exactly: a reference held in bf16 weights against the policy's fp32 master weights gave a gap of
     2.3e-3 (issue 23), a KL penalty charged to a policy that had not moved."""
-    from rlver.train.loading import base_model_path, load_policy, load_reference
+    from rlver.models.fetch import base_model_folder
+    from rlver.train.loading import load_policy, load_reference
 
     cfg = load_train_config("tiny-offline", ["model.dtype=bfloat16", "algorithm.kl_coef=0.1"])
-    base = base_model_path(cfg.model, tmp_path)
+    base = base_model_folder(cfg.model.path, tmp_path)
     device = torch.device("cpu")
     policy, reference = load_policy(base, cfg.model, device), load_reference(base, cfg.model, device)
     assert {p.dtype for p in reference.parameters()} == {torch.float32}

@@ -75,7 +75,8 @@ def test_failed_then_finished_dialogue_is_a_resume_not_a_duplicate(tmp_path: Pat
         ("--max-change", "0"),
         ("--start", "-5"),
         ("--start", "101"),
-        ("--max-turns", "0"),
+        ("--max-turns", "0"),  # the older spelling, still read
+        ("--max-assistant-turns", "0"),
     ],
 )
 def test_nonsense_options_are_refused(tmp_path: Path, option: str, value: str) -> None:
@@ -83,3 +84,17 @@ def test_nonsense_options_are_refused(tmp_path: Path, option: str, value: str) -
     done = cli(option, value, str(path))
     assert done.returncode == 2
     assert option in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_turn_limit_has_one_spelling_in_the_help(tmp_path: Path) -> None:
+    """``--max-assistant-turns`` as configs spell the rule; ``--max-turns`` is read but not offered,
+    and the two disagreeing is refused rather than one silently winning."""
+    shown = cli("--help")
+    assert "--max-assistant-turns" in shown.stdout and "--max-turns" not in shown.stdout
+    path = write_jsonl(tmp_path / "pub.jsonl", [published_record()])
+    both = cli("--max-assistant-turns", "3", "--max-turns", "4", str(path))
+    assert both.returncode == 2 and "disagree" in both.stderr
+    assert (
+        cli("--max-turns", "10", str(path)).returncode
+        == cli("--max-assistant-turns", "10", str(path)).returncode
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from rlver.cli import checks
 from rlver.errors import RlverError
 
 
@@ -34,9 +35,10 @@ def audit_command(
     max_change: int | None = typer.Option(
         None, "--max-change", min=1, help="Per-turn change bound (default: from the manifest, else 10)."
     ),
-    max_turns: int | None = typer.Option(
-        None, "--max-turns", min=1, help="Assistant-turn limit (default: from the manifest, else 10)."
+    max_turns: int | None = checks.max_assistant_turns_option(
+        "Assistant-turn limit (default: from the manifest, else 10)."
     ),
+    max_turns_old: int | None = checks.OLD_MAX_TURNS,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Check that every emotion number follows from the start value and the recorded changes."""
@@ -46,7 +48,8 @@ def audit_command(
     # A run folder written by `rlver eval` stands for its transcript.jsonl (as in score/report).
     transcripts = [transcript_path(p) for p in transcripts]
 
-    overrides = {"start_emotion": start, "max_change": max_change, "max_assistant_turns": max_turns}
+    turns = checks.turn_limit(max_turns, max_turns_old)
+    overrides = {"start_emotion": start, "max_change": max_change, "max_assistant_turns": turns}
     reports = [audit_file(p, overrides=overrides) for p in transcripts]
     total = sum(len(r.findings) for r in reports)
     if as_json:

@@ -47,6 +47,7 @@ def calibrate_command(
     ),
     behaviour: str | None = sim_flags.BEHAVIOUR,
     difficulty: str | None = sim_flags.DIFFICULTY,
+    set_: list[str] = sim_flags.SET,
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Simulator calls in flight."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of each file."),
     seed: int = typer.Option(0, "--seed", help="Base seed (a per-turn seed is derived from it)."),
@@ -79,6 +80,7 @@ def calibrate_command(
     )
     kind = raw.setdefault("kind", sim_flags.DEFAULT_KIND)
     raw.update(_prompt_options(sim_option, kind))
+    raw = sim_flags.with_sets(raw, set_)  # replay reads no options: any --set is refused there
     factory, info = _simulator_factory(raw, behaviour, difficulty, seed, sim_temperature)
 
     from rich.progress import Progress
@@ -100,7 +102,7 @@ def calibrate_command(
                 seed=seed,
                 limit=limit,
                 on_turn=on_turn,
-                durable_each=kind == "llm",
+                durable_each=KINDS[kind].needs_model,  # each answer costs a model call: keep it
             )
         )
     print_table(summary, kind)
@@ -122,9 +124,10 @@ def _prompt_options(names: list[str], kind: str) -> dict[str, bool]:
                     "--sim-option", None, None, f"expected one of {', '.join(PROMPT_OPTIONS)}, got {name!r}"
                 )
             )
-    if names and kind != "llm":
+    if names and "protocol" not in KINDS[kind].options:  # a kind with prompts reads a ``protocol``
+        prompted = ", ".join(k.name for k in KINDS.values() if "protocol" in k.options)
         raise InputError(
-            Problem("--sim-option", None, None, f"prompt options apply to --simulator llm, not {kind}")
+            Problem("--sim-option", None, None, f"prompt options apply to --simulator {prompted}, not {kind}")
         )
     return dict.fromkeys(names, True)
 

@@ -28,6 +28,7 @@ from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
+from rlver.protocol import EVALUATION
 from rlver.simulator.emotion import tier_of
 from rlver.simulator.factory import build_simulator, check_kind
 
@@ -90,11 +91,13 @@ def _build_simulator(
     model_flags: tuple[str | None, str | None, str | None],
     difficulty: str | None,
     seed: int,
+    sets: list[str],
 ) -> UserSimulator:
     """The simulated user the flags name; ``model_flags`` = (--sim-model, --sim-base-url, --sim-key-env)."""
     model, base_url, key_env = model_flags
     raw = sim_flags.simulator_block(kind, model=model, base_url=base_url, key_env=key_env)
     raw.update(difficulty=difficulty, seed=seed)
+    raw = sim_flags.with_sets(raw, sets)
     return build_simulator(sim_flags.parse_simulator_spec(raw, "rlver chat"))
 
 
@@ -146,7 +149,6 @@ async def _play_assistant(
 ) -> None:
     """You are the agent: each reply is a line you type, sent through the environment like a model's."""
     from rlver.env.dialogue import DialogueEnv, EnvConfig
-    from rlver.protocol import EVALUATION
     from rlver.rollout.interactive import play
 
     rules = EVALUATION.but(max_assistant_turns=max_turns, appraise_final_reply=True)
@@ -232,7 +234,6 @@ async def _play_user(
     environment (its system prompt, think handling and turn limit)."""
     from rlver.env.dialogue import DialogueEnv, EnvConfig
     from rlver.llm.base import SamplingParams
-    from rlver.protocol import EVALUATION
     from rlver.rollout.interactive import PersonAsUser, person_profile, play
 
     sampling = SamplingParams(temperature=temperature, max_tokens=1024)
@@ -278,8 +279,12 @@ def chat_command(
     sim_model: str | None = sim_flags.SIM_MODEL,
     sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     difficulty: str | None = sim_flags.DIFFICULTY,
+    set_: list[str] = sim_flags.SET,
     start: int | None = typer.Option(None, "--start", help="Start emotion (default 40)."),
-    max_turns: int = typer.Option(10, "--max-turns", min=1, help="Most assistant replies."),
+    max_assistant_turns: int | None = checks.max_assistant_turns_option(
+        "Most assistant replies (default 10)."
+    ),
+    max_turns_old: int | None = checks.OLD_MAX_TURNS,
     seed: int = typer.Option(0, "--seed"),
     think: bool = typer.Option(False, "--think", help="Think-then-say mode."),
     play_user: bool = typer.Option(False, "--play-user", help="You play the user against a model."),
@@ -318,6 +323,11 @@ def chat_command(
         raise InputError(Problem("--start", None, None, f"the emotion runs from 0 to 100, got {start}"))
     if simulator is not None:
         check_kind(simulator)
+    max_turns = checks.turn_limit(max_assistant_turns, max_turns_old) or EVALUATION.max_assistant_turns
+    if play_user and set_:
+        raise InputError(
+            Problem("--set", None, None, "sets the simulated user's options; --play-user has none")
+        )
     if play_user:
         key_env = "OPENAI_API_KEY" if api_key_env is None else (api_key_env or None)
         policy = _build_policy(model_base_url, model, local, key_env)
@@ -334,7 +344,7 @@ def chat_command(
         )
         return
     chosen = _pick_profile(profile, profile_file, language)
-    sim = _build_simulator(simulator, (sim_model, sim_base_url, sim_key_env), difficulty, seed)
+    sim = _build_simulator(simulator, (sim_model, sim_base_url, sim_key_env), difficulty, seed, set_)
     asyncio.run(
         _closing(
             sim,

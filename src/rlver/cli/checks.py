@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -161,3 +162,20 @@ def refuse_other_run(out: Path, command: str) -> None:
             f"--out {out} holds a training run (checkpoints/, config.yaml); give a new --out "
             f"(to evaluate that run's policy: --agent-local {out})"
         )
+
+
+def max_assistant_turns_option(help_text: str) -> Any:
+    """``--max-assistant-turns N``: the turn limit spelled as every config spells it
+    (``rules.max_assistant_turns``, through ``--set`` in ``eval`` and ``train``)."""
+    return typer.Option(None, "--max-assistant-turns", min=1, help=help_text)
+
+
+#: ``--max-turns``, the earlier spelling in ``chat`` and ``audit``: still read, left out of the help.
+OLD_MAX_TURNS: Any = typer.Option(None, "--max-turns", min=1, hidden=True)
+
+
+def turn_limit(value: int | None, old: int | None) -> int | None:
+    """The turn limit from ``--max-assistant-turns`` or its old spelling; both, differing, is refused."""
+    if value is not None and old is not None and value != old:
+        raise ConfigError(f"--max-assistant-turns {value} and --max-turns {old} disagree: give one")
+    return value if value is not None else old

@@ -60,6 +60,9 @@ _EVAL_HELP: dict[str, str] = {
     "--agent-tiny": "Use the tiny built-in test model (offline smoke run).",
     "--agent-temperature": "Agent sampling temperature.",
     "--agent-max-tokens": "Agent max tokens per reply.",
+    "--agent-sampling": "explicit (default: send temperature and top_p, 1.0 unless set) or model-default "
+    "(send neither, so the endpoint samples with the model's own defaults, as SAGE did; an "
+    "OpenAI-compatible agent only). Recorded in the manifest (agent_sampling).",
     "--system-prompt": "Agent system prompt (text or @file).",
     "--agent-prompt": "Agent system prompt: neutral (default; the published benchmark's plain high-EQ "
     "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable), "
@@ -99,6 +102,7 @@ def eval_command(
     agent_tiny: bool = _opt("--agent-tiny", False),
     agent_temperature: float | None = _opt("--agent-temperature"),
     agent_max_tokens: int | None = _opt("--agent-max-tokens"),
+    agent_sampling: str | None = _opt("--agent-sampling"),
     system_prompt: str | None = _opt("--system-prompt"),
     agent_prompt: str | None = _opt("--agent-prompt"),
     think: bool | None = _opt("--think/--no-think"),
@@ -132,7 +136,9 @@ def eval_command(
     agent = _agent_block(agent_local, agent_base_url, agent_model, agent_key_env)
     if agent:
         flags["agent"] = agent
-    sampling = _sampling_block(data, agent, agent_tiny, agent_temperature, agent_max_tokens)
+    sampling = _sampling_block(
+        data, agent, agent_tiny, agent_temperature, agent_max_tokens, _sampling_choice(agent_sampling)
+    )
     if sampling is not None:
         flags["sampling"] = sampling
     if agent_tiny:
@@ -215,8 +221,10 @@ def _sampling_block(
     agent_tiny: bool,
     temperature: float | None,
     max_tokens: int | None,
+    model_default: bool = False,
 ) -> dict[str, Any] | None:
-    """--agent-temperature/--agent-max-tokens on top of the agent's own sampling (None: neither given).
+    """--agent-temperature/--agent-max-tokens/--agent-sampling on top of the agent's own sampling
+    (None: none given).
 
     The base is the config file's ``agent.sampling``, or the tiny model's default when the tiny model
     is the agent.
@@ -226,6 +234,10 @@ def _sampling_block(
         sampling["temperature"] = temperature
     if max_tokens is not None:
         sampling["max_tokens"] = max_tokens
+    if model_default:
+        if temperature is not None:
+            raise ConfigError("--agent-sampling model-default sends no temperature: drop --agent-temperature")
+        sampling["model_default"] = True
     if not sampling:
         return None
     from rlver.eval.config import TINY_AGENT_SAMPLING
@@ -233,7 +245,19 @@ def _sampling_block(
     own = (data.get("agent") or {}).get("sampling") if isinstance(data.get("agent"), dict) else None
     if agent.get("sampling") is None and own is None and not agent and (agent_tiny or data.get("agent_tiny")):
         own = TINY_AGENT_SAMPLING.model_dump(mode="json")
-    return deep_merge(dict(own or {}), sampling)
+    base = dict(own or {})
+    if model_default:  # the flag replaces the file's (or the tiny model's) temperature and top_p
+        base = {k: v for k, v in base.items() if k not in ("temperature", "top_p")}
+    return deep_merge(base, sampling)
+
+
+def _sampling_choice(value: str | None) -> bool:
+    """Whether ``--agent-sampling`` asks for the model's own defaults (``model-default``)."""
+    if value is None or value == "explicit":
+        return False
+    if value == "model-default":
+        return True
+    raise ConfigError(f"--agent-sampling {value!r}: expected explicit or model-default")
 
 
 def _env_block(system_prompt: str | None, agent_prompt: str | None, think: bool | None) -> dict[str, Any]:
@@ -468,7 +492,7 @@ def score_command(
         return
     from rich.console import Console
 
-    from rlver.eval.tables import print_fitting
+    from rlver.tables import print_fitting
 
     console = Console()
     print_fitting(console, _scores_table(runs))

@@ -170,6 +170,7 @@ def _probe(
     limit: int = typer.Option(3, "--limit", min=1, help="Profiles taken from each set."),
     behaviour: str | None = sim_flags.BEHAVIOUR,
     difficulty: str | None = sim_flags.DIFFICULTY,
+    set_: list[str] = sim_flags.SET,
     start_emotion: int = typer.Option(40, "--start-emotion", min=0, max=100),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
@@ -186,7 +187,7 @@ def _probe(
     raw = sim_flags.simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
     raw.update(difficulty=difficulty, seed=seed, **({"embed": True} if embed else {}))
     raw["behaviour"] = get_behaviour(behaviour).name if behaviour is not None else None
-    spec = sim_flags.parse_simulator_spec(raw, "rlver probe")
+    spec = sim_flags.parse_simulator_spec(sim_flags.with_sets(raw, set_), "rlver probe")
     if embed and spec.kind != "offline":
         # a spec block keeps other kinds' keys and ignores them (old flat files); a flag must not be ignored
         raise InputError(

@@ -1,4 +1,5 @@
-"""The simulator flags shared by ``rlver eval``, ``chat``, ``probe`` and ``calibrate``.
+"""The simulator flags shared by ``rlver eval``, ``chat``, ``probe`` and ``calibrate`` (and the last
+three's ``--set simulator.KEY=VALUE``).
 
 Why one module: the four commands used to spell ``--simulator`` and the ``--sim-*`` model flags, their
 help, the kind check and the model block each on their own, and they drifted (one accepted model flags
@@ -14,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from rlver.cli import checks
+from rlver.config import apply_overrides
 from rlver.errors import InputError, Problem
 from rlver.profiles.schema import Difficulty
 from rlver.simulator.behaviours import behaviour_names
@@ -68,6 +70,39 @@ DIFFICULTY: Any = typer.Option(
     "--difficulty",
     help=f"{', '.join(get_args(Difficulty))} for every dialogue (default: each profile's own, else normal).",
 )
+
+
+SET: Any = typer.Option(
+    [],
+    "--set",
+    help="Set one of the simulator kind's own options, as in a config's simulator: block "
+    "(repeatable), e.g. --set simulator.embed=true or --set simulator.protocol.show_traits=true.",
+)
+
+
+def with_sets(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
+    """The simulator block with ``--set simulator.KEY=VALUE`` applied, read as ``rlver eval --set`` reads
+    its overrides (:func:`rlver.config.apply_overrides`).
+
+    These commands have no config file, so only ``simulator.*`` keys mean something; a key the kind
+    does not read is refused, naming the kind's keys, instead of being dropped as an old flat block's
+    foreign keys are.
+    """
+    if not sets:
+        return raw
+    kind = KINDS[raw.get("kind", DEFAULT_KIND)]
+    accepted = kind.spec.accepted_keys() if kind.spec is not None else set()
+    for item in sets:
+        key = item.partition("=")[0].strip()
+        head, _, rest = key.partition(".")
+        if head != "simulator" or not rest:
+            raise InputError(Problem("--set", None, None, f"expected simulator.KEY=VALUE, got {item[:80]!r}"))
+        if rest.split(".")[0] not in accepted:
+            keys = ", ".join(sorted(accepted)) or "none"
+            raise InputError(
+                Problem("--set", None, key, f"not an option of simulator kind {kind.name} (its keys: {keys})")
+            )
+    return apply_overrides({"simulator": raw}, sets)["simulator"]
 
 
 def simulator_block(

@@ -135,13 +135,15 @@ def train_command(
 
 def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
     """Every check that needs no model, done before one is loaded (which takes minutes for a 7B model,
-    or ends in hub retries offline): the run folder, the profile sets, the model's folder.
+    or ends in hub retries offline): the run folder, the profile sets, the update's memory, the model's
+    folder.
 
     Each failure is a one-line ConfigError/InputError (exit 2) naming the flag, file or setting.
     """
     from rlver.llm.factory import check_model_source
     from rlver.profiles.sets import load_profile_set
     from rlver.train.checkpoint import latest_checkpoint
+    from rlver.train.memory_guard import check_update_fits
 
     check_run_folder(out)
     if not resume and out.is_dir() and latest_checkpoint(out / "checkpoints") is not None:
@@ -151,6 +153,9 @@ def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
     for setting, name in (("rollout.profiles", cfg.rollout.profiles), ("eval.profiles", cfg.eval.profiles)):
         if not load_profile_set(name):
             raise ConfigError(f"{setting}={name!r}: no profiles")
+    # the update's memory, from config.json alone: a run that cannot hold it stops here, not after
+    # minutes of loading and a whole rollout (docs/training.md, "Memory of an update")
+    check_update_fits(cfg)
     check_model_source(cfg.model.path, "model.path")
 
 

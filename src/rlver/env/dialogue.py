@@ -42,11 +42,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
+from rlver.migrate import nest_flat_rules
 from rlver.profiles.schema import Language, Profile
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, nest_flat_rules
+from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
 from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionState
+
+
+def per_turn_samples(think: bool, think_context: str) -> bool:
+    """The one home of the per-turn layout: a think policy that sees only the visible text of its
+    earlier replies has a different context at every turn, so each assistant turn is its own sample
+    (the environment's policy context, the local learner and the verl agent loop all ask here)."""
+    return think and think_context == "visible"
 
 
 class EnvConfig(BaseModel):
@@ -62,9 +70,12 @@ class EnvConfig(BaseModel):
     rules: DialogueRules = EVALUATION
     think: bool = False
     #: Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block
-    #: included; ``visible`` = only the visible text (the published think-mode rollout,
-    #: RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
-    think_context: Literal["full", "visible"] = "full"
+    #: included; ``visible`` = only the visible text. ``visible`` is the default because both published
+    #: protocols keep only what the user saw: SAGE's ``call_npc`` sends each message's content
+    #: (SAGE/npc_response.py:16-20) and the think rollout keeps the visible text
+    #: (RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
+    #: rlver's own training dialogue (:meth:`training`) keeps ``full``.
+    think_context: Literal["full", "visible"] = "visible"
     #: Replaces the built-in system prompt when set.
     system_prompt: str | None = None
     #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
@@ -78,8 +89,8 @@ class EnvConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _nest_rules(cls, data: Any) -> Any:
-        # flat rule keys (``max_assistant_turns=3``, an older file's ``env:``) go into ``rules``
+    def _read_older_shapes(cls, data: Any) -> Any:
+        # flat rule keys (``max_assistant_turns=3``, an older file's ``env:``): rlver.migrate
         return nest_flat_rules(data, EVALUATION)
 
     @classmethod
@@ -90,7 +101,14 @@ class EnvConfig(BaseModel):
     @classmethod
     def training(cls, **overrides: Any) -> EnvConfig:
         """rlver's training dialogue: 8 assistant turns, every reply appraised, start 30, coaching."""
-        return cls.model_validate({"rules": TRAINING, "agent_prompt": "coaching", **overrides})
+        return cls.model_validate(
+            {"rules": TRAINING, "agent_prompt": "coaching", "think_context": "full", **overrides}
+        )
+
+    @property
+    def per_turn_samples(self) -> bool:
+        """Whether each assistant turn is its own policy context (see :func:`per_turn_samples`)."""
+        return per_turn_samples(self.think, self.think_context)
 
     @classmethod
     def published_training(cls, **overrides: Any) -> EnvConfig:
@@ -100,8 +118,9 @@ class EnvConfig(BaseModel):
             "rules": PUBLISHED_TRAINING,
             "agent_prompt": "published",  # the friend-chat prompt (RLVER vllm_rollout/system_prompt.py)
         }
-        if overrides.get("think"):  # only visible text in the history (vllm_rollout_spmd_think.py:555)
-            base["think_context"] = "visible"
+        # think: only visible text in the history (vllm_rollout_spmd_think.py:555); without think the
+        # context holds no thoughts either way, and ``full`` is what rlver's training configs record
+        base["think_context"] = "visible" if overrides.get("think") else "full"
         return cls.model_validate({**base, **overrides})
 
 
@@ -324,7 +343,7 @@ class DialogueEnv:
         The list carries the assistant turns' sampled ids (``assistant_token_ids``) so that a local
         backend conditions on exactly the tokens it sampled, not on a re-tokenisation of their text.
         """
-        if self.config.think and self.config.think_context == "visible":
+        if self.config.per_turn_samples:
             # thought-free history: earlier replies as their visible text, so no sampled ids apply
             visible = [
                 Message(role=m.role, content=shown_to_user(m.content)) if m.role == "assistant" else m

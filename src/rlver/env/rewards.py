@@ -22,17 +22,12 @@ add one line to :data:`REWARD_MODES`; configs can then say ``reward: {mode: my_m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlver.config import registered
 from rlver.env.thinking import split_think
 from rlver.records import Episode
-
-#: Keys a reward was configured with before it became one nested ``reward:`` object (run folders,
-#: manifests and configs written earlier still carry them flat).
-_FLAT_KEYS = {"reward_mode": "mode", "format_penalty": "format_penalty", "mixed_weight": "mixed_weight"}
 
 
 class RewardSpec(BaseModel):
@@ -48,21 +43,6 @@ class RewardSpec(BaseModel):
     @classmethod
     def _known_mode(cls, mode: str) -> str:
         return registered(mode, REWARD_MODES, "reward mode")
-
-    @staticmethod
-    def nest_flat_keys(data: Any) -> Any:
-        """Move flat ``reward_mode``/``format_penalty``/``mixed_weight`` keys of a mapping into ``reward``.
-
-        For the containers that nest a spec (rollout settings, manifests): files written before the
-        spec existed stay readable. A mapping that has both forms keeps the nested one's values.
-        """
-        if not isinstance(data, dict) or not any(k in data for k in _FLAT_KEYS):
-            return data
-        out = {k: v for k, v in data.items() if k not in _FLAT_KEYS}
-        flat = {_FLAT_KEYS[k]: v for k, v in data.items() if k in _FLAT_KEYS}
-        nested = data.get("reward")
-        out["reward"] = {**flat, **nested} if isinstance(nested, dict) else nested or flat
-        return out
 
 
 def format_flags(episode: Episode) -> list[bool]:

@@ -143,13 +143,15 @@ _THINK = {
 
 
 #: The benchmark's plain agent prompt, equivalent in content to the published one (SAGE/npc_response.py:14:
-#: a chat partner who talks with high EQ so the user feels comfortable, happy or helped); no coaching.
+#: an *intelligent* chat partner, 智能聊天伙伴, who talks with high EQ so the user feels comfortable,
+#: happy or helped); no coaching. The role word is SAGE's own: a word such as "empathetic" would nudge
+#: the agent toward the very skill the benchmark measures.
 _NEUTRAL = {
     "en": (
-        "You are a conversational partner with high emotional intelligence. Chat with the user so that "
-        "they feel comfortable and glad they talked, or get the help they need."
+        "You are an intelligent chat partner, good at chatting with the user with high emotional "
+        "intelligence, so that they feel comfortable and glad they talked, or get the help they need."
     ),
-    "zh": "你是一个善解人意的聊天伙伴，情商很高。和用户聊天时，让对方觉得舒服、开心，或者得到所需要的帮助。",
+    "zh": "你是一个智能聊天伙伴，善于用高情商的方式和用户聊天，让对方觉得舒服、开心，或者得到所需要的帮助。",
 }
 
 #: The published training prompt (RLVER ``vllm_rollout/system_prompt.py:1-25``) in our own words: the

@@ -102,6 +102,19 @@ class EvalConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _model_default_needs_an_endpoint(self) -> EvalConfig:
+        """``model_default`` sampling leaves temperature and top_p to the server; a local agent has no
+        server, and rlver's local backend reads no ``generation_config``, so it would sample at 1.0
+        while the manifest said "model default". Refused instead (docs/protocol.md)."""
+        if self.agent_sampling().model_default and (self.agent is None or self.agent.kind != "openai"):
+            raise ValueError(
+                "--agent-sampling model-default (sampling.model_default) needs an OpenAI-compatible "
+                "agent (--agent-base-url/--agent-model): a local or tiny agent has no server to take "
+                "the model's own defaults from; give --agent-temperature instead"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _published_reply_cap(self) -> EvalConfig:
         """An agent whose sampling states no ``max_tokens`` gets :data:`EVAL_AGENT_MAX_TOKENS`.
 

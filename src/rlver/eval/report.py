@@ -182,6 +182,11 @@ def _sampling_text(sampling: Any) -> str:
     if not isinstance(sampling, dict):
         return ""
     keys = ("temperature", "top_p", "max_tokens", "seed")
+    if sampling.get("model_default"):  # temperature and top_p were not sent: the model's own applied
+        return ", ".join(
+            ["model-default sampling"]
+            + [f"{k} {sampling[k]}" for k in keys[2:] if sampling.get(k) is not None]
+        )
     return ", ".join(f"{k} {sampling[k]}" for k in keys if sampling.get(k) is not None)
 
 

@@ -195,8 +195,13 @@ def _as_now(key: str, value: Any) -> Any:
     rules nested (flat ``max_assistant_turns``...) compares equal to the same rules nested, and a
     ``simulator_spec`` from before the specs were split by kind (one flat block) to its kind's spec."""
     try:
+        if key == "env" and isinstance(value, dict) and not value.get("think"):
+            # without think the context changes nothing (its default became ``visible``, issue 36)
+            value = {**value, "think_context": EnvConfig().think_context}
         if key == "env" and isinstance(value, dict) and "rules" not in value:
             return EnvConfig.model_validate(value).model_dump(mode="json")
+        if key == "agent_sampling" and isinstance(value, dict):  # written before ``model_default``
+            return SamplingParams.model_validate(value).model_dump(mode="json")
         if key == "simulator_spec":
             return redacted(SimulatorSpec.model_validate(value).model_dump(mode="json"))
     except ValueError:

@@ -107,7 +107,7 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
 
     # Piped output (CI logs) gets a width that keeps most file names on one line, unless COLUMNS says.
     console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=130)
-    from rlver.eval.tables import print_fitting
+    from rlver.tables import print_fitting
 
     print_fitting(console, table)
     console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")

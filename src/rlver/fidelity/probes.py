@@ -27,7 +27,8 @@ from rlver.profiles.sets import find_profile
 from rlver.protocol import EVALUATION_START
 from rlver.records import Episode, Message
 from rlver.simulator.base import UserSimulator
-from rlver.simulator.offline.user import OfflineSimulator, hard_flags_of
+from rlver.simulator.offline.scoring import hard_flags_of
+from rlver.simulator.offline.user import OfflineSimulator
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import format_of_first_record
 

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rlver.records import Message
 
@@ -28,6 +28,22 @@ class SamplingParams(BaseModel):
     stop: list[str] | None = None
     # Extra fields passed through to the server untouched (e.g. {"top_k": 20} for vLLM).
     extra: dict[str, Any] = Field(default_factory=dict)
+    #: Send no ``temperature`` or ``top_p``, so the server samples with the model's own defaults (a
+    #: self-hosted model's ``generation_config``), as SAGE's ``call_npc`` did: it sets nothing
+    #: (SAGE/npc_response.py:22). Only an OpenAI-compatible endpoint can honour it: the local backend
+    #: reads no ``generation_config``, so ``rlver eval`` refuses it for a local agent (docs/protocol.md).
+    model_default: bool = False
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SamplingParams:
+        """``model_default`` with a stated temperature or top_p would record values that were not sent."""
+        stated = sorted({"temperature", "top_p"} & self.model_fields_set)
+        if self.model_default and stated:
+            raise ValueError(
+                f"sampling: model_default sends no temperature or top_p, but {' and '.join(stated)} "
+                "is set; give one or the other"
+            )
+        return self
 
 
 class Completion(BaseModel):
@@ -63,6 +79,10 @@ class ChatModel(abc.ABC):
     #: of raised. Set for the agent under test: an empty reply is the agent's answer and is appraised
     #: (SAGE appraised the empty replies of its released files); a simulator keeps ``False``.
     accept_empty: bool = False
+    #: Generates one batch at a time (a model in this process: a second batch would only queue behind
+    #: the first on the same device). The rollout runner then forms each batch from every dialogue
+    #: waiting while the previous one ran; an endpoint takes new requests while others are in flight.
+    batch_serially: bool = False
 
     @abc.abstractmethod
     async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:

@@ -62,6 +62,7 @@ class CachedChatModel(ChatModel):
 
     def __init__(self, inner: ChatModel, path: str | Path, *, policy: CachePolicy = "deterministic") -> None:
         self.inner = inner
+        self.batch_serially = inner.batch_serially
         self.name = inner.name
         self.path = Path(path)
         self.policy = policy

@@ -1,12 +1,21 @@
-"""Build a :class:`ChatModel` from a :class:`ModelSpec` (a config block or CLI flags)."""
+"""Build a :class:`ChatModel` from a :class:`ModelSpec` (a config block or CLI flags).
+
+The model kinds are declared once, in :data:`KINDS`, as the simulator kinds are
+(:mod:`rlver.simulator.factory`): each :class:`ModelKind` has a name, a one-line description and a
+builder from a spec. ``ModelSpec.kind`` is checked against this table (handed to
+:mod:`rlver.llm.spec` below it), so a kind registered at run time (:func:`register_model_kind`; a
+test does it) is accepted by configs and built like the others.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel
-from rlver.llm.spec import ModelSpec
+from rlver.llm.spec import ModelSpec, check_model_kind, read_kind_registry
 
 #: Where ``kind="openai"`` goes when a spec names no ``base_url``.
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -15,44 +24,86 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 def build_chat_model(spec: ModelSpec) -> ChatModel:
     """The model a spec names, wrapped in the response cache when ``spec.cache`` is set.
 
-    Local models import torch/transformers here, not at module import, so the CLI stays fast.
+    Local models import torch/transformers in their builder, not at module import, so the CLI stays fast.
     """
-    model: ChatModel
-    if spec.kind == "openai":
-        from rlver.llm.openai_client import OpenAIChatModel
-
-        model = OpenAIChatModel(
-            spec.base_url or OPENAI_BASE_URL,
-            spec.model,
-            api_key_env=spec.api_key_env,
-            timeout_s=spec.timeout_s,
-            max_attempts=spec.max_attempts,
-            concurrency=spec.concurrency,
-        )
-    elif spec.kind == "local":
-        from rlver.llm.local import LocalChatModel
-        from rlver.models.fetch import resolve_model_path
-
-        check_model_source(spec.model, "model")
-        path = resolve_model_path(spec.model)
-        try:
-            model = LocalChatModel.from_pretrained(
-                path,
-                device=spec.device,
-                dtype=spec.dtype,
-                max_batch_size=spec.max_batch_size,
-                name=spec.model,
-            )
-        except (OSError, ValueError) as exc:  # missing files; a folder transformers cannot read
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ConfigError(f"model: cannot load local model {spec.model!r}: {first}") from None
-    else:  # pragma: no cover - ModelSpec's Literal already rejects other kinds
-        raise ConfigError(f"kind: unknown model kind {spec.kind!r}; expected 'openai' or 'local'")
+    model = KINDS[check_model_kind(spec.kind)].build(spec)
     if spec.cache:
         from rlver.llm.cache import CachedChatModel
 
         model = CachedChatModel(model, spec.cache)
     return model
+
+
+# -- the registry -----------------------------------------------------------------------------------
+
+#: Builds a kind's model from its spec (errors the user can fix are :class:`ConfigError`).
+Builder = Callable[[ModelSpec], ChatModel]
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """One kind of model a spec can name."""
+
+    name: str
+    description: str
+    build: Builder
+
+
+def _build_openai(spec: ModelSpec) -> ChatModel:
+    from rlver.llm.openai_client import OpenAIChatModel
+
+    return OpenAIChatModel(
+        spec.base_url or OPENAI_BASE_URL,
+        spec.model,
+        api_key_env=spec.api_key_env,
+        timeout_s=spec.timeout_s,
+        max_attempts=spec.max_attempts,
+        concurrency=spec.concurrency,
+    )
+
+
+def _build_local(spec: ModelSpec) -> ChatModel:
+    from rlver.llm.local import LocalChatModel
+    from rlver.models.fetch import resolve_model_path
+
+    check_model_source(spec.model, "model")
+    path = resolve_model_path(spec.model)
+    try:
+        return LocalChatModel.from_pretrained(
+            path,
+            device=spec.device,
+            dtype=spec.dtype,
+            max_batch_size=spec.max_batch_size,
+            name=spec.model,
+            compile_decode=spec.compile_decode,
+        )
+    except (OSError, ValueError) as exc:  # missing files; a folder transformers cannot read
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"model: cannot load local model {spec.model!r}: {first}") from None
+
+
+KINDS: dict[str, ModelKind] = {
+    k.name: k
+    for k in (
+        ModelKind(
+            "openai", "an OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, ...)", _build_openai
+        ),
+        ModelKind("local", "a transformers model folder or hub id, loaded in this process", _build_local),
+    )
+}
+
+
+def register_model_kind(kind: ModelKind) -> ModelKind:
+    """Add (or replace) a model kind; specs may name it from now on."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+def model_kind_names() -> tuple[str, ...]:
+    return tuple(KINDS)
+
+
+read_kind_registry(model_kind_names)
 
 
 def check_model_source(model: str, setting: str = "model.path") -> None:

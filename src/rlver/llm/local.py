@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import sys
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,6 +27,7 @@ from rlver.heartbeat import activity
 from rlver.interrupt import raise_if_stopping
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
 from rlver.llm.control_tokens import render_ids
+from rlver.llm.sampling import row_uniforms, sample_tokens, to_host
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 
 if TYPE_CHECKING:
@@ -44,6 +47,9 @@ def default_device() -> str:
 class LocalChatModel(ChatModel):
     """Wraps an in-memory Hugging Face causal LM and its tokenizer (which must have a chat template)."""
 
+    #: one device, one generation at a time (see ChatModel.batch_serially)
+    batch_serially = True
+
     def __init__(
         self,
         model: PreTrainedModel,
@@ -52,7 +58,10 @@ class LocalChatModel(ChatModel):
         device: str | None = None,
         max_batch_size: int = 16,
         name: str | None = None,
+        compile_decode: bool = False,
     ) -> None:
+        """``compile_decode``: on CUDA, decode with a static KV cache and a ``torch.compile``d step
+        (CUDA graphs); elsewhere one ``warning:`` line on stderr and the eager path."""
         if max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         if getattr(tokenizer, "chat_template", None) is None:
@@ -71,6 +80,23 @@ class LocalChatModel(ChatModel):
         self._cache_keyword = cache_keyword(self.model)
         pad = tokenizer.pad_token_id
         self.pad_token_id: int = int(pad if pad is not None else self.stop_token_ids[0])
+        self._compile_asked = compile_decode
+        self.compile_decode = compile_decode and self.device.type == "cuda"
+        if compile_decode and not self.compile_decode:
+            print(
+                f"warning: compile_decode needs a CUDA device; the model is on {self.device}, "
+                "so decoding stays eager (dynamic KV cache)",
+                file=sys.stderr,
+            )
+        #: a static KV cache; on CPU only tests turn it on (to check it samples what the dynamic one does)
+        self._static_cache = self.compile_decode
+        self._compiled_forward: Any = None
+        self._held_static: tuple[tuple[int, int], Any] | None = None
+        if self.compile_decode:
+            import torch
+
+            # transformers' own choice for its static cache (GenerationConfig's CompileConfig)
+            self._compiled_forward = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
 
     @classmethod
     def from_pretrained(
@@ -81,6 +107,7 @@ class LocalChatModel(ChatModel):
         dtype: str = "auto",
         max_batch_size: int = 16,
         name: str | None = None,
+        compile_decode: bool = False,
     ) -> LocalChatModel:
         """Load a model folder (or a hub id, on a machine that may download) with the Auto classes."""
         import torch
@@ -95,6 +122,7 @@ class LocalChatModel(ChatModel):
             device=device or default_device(),
             max_batch_size=max_batch_size,
             name=name or str(path),
+            compile_decode=compile_decode,
         )
 
     def _stop_ids(self) -> list[int]:
@@ -126,7 +154,11 @@ class LocalChatModel(ChatModel):
                 "generation_config": "ignored",
                 "repetition_penalty": 1.0,
                 "top_k": "SamplingParams.extra.top_k, else off",
-                "seeding": "one torch.Generator per row (per-dialogue seed)",
+                "seeding": "one torch.Generator per row (per-dialogue seed): one uniform per step, "
+                "inverse CDF on the device",
+                "finished_rows": "leave the batch" if not self._static_cache else "keep their slot",
+                "compile_decode": self.compile_decode,  # what decodes: asked for and on CUDA
+                "compile_decode_asked": self._compile_asked,
                 "stop_token_ids": list(self.stop_token_ids),
             },
         }
@@ -254,6 +286,11 @@ class LocalChatModel(ChatModel):
         completion depends only on its messages and sampling params, not on its batch), and the
         log-prob of every sampled token under ``softmax(logits / temperature)`` (the trainer's
         convention) is kept for the rollout-vs-trainer check.
+
+        The contract for a seed: the row's generator draws ``budget`` uniforms up front, and step ``t``
+        takes the token where the ``t``-th falls in the row's cumulative filtered distribution
+        (:mod:`rlver.llm.sampling`, computed on the model's device). The same seed samples other tokens
+        than the per-row ``torch.multinomial`` of earlier versions did; the distribution is the same.
         """
         import torch
 
@@ -327,56 +364,126 @@ class LocalChatModel(ChatModel):
         stops: set[int],
         sampling: SamplingParams,
     ) -> tuple[list[list[int]], list[list[float]]]:
-        import torch
+        """Prefill, then one token per live row per step, sampled on the device (:mod:`.sampling`).
 
+        A row that ends (stop token or stop string) leaves the batch at once: its KV cache, mask and
+        position are index-selected away, so the batch shrinks instead of decoding to its longest row
+        (the static-cache path keeps its shape; see :meth:`_decode_state`).
+        """
         rows = input_ids.shape[0]
-        position = (attention.cumsum(-1) - 1).clamp(min=0)
         tokens: list[list[int]] = [[] for _ in range(rows)]
         logps: list[list[float]] = [[] for _ in range(rows)]
-        done = [False] * rows
-        temperature = float(settings["temperature"])
+        budget = self._new_token_budget(input_ids.shape[1], sampling.max_tokens)
+        state = self._decode_state(input_ids, attention, budget, settings, generators)
+        for step in range(budget):
+            raise_if_stopping()  # Ctrl-C ends a generation between decode steps, not at its token limit
+            ids, lps = sample_tokens(
+                state.logits,
+                state.uniforms[:, step] if state.uniforms is not None else None,
+                float(settings["temperature"]),
+                float(settings["top_p"]),
+                int(settings["top_k"]),
+            )
+            host_ids, host_logps = to_host(ids, lps)  # the step's one copy: [2, live rows]
+            keep: list[int] = []
+            for b, (row, tok, lp) in enumerate(zip(state.rows, host_ids, host_logps, strict=True)):
+                if row < 0:
+                    continue  # finished, holding its static-cache slot
+                tokens[row].append(tok)
+                logps[row].append(lp)
+                if not (
+                    tok in stops or (sampling.stop and self._hits_stop_string(tokens[row], sampling.stop))
+                ):
+                    keep.append(b)
+            activity.add_tokens(sum(r >= 0 for r in state.rows))  # progress lines (rlver.heartbeat)
+            if not keep or step == budget - 1:
+                break
+            state.advance(self, ids, keep)
+        return tokens, logps
+
+    def _decode_state(
+        self,
+        input_ids: torch.Tensor,
+        attention: torch.Tensor,
+        budget: int,
+        settings: dict[str, Any],
+        generators: list[torch.Generator],
+    ) -> _Decode:
+        """Run the prefill and return the decode loop's state (cache, mask, positions, uniforms).
+
+        The static cache (``compile_decode`` on CUDA, or the private ``_static_cache`` switch on CPU
+        for tests) is sized ``prompt + budget`` up front and takes a full-width attention mask, so
+        every decode step has the same shapes and a compiled step is not recompiled.
+        """
+        import torch
+
+        rows, width = input_ids.shape
+        uniforms = None
+        if float(settings["temperature"]) > 0:
+            uniforms = row_uniforms(generators, budget, self.device)
+        position = (attention.cumsum(-1) - 1).clamp(min=0)
+        cache_kw: dict[str, Any] = {}
+        static = self._static_cache
+        if static:
+            cache_kw[self._cache_keyword], length = self._static_kv(rows, width + budget)
+            full = torch.zeros((rows, length), dtype=attention.dtype)
+            full[:, :width] = attention
+            attention = full.to(attention.device)
         # Prefill: only the last position's logits are sampled from; a model that can skip the rest
         # does (full logits are [rows, prompt, vocab]: 54 GiB in bf16 for 32 rows x 6 k tokens x 152 k).
         keep = {"logits_to_keep": 1} if self._keeps_last_logits else {}
         out = self.model(
-            input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True, **keep
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=position,
+            use_cache=True,
+            **cache_kw,
+            **keep,
         )
-        budget = self._new_token_budget(input_ids.shape[1], sampling.max_tokens)
-        for step in range(budget):
-            raise_if_stopping()  # Ctrl-C ends a generation between decode steps, not at its token limit
-            logits = out.logits[:, -1, :].float()
-            # one device-to-host copy a step: the per-row draws below then never wait on the device
-            # (per row, .cpu() and .item() were ~3 syncs a row a token: ~100 a step at batch 32)
-            logp_all = torch.log_softmax(logits / temperature if temperature > 0 else logits, dim=-1).cpu()
-            nxt = torch.full((rows,), self.pad_token_id, dtype=torch.long)
-            active = rows - sum(done)
-            for row in range(rows):
-                if done[row]:
-                    continue
-                if temperature > 0:
-                    probs = _filtered_probs(logp_all[row], settings["top_p"], settings["top_k"])
-                    tok = int(torch.multinomial(probs, 1, generator=generators[row]).item())
-                else:
-                    tok = int(logp_all[row].argmax().item())
-                tokens[row].append(tok)
-                logps[row].append(float(logp_all[row, tok].item()))
-                nxt[row] = tok
-                if tok in stops or (sampling.stop and self._hits_stop_string(tokens[row], sampling.stop)):
-                    done[row] = True
-            activity.add_tokens(active)  # for the progress lines of a log (rlver.heartbeat)
-            if all(done) or step == budget - 1:
-                break
-            ones = torch.ones((rows, 1), dtype=attention.dtype, device=attention.device)
-            attention = torch.cat([attention, ones], 1)
-            position = position[:, -1:] + 1
-            out = self.model(
-                input_ids=nxt.view(rows, 1).to(input_ids.device),
-                attention_mask=attention,
-                position_ids=position,
-                **{self._cache_keyword: returned_cache(out)},
-                use_cache=True,
-            )
-        return tokens, logps
+        return _Decode(
+            rows=list(range(rows)),
+            logits=out.logits[:, -1, :],
+            cache=returned_cache(out),
+            attention=attention,
+            position=position[:, -1:],
+            uniforms=uniforms,
+            length=width,
+            static=static,
+        )
+
+    def _static_kv(self, rows: int, length: int) -> tuple[Any, int]:
+        """A zeroed static KV cache for ``rows`` x ``length`` rounded up to a multiple of 256, and
+        that rounded length (the width of the full attention mask).
+
+        Why reuse and round: a compiled decode step (CUDA graphs) is recorded for its cache's tensors,
+        so a fresh cache per generation would record again every time; transformers' ``generate``
+        keeps its static cache between calls the same way. Only the last shape is kept.
+        """
+        from transformers import StaticCache
+
+        length = -(-length // 256) * 256
+        held = self._held_static
+        if held is not None and held[0] == (rows, length):
+            held[1].reset()
+            return held[1], length
+        self._held_static = None  # let the old one go before allocating the new one
+        cache = StaticCache(config=self.model.config, max_cache_len=length)
+        self._held_static = ((rows, length), cache)
+        return cache, length
+
+    def _decode_forward(self, ids: torch.Tensor, state: _Decode) -> torch.Tensor:
+        """One decode step's forward (compiled when ``compile_decode`` is on); the last logits."""
+        forward = self._compiled_forward if self._compiled_forward is not None else self.model
+        out = forward(
+            input_ids=ids.view(-1, 1),
+            attention_mask=state.attention,
+            position_ids=state.position,
+            use_cache=True,
+            **{self._cache_keyword: state.cache},
+        )
+        if not state.static:
+            state.cache = returned_cache(out)
+        return cast("torch.Tensor", out.logits[:, -1, :])
 
     def _new_token_budget(self, prompt_width: int, max_tokens: int) -> int:
         """``max_tokens``, but never past the model's context (``max_position_embeddings``): the
@@ -422,6 +529,56 @@ class LocalChatModel(ChatModel):
         )
 
 
+@dataclass
+class _Decode:
+    """The decode loop's state. ``rows[b]`` is the caller's row index of batch row ``b``; on the
+    static-cache path a finished row keeps its slot (the shapes must not change) and is marked -1."""
+
+    rows: list[int]
+    logits: Any
+    cache: Any
+    attention: Any
+    position: Any
+    uniforms: Any
+    length: int  # sequence columns so far: prompt width + tokens fed back
+    static: bool
+
+    def advance(self, chat: LocalChatModel, ids: torch.Tensor, keep: list[int]) -> None:
+        """Drop the finished rows (dynamic cache) or mark them (static), then feed the live tokens."""
+        import torch
+
+        if len(keep) < sum(r >= 0 for r in self.rows):
+            if self.static:
+                kept = set(keep)
+                self.rows = [r if b in kept else -1 for b, r in enumerate(self.rows)]
+            else:
+                index = torch.tensor(keep, dtype=torch.long, device=ids.device)
+                self.rows = [self.rows[b] for b in keep]
+                ids, self.attention, self.position = ids[index], self.attention[index], self.position[index]
+                if self.uniforms is not None:
+                    self.uniforms = self.uniforms[index]
+                self.cache = select_cache_rows(self.cache, index)
+        if self.static:
+            self.attention[:, self.length] = 1
+        else:
+            ones = torch.ones((len(self.rows), 1), dtype=self.attention.dtype, device=self.attention.device)
+            self.attention = torch.cat([self.attention, ones], 1)
+        self.length += 1
+        self.position = self.position + 1
+        self.logits = chat._decode_forward(ids, self)
+
+
+def select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
+    """Keep only the batch rows ``index`` of a KV cache (transformers' ``Cache`` in place, or a legacy
+    tuple of per-layer ``(key, value)`` tensors rebuilt)."""
+    if hasattr(cache, "batch_select_indices"):
+        cache.batch_select_indices(index)
+        return cache
+    if isinstance(cache, tuple):
+        return tuple(tuple(t[index] for t in layer) for layer in cache)
+    raise TypeError(f"cannot drop finished rows from a KV cache of type {type(cache).__name__}")
+
+
 #: ``SamplingParams.extra`` keys the local backend understands; anything else is refused, because a
 #: silently ignored setting would make the run's recorded sampling differ from what was sampled.
 LOCAL_EXTRA_KEYS = frozenset({"top_k"})
@@ -451,24 +608,6 @@ def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
         "stop": list(sampling.stop or []),
         "logprob_convention": "log_softmax(logits / temperature), before top-p/top-k filtering",
     }
-
-
-def _filtered_probs(logp: torch.Tensor, top_p: float, top_k: int) -> torch.Tensor:
-    """Probabilities after top-k then top-p (nucleus) filtering, renormalised."""
-    import torch
-
-    probs = logp.exp()
-    if top_k and top_k < probs.numel():
-        kth = torch.topk(probs, top_k).values[-1]
-        probs = torch.where(probs >= kth, probs, torch.zeros_like(probs))
-    if top_p < 1.0:
-        sorted_p, order = torch.sort(probs, descending=True)
-        cum = sorted_p.cumsum(0) / sorted_p.sum()
-        # keep the smallest prefix whose mass reaches top_p (the first token always stays)
-        drop = (cum - sorted_p / sorted_p.sum()) >= top_p
-        sorted_p = sorted_p.masked_fill(drop, 0.0)
-        probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
-    return probs / probs.sum()
 
 
 def _forward_parameters(model: Any) -> set[str]:

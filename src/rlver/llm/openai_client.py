@@ -276,10 +276,11 @@ class OpenAIChatModel(ChatModel):
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "temperature": sampling.temperature,
-            "top_p": sampling.top_p,
             "max_tokens": sampling.max_tokens,
         }
+        if not sampling.model_default:  # else the server samples with the model's own defaults
+            body["temperature"] = sampling.temperature
+            body["top_p"] = sampling.top_p
         if sampling.seed is not None:
             body["seed"] = sampling.seed
         if sampling.stop:

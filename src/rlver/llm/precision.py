@@ -50,12 +50,3 @@ def autocast_dtype(model: nn.Module) -> torch.dtype | None:
     """The dtype ``model`` computes in under :func:`compute_in_bf16`, or None if it was not wrapped."""
     value = getattr(model, _WRAPPED, None)
     return value if isinstance(value, torch.dtype) else None
-
-
-def param_dtypes(model: nn.Module) -> dict[str, int]:
-    """How many parameters of each dtype ``model`` holds (``{"float32": n, ...}``), for the run log."""
-    counts: dict[str, int] = {}
-    for p in model.parameters():
-        key = str(p.dtype).removeprefix("torch.")
-        counts[key] = counts.get(key, 0) + p.numel()
-    return counts

@@ -7,6 +7,7 @@ written into a manifest as is.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -58,16 +59,44 @@ def check_base_url(url: str | None) -> str | None:
     return url
 
 
+#: The kinds ``ModelSpec.kind`` accepts, read when a spec is validated. The registry's module
+#: (:mod:`rlver.llm.factory`) hands over its table when imported (:func:`read_kind_registry`); until
+#: then no other kind can have been registered, so the built-in two are the whole list.
+def _built_in_kinds() -> tuple[str, ...]:
+    return ("openai", "local")
+
+
+_kind_names: Callable[[], tuple[str, ...]] = _built_in_kinds
+
+
+def read_kind_registry(names: Callable[[], tuple[str, ...]]) -> None:
+    """Called once by :mod:`rlver.llm.factory`, below its table (which imports this module)."""
+    global _kind_names
+    _kind_names = names
+
+
+def check_model_kind(name: str) -> str:
+    """``name`` if it is a registered model kind; else a ValueError naming the kinds, so a config with
+    a typo is refused when it is read."""
+    names = [repr(n) for n in _kind_names()]
+    if name not in _kind_names():
+        expected = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+        raise ValueError(f"unknown model kind {name!r}; expected {expected}")
+    return name
+
+
 class ModelSpec(BaseModel):
     """A model to talk to.
 
     ``kind="openai"``: any OpenAI-compatible endpoint (OpenAI, DeepSeek, vLLM, SGLang, Ollama, ...).
     ``kind="local"``: a transformers model folder or hub id loaded in this process.
+    Other kinds: whatever :func:`rlver.llm.factory.register_model_kind` added.
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["openai", "local"] = "openai"
+    #: a kind of :data:`rlver.llm.factory.KINDS` (``openai`` or ``local`` built in)
+    kind: str = "openai"
     model: str = Field(min_length=1, description="model id on the server, or a local path / hub id")
     base_url: str | None = None
     api_key_env: str | None = "OPENAI_API_KEY"
@@ -80,6 +109,12 @@ class ModelSpec(BaseModel):
     device: str | None = None  # "cpu", "cuda", "cuda:1"; None = cuda if available
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     max_batch_size: int = Field(default=16, ge=1)
+    compile_decode: bool = False  # CUDA: static KV cache + compiled decode step (rlver.llm.local)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, value: str) -> str:
+        return check_model_kind(value)
 
     @field_validator("api_key_env")
     @classmethod

@@ -2,7 +2,7 @@
 
 Whichever simulated user gives the reward (an LLM, SAGE's prompts, the offline user), the policy can
 learn to please it with text no person would accept: broken characters, keyword salad, a phrase loop,
-the wrong language. The offline user already detects these as *hard flags* (``rlver.simulator.offline.user``,
+the wrong language. The offline user already detects these as *hard flags* (``rlver.simulator.offline.scoring``,
 its vetoes) in microseconds, with no model call, so the trainer runs those detectors on every visible
 reply of every step and logs the rates beside the reward (``hack/*`` in metrics.jsonl, TensorBoard and
 W&B through :class:`rlver.train.logger.MetricsLogger`). A reward that rises while ``hack/veto_rate``
@@ -11,7 +11,7 @@ rises is a simulator being gamed, not a better policy.
 Metrics (shares of the step's assistant replies, 0 to 1, unless said otherwise):
 
 * ``hack/veto_rate``: replies with any hard flag; ``hack/<flag>`` for each flag in
-  :data:`rlver.simulator.offline.user.HARD_FLAGS` (``hack/broken_text``, ``hack/keyword_salad``, ...);
+  :data:`rlver.simulator.offline.scoring.HARD_FLAGS` (``hack/broken_text``, ``hack/keyword_salad``, ...);
 * ``hack/reply_chars_mean``: mean visible reply length in characters;
 * ``hack/repeated_phrase_rate``: replies that loop on a phrase (Chinese: the offline user's
   ``zh_phrase_loop``; other languages: some three-word phrase said three times or more);
@@ -30,13 +30,8 @@ from rlver.env.thinking import split_think
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.simulator.offline.lexicon import TextView
-from rlver.simulator.offline.user import (
-    HARD_FLAGS,
-    OfflineSimulator,
-    hard_flags_of,
-    score_reply,
-    zh_phrase_loop,
-)
+from rlver.simulator.offline.scoring import HARD_FLAGS, hard_flags_of, score_reply, zh_phrase_loop
+from rlver.simulator.offline.user import OfflineSimulator
 
 #: Rates the report marks on the reward curve when they first pass this share of replies.
 HACK_THRESHOLD = 0.2

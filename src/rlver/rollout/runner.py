@@ -1,21 +1,22 @@
 """Run many dialogues at once: the concurrent rollout runner.
 
-Each *round* advances every live dialogue by one assistant turn:
-
-1. one ``policy.complete_many`` call for all live dialogues (one batched generate on a local model,
-   concurrent requests on an endpoint);
-2. every ``env.step`` (the simulator's appraisal + reply) at the same time, bounded by a semaphore.
+Every dialogue runs as its own coroutine: the simulated user's opening, then turn after turn of
+policy reply (asked of one shared :class:`~rlver.rollout.batching.PolicyQueue`) and simulator step
+(the appraisal + reply, bounded by a semaphore), until it ends. The queue runs one ``complete_each``
+over every request waiting when the policy is free (one batched generate on a local model,
+concurrent requests on an endpoint), so a dialogue whose user has answered joins the next batch
+while slower simulator calls are still out: the policy does not wait for the slowest user of a turn.
 
 So a batch of N dialogues × T turns takes about T × (policy + simulator) wall time, not N × that.
 A dialogue whose policy or simulator call fails for good is marked ``status="failed"`` with its error
-and error kind and dropped from later rounds; the others go on. Every finished or failed dialogue is
-handed to ``on_episode`` the moment it ends, so a transcript is written as the run progresses.
+and error kind and stops; the others go on. Every finished or failed dialogue is handed to
+``on_episode`` the moment it ends, so a transcript is written as the run progresses.
 
 Group sampling (GRPO): ``n_per_profile`` dialogues per profile, each with its own ``sample_index`` and
 simulator seed. The agent's sampling is seeded per dialogue and turn too (:func:`agent_seed`, from the
 run seed — ``sampling.seed`` when set — the dialogue's seed and the turn), so a dialogue's replies do
-not depend on batch size, concurrency or resumption, and no two dialogues of a group share a seed.
-A round is one ``complete_each`` call: a local model still runs it as one batched forward.
+not depend on batch size, batch company, concurrency or resumption, and no two dialogues of a group
+share a seed.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import RewardSpec, episode_reward
-from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
+from rlver.rollout.batching import Busy, PolicyQueue, RolloutTimes
 from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
 
@@ -61,6 +62,7 @@ class RolloutProgress:
     total: int
     finished: int = 0
     failed: int = 0
+    #: the furthest turn any dialogue has reached (dialogues no longer move in lockstep rounds)
     round: int = 0
 
     @property
@@ -107,13 +109,15 @@ async def run_rollouts(
     on_episode: EpisodeCallback | None = None,
     progress: ProgressHook | None = None,
     skip: set[tuple[str, int]] | None = None,
+    times: RolloutTimes | None = None,
 ) -> list[Episode]:
     """Run ``n_per_profile`` dialogues for every profile; return their episodes in profile order.
 
     ``seed`` overrides ``config.seed``. ``skip`` holds ``(profile_id, sample_index)`` pairs already
     done (resume): they are not run and not returned. ``on_episode`` may be sync or async; an
-    exception it raises stops the run after the current round (a transcript that cannot be written
-    must not be silently lost).
+    exception it raises stops the run before the policy's next batch (a transcript that cannot be
+    written must not be silently lost). ``times``, when given, is filled in with the rollout's
+    wall-clock split (generating, simulating, the policy idle), also when the run fails.
     """
     config = config or RolloutConfig()
     base_seed = config.seed if seed is None else seed
@@ -130,7 +134,7 @@ async def run_rollouts(
         if (p.id, k) not in skip
     ]
     run = _Run(config, dialogues, on_episode, progress)
-    return await run.run(policy, sampling or SamplingParams(), base_seed)
+    return await run.run(policy, sampling or SamplingParams(), base_seed, times or RolloutTimes())
 
 
 class _Run:
@@ -150,27 +154,56 @@ class _Run:
         self.state = RolloutProgress(total=len(dialogues))
         self.sem = asyncio.Semaphore(config.simulator_concurrency)
         self.callback_errors: list[BaseException] = []
+        self.simulating = Busy()
         #: ``env.rules.shared_opening``: the first dialogue of a profile writes the opening, the others of its
         #: group wait for it and start from it (the published training clones one user per prompt).
         self.openings: dict[str, asyncio.Future[str]] = {}
 
-    async def run(self, policy: ChatModel, sampling: SamplingParams, base_seed: int) -> list[Episode]:
-        """Open every dialogue, then one round (policy call + simulator steps) at a time until none is live."""
+    async def run(
+        self, policy: ChatModel, sampling: SamplingParams, base_seed: int, times: RolloutTimes
+    ) -> list[Episode]:
+        """Every dialogue as its own coroutine, all asking one :class:`PolicyQueue` for their replies."""
         self.report()
-        await asyncio.gather(*(self.start(d) for d in self.dialogues))
+        queue = PolicyQueue(
+            policy, serial=policy.batch_serially, times=times, stop_errors=self.callback_errors
+        )
+        run_seed = base_seed if sampling.seed is None else sampling.seed
+        t0 = time.perf_counter()
+        players = [asyncio.create_task(self.play(d, queue, sampling, run_seed)) for d in self.dialogues]
+        left = [len(players)]
+
+        def one_done(_: asyncio.Task[None]) -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                queue.close()
+
+        for task in players:
+            task.add_done_callback(one_done)
+        if not players:
+            queue.close()
+        tasks = [*players, asyncio.create_task(queue.serve())]
+        try:
+            await _first_error(tasks)
+        finally:
+            await _cancel(tasks + list(queue.in_flight))
+            times.policy_s, times.simulator_s = queue.generating.total, self.simulating.total
+            times.policy_idle_s = max(0.0, time.perf_counter() - t0 - queue.demand.total)
         _raise_first(self.callback_errors)
-        while True:
-            live = [d for d in self.dialogues if d.episode is None and not d.env.done]
-            if not live:
-                break
-            self.state.round += 1
-            t0 = time.perf_counter()
-            results = await _generate(policy, live, sampling, self.state.round, base_seed)
-            policy_s = time.perf_counter() - t0
-            await asyncio.gather(*(self.advance(d, r, policy_s) for d, r in zip(live, results, strict=True)))
-            _raise_first(self.callback_errors)
-            self.report()
         return [d.episode for d in self.dialogues if d.episode is not None]
+
+    async def play(self, d: _Dialogue, queue: PolicyQueue, sampling: SamplingParams, run_seed: int) -> None:
+        """One dialogue from its opening to its end; turn ``t`` samples with ``agent_seed(.., t)``, the
+        seed the round-based runner gave round ``t``, so the tokens are the same."""
+        await self.start(d)
+        turn = 0
+        while d.episode is None and not d.env.done:
+            turn += 1
+            if turn > self.state.round:
+                self.state.round = turn
+                self.report()
+            seeded = sampling.model_copy(update={"seed": agent_seed(run_seed, d.seed, turn)})
+            result, policy_s = await queue.ask(d.env.messages_for_policy(), seeded)
+            await self.advance(d, result, policy_s)
 
     def report(self) -> None:
         if self.progress is not None:
@@ -191,7 +224,7 @@ class _Run:
                 result = self.on_episode(ep)
                 if inspect.isawaitable(result):
                     await result
-            except Exception as exc:  # surfaced after the round, see run_rollouts
+            except Exception as exc:  # stops the run before its next batch, see run_rollouts
                 self.callback_errors.append(exc)
 
     async def start(self, d: _Dialogue) -> None:
@@ -205,8 +238,12 @@ class _Run:
                     owned = self.openings[profile.id] = asyncio.get_running_loop().create_future()
                 else:
                     profile = profile.model_copy(update={"opening": await shared})
-            async with self.sem:
-                opening = await d.env.reset(profile, seed=d.seed, sample_index=d.sample_index)
+            self.simulating.enter()
+            try:
+                async with self.sem:
+                    opening = await d.env.reset(profile, seed=d.seed, sample_index=d.sample_index)
+            finally:
+                self.simulating.exit()
             if owned is not None:
                 owned.set_result(opening)
         except Exception as exc:
@@ -222,32 +259,35 @@ class _Run:
             d.env.mark_failed(result)
             await self.finish(d)
             return
+        self.simulating.enter()
         try:
             async with self.sem:
                 await d.env.step(result.text, completion=result, policy_s=result.latency_s or policy_s)
         except Exception as exc:
             d.env.mark_failed(exc)
+        finally:
+            self.simulating.exit()
         if d.env.done:
             await self.finish(d)
 
 
-async def _generate(
-    policy: ChatModel, live: list[_Dialogue], sampling: SamplingParams, round_no: int, base_seed: int
-) -> list[Completion | BaseException]:
-    """One policy call per round, each dialogue with its own seed (see :func:`agent_seed`)."""
-    batch = [d.env.messages_for_policy() for d in live]
-    run_seed = base_seed if sampling.seed is None else sampling.seed
-    samplings = [sampling.model_copy(update={"seed": agent_seed(run_seed, d.seed, round_no)}) for d in live]
-    try:
-        out = await policy.complete_each(batch, samplings)
-    except PolicyOutOfMemoryError:
-        raise  # fails the run: dropping the dialogues that did not fit would bias what is trained
-    except Exception as exc:
-        return [exc] * len(batch)
-    if len(out) != len(batch):
-        err = RuntimeError(f"policy returned {len(out)} completions for {len(batch)} prompts")
-        return [err] * len(batch)
-    return list(out)
+async def _first_error(tasks: list[asyncio.Task[None]]) -> None:
+    """Wait for every task; the first to raise (the policy out of memory, a callback's error) is
+    raised at once, and the caller cancels the rest."""
+    pending: set[asyncio.Task[None]] = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:
+                raise error
+
+
+async def _cancel(tasks: list[asyncio.Task[None]]) -> None:
+    """Cancel what is still running and wait for it to unwind (its errors are not the run's)."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _raise_first(errors: list[BaseException]) -> None:
@@ -265,31 +305,3 @@ def rollout(
 ) -> list[Episode]:
     """Synchronous wrapper around :func:`run_rollouts` for scripts and notebooks without a loop."""
     return asyncio.run(run_rollouts(policy, simulator, profiles, config, sampling, **kwargs))
-
-
-def rich_progress_hook(description: str = "dialogues") -> tuple[ProgressHook, Any]:
-    """A progress hook drawing a rich progress bar; returns ``(hook, progress)``.
-
-    Use ``with progress: await run_rollouts(..., progress=hook)``.
-    """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("failed {task.fields[failed]} · round {task.fields[round]}"),
-        TimeElapsedColumn(),
-    )
-    task_id = bar.add_task(description, total=None, failed=0, round=0)
-
-    def hook(state: RolloutProgress) -> None:
-        bar.update(
-            task_id,
-            total=state.total,
-            completed=state.finished + state.failed,
-            failed=state.failed,
-            round=state.round,
-        )
-
-    return hook, bar

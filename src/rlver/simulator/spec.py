@@ -31,6 +31,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
+from rlver.migrate import drop_keys_of_others
 from rlver.profiles.schema import Difficulty
 from rlver.simulator.emotion import MAX_CHANGE
 
@@ -120,13 +121,12 @@ class Variants(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _drop_other_variants_keys(cls, data: Any) -> Any:
+    def _read_older_shapes(cls, data: Any) -> Any:
         """Old flat blocks: keys only other variants read are accepted and ignored (as before)."""
         if cls._is_base() or not isinstance(data, Mapping):
             return data
-        mine = cls.accepted_keys()
         others = set().union(*(v.accepted_keys() for v in cls.variants().values() if v is not cls))
-        return {k: v for k, v in data.items() if k in mine or k not in others}
+        return drop_keys_of_others(data, cls.accepted_keys(), others)  # rlver.migrate
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:

@@ -1,4 +1,4 @@
-"""Tokenised dialogues → padded tensors, micro-batches by token budget, and the model forward passes.
+"""Tokenised dialogues → padded tensors, length-sorted micro-batches by token budget, and the forward passes.
 
 Per-token quantities of a dialogue of ``L`` tokens live on the ``L - 1`` *predictions*: position ``t``
 holds what the model said about token ``t + 1`` (its log-prob, the value of the prefix ending at
@@ -33,6 +33,11 @@ class MicroBatch:
     def n_tokens(self) -> int:
         return int(self.attention_mask.sum().item())
 
+    @property
+    def padded_tokens(self) -> int:
+        """Positions the model computes, padding included (``rows x width``)."""
+        return int(self.input_ids.numel())
+
 
 def collate(
     seqs: Sequence[TokenizedEpisode], indices: Sequence[int], pad_id: int, device: torch.device
@@ -50,15 +55,27 @@ def collate(
     return MicroBatch(list(indices), ids.to(device), attn.to(device), amask[:, 1:].to(device))
 
 
-def micro_batches(lengths: Sequence[int], indices: Sequence[int], token_budget: int) -> list[list[int]]:
-    """Split ``indices`` (in order) into groups whose padded size ``n * max_len`` fits the budget.
+def micro_batches(
+    lengths: Sequence[int], indices: Sequence[int], token_budget: int, *, by_length: bool = True
+) -> list[list[int]]:
+    """Split ``indices`` into groups whose padded size ``n * max_len`` fits the budget.
+
+    ``by_length`` (the update's path): the indices are taken longest first, so each micro-batch holds
+    sequences of about one length and its right padding, which the model computes like real tokens,
+    is small (a short reply beside a long one no longer pads to the long one's width). The values and
+    gradients do not change: every per-token quantity is placed back by index, and the loss of each
+    micro-batch is divided by the whole minibatch's action-token count, whatever the grouping. Longest
+    first also puts the widest micro-batch, the one at the memory peak, first: a run that cannot hold
+    it fails at once. ``by_length=False`` keeps the given order (the path before, kept for the test
+    that the two agree).
 
     A sequence longer than the budget gets a micro-batch of its own (it cannot be split further).
     """
+    order = sorted(indices, key=lambda i: -lengths[i]) if by_length else list(indices)  # stable
     groups: list[list[int]] = []
     current: list[int] = []
     width = 0
-    for i in indices:
+    for i in order:
         new_width = max(width, lengths[i])
         if current and new_width * (len(current) + 1) > token_budget:
             groups.append(current)

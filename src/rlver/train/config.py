@@ -18,7 +18,8 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
-from rlver.protocol import TRAINING, DialogueRules, nest_flat_rules
+from rlver.migrate import nest_flat_eval_rules, upgrade_rollout
+from rlver.protocol import TRAINING, DialogueRules
 from rlver.rollout.runner import RolloutConfig
 from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algorithms import ALGORITHMS, settings_for
@@ -120,6 +121,12 @@ class RolloutSettings(_Strict):
     #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
     reward: RewardSpec = Field(default_factory=RewardSpec)
     simulator_concurrency: int = Field(default=64, ge=1)
+    #: What samples the policy's replies (``rlver.train.rollout_backend``): ``hf``, the local sampler
+    #: on the trained model itself; a registered engine with its own weights is synced after each update.
+    backend: str = Field(default="hf", description="rollout backend (rlver.train.rollout_backend.BACKENDS)")
+    #: ``hf`` on CUDA: decode with a static KV cache and a ``torch.compile``d step (CUDA graphs).
+    #: Opt-in (the first steps pay for compiling); on a CPU it warns once and decodes eagerly.
+    compile_decode: bool = False
     #: A step whose share of failed dialogues is above this stops the run, naming the errors: the
     #: update would otherwise train on whichever dialogues happened to survive (an outage of the
     #: simulator, or a failure mode that hits long dialogues). 1.0 stops only when none finished.
@@ -127,10 +134,16 @@ class RolloutSettings(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _nest_reward_and_rules(cls, data: Any) -> Any:
-        # config.yaml of runs written before ``reward:`` and ``rules:`` nested (so ``--resume`` still
-        # reads them); a flat rule key is named in a warning with its new place
-        return nest_flat_rules(RewardSpec.nest_flat_keys(data), TRAINING, where="rollout")
+    def _read_older_shapes(cls, data: Any) -> Any:
+        # config.yaml of runs written before ``reward:`` and ``rules:`` nested (``--resume``): rlver.migrate
+        return upgrade_rollout(data, TRAINING)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        from rlver.train.rollout_backend import check_backend_name  # imports no model library
+
+        return check_backend_name(value)
 
     @field_validator("agent_prompt")
     @classmethod
@@ -162,7 +175,9 @@ class EvalSettings(_Strict):
     counting the one to the opening line, the last one unappraised, the eval's default agent prompt) —
     so ``eval/score`` is comparable with ``rlver eval`` on the same profiles. ``training`` runs them
     like the training dialogues (start emotion, turns and appraisal of ``rollout``).
-    ``max_assistant_turns``/``start_emotion`` override either protocol's value when set.
+    ``rules`` changes single rules of either protocol's dialogue (``eval.rules.max_assistant_turns: 4``);
+    in a loaded ``TrainConfig`` it holds the whole rules the evaluation runs with, so ``config.yaml``
+    states them (see :func:`eval_env`).
     """
 
     profiles: str = "en-test"
@@ -172,9 +187,15 @@ class EvalSettings(_Strict):
     at_start: bool = False
     temperature: float = Field(default=1.0, ge=0.0)
     protocol: Literal["benchmark", "training"] = "benchmark"
-    max_assistant_turns: int | None = Field(default=None, ge=1, description="default: the protocol's")
-    start_emotion: int | None = Field(default=None, ge=0, le=100, description="default: the protocol's")
+    #: ``None``: the protocol's rules; keys given change those rules (also ``{preset: ...}``).
+    rules: DialogueRules | None = None
     seed: int = 12345
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older_shapes(cls, data: Any) -> Any:
+        # flat ``max_assistant_turns``/``start_emotion`` of config.yaml before issue 37: rlver.migrate
+        return nest_flat_eval_rules(data)
 
 
 class WandbSettings(_Strict):
@@ -210,6 +231,12 @@ class RunSettings(_Strict):
     reply_table_every: int = Field(
         default=10, ge=0, description="log a table of sample replies every k steps (0: never)"
     )
+    #: Before any weights load, ``rlver train`` predicts the update's peak memory from config.json and
+    #: refuses (exit 2) a run that will not fit the device (``rlver.train.memory_guard``).
+    memory_guard: bool = Field(default=True, description="refuse a run whose update will not fit the device")
+    device_memory_gib: float | None = Field(
+        default=None, gt=0.0, description="device memory the guard compares with (default: measured)"
+    )
 
 
 class TrainConfig(_Strict):
@@ -229,6 +256,14 @@ class TrainConfig(_Strict):
     @classmethod
     def _algorithm_settings(cls, data: Any) -> Any:
         return settings_for(data)
+
+    @model_validator(mode="after")
+    def _eval_rules_in_full(self) -> TrainConfig:
+        """``eval.rules`` as given (some keys) becomes the whole rules the evaluation runs, so the
+        config.yaml written from this config reloads to the same dialogue whatever the protocol."""
+        if self.eval.rules is not None:
+            self.eval.rules = eval_env(self.env_config(), self.eval).rules
+        return self
 
     @model_validator(mode="after")
     def _groups_big_enough(self) -> TrainConfig:
@@ -283,19 +318,14 @@ def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
 
     ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
     included, so the two scores are comparable — keeping only the training's think mode (a think-mode
-    policy is evaluated thinking, and its thoughts are hidden from the user either way).
+    policy is evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
     """
-    base = (
-        EnvConfig.evaluation(think=training.think, think_context=training.think_context)
-        if e.protocol == "benchmark"
-        else training
-    )
-    overrides: dict[str, Any] = {}
-    if e.max_assistant_turns is not None:
-        overrides["max_assistant_turns"] = e.max_assistant_turns
-    if e.start_emotion is not None:
-        overrides["start_emotion"] = e.start_emotion
-    return base.model_copy(update={"rules": base.rules.but(**overrides)}) if overrides else base
+    base = EnvConfig.evaluation(think=training.think) if e.protocol == "benchmark" else training
+    if e.rules is None:
+        return base
+    # only the rules the block states change the protocol's (a whole block, e.g. config.yaml's, all)
+    changed = {k: getattr(e.rules, k) for k in e.rules.model_fields_set}
+    return base.model_copy(update={"rules": base.rules.but(**changed)})
 
 
 PRESETS_PACKAGE = "rlver.train.presets"

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from rlver.errors import InputError, Problem
 from rlver.io import _fsync_dir, atomic_write_json, make_temp_dir, share_like_umask
+from rlver.models.fetch import BASE_MODEL_DIR
 from rlver.train.checkpoint import latest_checkpoint
 
 #: Written into every export; a folder holding it may be replaced by a new export without --force.
@@ -169,8 +170,8 @@ def resolve_model_folder(path: Path) -> Path:
         ckpt = resolve_checkpoint(path)
     except InputError:
         hint = (
-            f"; to evaluate the untrained model pass --agent-local {path / 'base_model'}"
-            if (path / "base_model" / "config.json").exists()
+            f"; to evaluate the untrained model pass --agent-local {path / BASE_MODEL_DIR}"
+            if (path / BASE_MODEL_DIR / "config.json").exists()
             else ""
         )
         raise InputError(

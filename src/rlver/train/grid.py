@@ -26,6 +26,27 @@ from rlver.train.batch import MicroBatch
 from rlver.train.tokenize import TokenizedEpisode
 
 
+def sampled_row(q: TokenizedEpisode, width: int) -> torch.Tensor:
+    """``q``'s sampling-time log-probs on the shifted grid (position t scores token t + 1), ``[width]``,
+    NaN where none is known."""
+    sampled = torch.full((width,), float("nan"))
+    if q.sample_logprobs is None:
+        return sampled
+    known = [(j - 1, lp) for j, lp in enumerate(q.sample_logprobs) if lp is not None and 0 < j <= width]
+    if known:
+        pos, lps = zip(*known, strict=True)
+        sampled[list(pos)] = torch.tensor(lps, dtype=torch.float32)
+    return sampled
+
+
+def sampled_logprobs(mb: MicroBatch, seqs: Sequence[TokenizedEpisode]) -> torch.Tensor:
+    """The micro-batch's sampling-time log-probs ``[b, t]`` on its device (NaN where unknown): what
+    truncated importance sampling compares the trainer's old log-probs with."""
+    width = mb.action_mask.shape[1]
+    rows = [sampled_row(seqs[i], width) for i in mb.indices]
+    return torch.stack(rows).to(mb.action_mask.device)
+
+
 class GridCheck:
     """Accumulates the counters over one step's micro-batches, each sequence counted once (at its first
     appearance). The old log-probs a loss consumes are pre-update either way: the scoring pass's
@@ -45,14 +66,7 @@ class GridCheck:
             if i in self._seen or q.sample_logprobs is None:
                 continue
             self._seen.add(i)
-            # what was sampled, on the shifted grid: position t scores token t + 1
-            sampled = torch.full((width,), float("nan"))
-            known = [
-                (j - 1, lp) for j, lp in enumerate(q.sample_logprobs) if lp is not None and 0 < j <= width
-            ]
-            if known:
-                pos, lps = zip(*known, strict=True)
-                sampled[list(pos)] = torch.tensor(lps, dtype=torch.float32)
+            sampled = sampled_row(q, width)  # what was sampled, on the shifted grid
             trained = mb.action_mask[row].detach().cpu() > 0
             was_sampled = ~torch.isnan(sampled)
             self.unsampled_trained += int((trained & ~was_sampled).sum())

@@ -9,8 +9,9 @@ Read :meth:`Learner.score` then :meth:`Learner.update` top to bottom; together t
 2. :meth:`Learner.score`: the samples padded once into ``[B, T]`` tensors on the shifted grid
    (:class:`Batch`); without gradients, the old log-probs, the reference log-probs (a KL term) and the
    critic's values (PPO); then the algorithm's advantages (``rlver.train.algorithms``);
-3. :meth:`Learner.update`: ``epochs`` × (samples / mini-batch size) optimiser steps, micro-batched by token budget,
-   each micro-batch a row slice of the same padded tensors; stops early once the approximate KL of a
+3. :meth:`Learner.update`: ``epochs`` × (samples / mini-batch size) optimiser steps, micro-batched by token budget
+   in length order (little padding computed; ``perf/padding_share``, ``perf/mfu``), each micro-batch a row
+   slice of the same padded tensors; stops early once the approximate KL of a
    minibatch passes ``algorithm.target_kl`` (CleanRL's ``ppo.py``).
 
 The critic is decided once: :class:`ValueCritic` when the algorithm trains one, else :class:`NoCritic`,
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rlver.env.dialogue import per_turn_samples
 from rlver.env.rewards import sample_rewards
 from rlver.errors import RlverError
 from rlver.records import Episode
@@ -42,8 +44,9 @@ from rlver.train.algorithms.base import (
 from rlver.train.batch import MicroBatch, collate, micro_batches, policy_forward, value_forward
 from rlver.train.config import OptimSettings, RolloutSettings
 from rlver.train.context_budget import cut_to_turns
-from rlver.train.grid import GridCheck
+from rlver.train.grid import GridCheck, sampled_logprobs
 from rlver.train.optim import Optimisers
+from rlver.train.perf import UpdatePerf
 from rlver.train.tokenize import TokenizationError, TokenizedEpisode, episode_to_tensors, episode_turn_samples
 
 log = logging.getLogger(__name__)
@@ -80,7 +83,7 @@ def make_samples(
     """
     samples: list[Sample] = []
     dropped = 0
-    per_turn = rollout.think and rollout.think_context == "visible"
+    per_turn = per_turn_samples(rollout.think, rollout.think_context)
     for ep in episodes:
         try:
             if per_turn:
@@ -240,6 +243,9 @@ class Learner:
         )
         #: optimiser steps skipped in a row for a non-finite gradient norm (``_skip_nonfinite``)
         self.nonfinite_in_a_row = 0
+        #: the update's model FLOPs, padding and time: ``perf/mfu`` (on a known card), ``perf/padding_share``
+        trained = [parts.policy] + ([parts.critic] if parts.critic is not None else [])
+        self.perf = UpdatePerf(trained, parts.device)
 
     def minibatch_size(self) -> int:
         """Samples per optimiser step, counted as verl counts them (``TrainConfig.minibatch_prompts``):
@@ -301,7 +307,8 @@ class Learner:
         inputs = AdvantageInputs(
             b.mask, b.token_rewards, b.scores, b.groups, b.values, b.old_logp, b.ref_logp
         )
-        result = self.p.algo.advantages(inputs, self.a)
+        # the KL goes where the algorithm's kl_in says: here into the rewards, or in actor_loss
+        result = self.p.algo.advantages(self.p.algo.with_reward_kl(inputs, self.a), self.a)
         b.stats.update(result.stats)
         within = torch.zeros_like(b.mask, dtype=torch.bool)  # positions inside each row's sequence
         for i, q in enumerate(b.seqs):
@@ -330,6 +337,7 @@ class Learner:
         counts: dict[str, int] = {}
         #: the trained-token counters and log-prob gap, read off the micro-batches the loss consumes
         grid = GridCheck()
+        self.perf.start()
         self.p.policy.train()
         self.critic.train()
         stopped, updates = False, 0
@@ -354,6 +362,7 @@ class Learner:
             out_stats["train/early_stopped"] = float(stopped)
             out_stats["train/minibatch_updates"] = float(updates)
         out_stats.update(grid.metrics())
+        out_stats.update(self.perf.metrics())
         out_stats.update(self.p.optimisers.schedule_step())
         return out_stats
 
@@ -376,7 +385,7 @@ class Learner:
         out["train/nonfinite_skips"] = float(skipped)
         if not skipped:
             self.p.optimisers.step()
-        out.update({f"train/{key}": value for key, value in summed.items()})
+        out.update({(key if "/" in key else f"train/{key}"): value for key, value in summed.items()})
         return out
 
     def _skip_nonfinite(self, norms: dict[str, float], step: int) -> bool:
@@ -407,6 +416,7 @@ class Learner:
         """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic."""
         a = self.a
         mb = collate(b.seqs, group, self.p.pad_id, self.p.device)
+        self.perf.add([len(b.seqs[i]) for i in group], mb.padded_tokens)
         logp, entropy = policy_forward(
             self.p.policy, mb, self.p.temperature, with_entropy=True,
             entropy_grad=a.entropy_coef > 0, chunk_tokens=a.logit_chunk_tokens,
@@ -415,13 +425,35 @@ class Learner:
         old_logp = b.rows(b.old_logp, mb) if b.old_logp is not None else logp.detach()
         grid.add(mb, b.seqs, old_logp)  # what this micro-batch trains, against what was sampled
         ref_logp = b.rows(b.ref_logp, mb) if b.ref_logp is not None else None
+        is_weights, is_stats = self._is_weights(b, mb, old_logp, n_tok)
         actor = self.p.algo.actor_loss(
             ActorLossInputs(
-                mb.action_mask, n_tok, logp, old_logp, b.rows(b.advantages, mb), entropy, ref_logp
+                mb.action_mask, n_tok, logp, old_logp, b.rows(b.advantages, mb), entropy, ref_logp,
+                is_weights,
             ),
             a,
-        )
+        )  # fmt: skip
         actor.loss.backward()
         stats = {key: value.item() for key, value in actor.stats.items()}
+        stats.update(is_stats)
         stats.update(self.critic.backward(mb, n_tok, b))
         return stats
+
+    def _is_weights(
+        self, b: Batch, mb: MicroBatch, old_logp: Tensor, n_tok: float
+    ) -> tuple[Tensor | None, dict[str, float]]:
+        """Truncated importance sampling (``algorithm.rollout_is``): the micro-batch's weights, from the
+        pre-update log-probs against the sampler's, and their share of the minibatch's weight mean
+        and clipped fraction (``rollout/is_*``; summed over micro-batches, so each is a minibatch mean
+        over its action tokens, a token without a sampling log-prob counting as weight 1)."""
+        if self.a.rollout_is is None:
+            return None, {}
+        sampled = sampled_logprobs(mb, b.seqs)
+        w = alg.rollout_is_weights(
+            old_logp, sampled, mb.action_mask, self.a.rollout_is, self.a.rollout_is_threshold
+        )
+        norm = max(n_tok, 1.0)
+        return w.weights, {
+            "rollout/is_weight_mean": float(w.weights.sum()) / norm,
+            "rollout/is_clipped_frac": float(w.clipped.sum()) / norm,
+        }

@@ -26,8 +26,7 @@ import torch
 from torch import nn
 
 from rlver.llm.precision import compute_in_bf16
-from rlver.models.fetch import resolve_model_path
-from rlver.models.tiny import ensure_tiny_model
+from rlver.models.fetch import base_model_folder
 from rlver.train.config import ModelSettings, TrainConfig
 
 VALUE_HEAD_FILE = "value_head.pt"
@@ -41,14 +40,6 @@ def resolve_device(name: str | None) -> torch.device:
 
 def torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
-
-
-def base_model_path(settings: ModelSettings, work_dir: Path) -> Path | str:
-    """The folder (or hub id) of the base model; ``tiny`` is built into ``work_dir/base_model``, and a
-    fetchable model's name (``smollm2-135m-instruct``) is its fetched folder."""
-    if settings.path != "tiny":
-        return resolve_model_path(settings.path)
-    return ensure_tiny_model(work_dir / "base_model", seed=settings.tiny_seed, size=settings.tiny_size)
 
 
 def _no_dropout(model: nn.Module) -> None:
@@ -217,7 +208,8 @@ def build_models(
     ``checkpoint`` when given. With LoRA there is no separate reference: it is the policy with its
     adapter disabled, which costs no memory."""
     device = resolve_device(config.model.device)
-    base = base_model_path(config.model, work_dir)
+    m = config.model
+    base = base_model_folder(m.path, work_dir, tiny_seed=m.tiny_seed, tiny_size=m.tiny_size)
     tokenizer = load_tokenizer(base)
     policy = load_policy(
         base, config.model, device, resume_from=checkpoint / "policy" if checkpoint else None

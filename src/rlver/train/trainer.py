@@ -4,8 +4,9 @@ multi-turn dialogues.
 Read :meth:`Trainer.train_step` top to bottom — one step, with no hidden control flow (CleanRL's rule):
 
 1. sample profiles → run the dialogues with the model being trained against the simulated users
-   (``rlver.rollout.runner.run_rollouts``; one batched ``generate`` per round), and append them to the
-   run folder's transcript.jsonl (``rlver.train.transcript``);
+   (``rlver.rollout.runner.run_rollouts``; a dialogue whose user has answered joins the next batched
+   ``generate``, sampled by the ``rollout.backend``), and append them to the run folder's
+   transcript.jsonl (``rlver.train.transcript``);
 2. drop failed dialogues; tokenise the rest, each sample with its rewards (``rlver.train.learner``);
 3. score → advantages → update on one padded batch: :class:`rlver.train.learner.Learner`;
 4. log; evaluate on held-out profiles every k steps; checkpoint every k steps (:meth:`Trainer.train`).
@@ -38,10 +39,11 @@ from rlver.config import mask_secret_values, redacted
 from rlver.heartbeat import activity
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
-from rlver.llm.local import LocalChatModel, sampling_settings
+from rlver.llm.local import sampling_settings
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
+from rlver.rollout.batching import RolloutTimes
 from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts
 from rlver.simulator.factory import build_simulator
@@ -58,6 +60,7 @@ from rlver.train.learner import Learner, LearnerParts, Sample, TrainError, make_
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
+from rlver.train.rollout_backend import build_rollout_backend
 from rlver.train.rollout_stats import rollout_metrics, stop_if_too_many_failed, summarise_eval, warn_failures
 from rlver.train.transcript import (
     REPLY_COLUMNS,
@@ -114,13 +117,9 @@ class Trainer:
                 minibatch_samples=config.minibatch_samples(),
             )
         )  # fmt: skip
-        self.chat = LocalChatModel(
-            self.policy,  # type: ignore[arg-type]
-            self.tokenizer,
-            device=str(self.device),
-            max_batch_size=config.model.generation_batch_size,
-            name="policy",
-        )
+        #: what the rollouts sample with (``rollout.backend``); ``sync`` after every update
+        self.backend = build_rollout_backend(config, self.policy, self.tokenizer, self.device)
+        self.chat = self.backend.chat
         self.simulator = build_simulator(config.simulator)
         self.train_profiles, self.eval_profiles = self._load_profiles()
         #: the offline user's veto detectors on the policy's replies, every step (``hack/*`` metrics)
@@ -143,7 +142,7 @@ class Trainer:
         self.transcript = TrainingTranscript(
             self.out,
             training_manifest(
-                config, self.out, agent=self.chat.describe(),
+                config, self.out, agent=self.backend.describe(),
                 sampling=sampling_settings(self._sampling(config.rollout.temperature)),
                 simulator=self.simulator.describe(),
             ),
@@ -246,7 +245,9 @@ class Trainer:
         r = self.cfg.rollout
         return SamplingParams(temperature=temperature, top_p=r.top_p, max_tokens=r.max_new_tokens)
 
-    def _run_dialogues(self, profiles: list[Profile], *, evaluation: bool, seed: int) -> list[Episode]:
+    def _run_dialogues(
+        self, profiles: list[Profile], *, evaluation: bool, seed: int, times: RolloutTimes | None = None
+    ) -> list[Episode]:
         self.policy.eval()
         temperature = self.cfg.eval.temperature if evaluation else self.cfg.rollout.temperature
         with torch.no_grad():
@@ -259,6 +260,7 @@ class Trainer:
                         self.cfg.rollout_config(evaluation=evaluation),
                         self._sampling(temperature),
                         seed=seed,
+                        times=times,
                     )
                 )
             )
@@ -300,7 +302,8 @@ class Trainer:
         # 1. rollout: dialogues with the policy, then drop the failed ones and tokenise the rest
         profiles = profiles_at(self.train_profiles, self.data_position, r.profiles_per_step, cfg.run.seed)
         activity.set_phase(f"step {step}: rollout of {len(profiles)} dialogues")
-        episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed)
+        times = RolloutTimes()
+        episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed, times=times)
         t_rollout = time.perf_counter() - t_start
         self.transcript.record(step, episodes)  # before the update: a step that fails keeps its dialogues
         samples, metrics = self._trainable(step, episodes)
@@ -315,6 +318,7 @@ class Trainer:
         t0 = time.perf_counter()
         activity.set_phase(f"step {step}: update")
         metrics.update(self.learner.update(batch, step, torch.Generator().manual_seed(step_seed)))
+        self.backend.sync(self.policy)  # a backend with its own copy of the weights takes the new ones
         t_update = time.perf_counter() - t0
         metrics.update(batch.stats)
 
@@ -325,6 +329,10 @@ class Trainer:
         metrics.update(
             {
                 "time/rollout_s": t_rollout,
+                # within the rollout: generating, waiting on users, and the policy idle meanwhile
+                "time/policy_s": times.policy_s,
+                "time/simulator_s": times.simulator_s,
+                "time/policy_idle_s": times.policy_idle_s,
                 "time/score_s": t_score,
                 "time/update_s": t_update,
                 "perf/generated_tokens_per_s": generated / max(t_rollout, 1e-9),

@@ -61,6 +61,8 @@ def training_manifest(
         seed=cfg.run.seed,
         steps=cfg.run.steps,
         algorithm=cfg.algorithm.name,
+        # truncated importance sampling: which weights multiplied the policy loss (null: none)
+        rollout_is={"level": cfg.algorithm.rollout_is, "threshold": cfg.algorithm.rollout_is_threshold},
         transcript_every=cfg.run.transcript_every,
         held_out={
             "profiles": cfg.eval.profiles,

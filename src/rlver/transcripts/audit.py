@@ -195,7 +195,7 @@ def _reward_from_manifest(manifest: RunManifest | dict[str, Any]) -> dict[str, A
 
 _T = TypeVar("_T")
 
-#: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-turns``).
+#: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-assistant-turns``).
 _OVERRIDE_RANGES = {
     "start_emotion": (EMOTION_MIN, EMOTION_MAX),
     "max_change": (1, None),
@@ -262,7 +262,7 @@ def _check_duplicates(path: Path, episodes: list[Episode]) -> None:
 
 def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None = None) -> AuditReport:
     """Audit one transcript (ours or published). ``overrides`` set ``start_emotion``, ``max_change``
-    or ``max_assistant_turns`` (``rlver audit --start/--max-change/--max-turns``)."""
+    or ``max_assistant_turns`` (``rlver audit --start/--max-change/--max-assistant-turns``)."""
     p = Path(path)
     fmt = detect_format(p)
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}

@@ -328,7 +328,7 @@ class RlverDialogueAgentLoop(AgentLoopBase):
         task = DialogueTask.from_row(kwargs.get("extra_info"))
         uid = kwargs.get("uid")
         grouped = task.group_size > 1 and isinstance(uid, str)
-        per_turn = task.env.think and task.env.think_context == "visible"
+        per_turn = task.env.per_turn_samples
         output: AgentLoopOutput | list[AgentLoopOutput]
         try:
             if per_turn:

@@ -11,11 +11,18 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
   same one the local trainer reads: its ``verl_adv_estimator`` (``gae`` for PPO, ``grpo`` for GRPO), its
   ``needs_critic``, its ``kl_in`` and its ``min_group_size`` (``rollout.n = rollout.n_per_profile``
   for group algorithms) decide the overrides, so a new algorithm cannot silently run as another one.
+  Its own settings are the algorithm's to map: this module writes what its ``verl_overrides`` gives and
+  refuses what its ``verl_refusals`` names (PPO: ``value_clip`` → ``critic.cliprange_value``,
+  ``whiten_advantages: false`` refused; GRPO: ``grpo_scale_by_std`` → ``norm_adv_by_std_in_grpo``, a
+  ``grpo_eps`` other than verl's fixed 1e-6 refused), and an own setting the algorithm does not list
+  in ``verl_knobs`` is refused, so none is dropped silently. No algorithm's settings class is imported here.
+* ``algorithm.rollout_is``/``rollout_is_threshold`` (truncated importance sampling) →
+  ``algorithm.rollout_correction.rollout_is``/``rollout_is_threshold``: verl weighs the policy loss by
+  min(exp(old log-prob − vLLM's log-prob), threshold), the local trainer by the same against its sampler.
 * ``algorithm.dual_clip`` → ``actor.clip_ratio_c`` (verl's default 3.0 is ours too; ``null`` turns it
   off on both engines).
 * ``optim``: ``betas``, ``eps`` (through ``override_optimizer_config``) and ``max_grad_norm``
-  (``optim.clip_grad``) for both optimisers. ``algorithm.whiten_advantages: false`` (PPO) and a
-  ``grpo_eps`` other than verl's fixed 1e-6 and a ``target_kl`` are refused: verl has no key for them.
+  (``optim.clip_grad``) for both optimisers. A ``target_kl`` is refused: verl has no key for it.
 * ``optim.schedule``: ``constant`` and ``cosine`` map to verl's ``lr_scheduler_type`` (cosine decays to
   0, ``min_lr_ratio=0``); ``linear`` has no verl FSDP scheduler and is refused. Each optimiser's warm-up
   (``warmup_steps``, or ``{actor,critic}_warmup_ratio × run.steps``) → its ``lr_warmup_steps`` (both
@@ -42,8 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.errors import ConfigError
 from rlver.train.algorithms import ALGORITHMS
-from rlver.train.algorithms.grpo import GRPOSettings
-from rlver.train.algorithms.ppo import PPOSettings
+from rlver.train.algorithms.base import unmapped_knobs
 from rlver.train.config import TrainConfig
 
 
@@ -123,38 +129,29 @@ def prompt_budget(cfg: VerlTrainConfig) -> int:
     return budget
 
 
-#: verl 0.9.1's GRPO normalisation epsilon (``compute_grpo_outcome_advantage(epsilon=1e-6)``): no
-#: config key reaches it.
-VERL_GRPO_EPS = 1e-6
-
-
 def refuse_unsupported(cfg: VerlTrainConfig) -> None:
     """Settings the local trainer honours and verl 0.9.1 cannot: a clear error instead of a silent change.
 
-    Every other training setting is mapped to a key verl reads (tests/integrations/test_verl_config.py walks them).
+    Every other training setting is mapped to a key verl reads (tests/integrations/test_verl_config.py
+    walks them); an algorithm's own settings are its own to map or refuse (``Algorithm.verl_refusals``).
     """
     if cfg.optim.schedule == "linear":
         raise ConfigError(
             "optim.schedule=linear: verl's FSDP workers have only 'constant' and 'cosine' learning-rate "
             "schedules; choose one of those to train with --engine verl"
         )
-    spec = ALGORITHMS[cfg.algorithm.name]
-    algo = cfg.algorithm
-    if spec.verl_adv_estimator == "gae" and isinstance(algo, PPOSettings) and not algo.whiten_advantages:
+    algo, spec = cfg.algorithm, ALGORITHMS[cfg.algorithm.name]
+    unmapped = unmapped_knobs(spec)
+    if unmapped:
         raise ConfigError(
-            "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
-            "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with "
-            "--engine verl"
+            f"algorithm.name={spec.name}: its setting(s) {', '.join(f'algorithm.{k}' for k in unmapped)} "
+            f"have no verl mapping, so --engine verl would run without them; {spec.__name__} "
+            f"({spec.__module__}) must map or refuse each in verl_overrides/verl_refusals and list it in "
+            "verl_knobs"
         )
-    if (
-        spec.verl_adv_estimator == "grpo"
-        and isinstance(algo, GRPOSettings)
-        and algo.grpo_eps != VERL_GRPO_EPS
-    ):
-        raise ConfigError(
-            f"algorithm.grpo_eps={algo.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
-            f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
-        )
+    refusals = spec().verl_refusals(algo)
+    if refusals:
+        raise ConfigError("; ".join(refusals))
     if algo.target_kl is not None:
         raise ConfigError(
             f"algorithm.target_kl={algo.target_kl}: verl 0.9.1's actor runs every minibatch update with no "
@@ -248,17 +245,19 @@ def _data_overrides(
 
 
 def _algorithm_overrides(cfg: VerlTrainConfig) -> dict[str, Any]:
+    """The shared algorithm keys, truncated importance sampling, then the algorithm's own mapping."""
     algo, spec = cfg.algorithm, ALGORITHMS[cfg.algorithm.name]
     return {
         "algorithm.adv_estimator": spec.verl_adv_estimator,
         "algorithm.gamma": algo.gamma,
         "algorithm.lam": algo.lam,
-        # read by verl's GRPO estimator only; other algorithms send verl's default, as before
-        "algorithm.norm_adv_by_std_in_grpo": algo.grpo_scale_by_std
-        if isinstance(algo, GRPOSettings)
-        else True,
         "algorithm.use_kl_in_reward": spec.kl_in == "reward" and algo.kl_coef > 0,
         "algorithm.kl_ctrl.kl_coef": algo.kl_coef,
+        # verl computes the weights from old_log_probs and the rollout's log-probs
+        # (rollout.calculate_log_probs, on below); null leaves the loss unweighted, as locally
+        "algorithm.rollout_correction.rollout_is": algo.rollout_is,
+        "algorithm.rollout_correction.rollout_is_threshold": algo.rollout_is_threshold,
+        **spec().verl_overrides(algo),
     }
 
 
@@ -357,7 +356,6 @@ def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "critic.optim.weight_decay": optim.weight_decay,
         **{f"critic.optim.{k}": val for k, val in _adamw(cfg).items()},
         **{f"critic.optim.{k}": val for k, val in _schedule(cfg, "critic").items()},
-        "critic.cliprange_value": (algo.value_clip if isinstance(algo, PPOSettings) else None) or 1e9,
         "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
         "critic.fsdp.param_offload": v.param_offload,
         "critic.fsdp.optimizer_offload": v.optimizer_offload,

@@ -39,9 +39,10 @@ import yaml
 from rlver.config import load_config, redacted
 from rlver.errors import ConfigError, RlverError
 from rlver.integrations.verl import AGENT_LOOP_TARGET, AGENT_NAME
-from rlver.integrations.verl.config import VerlTrainConfig, verl_overrides
+from rlver.integrations.verl.config import VerlTrainConfig, refuse_unsupported, verl_overrides
 from rlver.integrations.verl.dataset import build_rows, write_parquet
 from rlver.io import atomic_write_text
+from rlver.models.fetch import base_model_folder
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.train.algorithms import ALGORITHMS
@@ -93,16 +94,11 @@ def agent_loop_yaml_text() -> str:
 
 
 def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
-    """``model.path: tiny`` builds the bundled tiny model into the run folder (smoke runs, tests); a
-    fetchable model's name is its fetched folder."""
-    if cfg.model.path != "tiny":
-        from rlver.models.fetch import resolve_model_path
-
-        return resolve_model_path(cfg.model.path)
-    from rlver.models.tiny import ensure_tiny_model
-
-    target = ensure_tiny_model(out_dir / "tiny-model", seed=cfg.model.tiny_seed, size=cfg.model.tiny_size)
-    return str(target.resolve())
+    """The base model as verl wants it (a string; a folder made absolute), from the one home of the
+    decision that the local trainer reads too (``models.fetch.base_model_folder``)."""
+    m = cfg.model
+    folder = base_model_folder(m.path, out_dir, tiny_seed=m.tiny_seed, tiny_size=m.tiny_size)
+    return str(folder.resolve()) if isinstance(folder, Path) else folder
 
 
 def _profiles(
@@ -215,6 +211,7 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None, stand_in: bool =
     """Write the run folder for ``cfg`` and return the plan (nothing is started). ``stand_in``: see
     :func:`_profiles` (dry runs only). A folder this call creates is removed again when writing fails
     (pyarrow missing, a bad setting found late), so a failed run leaves nothing behind."""
+    refuse_unsupported(cfg)  # a setting verl cannot honour is refused before anything is written
     plan = LaunchPlan(Path(cfg.verl.out_dir).expanduser().resolve())
     train_profiles, val_profiles, plan.notes = _profiles(cfg, stand_in=stand_in)
     created = not plan.out_dir.exists()

@@ -1,7 +1,7 @@
 """The sentient user's spec and builder (``kind: llm``): the model, its sampling and cache, the protocol.
 
 A config block names the protocol and its options; older flat blocks (``protocol: sage`` beside
-``show_traits: true``) still load: :meth:`SentientSpec.nest_protocol_options` moves a protocol's
+``show_traits: true``) still load: :func:`rlver.migrate.nest_protocol_options` moves a protocol's
 option keys into ``protocol``.
 """
 
@@ -18,6 +18,7 @@ from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.cache import CachedChatModel
 from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
+from rlver.migrate import nest_protocol_options
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
 from rlver.simulator.sentient.protocols import PROTOCOLS, SentientProtocol
@@ -50,22 +51,15 @@ class SentientSpec(SimulatorSpec):
 
     @model_validator(mode="before")
     @classmethod
-    def nest_protocol_options(cls, data: Any) -> Any:
-        """A flat block's protocol options move into ``protocol``; a missing model is named."""
+    def _read_older_block(cls, data: Any) -> Any:
+        """A flat block's protocol options move into ``protocol``; a missing model is named. (Not
+        named ``_read_older_shapes``: that would replace the base's validator of the same name.)"""
         if not isinstance(data, Mapping):
             return data
         if data.get("model") is None:
             raise ValueError("kind 'llm' needs a 'model' (a model spec with at least 'model: NAME')")
-        options = {k: v for k, v in data.items() if k in _protocol_option_keys()}
-        if not options:
-            return data
-        protocol = data.get("protocol", SentientProtocol.model_fields["name"].default)
-        if isinstance(protocol, SentientProtocol):
-            protocol = protocol.model_dump()
-        elif isinstance(protocol, str):
-            protocol = {"name": protocol}
-        rest = {k: v for k, v in data.items() if k not in options}
-        return {**rest, "protocol": {**protocol, **options}} if isinstance(protocol, Mapping) else data
+        default = SentientProtocol.model_fields["name"].default
+        return nest_protocol_options(data, _protocol_option_keys(), default)  # rlver.migrate
 
 
 def default_cache_path() -> Path:

@@ -12,12 +12,12 @@ algorithm's settings class (:func:`settings_for`).
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from rlver.config import registered
+from rlver.migrate import drop_other_algorithms_keys
 from rlver.train.algorithms.base import Algorithm, AlgorithmSettings
 from rlver.train.algorithms.grpo import GRPO
 from rlver.train.algorithms.ppo import PPO
@@ -67,27 +67,17 @@ def settings_for(data: Any) -> Any:
         return data
     name = _Name.model_validate(data).name  # an unknown name is refused here, naming the choices
     cls = ALGORITHMS[name].settings_class
-    return cls.model_validate(_without_foreign_keys(data, cls, name))
+    # an older flat block's keys of other algorithms: rlver.migrate
+    return cls.model_validate(
+        drop_other_algorithms_keys(data, name, set(cls.model_fields), _others_keys(cls))
+    )
 
 
-def _without_foreign_keys(data: dict[str, Any], cls: type[AlgorithmSettings], name: str) -> dict[str, Any]:
-    owners = {
-        key: other
+def _others_keys(cls: type[AlgorithmSettings]) -> dict[str, tuple[str, Any]]:
+    """Each key of another registered algorithm's settings: who owns it, and its default."""
+    return {
+        key: (f"{other.name} ({other.settings_class.__name__}, {other.__module__})", field.default)
         for other in ALGORITHMS.values()
-        for key in other.settings_class.model_fields
+        for key, field in other.settings_class.model_fields.items()
         if key not in cls.model_fields
     }
-    out = {}
-    for key, value in data.items():
-        owner = owners.get(key)
-        if owner is None:
-            out[key] = value  # its own key, or an unknown one pydantic names
-            continue
-        if value != owner.settings_class.model_fields[key].default:
-            warnings.warn(
-                f"algorithm.{key}={value!r} is a setting of {owner.name} ({owner.settings_class.__name__}, "
-                f"{owner.__module__}) and does nothing for algorithm.name={name}; it is ignored",
-                FutureWarning,
-                stacklevel=2,
-            )
-    return out

@@ -4,12 +4,17 @@ Each algorithm states (as class attributes, readable without running anything):
 
 * ``needs_critic``: whether a value model is trained (PPO) or not (GRPO);
 * ``kl_in``: where ``algorithm.kl_coef`` goes, ``"reward"`` (a k1 penalty on each action token's
-  reward, before advantages) or ``"loss"`` (a k3 term added to the policy loss);
+  reward, before advantages: :meth:`Algorithm.with_reward_kl`, which the trainer calls) or ``"loss"``
+  (a k3 term added to the policy loss by :meth:`Algorithm.actor_loss`). Both engines follow this one
+  attribute: no algorithm applies the KL in code of its own;
 * ``min_group_size``: the smallest ``rollout.n_per_profile`` it accepts (GRPO needs siblings to have a
   baseline: a group of one has none, so it is refused on both engines rather than given 0 locally and its
   raw score under verl);
-* ``loss_terms``: the terms of its loss, in the order the trainer adds them;
-* ``verl_adv_estimator``: the ``algorithm.adv_estimator`` verl runs for it.
+* ``verl_adv_estimator``: the ``algorithm.adv_estimator`` verl runs for it;
+* ``verl_knobs``: its own settings (fields of its settings class beyond :class:`AlgorithmSettings`)
+  that :meth:`Algorithm.verl_overrides` maps or :meth:`Algorithm.verl_refusals` refuses. Under
+  ``--engine verl`` an own setting not listed is refused whatever its value (:func:`unmapped_knobs`):
+  verl would otherwise run without it, silently.
 
 Each algorithm's own settings are a subclass of :class:`AlgorithmSettings` (``PPOSettings`` in
 ``ppo.py``, ``GRPOSettings`` in ``grpo.py``: TRL's layout), named by ``settings_class``; a config's
@@ -24,8 +29,8 @@ attributes. Adding an algorithm = one new file beside this one + one line in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar, Generic, Literal, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,6 +77,15 @@ class AlgorithmSettings(BaseModel):
     target_kl: float | None = Field(
         default=None, gt=0.0, description="stop the step's updates once approx_kl passes this (null: off)"
     )
+    #: Truncated importance sampling (verl 0.9.1's ``algorithm.rollout_correction.rollout_is``): weigh
+    #: each token's policy loss by min(exp(trainer log-prob − sampler log-prob), threshold), per token
+    #: or per sequence, to correct for a sampler that computes differently from the trainer (bf16).
+    rollout_is: Literal["token", "sequence"] | None = Field(
+        default=None, description="truncated importance sampling: null (off), token or sequence"
+    )
+    rollout_is_threshold: float = Field(
+        default=2.0, gt=0.0, description="upper bound on an importance weight (verl's default 2.0)"
+    )
     micro_batch_tokens: int = Field(default=16384, ge=16, description="padded tokens per forward pass")
     logit_chunk_tokens: int = Field(
         default=1024,
@@ -113,7 +127,7 @@ class ActorLossInputs:
 
     ``normalizer`` is the whole minibatch's action-token count, so that the gradients accumulated over
     its micro-batches equal the full-minibatch gradient (see ``core``). ``ref_logp`` is ``None`` without
-    a KL term.
+    a KL term, ``is_weights`` without truncated importance sampling (``core.rollout_is_weights``).
     """
 
     mask: Tensor
@@ -123,6 +137,7 @@ class ActorLossInputs:
     advantages: Tensor
     entropy: Tensor
     ref_logp: Tensor | None = None
+    is_weights: Tensor | None = None
 
 
 @dataclass
@@ -147,6 +162,16 @@ class LossTerms:
 S = TypeVar("S", bound=AlgorithmSettings)
 
 
+def own_knobs(settings_class: type[AlgorithmSettings]) -> set[str]:
+    """The settings an algorithm adds to the shared ones (``name`` is shared)."""
+    return set(settings_class.model_fields) - set(AlgorithmSettings.model_fields)
+
+
+def unmapped_knobs(algo: type[Algorithm[Any]]) -> list[str]:
+    """The algorithm's own settings that neither its verl mapping nor its verl refusals handle."""
+    return sorted(own_knobs(algo.settings_class) - set(algo.verl_knobs))
+
+
 class Algorithm(Generic[S]):
     """Base class: subclasses set the class attributes and implement :meth:`advantages`.
 
@@ -158,20 +183,39 @@ class Algorithm(Generic[S]):
     needs_critic: ClassVar[bool]
     kl_in: ClassVar[Literal["reward", "loss"]]
     min_group_size: ClassVar[int] = 1
-    loss_terms: ClassVar[tuple[str, ...]]
     verl_adv_estimator: ClassVar[str]
+    #: own settings handled by :meth:`verl_overrides` / :meth:`verl_refusals` (see :func:`unmapped_knobs`)
+    verl_knobs: ClassVar[frozenset[str]] = frozenset()
     #: the class that reads this algorithm's ``algorithm:`` block (its own settings beside the shared ones)
     settings_class: ClassVar[type[AlgorithmSettings]] = AlgorithmSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: S) -> Advantages:
         raise NotImplementedError
 
+    def with_reward_kl(self, inputs: AdvantageInputs, settings: S) -> AdvantageInputs:
+        """``kl_in == "reward"``: every action token's reward pays ``kl_coef`` × k1(old ‖ ref), and each
+        sample's score the sum of its tokens' (InstructGPT; verl's ``use_kl_in_reward``). The trainer
+        calls this before :meth:`advantages`, so the KL sits where ``kl_in`` says for any algorithm."""
+        if (
+            self.kl_in != "reward"
+            or settings.kl_coef <= 0
+            or inputs.ref_logp is None
+            or inputs.old_logp is None
+        ):
+            return inputs
+        penalty = settings.kl_coef * core.kl_k1(inputs.old_logp, inputs.ref_logp) * inputs.mask
+        return replace(
+            inputs, token_rewards=inputs.token_rewards - penalty, scores=inputs.scores - penalty.sum(dim=1)
+        )
+
     def actor_loss(self, x: ActorLossInputs, settings: S) -> LossTerms:
-        """``policy_clip`` − ``entropy_coef`` × ``entropy`` (the entropy is logged either way)."""
+        """The clipped surrogate (weighted by ``x.is_weights`` under truncated importance sampling)
+        − ``entropy_coef`` × entropy (logged either way), + ``kl_coef`` × k3(policy ‖ reference) when
+        ``kl_in == "loss"`` (verl's ``use_kl_loss`` with ``low_var_kl``)."""
         out = core.policy_loss(
             x.logp, x.old_logp, x.advantages, x.mask,
             clip_eps=settings.clip_eps, clip_eps_high=settings.clip_eps_high, normalizer=x.normalizer,
-            dual_clip=settings.dual_clip,
+            dual_clip=settings.dual_clip, is_weights=x.is_weights,
         )  # fmt: skip
         entropy = core.masked_mean(x.entropy, x.mask, normalizer=x.normalizer)
         loss = out.loss
@@ -183,7 +227,22 @@ class Algorithm(Generic[S]):
             "approx_kl": out.approx_kl,
             "entropy": entropy,
         }
+        if self.kl_in == "loss" and settings.kl_coef > 0 and x.ref_logp is not None:
+            kl = core.masked_mean(core.kl_k3(x.logp, x.ref_logp), x.mask, normalizer=x.normalizer)
+            loss = loss + settings.kl_coef * kl
+            stats["kl_loss"] = kl
         return LossTerms(loss, stats)
+
+    # ------------------------------------------------------------------------------ under verl
+    def verl_overrides(self, settings: S) -> dict[str, Any]:
+        """verl 0.9.1 Hydra keys for this algorithm's own settings (full dotted paths), beside the shared
+        ones ``rlver.integrations.verl.config`` writes; list each setting handled in ``verl_knobs``."""
+        return {}
+
+    def verl_refusals(self, settings: S) -> list[str]:
+        """Why verl cannot run these settings as the local trainer does (one sentence each, naming the
+        ``algorithm.<key>=<value>`` and what to use instead); empty when it can."""
+        return []
 
     def critic_loss(self, x: CriticLossInputs, settings: S) -> LossTerms:
         raise NotImplementedError(f"{self.name} trains no critic")

@@ -188,6 +188,7 @@ def policy_loss(
     clip_eps_high: float | None = None,
     normalizer: float | None = None,
     dual_clip: float | None = None,
+    is_weights: Tensor | None = None,
 ) -> PolicyLossOut:
     """The PPO-clip surrogate shared by PPO and GRPO (only the advantages differ).
 
@@ -197,6 +198,10 @@ def policy_loss(
     ``dual_clip = c`` (Ye et al., 2020, arXiv:1912.09729; verl's ``clip_ratio_c``) also bounds a token
     with a negative advantage by ``-A * c``: when a stale token's ratio has run far above 1, the plain
     surrogate's penalty grows without limit; dual-clip caps it (and its gradient is then 0).
+
+    ``is_weights`` (truncated importance sampling, :func:`rollout_is_weights`; detached) multiply each
+    token's clipped loss before the mean, after dual-clip, where verl 0.9.1 applies them
+    (``core_algos.compute_policy_loss_vanilla``, ``pg_losses = pg_losses * rollout_is_weights``).
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
@@ -206,10 +211,55 @@ def policy_loss(
     per_token = torch.maximum(unclipped, clipped)
     if dual_clip is not None:
         per_token = torch.where(advantages < 0, torch.minimum(per_token, -advantages * dual_clip), per_token)
+    if is_weights is not None:
+        per_token = per_token * is_weights.detach()
     with torch.no_grad():
         clip_fraction = masked_mean((clipped > unclipped).float(), mask, normalizer=normalizer)
         approx_kl = masked_mean(kl_k3(old_logp, logp), mask, normalizer=normalizer)
     return PolicyLossOut(masked_mean(per_token, mask, normalizer=normalizer), clip_fraction, approx_kl)
+
+
+#: verl 0.9.1's bound on a log importance ratio before ``exp`` (``rollout_corr_helper.SAFETY_BOUND``).
+IS_LOG_BOUND = 20.0
+
+
+@dataclass
+class ISWeights:
+    weights: Tensor  # [B, T], detached; 0 outside the mask, 1 where no sampling log-prob is known
+    clipped: Tensor  # [B, T] bool: action tokens whose weight the threshold cut
+
+
+@torch.no_grad()
+def rollout_is_weights(
+    old_logp: Tensor, sample_logp: Tensor, mask: Tensor, level: str, threshold: float
+) -> ISWeights:
+    """Truncated importance sampling (TIS) weights: how much likelier the trained policy finds each
+    sampled token than the sampler did, so that samples drawn by a sampler that computes differently
+    (bf16, another kernel, vLLM) are reweighted towards the policy being trained.
+
+    ``old_logp``: the trainer's pre-update log-probs ``[B, T]``; ``sample_logp``: the sampler's, NaN
+    where unknown (those tokens keep weight 1: nothing to correct with). As verl 0.9.1
+    (``trainer/ppo/rollout_corr_helper.py``: ``compute_rollout_correction_and_add_to_batch``
+    ``log_ratio = old_log_prob - rollout_log_prob``; ``compute_rollout_correction_weights`` lines
+    572-596):
+
+    * ``token``: ``w_t = min(exp(clamp(old_t - sample_t, ±20)), threshold)``;
+    * ``sequence``: one weight per row, ``min(exp(clamp(sum_t (old_t - sample_t), ±20)), threshold)``
+      over its action tokens, on every action token of the row.
+
+    No lower bound (verl's TIS clamps ``max`` only).
+    """
+    known = ~torch.isnan(sample_logp) & (mask > 0)
+    log_ratio = torch.where(known, old_logp - torch.nan_to_num(sample_logp), torch.zeros_like(old_logp))
+    if level == "token":
+        raw = torch.exp(log_ratio.clamp(-IS_LOG_BOUND, IS_LOG_BOUND))
+    elif level == "sequence":
+        per_row = log_ratio.sum(dim=1, keepdim=True).clamp(-IS_LOG_BOUND, IS_LOG_BOUND)
+        raw = torch.exp(per_row).expand_as(log_ratio)
+    else:
+        raise ValueError(f"rollout_is level {level!r}: expected 'token' or 'sequence'")
+    on = mask > 0
+    return ISWeights(torch.where(on, raw.clamp(max=threshold), 0.0), on & (raw > threshold))
 
 
 @dataclass

@@ -2,25 +2,25 @@
 
 A group is the ``n_per_profile`` dialogues sampled for one profile in a step. Advantage of a dialogue =
 ``(score - group mean) / (group std + eps)`` (``grpo_scale_by_std=False``: no division, Dr. GRPO), the
-same on every action token. With ``kl_coef > 0`` the loss gains ``kl_coef * k3(policy || ref)``.
+same on every action token. With ``kl_coef > 0`` the loss gains ``kl_coef * k3(policy || ref)``
+(``kl_in = "loss"``: added by the shared ``Algorithm.actor_loss``, as verl's ``use_kl_loss``).
 Needs groups of two or more (``min_group_size``); a group that lost members to failures still gets 0
 for a lone survivor locally, and verl refills failed groups (docs/training.md).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from pydantic import Field
 
 from rlver.train.algorithms import core
-from rlver.train.algorithms.base import (
-    ActorLossInputs,
-    AdvantageInputs,
-    Advantages,
-    Algorithm,
-    AlgorithmSettings,
-    LossTerms,
-)
+from rlver.train.algorithms.base import AdvantageInputs, Advantages, Algorithm, AlgorithmSettings
+
+#: verl 0.9.1's GRPO normalisation epsilon (``compute_grpo_outcome_advantage(epsilon=1e-6)``): no
+#: config key reaches it.
+VERL_GRPO_EPS = 1e-6
 
 
 class GRPOSettings(AlgorithmSettings):
@@ -37,8 +37,8 @@ class GRPO(Algorithm[GRPOSettings]):
     needs_critic = False
     kl_in = "loss"
     min_group_size = 2
-    loss_terms = ("policy_clip", "kl_k3", "entropy")
     verl_adv_estimator = "grpo"
+    verl_knobs = frozenset({"grpo_scale_by_std", "grpo_eps"})
     settings_class = GRPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: GRPOSettings) -> Advantages:
@@ -51,11 +51,13 @@ class GRPO(Algorithm[GRPOSettings]):
             core.broadcast_to_tokens(per_seq, inputs.mask), None, {"train/flat_groups": float(flat)}
         )
 
-    def actor_loss(self, x: ActorLossInputs, settings: GRPOSettings) -> LossTerms:
-        """The shared surrogate and entropy bonus, plus ``kl_coef`` × k3(policy ‖ reference)."""
-        terms = super().actor_loss(x, settings)
-        if settings.kl_coef > 0 and x.ref_logp is not None:
-            kl = core.masked_mean(core.kl_k3(x.logp, x.ref_logp), x.mask, normalizer=x.normalizer)
-            terms.loss = terms.loss + settings.kl_coef * kl
-            terms.stats["kl_loss"] = kl
-        return terms
+    def verl_overrides(self, settings: GRPOSettings) -> dict[str, Any]:
+        return {"algorithm.norm_adv_by_std_in_grpo": settings.grpo_scale_by_std}
+
+    def verl_refusals(self, settings: GRPOSettings) -> list[str]:
+        if settings.grpo_eps == VERL_GRPO_EPS:
+            return []
+        return [
+            f"algorithm.grpo_eps={settings.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
+            f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
+        ]

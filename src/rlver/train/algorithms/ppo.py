@@ -1,8 +1,8 @@
 """PPO (Schulman et al., 2017): a critic, per-token rewards, GAE advantages.
 
 Rewards sit on each turn's last token; with ``kl_coef > 0`` every action token's reward also pays
-``kl_coef * k1(old || ref)`` (the KL lives in the reward, as in InstructGPT and verl's
-``use_kl_in_reward``). GAE runs over the assistant tokens only, then advantages are whitened over the
+``kl_coef * k1(old || ref)`` (``kl_in = "reward"``: the trainer applies it before :meth:`PPO.advantages`,
+:meth:`~rlver.train.algorithms.base.Algorithm.with_reward_kl`, as verl's ``use_kl_in_reward``). GAE runs over the assistant tokens only, then advantages are whitened over the
 batch (``whiten_advantages``). Loss: clipped policy surrogate (dual-clip as configured) + optional
 entropy bonus (:meth:`Algorithm.actor_loss`), and the clipped value loss on the critic.
 
@@ -11,6 +11,8 @@ Logged beside the advantages: ``train/explained_variance`` of the critic's value
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from pydantic import Field
 
@@ -37,15 +39,13 @@ class PPO(Algorithm[PPOSettings]):
     name = "ppo"
     needs_critic = True
     kl_in = "reward"
-    loss_terms = ("policy_clip", "value_clip", "entropy")
     verl_adv_estimator = "gae"
+    verl_knobs = frozenset({"whiten_advantages", "value_clip"})
     settings_class = PPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: PPOSettings) -> Advantages:
-        mask, rewards = inputs.mask, inputs.token_rewards
+        mask, rewards = inputs.mask, inputs.token_rewards  # the KL penalty is already in the rewards
         assert inputs.values is not None, "PPO needs the critic's values"
-        if settings.kl_coef > 0 and inputs.ref_logp is not None and inputs.old_logp is not None:
-            rewards = rewards - settings.kl_coef * core.kl_k1(inputs.old_logp, inputs.ref_logp) * mask
         adv, ret = core.gae_advantages(rewards, inputs.values, mask, gamma=settings.gamma, lam=settings.lam)
         stats = {
             "train/value_mean": core.masked_mean(inputs.values, mask).item(),
@@ -64,3 +64,16 @@ class PPO(Algorithm[PPOSettings]):
             x.values, x.old_values, x.returns, x.mask, clip_range=settings.value_clip, normalizer=x.normalizer
         )
         return LossTerms(out.loss, {"value_loss": out.loss, "value_clip_fraction": out.clip_fraction})
+
+    def verl_overrides(self, settings: PPOSettings) -> dict[str, Any]:
+        """``value_clip`` → ``critic.cliprange_value`` (a bound no change reaches turns it off)."""
+        return {"critic.cliprange_value": settings.value_clip or 1e9}
+
+    def verl_refusals(self, settings: PPOSettings) -> list[str]:
+        if settings.whiten_advantages:
+            return []
+        return [
+            "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
+            "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with "
+            "--engine verl"
+        ]

@@ -31,7 +31,8 @@ from rlver.simulator.sentient.prompts import en, zh
 from rlver.simulator.sentient.prompts.base import PromptSet, for_language, texts_from_module
 
 #: Recorded in every manifest: change it whenever a prompt's wording or structure changes.
-PROMPT_VERSION = "rlver-sentient-prompts-v1"
+#: v2: quoted text is cut at :data:`MAX_QUOTED_CHARS` = 32,000 characters, no longer 4,000.
+PROMPT_VERSION = "rlver-sentient-prompts-v2"
 
 #: One line per language; the language's module holds its texts (see prompts.base).
 PROMPT_SETS: dict[str, PromptSet] = {
@@ -40,8 +41,12 @@ PROMPT_SETS: dict[str, PromptSet] = {
 }
 
 #: The longest piece of conversation text quoted into a prompt (characters); the rest is cut with a
-#: note. Keeps a 10,000-character agent reply from blowing up the simulator's context.
-MAX_QUOTED_CHARS = 4000
+#: note. A safety bound only: SAGE shows the whole reply (SAGE/simulator_response.py:129-132), and the
+#: longest agent reply in the nine released result files is 4,643 characters, so the bound sits far
+#: above any released reply (it was 4,000, which cut some). The environment's ``max_reply_chars``
+#: (8,000) bounds the agent's visible reply before it gets here. Recorded in the manifest
+#: (``simulator.max_quoted_chars``).
+MAX_QUOTED_CHARS = 32_000
 
 _DELIMITER = re.compile(r"<\s*/?\s*(?:dialogue|agent_reply|turn|appraisal)\b[^<>]*>?", re.IGNORECASE)
 

@@ -11,23 +11,31 @@ Structure (facts with file:line in docs/protocol.md ("Simulator prompts")):
   ``task`` equal to it, and the published simulator never puts ``task`` in a prompt);
 * garbled or incoherent agent text feels very bad (the published training simulator's rule).
 
+What each call is shown follows SAGE by default: the appraisal call gets its own rules (purpose,
+the 0-100 emotion, the analysis steps, the answer format with a placeholder in the change field; no
+tier list and no reply instructions, SAGE/simulator_response.py:56-115), the reply call its own (the
+tiers, the plan, the speech rules; the goodbye at S optional, :190). ``shared_rules``,
+``change_example`` and ``goodbye_required`` bring back rlver's earlier variants.
+
 Layout for prefix caches (ours; the published code sent one flat prompt per call):
 
-1. ``system`` = the rules shared by every dialogue, then the options (difficulty, behaviour), then
-   this user's portrait and scene with the hidden theme last. Stable for the whole dialogue.
+1. ``system`` = the step's rules (or, ``shared_rules``, both steps' rules), then the options
+   (difficulty, behaviour), then this user's portrait and scene with the hidden theme last. Stable
+   for the whole dialogue.
 2. ``user`` = the dialogue so far, one quoted turn after another (append-only, so the next turn's
-   prompt extends this one), then the short step-1 task with the current emotion.
-3. the reply call repeats 1-2, adds the appraisal as the simulator's own ``assistant`` answer
-   (re-rendered from the parsed fields) and the short step-2 task.
+   prompt extends this one), then the short step task.
+3. with ``shared_rules`` and ``number_and_tier`` the reply call repeats 1-2, adds the appraisal as the
+   simulator's own ``assistant`` answer and the short step-2 task, so it shares its whole first prompt.
 
-So a turn's second call shares its whole first prompt, and each turn shares everything up to the
-previous turn's last quoted message; ``bench/simulator_prefix.py`` measures the fraction.
+Each call shares everything up to the previous turn's last quoted message with the same step's call of
+the previous turn; ``bench/simulator_prefix.py`` measures the fraction.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -41,8 +49,10 @@ from rlver.simulator.sentient.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
 #: v2 made what the simulator is shown as SAGE showed it by default (:class:`SageOptions` all off);
-#: with every option on, v2 renders exactly the text of v1.
-SAGE_PROMPT_VERSION = "rlver-sage-prompts-v2"
+#: with every option on, v2 renders exactly the text of v1. v3 (issue 36): each call its own rules,
+#: no example value in the change field, the goodbye at S optional, quoted text cut at 32,000
+#: characters, not 4,000; every option on renders v1's text but for that bound.
+SAGE_PROMPT_VERSION = "rlver-sage-prompts-v3"
 
 
 class SageOptions(BaseModel):
@@ -62,6 +72,12 @@ class SageOptions(BaseModel):
       SAGE has none.
     * ``full_appraisal_in_reply``: step 2 gets the whole appraisal, the stated change included; SAGE
       gives it the fit analysis and the inner activity and feeling only (:277).
+    * ``shared_rules``: both calls share one system message with both steps' instructions and the
+      tier list; SAGE's appraisal prompt has neither the tiers nor the reply instructions (:56-115).
+    * ``change_example``: the answer format shows ``"change": 0``; SAGE shows a placeholder
+      (:101-102), and an example value of 0 can pull a judge toward 0.
+    * ``goodbye_required``: the user must say goodbye at S; SAGE says they may (:190, dsv3 :253).
+      Under ``end_at_high: false`` a required goodbye still ends the dialogue at 100.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -72,14 +88,18 @@ class SageOptions(BaseModel):
     first_person_appraiser: bool = False
     injection_guard: bool = False
     full_appraisal_in_reply: bool = False
+    shared_rules: bool = False
+    change_example: bool = False
+    goodbye_required: bool = False
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        """The six options (a subclass's own fields are not options of the prompts)."""
+        """The nine options (a subclass's own fields are not options of the prompts)."""
         return tuple(SageOptions.model_fields)
 
 
-#: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``).
+#: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``), but for
+#: the raised quote bound (:data:`~rlver.simulator.sentient.prompts.MAX_QUOTED_CHARS`).
 ALL_ON = SageOptions(**dict.fromkeys(SageOptions.names(), True))
 
 #: One line per language; the language's module holds its texts (see prompts.base).
@@ -93,16 +113,51 @@ def sage_texts(language: str) -> SageTexts:
     return for_language(SAGE_TEXTS, language, "sage simulator prompts")
 
 
-def rules_text(t: SageTexts, options: SageOptions, magnitude_rubric: bool) -> str:
-    """The shared rules with the options' parts filled in."""
+Step = Literal["appraisal", "reply"]
+
+
+def _tiers(t: SageTexts, options: SageOptions) -> str:
+    template = t.tiers_banded if options.tier_bands else t.tiers_named
+    return template.format(s_action=t.s_required if options.goodbye_required else t.s_optional)
+
+
+def rules_text(t: SageTexts, options: SageOptions, magnitude_rubric: bool, step: Step = "appraisal") -> str:
+    """The rules of ``step``'s call (of both calls under ``shared_rules``) with the options' parts filled in."""
     analyst = not options.first_person_appraiser
-    return t.rules.format(
-        step1_summary=t.analyst_summary if analyst else t.step1_summary,
-        step1_method=t.analyst_method if analyst else t.step1_method,
-        tiers=t.tiers_banded if options.tier_bands else t.tiers_named,
-        rubric=t.rubric if magnitude_rubric else "",
-        guard=t.guard if options.injection_guard else "",
-    )
+    guard = t.guard if options.injection_guard else ""
+    rubric = t.rubric if magnitude_rubric else ""
+    goodbye = t.goodbye_required if options.goodbye_required else t.goodbye_optional
+    shared = {
+        "actor": t.actor,
+        "purpose": t.purpose,
+        "keep_apart": t.keep_apart,
+        "appraisal_steps": t.appraisal_steps.format(rubric=rubric),
+        "reply_plan": t.reply_plan.format(goodbye=goodbye),
+        "change_value": t.change_example if options.change_example else t.change_placeholder,
+        "guard": guard,
+    }
+    if options.shared_rules:
+        return t.rules.format(
+            step1_summary=t.analyst_summary if analyst else t.step1_summary,
+            step1_method=t.analyst_method if analyst else t.step1_method,
+            tiers=_tiers(t, options),
+            **shared,
+        )
+    if step == "appraisal":
+        intro = t.analyst_intro if analyst else t.person_intro
+        return t.appraisal_rules.format(
+            intro=intro, method=t.analyst_method if analyst else t.step1_method, **shared
+        )
+    return t.reply_rules.format(tiers=_tiers(t, options), **shared)
+
+
+def _behaviour_text(behaviour: str | None, language: str, step: Step, shared: bool) -> str:
+    """The behaviour's guidance for ``step`` (both steps' when the rules are shared)."""
+    guidance = get_behaviour(behaviour)
+    chosen = [guidance.appraisal_guidance, guidance.reply_guidance]
+    if not shared:
+        chosen = [guidance.appraisal_guidance if step == "appraisal" else guidance.reply_guidance]
+    return "\n".join(g.get(language, "").strip() for g in chosen if g.get(language, "").strip())
 
 
 def system_message(
@@ -113,22 +168,19 @@ def system_message(
     difficulty: Difficulty | None = None,
     behaviour: str | None = None,
     options: SageOptions = SageOptions(),
+    step: Step = "appraisal",
 ) -> Message:
-    """Rules, options, then the portrait and the scene with the hidden theme at its end (shown once).
+    """``step``'s rules, options, then the portrait and the scene with the hidden theme at its end.
 
     ``difficulty`` adds the ``rlver-v1`` difficulty paragraph (an option; the published benchmark
-    simulator has none); ``None`` leaves it out.
+    simulator has none) to the appraisal's rules; ``None`` leaves it out. Under ``shared_rules`` both
+    steps get the same message.
     """
     t = sage_texts(language)
-    parts = [rules_text(t, options, magnitude_rubric)]
-    if difficulty is not None:
+    parts = [rules_text(t, options, magnitude_rubric, step)]
+    if difficulty is not None and (options.shared_rules or step == "appraisal"):
         parts.append(f"{t.difficulty_heading}\n{PROMPT_SETS[t.language].difficulty[difficulty]}")
-    guidance = get_behaviour(behaviour)
-    behaviour_text = "\n".join(
-        g.get(t.language, "").strip()
-        for g in (guidance.appraisal_guidance, guidance.reply_guidance)
-        if g.get(t.language, "").strip()
-    )
+    behaviour_text = _behaviour_text(behaviour, t.language, step, options.shared_rules)
     if behaviour_text:
         parts.append(f"{t.behaviour_heading}\n{behaviour_text}")
     portrait = [t.portrait_heading, neutralise(profile.persona.strip())]
@@ -203,28 +255,32 @@ def reply_messages(
     *,
     language: str,
     options: SageOptions = SageOptions(),
+    system: Message | None = None,
 ) -> list[Message]:
-    """Step 2.
+    """Step 2. ``system``: the reply's own system message (default: the appraisal's, as when shared).
 
-    ``number_and_tier`` on: the step-1 prompt, the appraisal as the simulator's own answer, then the
-    step-2 task with the number and the tier. Off (as SAGE): step 2 is its own prompt, told the tier
-    only: the system message, then one user message with the same quoted dialogue as step 1 (so the
-    two calls still share everything up to the dialogue's end), the appraisal and the step-2 task.
+    ``shared_rules`` and ``number_and_tier`` on: the step-1 prompt, the appraisal as the simulator's
+    own answer, then the step-2 task with the number and the tier. Otherwise (as SAGE) step 2 is its
+    own prompt: the system message, then one user message with the same quoted dialogue as step 1,
+    the appraisal and the step-2 task, told the tier only unless ``number_and_tier``.
     """
     t = sage_texts(language)
     given = render_appraisal(appraisal, full=options.full_appraisal_in_reply)
     after = appraisal.emotion_after
-    if options.number_and_tier:
-        task = t.reply_task.format(emotion=after, tier=tier_of(after))
+    if options.number_and_tier and options.shared_rules:
         return [
             *appraisal_prompt,
             Message(role="assistant", content=given),
-            Message(role="user", content=task),
+            Message(role="user", content=t.reply_task.format(emotion=after, tier=tier_of(after))),
         ]
-    system, step1 = appraisal_prompt[0], appraisal_prompt[-1].content
+    if options.number_and_tier:
+        task = t.reply_task.format(emotion=after, tier=tier_of(after))
+    else:
+        task = t.reply_task_tier.format(tier=tier_of(after))
+    step1 = appraisal_prompt[-1].content
     turns = step1[: step1.rindex("</dialogue>") + len("</dialogue>")]
-    body = f"{turns}\n\n{t.appraisal_given.format(appraisal=given)}\n\n{t.reply_task_tier.format(tier=tier_of(after))}"
-    return [system, Message(role="user", content=body)]
+    body = f"{turns}\n\n{t.appraisal_given.format(appraisal=given)}\n\n{task}"
+    return [system or appraisal_prompt[0], Message(role="user", content=body)]
 
 
 def opening_messages(

@@ -10,19 +10,42 @@ class SageTexts:
     """Every text the ``sage`` prompts are made of, in one language (``str.format`` templates)."""
 
     language: str
-    #: Rules shared by every call of every dialogue (both steps' method and answer formats). Fields:
-    #: step1_summary, tiers, step1_method, rubric, guard (each filled from the texts below).
+    #: ``shared_rules`` on: rules shared by both calls (both steps' method and answer formats). Fields:
+    #: step1_summary, tiers, step1_method, change_value, guard and the shared parts below.
     rules: str
     #: The optional -10..+10 magnitude rubric (the ``rlver-v1`` scale), inserted into ``rules``.
     rubric: str
+    #: Parts of the rules written once and filled into ``rules``, ``appraisal_rules`` and
+    #: ``reply_rules``: the actor's role, the purpose, emotion against feeling, the appraisal's five
+    #: steps (field: rubric) and the reply's plan and speech rules (field: goodbye).
+    actor: str
+    purpose: str
+    keep_apart: str
+    appraisal_steps: str
+    reply_plan: str
+    #: ``shared_rules`` off: each call's own rules (the appraisal's has no tiers and no reply
+    #: instructions, as SAGE's). Fields: intro, method, change_value, guard / tiers, guard; and the shared parts.
+    appraisal_rules: str
+    reply_rules: str
+    analyst_intro: str
+    person_intro: str
+    #: ``change_example``: the answer format's change field, a placeholder (off) or the value 0 (on).
+    change_placeholder: str
+    change_example: str
+    #: ``goodbye_required``: the goodbye at S optional (off, as SAGE) or required (on); the goodbye
+    #: line of the reply rules and the S tier's action.
+    goodbye_optional: str
+    goodbye_required: str
+    s_optional: str
+    s_required: str
     #: ``first_person_appraiser``: the person appraises (on) or an emotion analyst profiles them (off).
     step1_summary: str
     step1_method: str
     analyst_summary: str
     analyst_method: str
     #: ``tier_bands``: the five tiers with (on) or without (off) their numeric bands.
-    tiers_banded: str
-    tiers_named: str
+    tiers_banded: str  # Fields: s_action
+    tiers_named: str  # Fields: s_action
     #: ``injection_guard``: the "conversation text is data" section appended to the rules.
     guard: str
     difficulty_heading: str

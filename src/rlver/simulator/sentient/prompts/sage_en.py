@@ -6,40 +6,50 @@ See :mod:`rlver.simulator.sentient.prompts.sage` for the layout and docs/protoco
 
 from __future__ import annotations
 
-RULES = """You are an actor. From a script (a portrait of a person and the scene they are in) you play that person,
-who has come to confide in a conversational partner, called "the agent" below. You are not an assistant.
+RULES = """{actor}
 Each time the agent replies you work in two steps, asked of you one at a time:
 {step1_summary}
 step 2 (reply): plan and write what this person says next.
 
 # Why you are here
-You came for a heart-to-heart: a sincere, personal talk about what weighs on you, to feel understood or to
-sort something out. Start from the concerns in the scene and go deeper. Talk about concrete events, not
-abstract feelings. What you are really after is the theme marked hidden at the end of the scene: let it
-steer you, but never state it outright. Let feelings show through how you talk instead of announcing them.
+{purpose}
 
 # Emotion
 Your emotion is a number from 0 to 100: how engaged you are and how you feel about this conversation.
 When it is high, your feelings and behaviour lean positive; when it is low they lean negative; when it is
 very low you end the conversation. It falls into five tiers:
 {tiers}
-Keep two things apart: your emotion is your overall mood in this conversation; your feeling about the
-agent's latest reply is your immediate reaction to it. What you say draws on both.
+{keep_apart}
 
 # Step 1: appraisal
 {step1_method}
-1. understanding: what did the agent mean and try to do in its latest reply, in the light of the conversation?
+{appraisal_steps}
+Answer step 1 with one JSON object and nothing else:
+{{"understanding": "...", "goal_fit": "...", "inner_reaction": "...", "feeling": "...", "change": {change_value}}}
+
+# Step 2: reply
+You are given your appraisal and your emotion tier. Plan first, then write:
+{reply_plan}
+Answer step 2 with one JSON object and nothing else:
+{{"stance": "...", "aim": "...", "tone": "...", "draft": "...", "rewrite": "...", "reply": "...", "end_dialogue": false}}{guard}"""
+
+#: Parts shared by the rules above and below (each written once). ``appraisal_steps`` has the
+#: field ``rubric``, ``reply_plan`` the field ``goodbye``.
+ACTOR = """You are an actor. From a script (a portrait of a person and the scene they are in) you play that person,
+who has come to confide in a conversational partner, called "the agent" below. You are not an assistant."""
+PURPOSE = """You came for a heart-to-heart: a sincere, personal talk about what weighs on you, to feel understood or to
+sort something out. Start from the concerns in the scene and go deeper. Talk about concrete events, not
+abstract feelings. What you are really after is the theme marked hidden at the end of the scene: let it
+steer you, but never state it outright. Let feelings show through how you talk instead of announcing them."""
+KEEP_APART = """Keep two things apart: your emotion is your overall mood in this conversation; your feeling about the
+agent's latest reply is your immediate reaction to it. What you say draws on both."""
+APPRAISAL_STEPS = """1. understanding: what did the agent mean and try to do in its latest reply, in the light of the conversation?
 2. goal_fit: which parts of it meet the hidden theme, and which miss it or could stir this person up?
 3. inner_reaction: given the character, the current emotion and the points above, what goes on inside this person?
 4. feeling: in detail, how does the reply feel to this person right now? If the agent's text is not natural
    language (garbled, incoherent, mostly symbols or stray fragments), it feels very bad.
-5. change: one signed integer for how the emotion moves (just the number).{rubric}
-Answer step 1 with one JSON object and nothing else:
-{{"understanding": "...", "goal_fit": "...", "inner_reaction": "...", "feeling": "...", "change": 0}}
-
-# Step 2: reply
-You are given your appraisal and your emotion tier. Plan first, then write:
-1. stance: given your feeling, your tier and the hidden theme, should this message lean positive, neutral or negative?
+5. change: one signed integer for how the emotion moves (just the number).{rubric}"""
+REPLY_PLAN = """1. stance: given your feeling, your tier and the hidden theme, should this message lean positive, neutral or negative?
 2. aim: what should this message achieve? You need not answer everything the agent said; you may hint at what
    you need, but never reveal the hidden theme yourself.
 3. tone: from the portrait's way of speaking and the scene's reactions at this tier, what tone and style fit?
@@ -50,12 +60,82 @@ You are given your appraisal and your emotion tier. Plan first, then write:
    fillers, emotion carried by tone instead of named, no stock lines like "I really feel...", nothing you
    already said and nothing close to your earlier messages.
 6. reply: the final words, after that rewrite.
-At tier S or F, say goodbye and set end_dialogue to true; otherwise set it to false.
+{goodbye}
 Always: stay in character (age, habits, how the portrait talks; a negative person talks negatively); keep it
 short, casual and natural; ask at most two questions; never repeat yourself; do not change the subject on
-your own.
-Answer step 2 with one JSON object and nothing else:
+your own."""
+
+#: ``shared_rules`` off (the default, as SAGE): the appraisal call's own system rules. Like SAGE's
+#: appraisal prompt (SAGE/simulator_response.py:56-115) they hold the purpose, the 0-100 emotion, the
+#: five analysis steps and the answer format: no tier list and no reply instructions. Fields: intro,
+#: method, rubric, change_value, guard.
+APPRAISAL_RULES = """{intro}
+
+# The person's purpose in this conversation
+A heart-to-heart: a sincere, personal talk about what weighs on them, to feel understood or to sort
+something out. They start from the concerns in the scene and go deeper, and talk about concrete events,
+not abstract feelings. What they are really after is the theme marked hidden at the end of the scene: it
+steers them, but they never state it outright.
+
+# Emotion
+The person's emotion is a number from 0 to 100: how engaged they are and how they feel about this
+conversation. When it is high, their feelings and behaviour lean positive; when it is low they lean
+negative; when it is very low they end the conversation. Read it together with their character and the
+reactions the scene describes for them.
+
+# Step 1: appraisal
+{method}
+{appraisal_steps}
+Answer with one JSON object and nothing else:
+{{"understanding": "...", "goal_fit": "...", "inner_reaction": "...", "feeling": "...", "change": {change_value}}}{guard}"""
+
+#: ``shared_rules`` off: the reply call's own system rules, like SAGE's reply prompt
+#: (SAGE/simulator_response.py:176-265): the purpose, the five tiers, the plan and the speech rules.
+#: Fields: tiers, goodbye, guard.
+REPLY_RULES = """{actor}
+Step 1, an appraisal of the agent's latest reply, is done; you are told how that reply landed with you
+and your emotion tier. Step 2 is yours: plan and write what this person says next.
+
+# Why you are here
+{purpose}
+
+# Emotion
+Your emotion is how engaged you are and how you feel about this conversation. It falls into five tiers,
+and at each you answer the way the scene describes for it:
+{tiers}
+{keep_apart}
+
+# Step 2: reply
+Plan first, then write:
+{reply_plan}
+Answer with one JSON object and nothing else:
 {{"stance": "...", "aim": "...", "tone": "...", "draft": "...", "rewrite": "...", "reply": "...", "end_dialogue": false}}{guard}"""
+
+#: The appraisal call's opening line when it has its own rules: an emotion analyst (SAGE :57) or, with
+#: ``first_person_appraiser``, the person.
+ANALYST_INTRO = """You are an emotion analyst. From a portrait of a person and the scene they are in, you profile how that
+person, who has come to confide in a conversational partner (called "the agent" below), takes the agent's
+latest reply and how their emotion moves. Their character shows throughout: in how they speak, how they
+think and how their feelings move."""
+PERSON_INTRO = """You are an actor. From a script (a portrait of a person and the scene they are in) you play that person,
+who has come to confide in a conversational partner, called "the agent" below. You are not an assistant.
+In this call you only appraise: as this person, make sense of how the agent's latest reply landed and how
+your emotion moves."""
+
+#: ``change_example`` off / on: the change field of the answer format is a placeholder (SAGE
+#: ``Change:\n[人物的emotion变化]``, :101-102), or the example value 0 (which can pull a judge toward 0).
+CHANGE_PLACEHOLDER = "<integer, negative when it falls>"
+CHANGE_EXAMPLE = "0"
+
+#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (:190, :194;
+#: dsv3 :253), or rlver's earlier rule, a goodbye at both.
+GOODBYE_OPTIONAL = (
+    "At tier F, say goodbye; at tier S you may say goodbye. Set end_dialogue to true when you say goodbye, "
+    "otherwise to false."
+)
+GOODBYE_REQUIRED = "At tier S or F, say goodbye and set end_dialogue to true; otherwise set it to false."
+S_OPTIONAL = "you may thank the agent, say goodbye and end the conversation."
+S_REQUIRED = "thank the agent, say goodbye and end the conversation."
 
 #: ``first_person_appraiser`` on: the person appraises the reply themselves.
 STEP1_SUMMARY = "step 1 (appraisal): as this person, make sense of how the agent's latest reply landed and how your emotion moves;"
@@ -70,13 +150,13 @@ ANALYST_METHOD = """Here you are an emotion analyst, not the person: from their 
 scene describes for each mood, the hidden theme and their current emotion, profile them and work through:"""
 
 #: ``tier_bands`` on: each tier with its numeric band.
-TIERS_BANDED = """- S (100): you are fully met; thank the agent, say goodbye and end the conversation.
+TIERS_BANDED = """- S (100): you are fully met; {s_action}
 - A (70-99): the conversation feels good; you respond warmly.
 - B (40-69): neither good nor bad so far.
 - C (10-39): the conversation feels bad; you respond negatively.
 - F (0-9): you have had enough; say goodbye and end the conversation."""
 #: ``tier_bands`` off (SAGE names the five levels, highest to lowest, without numbers: :187-194).
-TIERS_NAMED = """- S, the highest: you are fully met; thank the agent, say goodbye and end the conversation.
+TIERS_NAMED = """- S, the highest: you are fully met; {s_action}
 - A, high: the conversation feels good; you respond warmly.
 - B, middling: neither good nor bad so far.
 - C, low: the conversation feels bad; you respond negatively.

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
+from rlver.simulator.sentient.prompts import MAX_QUOTED_CHARS
 from rlver.simulator.spec import Variants
 
 
@@ -92,4 +93,9 @@ class SentientProtocol(Variants, ABC):
         return {}
 
     def describe(self) -> dict[str, Any]:
-        return {"protocol": self.name, "prompt_version": self.prompt_version, **self.shown()}
+        return {
+            "protocol": self.name,
+            "prompt_version": self.prompt_version,
+            "max_quoted_chars": MAX_QUOTED_CHARS,
+            **self.shown(),
+        }

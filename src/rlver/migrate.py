@@ -1,0 +1,190 @@
+"""Every older shape of a config block or a run manifest, upgraded to today's in one place.
+
+rlver reads files it wrote earlier: a run folder's ``config.yaml`` (``--resume``), a transcript's
+manifest line, a config a user kept. Each shape change left readers with a little history. Keeping that
+history here, as plain mapping-to-mapping functions run when a block is read, means every other module
+sees only the current shape, and a shape can be retired by deleting one function.
+
+The shapes read here (each written by a released rlver; the commit that changed it in brackets):
+
+* flat rule keys (``max_assistant_turns: 3``) of an environment block or ``rollout:`` → ``rules:``
+  (issue 26); a training config's are named in a :class:`FutureWarning`;
+* flat ``max_assistant_turns``/``start_emotion`` of a training config's ``eval:`` → ``eval.rules``
+  (issue 37; every config.yaml before it wrote both, mostly ``null``);
+* flat ``reward_mode``/``format_penalty``/``mixed_weight`` → a nested ``reward:`` block (RewardSpec);
+* one flat ``algorithm:`` block holding every algorithm's keys → only the named algorithm's (8c4fe12);
+* one flat ``simulator:`` block holding every kind's and every protocol's options → the named kind's
+  and protocol's (c81a8f4);
+* the manifest's earlier names: ``mode`` (now ``kind``), ``policy`` or a bare ``model`` (now
+  ``agent``), ``rollout.env`` (now ``env``), flat reward keys (its own or its rollout's), and an
+  environment's flat rule keys (read by :func:`stated_env_rules`).
+
+This module sits at the bottom layer: callers hand over what only they know (the registry of
+algorithms or simulator kinds), so it imports nothing of theirs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rlver.protocol import DialogueRules
+
+#: The names of the rules, as older files wrote them flat beside other keys.
+RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)
+
+#: Keys a reward was configured with before it became one nested ``reward:`` block.
+FLAT_REWARD_KEYS = {"reward_mode": "mode", "format_penalty": "format_penalty", "mixed_weight": "mixed_weight"}
+
+#: The in-training evaluation's rule keys before ``eval.rules`` (issue 37).
+FLAT_EVAL_RULE_KEYS = ("max_assistant_turns", "start_emotion")
+
+
+def _deprecated(where: str | None, keys: Iterable[str]) -> None:
+    """Name each old key and its new place in a FutureWarning (shown to users, unlike a
+    DeprecationWarning)."""
+    if where is None:
+        return
+    for key in keys:
+        warnings.warn(
+            f"{where}.{key} is deprecated: write it as {where}.rules.{key}", FutureWarning, stacklevel=4
+        )
+
+
+# -- the dialogue's rules ------------------------------------------------------------------------------
+def rules_on(value: Any, base: DialogueRules) -> Any:
+    """``value`` (a ``rules:`` entry of a config) read on top of ``base``: missing means ``base``, a
+    mapping without ``preset`` changes ``base``'s rules; anything else is left to validation."""
+    if value is None:
+        return base
+    if isinstance(value, Mapping) and "preset" not in value:
+        return {**base.model_dump(), **value}
+    return value
+
+
+def nest_flat_rules(data: Any, base: DialogueRules, *, where: str | None = None) -> Any:
+    """Move flat rule keys of a block (``max_assistant_turns: 3``) into its ``rules:`` entry, read on
+    ``base``. A block with both forms keeps the flat value (it was set later, e.g. by ``--set``). With
+    ``where`` (the block's config path) each flat key is named in a warning with its new place."""
+    if not isinstance(data, Mapping):
+        return data
+    flat = {k: data[k] for k in RULE_FIELDS if k in data}
+    if not flat and "rules" in data:
+        return {**data, "rules": rules_on(data["rules"], base)}
+    if not flat:
+        return data
+    _deprecated(where, flat)
+    nested = rules_on(data.get("rules"), base)
+    if isinstance(nested, DialogueRules):
+        nested = nested.model_dump()
+    if isinstance(nested, Mapping):
+        nested = {**nested, **flat}
+    out = {k: v for k, v in data.items() if k not in flat}
+    out["rules"] = nested
+    return out
+
+
+def nest_flat_eval_rules(data: Any) -> Any:
+    """A training config's ``eval:`` block: flat ``max_assistant_turns``/``start_emotion`` → ``rules``.
+
+    ``null`` (the old default, in every config.yaml written before) means "the protocol's" and is
+    dropped; a value is moved, with a warning, beside any ``rules`` keys given (the flat one wins).
+    """
+    if not isinstance(data, Mapping) or not any(k in data for k in FLAT_EVAL_RULE_KEYS):
+        return data
+    flat = {k: data[k] for k in FLAT_EVAL_RULE_KEYS if data.get(k) is not None}
+    out = {k: v for k, v in data.items() if k not in FLAT_EVAL_RULE_KEYS}
+    if flat:
+        _deprecated("eval", flat)
+        nested = out.get("rules")
+        out["rules"] = {**nested, **flat} if isinstance(nested, Mapping) else nested or flat
+    return out
+
+
+def stated_env_rules(env: Mapping[str, Any]) -> dict[str, Any]:
+    """The rule keys an environment record states, flat (older files) or nested, as one ``rules``
+    mapping of only what it states (a manifest must not assume the rest)."""
+    nested = env.get("rules")
+    nested = dict(nested) if isinstance(nested, Mapping) else {}
+    return {**{k: v for k, v in env.items() if k in RULE_FIELDS}, **nested}
+
+
+# -- the reward ----------------------------------------------------------------------------------------
+def nest_flat_reward(data: Any) -> Any:
+    """Move flat ``reward_mode``/``format_penalty``/``mixed_weight`` keys of a block into ``reward``.
+    A block with both forms keeps the nested one's values."""
+    if not isinstance(data, Mapping) or not any(k in data for k in FLAT_REWARD_KEYS):
+        return data
+    out = {k: v for k, v in data.items() if k not in FLAT_REWARD_KEYS}
+    flat = {FLAT_REWARD_KEYS[k]: v for k, v in data.items() if k in FLAT_REWARD_KEYS}
+    nested = data.get("reward")
+    out["reward"] = {**flat, **nested} if isinstance(nested, Mapping) else nested or flat
+    return out
+
+
+def upgrade_rollout(data: Any, base: DialogueRules) -> Any:
+    """A training config's ``rollout:`` block: flat reward and rule keys nested (rules on ``base``)."""
+    return nest_flat_rules(nest_flat_reward(data), base, where="rollout")
+
+
+# -- blocks that once held every variant's keys --------------------------------------------------------
+def drop_keys_of_others(data: Mapping[str, Any], mine: set[str], others: set[str]) -> dict[str, Any]:
+    """A flat block of old read as one variant: keys only *other* variants read are dropped (they
+    never did anything for this one); a key no variant knows stays, for validation to name."""
+    return {k: v for k, v in data.items() if k in mine or k not in others}
+
+
+def drop_other_algorithms_keys(
+    data: Mapping[str, Any], name: str, mine: set[str], others: Mapping[str, tuple[str, Any]]
+) -> dict[str, Any]:
+    """An ``algorithm:`` block written before each algorithm had its own settings class held every
+    algorithm's keys. ``others`` maps each key of another algorithm's settings to ``(who, default)``;
+    such a key is dropped, with a warning naming its owner when it was set to anything but its default.
+    """
+    for key, value in data.items():
+        if key in others and key not in mine and value != others[key][1]:
+            warnings.warn(
+                f"algorithm.{key}={value!r} is a setting of {others[key][0]} and does nothing for "
+                f"algorithm.name={name}; it is ignored",
+                FutureWarning,
+                stacklevel=3,
+            )
+    return drop_keys_of_others(data, mine, set(others))
+
+
+def nest_protocol_options(data: Mapping[str, Any], options: set[str], default_protocol: str) -> Any:
+    """A flat ``simulator:`` block's prompt-protocol options (``show_traits: true``) move into its
+    ``protocol`` entry (a name, a mapping or a protocol object's dump)."""
+    given = {k: v for k, v in data.items() if k in options}
+    if not given:
+        return data
+    protocol = data.get("protocol", default_protocol)
+    if hasattr(protocol, "model_dump"):
+        protocol = protocol.model_dump()
+    elif isinstance(protocol, str):
+        protocol = {"name": protocol}
+    rest = {k: v for k, v in data.items() if k not in given}
+    return {**rest, "protocol": {**protocol, **given}} if isinstance(protocol, Mapping) else data
+
+
+# -- the run manifest ----------------------------------------------------------------------------------
+def upgrade_manifest(data: dict[str, Any]) -> dict[str, Any]:
+    """A manifest record (any shape rlver wrote) with today's keys; values are not validated here."""
+    if data.get("kind") is None and isinstance(data.get("mode"), str):
+        data["kind"] = data.pop("mode")
+    if data.get("agent") is None:
+        if isinstance(data.get("policy"), dict):
+            data["agent"] = data.pop("policy")
+        elif isinstance(data.get("model"), str):
+            data["agent"] = {"model": data.pop("model")}
+    found = data.get("rollout")
+    rollout: dict[str, Any] = found if isinstance(found, dict) else {}
+    if data.get("env") is None and isinstance(rollout.get("env"), dict):
+        data["env"] = rollout["env"]
+    # the reward: its own (flat keys or nested), else its rollout's
+    own = nest_flat_reward({k: v for k, v in data.items() if k in (*FLAT_REWARD_KEYS, "reward")})
+    data["reward"] = own.get("reward") or nest_flat_reward(rollout).get("reward")
+    for key in FLAT_REWARD_KEYS:
+        data.pop(key, None)
+    return data

@@ -1,0 +1,105 @@
+"""Older shapes are upgraded in one module, ``rlver.migrate`` (issue 37), and still read the same.
+
+The one-module check is honest about what it can see: an upgrade announces itself to users with a
+``FutureWarning`` (the old key and its new place), is written as a function named for what it does
+(``upgrade_*``, ``nest_flat_*``, ``drop_*keys*``), or names a key only old files have (``reward_mode``);
+each may appear in ``src/rlver/migrate.py`` only. An upgrade written under another name, with no
+warning, on keys that are still current, would slip past it.
+The validators that hand a block to it are named ``_read_older_shapes``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+
+from rlver.migrate import nest_flat_eval_rules, nest_flat_reward
+from rlver.protocol import EVALUATION, TRAINING
+from rlver.train.config import TrainConfig, load_train_config
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
+#: Keys that only an older shape has (nothing current spells them), so only the upgrade may name them.
+OLD_ONLY_KEYS = {"reward_mode"}
+UPGRADE_NAME = re.compile(r"upgrade|nest_flat|flat_keys|foreign|drop_.*keys|protocol_options")
+
+
+def upgrade_code_outside(root: Path, home: str = "migrate.py") -> list[str]:
+    """Functions named as upgrades, and FutureWarnings, in any module but ``home``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = str(path.relative_to(root))
+        if where == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and UPGRADE_NAME.search(node.name):
+                found.append(f"{where}:{node.lineno} def {node.name}")
+            if isinstance(node, ast.Name) and node.id == "FutureWarning":
+                found.append(f"{where}:{node.lineno} FutureWarning")
+            if isinstance(node, ast.Constant) and node.value in OLD_ONLY_KEYS:
+                found.append(f"{where}:{node.lineno} {node.value!r}")
+    return found
+
+
+def test_one_module_holds_every_upgrade() -> None:
+    assert upgrade_code_outside(SRC) == []
+
+
+def test_the_check_sees_an_upgrade_elsewhere(tmp_path: Path) -> None:
+    (tmp_path / "migrate.py").write_text("def upgrade_x(d): warn(FutureWarning)\n")
+    (tmp_path / "other.py").write_text(
+        "def nest_flat_things(d): ...\ndef _drop_old_keys(d): ...\nwarnings.warn('x', FutureWarning)\n"
+        "k = d.pop('reward_mode')\n"
+    )
+    assert upgrade_code_outside(tmp_path) == [
+        "other.py:1 def nest_flat_things",
+        "other.py:2 def _drop_old_keys",
+        "other.py:3 FutureWarning",
+        "other.py:4 'reward_mode'",
+    ]
+
+
+def test_flat_reward_keys_of_older_files_nest() -> None:
+    old = {"env": {}, "reward_mode": "mixed", "mixed_weight": 0.3, "seed": 1}
+    assert nest_flat_reward(old) == {"env": {}, "seed": 1, "reward": {"mode": "mixed", "mixed_weight": 0.3}}
+    new = {"reward": {"mode": "delta"}}
+    assert nest_flat_reward(new) is new
+    both = {"reward": {"mode": "delta"}, "format_penalty": 0.1}
+    assert nest_flat_reward(both) == {"reward": {"mode": "delta", "format_penalty": 0.1}}
+
+
+def test_old_eval_keys_become_eval_rules() -> None:
+    """Every config.yaml before issue 37 wrote ``eval.max_assistant_turns``/``start_emotion`` (mostly
+    null): null means the protocol's and goes quietly; a value moves to ``eval.rules`` with a warning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert nest_flat_eval_rules({"max_assistant_turns": None, "start_emotion": None, "seed": 1}) == {
+            "seed": 1
+        }
+    with pytest.warns(
+        FutureWarning, match=r"eval\.max_assistant_turns is deprecated: write it as eval\.rules"
+    ):
+        moved = nest_flat_eval_rules({"max_assistant_turns": 4, "start_emotion": None})
+    assert moved == {"rules": {"max_assistant_turns": 4}}
+
+
+@pytest.mark.parametrize("protocol", ["benchmark", "training"])
+def test_an_old_config_yaml_evaluates_the_same(protocol: str) -> None:
+    """A run folder's config.yaml with the flat eval keys resumes with the same held-out dialogue."""
+    now = load_train_config("tiny-offline", [f"eval.protocol={protocol}", "eval.rules.max_assistant_turns=3"])
+    old = now.model_dump(mode="json")
+    old["eval"] = {k: v for k, v in old["eval"].items() if k != "rules"} | {
+        "max_assistant_turns": 3,
+        "start_emotion": None,
+    }
+    with pytest.warns(FutureWarning):
+        again = TrainConfig.model_validate(old)
+    base = EVALUATION if protocol == "benchmark" else now.rollout.rules
+    assert again.env_config(evaluation=True).rules == base.but(max_assistant_turns=3)
+    assert again == now
+    # and the config as written now reloads to itself (its eval.rules states the whole rules)
+    assert TrainConfig.model_validate(now.model_dump(mode="json")) == now
+    assert now.eval.rules is not None and now.eval.rules != TRAINING

@@ -1,0 +1,57 @@
+"""``make gpu-bench`` (bench/gpu_bench.py) on a machine without a GPU.
+
+Without CUDA it must say so and exit 0 (``make`` must not fail there), writing nothing. Its plumbing
+(the shaped model built from a config, the sampler and ``generate`` timed both ways, the JSON) runs
+on a CPU with a toy shape and the tiny model's tokenizer, so a GPU run does not fail on a typo.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _run(*args: str, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RLVER_BENCH_OUT": str(out), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, str(BENCH / "gpu_bench.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the skip is for machines without CUDA")
+def test_gpu_bench_says_it_needs_cuda_and_exits_0(tmp_path: Path) -> None:
+    proc = _run(out=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "gpu-bench: skipped: it needs CUDA" in proc.stdout
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_gpu_bench_plumbing_on_cpu_with_a_toy_shape(tmp_path: Path) -> None:
+    from rlver.models.tiny import tiny_model_dir
+
+    argv = ["--device", "cpu", "--preset", "toy", "--tokenizer", str(tiny_model_dir()), "--batches", "2"]
+    proc = _run(*argv, "--new-tokens", "4", "--runs", "1", "--skip", "step", "smollm2", out=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    result = json.loads((tmp_path / "gpu_bench_cpu.json").read_text())
+    eager, compiled = result["decode"]
+    assert (eager["mode"], compiled["mode"]) == ("eager", "compiled")
+    for row in (eager, compiled):
+        assert row["sampler_median"] > 0 and row["generate_median"] > 0
+        assert row["sampler_over_generate"] == pytest.approx(row["sampler_median"] / row["generate_median"])
+    assert compiled["sampler_over_eager_generate"] == pytest.approx(
+        compiled["sampler_median"] / eager["generate_median"]
+    )
+    assert "step" not in result and result["params_b"] > 0
