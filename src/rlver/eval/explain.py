@@ -152,13 +152,9 @@ def _compare(manifest: RunManifest, checks: tuple[Check, ...]) -> tuple[list[Dif
 
 
 # ------------------------------------------------------------------------------------------- rules
-def _rules(manifest: RunManifest) -> dict[str, Any]:
-    return manifest.stated_rules()
-
-
 def _start(reference: DialogueRules, effect: str | None) -> Check:
     def check(manifest: RunManifest) -> list[Difference]:
-        start = _rules(manifest).get("start_emotion")
+        start = manifest.stated_rules().get("start_emotion")
         if start is None or start == reference.start_emotion:
             return []
         return [
@@ -178,7 +174,7 @@ def _turns(reference: DialogueRules, effect: str | None) -> Check:
     keys = ("max_assistant_turns", "turn_limit_rule", "appraise_final_reply")
 
     def check(manifest: RunManifest) -> list[Difference]:
-        rules = _rules(manifest)
+        rules = manifest.stated_rules()
         ref = reference.model_dump()
         if all(rules.get(k, ref[k]) == ref[k] for k in keys):
             return []
@@ -192,7 +188,7 @@ def _ends(reference: DialogueRules) -> Check:
     keys = ("stop_on_emotion", "end_at_high", "end_below", "bound_change", "floor_emotion", "shared_opening")
 
     def check(manifest: RunManifest) -> list[Difference]:
-        rules, ref = _rules(manifest), reference.model_dump()
+        rules, ref = manifest.stated_rules(), reference.model_dump()
         changed = [k for k in keys if k in rules and rules[k] != ref[k]]
         if not changed:
             return []
