@@ -1,4 +1,5 @@
-"""`rlver data` commands: fetch the published profile files and show where they are."""
+"""`rlver data` commands: fetch the published profile files (and the published code whose prompts a run
+sends) and show where they are."""
 
 from __future__ import annotations
 
@@ -28,28 +29,40 @@ def download_cmd(
     ),
     force: bool = typer.Option(False, "--force", help="Download even if a verified copy exists."),
 ) -> None:
-    """Download a published profile file, check its sha256 and store it under its published name."""
-    from rlver.profiles.download import DATA_FILES, download, find_data_file, sha256_of
+    """Download a published profile file and the published code that goes with it (the prompts a
+    benchmark or training run sends), check each sha256 and store it under its published name."""
+    from rlver.profiles.download import DATA_FILES, find_data_file, sha256_of
+    from rlver.profiles.published_code import CODE_OF_SET, PUBLISHED_CODE, download_set, find_published
 
     if dest is None and not force and name in DATA_FILES:
         # A verified copy anywhere on the search path (e.g. $RLVER_SHARED_DATA) is what eval/train use:
         # say so instead of failing offline.
-        found = find_data_file(name)
-        if found is not None and sha256_of(found.read_bytes()) == DATA_FILES[name].sha256:
-            typer.echo(f"{name}: a verified copy is already at {found} (--force downloads anew)")
+        found = [(find_data_file(name), DATA_FILES[name].sha256)] + [
+            (find_published(code), PUBLISHED_CODE[code].sha256) for code in CODE_OF_SET.get(name, ())
+        ]
+        if all(path is not None and sha256_of(path.read_bytes()) == digest for path, digest in found):
+            where = found[0][0].parent if found[0][0] is not None else "?"
+            typer.echo(
+                f"{name}: verified copies of all {len(found)} files are already in {where} (--force downloads anew)"
+            )
             return
-    path = download(name, dest, base_url=base_url, force=force)
-    typer.echo(f"{name}: verified and stored at {path}")
+    paths = download_set(name, dest, base_url=base_url, force=force)
+    for path in paths:
+        typer.echo(f"{name}: verified and stored at {path}")
 
 
 def list_cmd() -> None:
     """Show the published files, their checksums and where a local copy was found."""
     from rlver.profiles.download import DATA_FILES, find_data_file
+    from rlver.profiles.published_code import CODE_OF_SET, find_published
 
     for spec in DATA_FILES.values():
         found = find_data_file(spec.name)
         where = str(found) if found else f"not found (run `rlver data download {spec.name}`)"
         typer.echo(f"{spec.name:<12} {spec.rows:>4} rows  {spec.filename:<28} {where}")
+        for code in CODE_OF_SET.get(spec.name, ()):
+            path = find_published(code)
+            typer.echo(f"  {code:<40} {path if path else 'not found'}")
 
 
 #: The group's line in ``rlver --help``.

@@ -81,7 +81,8 @@ class EnvConfig(BaseModel):
     #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
     #: published evaluation used), ``coaching`` (our empathy coaching, rlver's training default; raises
     #: a base model's score) or ``published`` (the published training's friend-chat prompt, in our words).
-    agent_prompt: Literal["neutral", "coaching", "published"] = "neutral"
+    #: ``sage-published`` / ``rlver-published``: the published text itself, fetched (``rlver data download``).
+    agent_prompt: Literal["neutral", "coaching", "published", "sage-published", "rlver-published"] = "neutral"
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
@@ -246,7 +247,9 @@ class DialogueEnv:
             self._format_errors += 1
         visible = shown_to_user(agent_raw_text)  # the published rule: a cut thought is shown, not hidden
         truncated = len(visible) > self.config.max_reply_chars
-        if truncated:
+        if self.simulator.shows_whole_reply:  # SAGE's loop shows the whole reply, uncut (test_npc.py:114-115)
+            visible, truncated = agent_raw_text, False
+        elif truncated:
             visible = visible[: self.config.max_reply_chars]
         self._messages.append(Message(role="assistant", content=agent_raw_text))
         ids = completion.token_ids if completion is not None else None
@@ -294,7 +297,10 @@ class DialogueEnv:
         else:  # a simulator may skip appraisal; the emotion then stays where it was
             self._emotion = self._user.emotion.value
 
-        reason: str | None = rules.emotion_end(self._emotion)
+        reason: str | None = None
+        if turn.ends_dialogue and self.simulator.goodbye_first:  # SAGE's order (test_npc.py:107-111)
+            reason = turn.end_reason or "left"
+        reason = reason or rules.emotion_end(self._emotion)
         if reason is None and turn.ends_dialogue:
             reason = turn.end_reason or "left"
         if reason is None and self.assistant_turns >= rules.reply_limit:

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from rlver.profiles.schema import Language
+from rlver.simulator.sentient import published_text
 
 _TAG = re.compile(r"<\s*(/?)\s*think(?:ing)?\s*>", re.IGNORECASE)
 
@@ -200,15 +201,34 @@ _PUBLISHED: dict[str, dict[bool, str]] = {
 #: which raises a base model's score, so it is not comparable with the published leaderboard) and
 #: ``published`` (the published training's friend-chat prompt, in our words; the published presets).
 AGENT_PROMPTS: dict[str, dict[str, str]] = {"neutral": _NEUTRAL, "coaching": _BASE}
-AGENT_PROMPT_NAMES: tuple[str, ...] = ("neutral", "coaching", "published")
+#: Two more are the published text itself, read from the fetched files (never written here):
+#: ``sage-published`` (SAGE's benchmark agent, ``sage/npc_response.py``; Chinese, for every profile)
+#: and ``rlver-published`` (the published training prompts, ``rlver/system_prompt.py``, think and
+#: no-think).
+AGENT_PROMPT_NAMES: tuple[str, ...] = (
+    "neutral",
+    "coaching",
+    "published",
+    "sage-published",
+    "rlver-published",
+)
+#: Where the fetched agent prompts come from (recorded in manifests with their sha256).
+PUBLISHED_AGENT_PROMPT_FILES = {
+    "sage-published": "sage/npc_response.py",
+    "rlver-published": "rlver/system_prompt.py",
+}
 
 
 def system_prompt(think: bool, language: Language | str = "en", name: str = "coaching") -> str:
     """The policy's system prompt ``name`` for no-think or think-then-say mode, in English or Chinese.
 
-    ``published`` has its own think version (as the published code has); the other two add our
-    think instructions to the same text.
+    ``published`` and ``rlver-published`` have their own think version (as the published code has);
+    the others add our think instructions to the same text (``sage-published``: the Chinese one).
     """
+    if name == "sage-published":
+        return published_text.sage_agent_prompt() + (_THINK["zh"] if think else "")
+    if name == "rlver-published":
+        return published_text.training_agent_prompts()[think]
     if name == "published":
         lang = language if language in _PUBLISHED else "en"
         return _PUBLISHED[lang][think]

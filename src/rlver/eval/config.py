@@ -49,6 +49,29 @@ def _uncapped(sampling: SamplingParams) -> SamplingParams:
     return raised
 
 
+def published_benchmark(data: dict[str, Any]) -> dict[str, Any]:
+    """``profiles: sage`` with an LLM simulator: the ``sage-published`` protocol and SAGE's agent
+    prompt (``env.agent_prompt: sage-published``), both read from the fetched files, unless the
+    config names a protocol or an agent prompt of its own. Other profile sets keep rlver's ``sage``
+    protocol (SAGE has no English prompts) and the neutral prompt; so does the offline user."""
+    simulator = data.get("simulator")
+    if (
+        data.get("profiles", "sage") != "sage"
+        or not isinstance(simulator, dict)
+        or simulator.get("kind") != "llm"
+    ):
+        return data
+    out = dict(data)
+    if "protocol" not in simulator:
+        out["simulator"] = {**simulator, "protocol": "sage-published"}
+    env = data.get("env")
+    if env is None:
+        out["env"] = {"agent_prompt": "sage-published"}
+    elif isinstance(env, dict) and "agent_prompt" not in env and "system_prompt" not in env:
+        out["env"] = {**env, "agent_prompt": "sage-published"}
+    return out
+
+
 class EvalConfig(BaseModel):
     """One benchmark run."""
 
@@ -81,7 +104,10 @@ class EvalConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _protocol_env(cls, data: Any) -> Any:
-        """``protocol: training`` starts ``env`` from the training dialogue instead of the benchmark's."""
+        """``protocol: training`` starts ``env`` from the training dialogue instead of the benchmark's;
+        the benchmark on the published profiles with an LLM user asks SAGE's own questions."""
+        if isinstance(data, dict) and data.get("protocol", "benchmark") == "benchmark":
+            return published_benchmark(data)
         if not isinstance(data, dict) or data.get("protocol") != "training":
             return data
         env = data.get("env")

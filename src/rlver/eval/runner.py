@@ -32,7 +32,7 @@ from typing import Any
 
 from rlver.config import redacted
 from rlver.env.dialogue import EnvConfig
-from rlver.env.thinking import system_prompt
+from rlver.env.thinking import PUBLISHED_AGENT_PROMPT_FILES, system_prompt
 from rlver.errors import InputError, Problem
 from rlver.eval.config import EvalConfig
 from rlver.eval.metrics import Metrics, compute_metrics
@@ -44,6 +44,7 @@ from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
 from rlver.manifest import RunManifest
 from rlver.models.tiny import ensure_tiny_model
+from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.protocol import protocol_label
@@ -141,15 +142,24 @@ def agent_prompt_record(env: Any) -> dict[str, Any]:
     else:
         texts = {lang: system_prompt(env.think, lang, env.agent_prompt) for lang in ("en", "zh")}
         name = env.agent_prompt
-    return {
+    record: dict[str, Any] = {
         "name": name,
         "sha256": {k: hashlib.sha256(v.encode()).hexdigest() for k, v in texts.items()},
         "text": texts,
     }
+    if not env.system_prompt and env.agent_prompt in PUBLISHED_AGENT_PROMPT_FILES:
+        file = PUBLISHED_AGENT_PROMPT_FILES[env.agent_prompt]
+        record["system_prompt_file"] = {"file": file, "sha256": published_digests((file,))[file]}
+    return record
 
 
-def agent_seeding(sampling: SamplingParams, run_seed: int) -> dict[str, Any]:
+def agent_seeding(sampling: SamplingParams, run_seed: int, agent: ChatModel | None = None) -> dict[str, Any]:
     """How the agent's sampling was seeded (see ``rollout.runner.agent_seed``), for the manifest."""
+    if agent is not None and not agent.seeded_per_turn and sampling.seed is None:
+        return {
+            "agent_seed": None,
+            "per_dialogue": "none sent (an endpoint gets a seed only when sampling.seed is set)",
+        }
     return {
         "agent_seed": sampling.seed if sampling.seed is not None else run_seed,
         "per_dialogue": "agent_seed(agent_seed, dialogue seed, turn): independent of batch size and resume",
@@ -165,7 +175,7 @@ def _manifest(
         agent=agent.describe(),
         agent_spec=redacted(spec.model_dump(mode="json")),
         agent_sampling=config.agent_sampling().model_dump(mode="json"),
-        agent_seeding=agent_seeding(config.agent_sampling(), config.seed),
+        agent_seeding=agent_seeding(config.agent_sampling(), config.seed, agent),
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),

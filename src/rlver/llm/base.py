@@ -75,6 +75,9 @@ class ChatModel(abc.ABC):
 
     #: A short name recorded in manifests (model id, never a key).
     name: str = "model"
+    #: The rollout hands each turn its own seed (reproducible local sampling). An endpoint says
+    #: ``False``: it is sent a seed only when the user set ``sampling.seed`` (SAGE sends none).
+    seeded_per_turn: bool = True
     #: An answer whose text stays empty after every retry is returned as an empty completion instead
     #: of raised. Set for the agent under test: an empty reply is the agent's answer and is appraised
     #: (SAGE appraised the empty replies of its released files); a simulator keeps ``False``.

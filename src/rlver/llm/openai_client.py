@@ -107,6 +107,8 @@ class OpenAIChatModel(ChatModel):
     call does not block calls that could go ahead.
     """
 
+    seeded_per_turn = False
+
     def __init__(
         self,
         base_url: str,

@@ -289,3 +289,39 @@ async def ask_structured(
         return answer, result
     result.wall_s = time.perf_counter() - started
     raise ReaskFailed(problem, result)
+
+
+async def ask_parsed(
+    model: ChatModel,
+    messages: Sequence[Message],
+    sampling: SamplingParams,
+    read: Callable[[str], M],
+    *,
+    attempts: int = 2,
+) -> tuple[M, StructuredResult]:
+    """Ask ``model`` and read the answer with ``read``; re-send the same request on a malformed one.
+
+    For protocols whose answers are free text read the published way (``read`` raises
+    ``ValueError`` where the published parser raises): the published loop re-sends the same prompt
+    until it parses, without bound (SAGE/simulator_response.py:135-163). Here the request is the same
+    bytes each time, at most ``attempts`` times in all, then :class:`ReaskFailed`.
+    """
+    started = time.perf_counter()
+    result = StructuredResult()
+    problem = ""
+    for attempt in range(1, attempts + 1):
+        completion = await model.complete(list(messages), sampling)
+        result.completions.append(completion)
+        result.attempts = attempt
+        try:
+            answer = read(completion.text)
+        except ValueError as exc:
+            problem = str(exc) or type(exc).__name__
+            if completion.finish_reason == "length":
+                problem += " (the answer was cut off at the token limit)"
+            continue
+        result.answer = answer
+        result.wall_s = time.perf_counter() - started
+        return answer, result
+    result.wall_s = time.perf_counter() - started
+    raise ReaskFailed(problem, result)

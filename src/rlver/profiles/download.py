@@ -35,6 +35,8 @@ class DataFile:
     rows: int
     paths: tuple[str, ...]  # repository paths, tried in order
     description: str
+    #: the raw-file root of the file's repository at a pinned commit (``None``: Tencent's ``main``)
+    root: str | None = None
 
 
 class UnknownDataSet(DownloadError):
@@ -138,6 +140,8 @@ def download(
 ) -> Path:
     """Download one published file (``sage-test`` or ``rlver-train``), verify it, store it; return its path.
 
+    Only the profile file: :func:`download_set` also fetches the published code that goes with it.
+
     An existing file with the right checksum is kept (no network). ``base_url`` (or
     ``$RLVER_DATA_BASE_URL``) replaces the GitHub raw root, e.g. for a mirror or a test server.
     ``name`` may also be a :class:`DataFile` describing some other checksummed file.
@@ -155,7 +159,7 @@ def download(
     target = folder / spec.filename
     if not force and target.is_file() and sha256_of(target.read_bytes()) == spec.sha256:
         return target
-    root = (base_url or os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL).rstrip("/")
+    root = (base_url or os.environ.get(BASE_URL_ENV) or spec.root or DEFAULT_BASE_URL).rstrip("/")
     tried: list[str] = []
     for repo_path in spec.paths:
         url = f"{root}/{repo_path}"

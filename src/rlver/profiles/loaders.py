@@ -129,6 +129,7 @@ def published_to_dict(row: dict[str, Any], source: str) -> tuple[dict[str, Any],
         "need_type": published_need_type(hidden),
         "opening": opening if opening and opening.strip() else None,
         "source": source,
+        "published_scene": row["scene"],
     }
     return data, problems
 

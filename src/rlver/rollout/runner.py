@@ -158,6 +158,7 @@ class _Run:
         #: ``env.rules.shared_opening``: the first dialogue of a profile writes the opening, the others of its
         #: group wait for it and start from it (the published training clones one user per prompt).
         self.openings: dict[str, asyncio.Future[str]] = {}
+        self.seed_turns = True
 
     async def run(
         self, policy: ChatModel, sampling: SamplingParams, base_seed: int, times: RolloutTimes
@@ -168,6 +169,8 @@ class _Run:
             policy, serial=policy.batch_serially, times=times, stop_errors=self.callback_errors
         )
         run_seed = base_seed if sampling.seed is None else sampling.seed
+        # an endpoint gets a seed only when the user asked for one (SAGE's call_npc sends none)
+        self.seed_turns = sampling.seed is not None or policy.seeded_per_turn
         t0 = time.perf_counter()
         players = [asyncio.create_task(self.play(d, queue, sampling, run_seed)) for d in self.dialogues]
         left = [len(players)]
@@ -201,7 +204,9 @@ class _Run:
             if turn > self.state.round:
                 self.state.round = turn
                 self.report()
-            seeded = sampling.model_copy(update={"seed": agent_seed(run_seed, d.seed, turn)})
+            seeded = sampling
+            if self.seed_turns:
+                seeded = sampling.model_copy(update={"seed": agent_seed(run_seed, d.seed, turn)})
             result, policy_s = await queue.ask(d.env.messages_for_policy(), seeded)
             await self.advance(d, result, policy_s)
 

@@ -63,6 +63,17 @@ class UserSimulator(abc.ABC):
 
     name: str = "simulator"
 
+    @property
+    def shows_whole_reply(self) -> bool:
+        """Whether the user is shown the agent's raw reply (think block included, uncut) instead of
+        its visible text: only a published protocol that does so says yes."""
+        return False
+
+    @property
+    def goodbye_first(self) -> bool:
+        """Whether the user's goodbye is checked before the emotion thresholds (SAGE's loop order)."""
+        return False
+
     def __init__(
         self,
         rules: EmotionRules | None = None,

@@ -27,6 +27,7 @@ from rlver.llm.structured import (
     ReaskFailed,
     Strictness,
     StructuredResult,
+    ask_parsed,
     ask_structured,
     default_reask,
     parse_structured,
@@ -162,13 +163,18 @@ async def ask_simulator(
     reask_builder: Callable[[str], Message] = default_reask,
     quoted: Sequence[str] = (),
     step: str = "appraisal",
+    reader: Callable[[str], M] | None = None,
 ) -> tuple[M, StructuredResult]:
     """One simulator step: ask, re-ask once with the error, then raise :class:`AppraisalParseError`.
 
-    The error carries ``step`` and every completion (``completions``), so a failed turn's cost is
-    still counted.
+    With ``reader`` (a protocol that reads free text the published way) the answer is read by it,
+    and a malformed answer is re-asked by sending the same request once more
+    (:func:`~rlver.llm.structured.ask_parsed`). The error carries ``step`` and every completion
+    (``completions``), so a failed turn's cost is still counted.
     """
     try:
+        if reader is not None:
+            return await ask_parsed(model, messages, sampling, reader)
         return await ask_structured(
             model,
             messages,

@@ -17,8 +17,8 @@ simulators), top_p 1.0, and record the settings in every manifest; set temperatu
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -31,6 +31,7 @@ from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.sentient.parsing import (
     AppraisalAnswer,
+    OpeningAnswer,
     PlannedReplyAnswer,
     ReplyAnswer,
     ask_simulator,
@@ -107,6 +108,7 @@ class SentientUser(SimulatedUser):
             reask_builder=self.prompts.reask,
             quoted=quoted,
             step=step,
+            reader=cast("Callable[[str], AnswerT] | None", self.prompts.reader(step)),
         )
 
     def restore(self, history: Sequence[Message], emotion: int) -> None:
@@ -120,7 +122,9 @@ class SentientUser(SimulatedUser):
             self.history.append(Message(role="user", content=self.profile.opening))
             return UserTurn(text=self.profile.opening, latency_s=time.perf_counter() - started, tokens=0)
         prompt = self.prompts.opening(self.emotion.value)
-        answer, result = await self._ask(prompt, self.protocol.opening_answer, "opening")
+        answer, result = await self._ask(
+            prompt, cast("type[OpeningAnswer]", self.protocol.opening_answer), "opening"
+        )
         self.history.append(Message(role="user", content=answer.reply))
         return UserTurn(
             text=answer.reply,
@@ -152,7 +156,7 @@ class SentientUser(SimulatedUser):
     ) -> tuple[ReplyAnswer | PlannedReplyAnswer, StructuredResult]:
         """The reply step: the protocol decides whether it continues the appraisal conversation."""
         prompt = self.prompts.reply(ReplyStep(appraisal_prompt, self.history, agent_reply, appraisal))
-        return await self._ask(prompt, self.protocol.reply_answer, "reply", quoted)
+        return await self._ask(prompt, cast("type[ReplyAnswer]", self.protocol.reply_answer), "reply", quoted)
 
     async def _judge(
         self, agent_reply: str
@@ -234,11 +238,20 @@ class SentientSimulator(UserSimulator):
     ) -> None:
         super().__init__(rules, difficulty=difficulty, behaviour=behaviour)
         self.protocol = protocol_named(protocol) if isinstance(protocol, str) else protocol
+        self.protocol.prepare()
         self.model = model
         self.sampling = sampling or DEFAULT_SAMPLING
         if prompt_language is not None:
             self.protocol.check_language(prompt_language)
         self.prompt_language = prompt_language
+
+    @property
+    def shows_whole_reply(self) -> bool:
+        return self.protocol.shows_whole_reply
+
+    @property
+    def goodbye_first(self) -> bool:
+        return self.protocol.goodbye_first
 
     def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SentientUser:
         difficulty, behaviour = self.persona_of(profile)

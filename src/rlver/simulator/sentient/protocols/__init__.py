@@ -8,11 +8,14 @@ from __future__ import annotations
 from rlver.errors import ConfigError
 from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
 from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.sentient.protocols.sage_published import SagePublishedProtocol
 from rlver.simulator.sentient.protocols.v1 import V1Protocol
 
-#: ``sage``: the published simulator's structure; ``rlver-v1``: our earlier prompts.
+#: ``sage``: the published simulator's structure in rlver's words; ``sage-published``: SAGE's own text,
+#: fetched; ``rlver-v1``: our earlier prompts.
 PROTOCOLS: dict[str, type[SentientProtocol]] = {
     "sage": SageProtocol,
+    "sage-published": SagePublishedProtocol,
     "rlver-v1": V1Protocol,
 }
 SentientProtocol.read_registry(lambda: PROTOCOLS)

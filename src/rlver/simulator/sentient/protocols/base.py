@@ -15,7 +15,7 @@ manifests read it from there (``tests/simulator/test_simulator_sentient_protocol
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -58,6 +58,12 @@ class ProtocolDialogue(ABC):
     def reask(self, error: str) -> Message:
         """Appended after a malformed answer, in the protocol's language and wording."""
 
+    def reader(self, step: str) -> Callable[[str], BaseModel] | None:
+        """How this step's answer is read when it is not a JSON object (``None``: the step's schema,
+        read as JSON). A reader raises ``ValueError`` on a malformed answer, which is re-asked by
+        sending the same request again (the published protocols' own loop)."""
+        return None
+
 
 class SentientProtocol(Variants, ABC):
     """A prompt protocol of the sentient user, with its options as fields (chosen by ``name``)."""
@@ -71,8 +77,18 @@ class SentientProtocol(Variants, ABC):
     #: recorded in every manifest; each protocol changes its own whenever its prompts change
     prompt_version: ClassVar[str]
     #: the answer schemas of the opening and reply steps (the appraisal's is shared)
-    opening_answer: ClassVar[type[OpeningAnswer] | type[PlannedReplyAnswer]]
-    reply_answer: ClassVar[type[ReplyAnswer] | type[PlannedReplyAnswer]]
+    opening_answer: ClassVar[type[OpeningAnswer] | type[PlannedReplyAnswer] | type[BaseModel]]
+    reply_answer: ClassVar[type[ReplyAnswer] | type[PlannedReplyAnswer] | type[BaseModel]]
+    #: The simulator is shown the agent's whole reply, think block and all, uncut (SAGE's loop hands
+    #: ``call_npc``'s answer to the simulator as it is, test_npc.py:114-115); else the visible text.
+    shows_whole_reply: ClassVar[bool] = False
+    #: The user's goodbye ends the dialogue before the emotion thresholds are checked (SAGE's order,
+    #: test_npc.py:107-111); it changes the end's label, never the score.
+    goodbye_first: ClassVar[bool] = False
+
+    def prepare(self) -> None:
+        """Read what the prompts need before any dialogue starts (a protocol that reads fetched
+        files raises InputError here, exit 2, before any work). Default: nothing to read."""
 
     @abstractmethod
     def check_language(self, language: str) -> None:

@@ -1,0 +1,214 @@
+"""``sage-published`` sends the requests SAGE's own code builds, byte for byte (issue 41).
+
+The reference is SAGE's code itself: the fetched ``simulator_response.py`` and ``npc_response.py`` are
+executed here, in the test only (rlver never imports or runs them), with ``call_llm`` replaced by a stub
+that records each prompt and answers with what the released transcript says the judge answered. The
+same dialogues are then played by ``rlver eval`` against a real OpenAI-compatible server on 127.0.0.1,
+which answers the same way, and every request it receives is compared with SAGE's.
+
+Two published bugs are filled in, as docs/protocol.md says: ``planning_reply`` reads
+``player_data["target"]``, which ``player_init`` never sets (a KeyError as released; any integer makes the
+second ``{{target}}`` replace a no-op, as it is once the first has run), and ``npc_response.py`` calls a
+``call_llm`` it never defines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import run_rlver
+from rlver.simulator.sentient import published_text
+from rlver.testing.openai_server import FakeChatServer
+from rlver.transcripts.native import read_transcript
+
+#: Released files: the one dialogue ended by a goodbye alone (at emotion 30) is qwen2.5-72b's #10.
+RELEASED = ("sage_released/deepseek-v3-simulator/qwen2.5-72b_result.jsonl", "sage_released/deepseek-v3-simulator/gpt-4.1_result.jsonl")
+GOODBYE = ("再见", "拜拜")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_texts() -> Iterator[None]:
+    published_text.clear_cache()
+    yield
+    published_text.clear_cache()
+
+
+class Stub:
+    """SAGE's ``call_llm``: records each prompt, answers from a queue."""
+
+    def __init__(self) -> None:
+        self.prompts: list[Any] = []
+        self.answers: list[str] = []
+
+    def __call__(self, prompt: Any) -> str:
+        self.prompts.append(prompt)
+        return self.answers.pop(0) if self.answers else ""
+
+
+def exec_published(path: Path, monkeypatch: pytest.MonkeyPatch, stub: Stub) -> dict[str, Any]:
+    """Run a published file's top level (defining its functions) with ``call_llm`` as ``stub``."""
+    monkeypatch.setitem(sys.modules, "requests", sys.modules.get("requests") or types.ModuleType("requests"))
+    namespace: dict[str, Any] = {"__name__": "published_" + path.stem, "__file__": str(path)}
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)  # noqa: S102 (the test's reference)
+    namespace["call_llm"] = stub
+    namespace["time"] = types.SimpleNamespace(sleep=lambda _s: None)
+    return namespace
+
+
+def appraisal_answer(planning: dict[str, Any]) -> str:
+    """A judge's answer in SAGE's output format, holding what the released transcript recorded."""
+    return (
+        f"Content:\n{planning['content']}\nTargetCompletion:\n{planning['TargetCompletion']}\n"
+        f"Activity:\n{planning['activity']}\nAnalyse:\n{planning['analyse']}\nChange:\n{planning['change']}"
+    )
+
+
+def reply_answer(turn: dict[str, Any]) -> str:
+    return f"Thinking:\n{turn.get('thinking', '')}\nOrigin:\n-\nChange:\n-\nResponse:\n{turn['content']}"
+
+
+def state_of(emotion: int) -> str:
+    for name, low in (("Emotion-S", 100), ("Emotion-A", 70), ("Emotion-B", 40), ("Emotion-C", 10)):
+        if emotion >= low:
+            return name
+    return "Emotion-F"
+
+
+def pick_dialogues(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A goodbye, a dialogue to the turn limit (its 10th reply unappraised) and an emotion end."""
+
+    def last_user(r: dict[str, Any]) -> dict[str, Any]:
+        return [m for m in r["history"] if m["role"] == "user"][-1]
+
+    def goodbye(r: dict[str, Any]) -> bool:
+        last = last_user(r)
+        return any(w in last["content"] for w in GOODBYE) and 10 <= last["emotion-point"] < 100
+
+    def limit(r: dict[str, Any]) -> bool:
+        return sum(m["role"] == "assistant" for m in r["history"]) == 10
+
+    def emotion_end(r: dict[str, Any]) -> bool:
+        last = last_user(r)
+        return not any(w in last["content"] for w in GOODBYE) and not 10 <= r["emo_point"] < 100
+
+    chosen: list[dict[str, Any]] = []
+    for rule in (goodbye, limit, emotion_end):
+        chosen.append(next(r for r in records if rule(r) and r["id"] not in {c["id"] for c in chosen}))
+    return chosen
+
+
+def sage_requests(
+    record: dict[str, Any], simulator: dict[str, Any], npc: dict[str, Any], stub: Stub
+) -> tuple[list[str], list[list[dict[str, str]]]]:
+    """SAGE's simulator prompts and agent messages for every state of a released dialogue."""
+    history = record["history"]
+    prompts: list[str] = []
+    agent: list[list[dict[str, str]]] = []
+    for k in range(1, sum(m["role"] == "assistant" for m in history) + 1):
+        stub.prompts.clear()
+        npc["call_npc"]([{"role": m["role"], "content": m["content"]} for m in history[: 2 * k - 1]])
+        agent.append(stub.prompts[0])
+        if 2 * k >= len(history):
+            break  # the last reply of a dialogue at the turn limit is never appraised
+        before = history[2 * k - 2]["emotion-point"]
+        player_data = {
+            "emo_point": before,
+            "emo_state": "Emotion-B" if k == 1 else state_of(before),
+            "player": record["player"],
+            "scene": record["scene"],
+            "history": [{"role": m["role"], "content": m["content"]} for m in history[: 2 * k]],
+            "target": 0,  # read by planning_reply, never set by the published code
+        }
+        stub.prompts.clear()
+        stub.answers = [appraisal_answer(history[2 * k]["planning"]), reply_answer(history[2 * k])]
+        after = simulator["chat_player"](player_data)
+        assert after["emo_point"] == history[2 * k]["emotion-point"]  # the stub answered as released
+        prompts.extend(stub.prompts)
+    return prompts, agent
+
+
+class ReleasedJudge:
+    """The server's answers: the released agent replies and the released judge's appraisals."""
+
+    def __init__(self, records: list[dict[str, Any]], appraisal_head: str) -> None:
+        self.records = records
+        self.appraisal_head = appraisal_head
+
+    def __call__(self, request: dict[str, Any]) -> str:
+        messages = request["messages"]
+        if request["model"] == "policy":
+            record = next(r for r in self.records if r["history"][0]["content"] == messages[1]["content"])
+            k = sum(m["role"] == "assistant" for m in messages) + 1
+            return str(record["history"][2 * k - 1]["content"])
+        prompt = messages[0]["content"]
+        record = next(r for r in self.records if r["player"] in prompt)
+        k = prompt.count('"role": "NPC"')
+        turn = record["history"][2 * k]
+        return appraisal_answer(turn["planning"]) if prompt.startswith(self.appraisal_head) else reply_answer(turn)
+
+
+def _dialogue_of(records: list[dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
+    def which(request: dict[str, Any]) -> int:
+        messages = request["messages"]
+        if request["model"] == "policy":
+            return next(i for i, r in enumerate(records) if r["history"][0]["content"] == messages[1]["content"])
+        return next(i for i, r in enumerate(records) if r["player"] in messages[0]["content"])
+
+    return which
+
+
+def test_an_eval_sends_sages_own_requests_byte_for_byte(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    released = [
+        json.loads(line) for name in RELEASED for line in (shared_data / name).read_text(encoding="utf-8").splitlines()
+    ]
+    records = pick_dialogues(released)
+    rows = {json.loads(line)["id"]: line for line in (shared_data / "sage_test_profiles.jsonl").read_text().splitlines()}
+    (tmp_path / "profiles.jsonl").write_text("\n".join(rows[r["id"]] for r in records) + "\n", encoding="utf-8")
+    stub = Stub()
+    code = shared_data / "published_code" / "sage"
+    simulator = exec_published(code / "simulator_response.py", monkeypatch, stub)
+    npc = exec_published(code / "npc_response.py", monkeypatch, stub)
+
+    head = published_text.sage_texts().appraisal_template[:40]
+    with FakeChatServer(ReleasedJudge(records, head)) as server:
+        done = run_rlver(
+            "eval", "--agent-base-url", server.url, "--agent-model", "policy",
+            "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
+            "--profiles", str(tmp_path / "profiles.jsonl"), "--sim-protocol", "sage-published",
+            "--agent-prompt", "sage-published", "--out", "run", "--no-report",
+            cwd=tmp_path,
+        )  # fmt: skip
+        requests = list(server.requests)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    which = _dialogue_of(records)
+    compared = 0
+    for i, record in enumerate(records):
+        prompts, agent_messages = sage_requests(record, simulator, npc, stub)
+        sent_sim = [r["messages"] for r in requests if r["model"] == "sim" and which(r) == i]
+        sent_agent = [r for r in requests if r["model"] == "policy" and which(r) == i]
+        assert sent_sim == [[{"role": "user", "content": p}] for p in prompts]
+        assert [r["messages"] for r in sent_agent] == agent_messages
+        assert all("seed" not in r for r in sent_agent)  # SAGE's call_npc sends none
+        compared += len(prompts) // 2
+    assert compared >= 20  # states (an appraisal and a reply each), the first turn and a goodbye among them
+
+    episodes = {ep.profile_id: ep for ep in read_transcript(tmp_path / "run" / "transcript.jsonl").episodes}
+    for record in records:
+        ep = episodes[record["id"]]
+        released_emotions = [m["emotion-point"] for m in record["history"][2::2]]
+        assert [t.appraisal.emotion_after for t in ep.user_turns[1:] if t.appraisal] == released_emotions
+        assert ep.final_emotion == record["emo_point"]
+    manifest = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest
+    assert manifest["simulator"]["protocol"] == "sage-published"
+    assert manifest["simulator"]["published_files"]["sage/simulator_response.py"].startswith("027a3eca")
+    assert manifest["agent_prompt"]["system_prompt_file"]["file"] == "sage/npc_response.py"
