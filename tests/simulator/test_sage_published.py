@@ -29,7 +29,10 @@ from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.native import read_transcript
 
 #: Released files: the one dialogue ended by a goodbye alone (at emotion 30) is qwen2.5-72b's #10.
-RELEASED = ("sage_released/deepseek-v3-simulator/qwen2.5-72b_result.jsonl", "sage_released/deepseek-v3-simulator/gpt-4.1_result.jsonl")
+RELEASED = (
+    "sage_released/deepseek-v3-simulator/qwen2.5-72b_result.jsonl",
+    "sage_released/deepseek-v3-simulator/gpt-4.1_result.jsonl",
+)
 GOODBYE = ("再见", "拜拜")
 
 
@@ -56,7 +59,7 @@ def exec_published(path: Path, monkeypatch: pytest.MonkeyPatch, stub: Stub) -> d
     """Run a published file's top level (defining its functions) with ``call_llm`` as ``stub``."""
     monkeypatch.setitem(sys.modules, "requests", sys.modules.get("requests") or types.ModuleType("requests"))
     namespace: dict[str, Any] = {"__name__": "published_" + path.stem, "__file__": str(path)}
-    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)  # noqa: S102 (the test's reference)
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
     namespace["call_llm"] = stub
     namespace["time"] = types.SimpleNamespace(sleep=lambda _s: None)
     return namespace
@@ -151,14 +154,20 @@ class ReleasedJudge:
         record = next(r for r in self.records if r["player"] in prompt)
         k = prompt.count('"role": "NPC"')
         turn = record["history"][2 * k]
-        return appraisal_answer(turn["planning"]) if prompt.startswith(self.appraisal_head) else reply_answer(turn)
+        return (
+            appraisal_answer(turn["planning"])
+            if prompt.startswith(self.appraisal_head)
+            else reply_answer(turn)
+        )
 
 
 def _dialogue_of(records: list[dict[str, Any]]) -> Callable[[dict[str, Any]], int]:
     def which(request: dict[str, Any]) -> int:
         messages = request["messages"]
         if request["model"] == "policy":
-            return next(i for i, r in enumerate(records) if r["history"][0]["content"] == messages[1]["content"])
+            return next(
+                i for i, r in enumerate(records) if r["history"][0]["content"] == messages[1]["content"]
+            )
         return next(i for i, r in enumerate(records) if r["player"] in messages[0]["content"])
 
     return which
@@ -168,11 +177,18 @@ def test_an_eval_sends_sages_own_requests_byte_for_byte(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     released = [
-        json.loads(line) for name in RELEASED for line in (shared_data / name).read_text(encoding="utf-8").splitlines()
+        json.loads(line)
+        for name in RELEASED
+        for line in (shared_data / name).read_text(encoding="utf-8").splitlines()
     ]
     records = pick_dialogues(released)
-    rows = {json.loads(line)["id"]: line for line in (shared_data / "sage_test_profiles.jsonl").read_text().splitlines()}
-    (tmp_path / "profiles.jsonl").write_text("\n".join(rows[r["id"]] for r in records) + "\n", encoding="utf-8")
+    rows = {
+        json.loads(line)["id"]: line
+        for line in (shared_data / "sage_test_profiles.jsonl").read_text().splitlines()
+    }
+    (tmp_path / "profiles.jsonl").write_text(
+        "\n".join(rows[r["id"]] for r in records) + "\n", encoding="utf-8"
+    )
     stub = Stub()
     code = shared_data / "published_code" / "sage"
     simulator = exec_published(code / "simulator_response.py", monkeypatch, stub)
