@@ -197,7 +197,9 @@ def test_an_old_published_config_yaml_loads_as_the_preset(tmp_path: Path) -> Non
     }
     with pytest.warns(FutureWarning):
         again = TrainConfig.model_validate(old)
-    assert again == now and again.env_config() == EnvConfig.published_training(think=True)
+    assert again == now and again.env_config() == EnvConfig.published_training(
+        think=True, agent_prompt="rlver-published"
+    )
 
 
 def test_rules_take_a_preset_and_changes() -> None:

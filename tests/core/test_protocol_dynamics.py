@@ -98,7 +98,7 @@ def test_shared_opening_per_group(shared: bool) -> None:
 def test_published_presets_set_the_published_dynamics(preset: str) -> None:
     cfg = load_train_config(preset)
     assert cfg.rollout.rules == PUBLISHED_TRAINING
-    published = EnvConfig.published_training(think=cfg.rollout.think)
+    published = EnvConfig.published_training(think=cfg.rollout.think, agent_prompt="rlver-published")
     # the one TrainConfig → EnvConfig mapping both engines read (trainer, verl launcher)
     train, val = cfg.env_config(), cfg.env_config(evaluation=True)
     assert train == published

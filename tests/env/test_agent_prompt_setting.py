@@ -1,6 +1,7 @@
 """The policy's prompt as a setting (issue 24): ``rollout.agent_prompt`` takes neutral, coaching,
-published or a file; the four published presets use the published friend-chat prompt (our words)
-with the published per-turn cap; ``rlver config show`` names the prompt and its SHA-256."""
+published (our words), sage-published / rlver-published (the fetched text) or a file; the four
+published presets use the published training prompt itself (issue 41) with the published per-turn
+cap; ``rlver config show`` names the prompt and its SHA-256."""
 
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ PUBLISHED_PRESETS = ("ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink")
 @pytest.mark.parametrize("preset", PUBLISHED_PRESETS)
 def test_published_presets_use_the_published_prompt_and_per_turn_cap(preset: str) -> None:
     cfg = load_train_config(preset)
-    assert cfg.rollout.agent_prompt == "published"
+    assert cfg.rollout.agent_prompt == "rlver-published"
+    assert cfg.simulator.protocol.name == "rlver-published"  # type: ignore[attr-defined]
     assert cfg.rollout.max_new_tokens == 5000  # train_rlver.sh:46 per_turn_length=5000
     env = cfg.env_config()
-    assert env.agent_prompt == "published" and env.system_prompt is None
+    assert env.agent_prompt == "rlver-published" and env.system_prompt is None
     assert env.think == preset.endswith("-think")
 
 
@@ -41,7 +43,21 @@ def test_published_prompt_has_four_versions_and_only_think_asks_for_tags() -> No
     # different from the other built-in prompts
     for other in ("neutral", "coaching"):
         assert system_prompt(False, "en", other) != texts[("en", 0)]
-    assert AGENT_PROMPT_NAMES == ("neutral", "coaching", "published")
+    assert AGENT_PROMPT_NAMES == ("neutral", "coaching", "published", "sage-published", "rlver-published")
+
+
+def test_the_fetched_training_prompts_are_the_published_files(shared_data: Path) -> None:
+    """``rlver-published`` is ``system_prompt.py``'s text: think and no-think, nothing added."""
+    import ast
+
+    source = (shared_data / "published_code" / "rlver" / "system_prompt.py").read_text(encoding="utf-8")
+    published = {
+        node.targets[0].id: node.value.value  # type: ignore[attr-defined]
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign)
+    }
+    assert system_prompt(True, "zh", "rlver-published") == published["system_prompt_train_think"]
+    assert system_prompt(False, "en", "rlver-published") == published["system_prompt_train_unthink"]
 
 
 def test_set_rollout_agent_prompt_names_a_prompt_or_a_file(tmp_path: Path) -> None:
@@ -68,6 +84,15 @@ def test_config_show_prints_the_cap_and_the_prompt_with_its_sha256() -> None:
         capture_output=True, text=True, timeout=60, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "max_new_tokens: 5000" in proc.stdout and "agent_prompt: published" in proc.stdout
+    assert "max_new_tokens: 5000" in proc.stdout and "agent_prompt: rlver-published" in proc.stdout
+    # the fetched text is named by its file's pinned checksum (config show needs no download)
+    assert (
+        "# policy prompt: rlver-published (think); from the fetched rlver/system_prompt.py, sha256 fba61c09c63880ee"
+        in proc.stdout
+    )
+    mine = subprocess.run(
+        [sys.executable, "-m", "rlver", "config", "show", "grpo-think", "--set", "rollout.agent_prompt=published"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
     digest = hashlib.sha256(system_prompt(True, "zh", "published").encode()).hexdigest()[:16]
-    assert "# policy prompt: published (think); sha256 en " in proc.stdout and f"zh {digest}" in proc.stdout
+    assert "# policy prompt: published (think); sha256 en " in mine.stdout and f"zh {digest}" in mine.stdout

@@ -99,15 +99,22 @@ def _prompt_note(rollout: Any) -> str:
     """A comment naming the policy's prompt and its SHA-256 per language, as a run's manifest does."""
     import hashlib
 
-    from rlver.env.thinking import system_prompt
+    from rlver.env.thinking import PUBLISHED_AGENT_PROMPT_FILES, system_prompt
+    from rlver.profiles.published_code import PUBLISHED_CODE
 
     settings = rollout.prompt_settings()
+    mode = "think" if rollout.think else "no think"
+    fetched = PUBLISHED_AGENT_PROMPT_FILES.get(settings.get("agent_prompt", ""))
+    if fetched is not None:  # the published text: named by its file's pinned sha256 (read at run time)
+        pinned = PUBLISHED_CODE[fetched].sha256[:16]
+        return (
+            f"# policy prompt: {rollout.agent_prompt} ({mode}); from the fetched {fetched}, sha256 {pinned}"
+        )
     if "system_prompt" in settings:
         texts = {"file": settings["system_prompt"]}
     else:
         texts = {lang: system_prompt(rollout.think, lang, settings["agent_prompt"]) for lang in ("en", "zh")}
     digests = ", ".join(f"{k} {hashlib.sha256(v.encode()).hexdigest()[:16]}" for k, v in texts.items())
-    mode = "think" if rollout.think else "no think"
     return f"# policy prompt: {rollout.agent_prompt} ({mode}); sha256 {digests}"
 
 

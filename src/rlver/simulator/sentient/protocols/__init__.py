@@ -8,14 +8,17 @@ from __future__ import annotations
 from rlver.errors import ConfigError
 from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
 from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.sentient.protocols.rlver_published import RlverPublishedProtocol
 from rlver.simulator.sentient.protocols.sage_published import SagePublishedProtocol
 from rlver.simulator.sentient.protocols.v1 import V1Protocol
 
 #: ``sage``: the published simulator's structure in rlver's words; ``sage-published``: SAGE's own text,
-#: fetched; ``rlver-v1``: our earlier prompts.
+#: fetched; ``rlver-published``: the published training simulator's text, fetched; ``rlver-v1``: our
+#: earlier prompts.
 PROTOCOLS: dict[str, type[SentientProtocol]] = {
     "sage": SageProtocol,
     "sage-published": SagePublishedProtocol,
+    "rlver-published": RlverPublishedProtocol,
     "rlver-v1": V1Protocol,
 }
 SentientProtocol.read_registry(lambda: PROTOCOLS)

@@ -31,7 +31,7 @@ from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.parsing import MAX_ABS_RAW_CHANGE, AppraisalAnswer
+from rlver.simulator.sentient.parsing import AppraisalAnswer
 from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
 
 #: The files this protocol reads its text from (recorded with their sha256 in every manifest).
@@ -45,6 +45,9 @@ APPRAISAL_FIELDS = {
     "analyse": "feeling",
 }
 _SIGNED_INTEGER = re.compile(r"[+-]?\d+")
+#: The largest stated change recorded as stated: SAGE clamps every change to ±10 (the same result
+#: either way); the training simulator applies it, and a judge that states more than this is re-asked.
+MAX_PUBLISHED_CHANGE = 10**6
 
 
 class PublishedReplyAnswer(BaseModel):
@@ -67,8 +70,8 @@ def read_sage_appraisal(text: str) -> AppraisalAnswer:
     """An appraisal answer read as SAGE's ``planning_reply`` reads it; ``ValueError`` where SAGE's
     parse raises (no integer after ``Change:``), so the caller re-asks as SAGE's loop does.
 
-    The stated change is kept as stated (within ±9999, so a record stays a plain number); the ±10
-    clamp is the emotion rules', with the same result as SAGE's own clamp.
+    The stated change is kept as stated (within ±:data:`MAX_PUBLISHED_CHANGE`, so a record stays a
+    plain number); the ±10 clamp is the emotion rules', with the same result as SAGE's own clamp.
     """
     reply = text.replace("：", ":").replace("*", "")
     change_text = reply.split("Change:")[-1].strip("\n").strip("[").strip("]")
@@ -81,7 +84,7 @@ def read_sage_appraisal(text: str) -> AppraisalAnswer:
         goal_fit=_field(reply, "TargetCompletion:", "Activity:\n"),
         inner_reaction=_field(reply, "Activity:", "Analyse:\n"),
         feeling=_field(reply, "Analyse:", "Change:\n"),
-        change=max(-MAX_ABS_RAW_CHANGE, min(MAX_ABS_RAW_CHANGE, change)),
+        change=max(-MAX_PUBLISHED_CHANGE, min(MAX_PUBLISHED_CHANGE, change)),
     )
 
 

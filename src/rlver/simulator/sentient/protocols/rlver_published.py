@@ -1,0 +1,220 @@
+"""The ``rlver-published`` protocol: the published RLVER training simulator's requests, byte for byte.
+
+The simulator the published training runs talked to is ``PlayerSimulator`` in RLVER's
+``hard_player_simulator_dsv3.py``. Its prompts differ from SAGE's benchmark simulator: its own
+appraisal layout (the user as an actor, a ``Reason:`` field where SAGE has ``TargetCompletion:``,
+the history split into earlier context and latest exchange in both calls), its own target text
+(``target_prompt["eq"]``, the one ``generate_role("eq")`` picks, line 74), and a reply call that is
+shown only the ``reason`` and ``analyse`` fields (line 335-336). Its parser differs too: fields lose
+their blank lines, and the change is the first (or, when it mentions 变化, the last) line after
+``Change:``, read with ``int()``, with no clamp (lines 208-219). The text is read from the fetched file
+(:func:`rlver.simulator.sentient.published_text.training_texts`); the building order of each prompt
+follows the published ``str.replace`` chains (lines 187-199, 332-352).
+
+The training dynamics (no clamp, no floor, no end at 100) are the dialogue rules'
+(:data:`rlver.protocol.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
+dialogue on the goodbye words its reply prompt tells the user to say (RLVER ``vllm_rollout_spmd.py:521``
+checks the same two words); they are read from the reply template's Emotion-F line.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel
+
+from rlver.errors import ConfigError
+from rlver.profiles.published_code import published_digests
+from rlver.profiles.schema import Difficulty, Profile
+from rlver.records import Appraisal, Message
+from rlver.simulator.sentient import published_text
+from rlver.simulator.sentient.parsing import AppraisalAnswer
+from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
+from rlver.simulator.sentient.protocols.sage_published import (
+    MAX_PUBLISHED_CHANGE,
+    PublishedReplyAnswer,
+    history_json,
+    planning_text,
+    published_scene,
+    state_name,
+)
+
+#: The files this protocol reads (recorded with their sha256 in every manifest).
+FILES = ("rlver/hard_player_simulator_dsv3.py",)
+_QUOTED = re.compile(r"“([^”]+)”")
+
+
+def _field(text: str, name: str, until: str) -> str:
+    """The training parser's field split: SAGE's, with blank lines folded (dsv3 lines 212-215)."""
+    return text.split(name)[-1].split(until)[0].strip("\n").strip("[").strip("]").replace("\n\n", "\n")
+
+
+def read_training_appraisal(text: str) -> AppraisalAnswer:
+    """An appraisal read as ``PlayerSimulator.planning_reply`` reads it; ``ValueError`` where its
+    ``int()`` raises, so the caller re-asks as the published loop does."""
+    reply = text.replace("：", ":").replace("*", "")
+    change_text = reply.split("Change:")[-1].strip("\n")
+    lines = change_text.split("\n")
+    line = lines[-1] if "变化" in change_text else lines[0]
+    change = int(line.strip("[").strip("]").strip("“").strip("”"))
+    if abs(change) > MAX_PUBLISHED_CHANGE:  # the published code would apply it; no scale is that long
+        raise ValueError(f"a change of {change} is beyond ±{MAX_PUBLISHED_CHANGE}")
+    return AppraisalAnswer.model_construct(
+        understanding=_field(reply, "Content:", "Reason:\n"),
+        goal_fit=_field(reply, "Reason:", "Activity:\n"),
+        inner_reaction=_field(reply, "Activity:", "Analyse:\n"),
+        feeling=_field(reply, "Analyse:", "Change:\n"),
+        change=change,
+    )
+
+
+def read_training_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
+    """The user's reply as ``player_reply`` reads it (dsv3 lines 367-368)."""
+    thinking = (
+        text.split("Response:")[0]
+        .split("Thinking:\n")[-1]
+        .strip("\n")
+        .strip("[")
+        .strip("]")
+        .replace("\n\n", "\n")
+    )
+    reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
+    return PublishedReplyAnswer(
+        reply=reply,
+        end_dialogue=any(word in reply for word in goodbye_words),
+        thinking=thinking,
+        response_field="Response:" in text,
+    )
+
+
+def goodbye_words(texts: published_text.SimulatorTexts) -> tuple[str, ...]:
+    """The words in “quotes” on the reply template's last tier line (Emotion-F: say goodbye with …)."""
+    last_tier = texts.tiers[-1][0][:-1] + "F"
+    for line in texts.reply_template.splitlines():
+        if line.startswith(last_tier):
+            words = tuple(_QUOTED.findall(line))
+            if words:
+                return words
+    raise ConfigError(
+        f"published_code/{texts.file}: no goodbye words on the {last_tier} line of the reply template"
+    )
+
+
+def training_appraisal_prompt(
+    texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
+) -> str:
+    """``planning_reply``'s prompt (dsv3 lines 187-199), ``history`` ending with the agent's reply."""
+    prompt = (
+        texts.appraisal_template.replace("{{emotion}}", str(emotion))
+        .replace("{{player_type}}", player)
+        .replace("{{player_topic}}", scene)
+        .replace("{{target}}", texts.target)
+    )
+    earlier = history_json(history[:-2], texts.speakers)
+    latest = history_json(history[-2:], texts.speakers)
+    return prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
+
+
+def training_reply_prompt(
+    texts: published_text.SimulatorTexts,
+    player: str,
+    scene: str,
+    state: str,
+    history: Sequence[Message],
+    appraisal: Appraisal | None,
+) -> str:
+    """``player_reply``'s prompt (dsv3 lines 332-352): here the profile goes in after the history."""
+    planning = texts.opening_planning if appraisal is None else planning_text(texts, appraisal)
+    prompt = texts.reply_template.replace("{{planning}}", planning).replace("{{target}}", texts.target)
+    prompt = prompt.replace("{{emotion}}", state)
+    if not history:
+        prompt = prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
+    else:
+        earlier = history_json(history[:-2], texts.speakers)
+        latest = history_json(history[-2:], texts.speakers)
+        prompt = prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
+    return prompt.replace("{{player_type}}", player).replace("{{player_topic}}", scene)
+
+
+class RlverPublishedProtocol(SentientProtocol):
+    """``rlver-published``: the published training simulator's prompts and parsing, fetched."""
+
+    name: Literal["rlver-published"] = "rlver-published"
+    #: The role of the one message that carries the prompt (the published training code sends
+    #: ``{"role": "user", "content": prompt}``, dsv3 line 203): ``user`` (default) or ``system``.
+    prompt_role: Literal["user", "system"] = "user"
+
+    prompt_version: ClassVar[str] = "rlver-published"
+    opening_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
+    reply_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
+
+    def prepare(self) -> None:
+        goodbye_words(published_text.training_texts())
+
+    def check_language(self, language: str) -> None:
+        if language != "zh":
+            raise ConfigError(
+                f"simulator protocol 'rlver-published' has RLVER's Chinese prompts only (asked for {language!r}); "
+                "use --sim-protocol sage"
+            )
+
+    def dialogue(
+        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+    ) -> ProtocolDialogue:
+        return RlverPublishedDialogue(self.prompt_role, profile.persona, published_scene(profile, self.name))
+
+    def shown(self) -> dict[str, bool]:
+        return {}
+
+    def extra(self, answer: BaseModel) -> dict[str, Any]:
+        if isinstance(answer, PublishedReplyAnswer):
+            return {"thinking": answer.thinking, "response_field": answer.response_field}
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "protocol": self.name,
+            "prompt_version": self.prompt_version,
+            "prompt_role": self.prompt_role,
+            "published_files": published_digests(FILES),
+        }
+
+
+class RlverPublishedDialogue(ProtocolDialogue):
+    """One dialogue: the profile's published text and the training simulator's templates."""
+
+    def __init__(self, role: Literal["user", "system"], player: str, scene: str) -> None:
+        self.role = role
+        self.texts = published_text.training_texts()
+        self.goodbye = goodbye_words(self.texts)
+        self.player = player
+        self.scene = scene
+
+    def _message(self, prompt: str) -> list[Message]:
+        return [Message(role=self.role, content=prompt)]
+
+    def opening(self, emotion: int) -> list[Message]:
+        state = state_name(emotion, self.texts.tiers)
+        return self._message(training_reply_prompt(self.texts, self.player, self.scene, state, [], None))
+
+    def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
+        quoted = [*history, Message(role="assistant", content=agent_reply)]
+        return self._message(training_appraisal_prompt(self.texts, self.player, self.scene, emotion, quoted))
+
+    def reply(self, step: ReplyStep) -> list[Message]:
+        quoted = [*step.history, Message(role="assistant", content=step.agent_reply)]
+        state = state_name(step.appraisal.emotion_after, self.texts.tiers)
+        prompt = training_reply_prompt(self.texts, self.player, self.scene, state, quoted, step.appraisal)
+        return self._message(prompt)
+
+    def reask(self, error: str) -> Message:
+        """Not used: a malformed answer is re-asked with the same request (see :meth:`reader`)."""
+        return Message(role=self.role, content=error)
+
+    def reader(self, step: str) -> Callable[[str], BaseModel] | None:
+        if step == "appraisal":
+            return read_training_appraisal
+        goodbye = self.goodbye
+        return lambda text: read_training_reply(text, goodbye)
