@@ -544,7 +544,7 @@ def _think_context(manifest: RunManifest) -> list[Difference]:
 
 def _hidden_thoughts(manifest: RunManifest, episodes: Sequence[Episode]) -> list[Difference]:
     """Without ``--think`` the simulator is still shown only the text after a reply's last
-    ``</think>`` (``env.thinking.shown_to_user``); SAGE shows the whole reply (test_npc.py:113-114).
+    ``</think>`` (``env.thinking.shown_to_user``); SAGE shows the whole reply (test_npc.py:113-115).
     Named when a reply of the run held such a block (otherwise the two are the same)."""
     if manifest.think is not False:
         return []
@@ -560,7 +560,9 @@ def _profiles(name: str, count: int) -> Check:
     def check(manifest: RunManifest) -> list[Difference]:
         found: list[Difference] = []
         if manifest.profiles is not None and not _same_set(manifest, name):
-            found.append(Difference("profile set", str(manifest.profiles), name, "profiles"))
+            ids = manifest.profile_ids_sha256
+            run = f"{manifest.profiles} (profile ids sha256 {_short(ids)})" if ids else str(manifest.profiles)
+            found.append(Difference("profile set", run, name, "profiles"))
         elif manifest.n_profiles is not None and manifest.n_profiles != count:
             found.append(Difference("profile count", str(manifest.n_profiles), str(count), "profiles"))
         if (manifest.n_per_profile or 1) != 1:
