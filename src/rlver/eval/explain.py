@@ -7,8 +7,14 @@ or ``rlver train`` transcript or folder) and compares each setting that moves a 
 published value: the Sentient Benchmark (SAGE) for an evaluation, the published RLVER training run for a
 training folder. Each difference names its row in docs/protocol.md ("What `rlver explain` compares"),
 whose ids are the stable :data:`ROWS`, and the effect rlver has measured, where it has measured one
-(figures quoted from the docs, with their place). A released SAGE result file is the published protocol
-itself. Reads only: nothing is run.
+(figures quoted from the docs, with their place; the offline user's agreement from its own artefact, as
+the run recorded it). A released SAGE result file is the published protocol itself. Reads only: nothing
+is run.
+
+Nothing is left out: a setting that does not move a score is listed in :data:`NOT_SCORED` with its
+reason, and every other setting of a run at a non-default value gets a line (the test walks them all).
+Names are compared exactly (judges after their aliases, profile sets by content), never by substring
+or path.
 """
 
 from __future__ import annotations
@@ -187,7 +193,9 @@ def explain_manifest(
     manifest = RunManifest.read(manifest)
     training = manifest.kind == "train"
     checks = TRAINING_CHECKS if training else BENCHMARK_CHECKS
-    found = [d for check in checks for d in check(manifest)] + _hidden_thoughts(manifest, episodes)
+    found = [d for check in checks for d in check(manifest)]
+    if not training:  # SAGE's loop shows the whole reply; the published training rollouts are not checked
+        found += _hidden_thoughts(manifest, episodes)
     differences = [d for d in found if d.published != "unknown"]
     unknown = [d for d in found if d.published == "unknown"]
     reference = (
