@@ -463,6 +463,7 @@ def test_every_non_default_setting_is_named_or_listed(
 
     monkeypatch.setattr(offline_user, "load_minilm_embedder", Embedder)
     monkeypatch.setenv("RLVER_CACHE_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # a path-valued setting (a cache file) lands here, not in the checkout
     judge: dict[str, object] = {
         "kind": "llm",
         "model": {"model": "deepseek-chat", "base_url": "http://127.0.0.1:9/v1"},
