@@ -100,6 +100,9 @@ class RunManifest(BaseModel):
     profiles: str | list[str] | None = None
     limit: int | None = None
     n_profiles: int | None = None
+    #: SHA-256 of the ids of the whole profile set, in order (``profiles.sets.profile_ids_sha256``):
+    #: the set's content, so the published file given by path reads as the published set.
+    profile_ids_sha256: str | None = None
     n_per_profile: int | None = None
     seed: int | None = None
     concurrency: int | None = None

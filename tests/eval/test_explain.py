@@ -1,8 +1,10 @@
-"""`rlver explain` (issue 36): which settings of a run differ from the published protocol, each with its
-docs/protocol.md row; a released SAGE result file is the published protocol itself.
+"""`rlver explain` (issues 36, 41): which settings of a run differ from the published protocol, each with
+its docs/protocol.md row; a released SAGE result file is the published protocol itself.
 
 Runs are real: one tiny offline evaluation through the CLI, and manifests written by rlver's own code
-(``RunManifest.create`` with a real simulator's ``describe()``) for the runs that follow the protocol.
+(``eval_manifest`` / ``RunManifest.create`` with a real simulator's ``describe()``). The published-text
+protocol (``sage-published``) is another module's; its description is written here by hand, with the
+keys that protocol records (``published_files``, the agent's ``system_prompt_file``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import pytest
 
 from helpers import run_rlver
 from rlver.env.dialogue import EnvConfig
-from rlver.eval.explain import ROWS, explain
+from rlver.eval.explain import ROWS, explain, explain_manifest, judge_name
 from rlver.eval.runner import agent_prompt_record
 from rlver.llm.base import SamplingParams
 from rlver.manifest import RunManifest
@@ -31,19 +33,30 @@ def _write_run(folder: Path, manifest: RunManifest) -> Path:
     return folder
 
 
+#: What the ``sage-published`` protocol adds to the simulator's ``describe()`` (file name -> sha256).
+PUBLISHED_FILES = {"sage/simulator_response.py": "027a3e" + "0" * 58, "sage/test_npc.py": "5b1c44" + "1" * 58}
+
+
+def _llm_user(model: str = "deepseek-chat", published: bool = True) -> dict[str, object]:
+    """A real LLM user's description; ``published``: as the published-text protocol describes itself."""
+    described = build_simulator(
+        SimulatorSpec.model_validate({"kind": "llm", "model": {"model": model}, "cache": None})
+    ).describe()
+    if published:
+        described.update(protocol="sage-published", published_files=PUBLISHED_FILES)
+    return described
+
+
 def _as_published(**changes: object) -> RunManifest:
-    """A benchmark run's manifest with every setting as published (a DeepSeek-V3 judge, the sage
-    prompts with every option off, the neutral prompt, no temperature sent, the 100 SAGE profiles)."""
-    env = EnvConfig.evaluation(think=True)
-    simulator = build_simulator(
-        SimulatorSpec.model_validate({"kind": "llm", "model": {"model": "deepseek-chat"}, "cache": None})
-    )
+    """A benchmark run's manifest with every setting as published (a DeepSeek-V3 judge, SAGE's own
+    prompts, the neutral prompt, no temperature sent, the 100 SAGE profiles)."""
+    env = EnvConfig.evaluation()
     settings: dict[str, object] = {
         "kind": "eval",
         "env": env,
         "agent_prompt": agent_prompt_record(env),
         "agent_sampling": SamplingParams(model_default=True, max_tokens=8192).model_dump(mode="json"),
-        "simulator": simulator.describe(),
+        "simulator": _llm_user(),
         "profiles": "sage",
         "n_profiles": 100,
         "n_per_profile": 1,
@@ -72,7 +85,11 @@ def test_tiny_run_from_30_names_the_start_emotion_with_its_row(tmp_path: Path) -
     assert "30 (published: 40)" in start and "docs/protocol.md row start-emotion" in start
     assert any(line.strip().startswith("turn limit: 2 replies") for line in lines)
     assert any(line.strip().startswith("simulator: the offline user") for line in lines)
-    assert any("Spearman -0.026" in line for line in lines)  # the measured effect, with its place
+    # the agreement of the offline user that ran, read from its artefact (not the old lexicon's -0.026)
+    learned = build_simulator(SimulatorSpec.model_validate({"kind": "offline"})).describe()["learned"]
+    spearman = learned["validation"]["leave_model_out"]["overall"]["spearman"]
+    assert any(f"per-turn Spearman {spearman}," in line for line in lines), out.stdout
+    assert "-0.026" not in out.stdout
     assert not any(line.strip().startswith("think context") for line in lines)  # no think: nothing to say
 
 
@@ -80,7 +97,8 @@ def test_a_run_as_published_has_no_difference_and_each_change_is_named(tmp_path:
     same = explain(_write_run(tmp_path / "same", _as_published()))
     assert same.differences == [], same.text()
     assert "follows the published benchmark protocol" in same.text()
-    assert [d.setting for d in same.unknown] == ["simulator temperature"]  # SAGE did not record it
+    assert [d.setting for d in same.unknown] == ["simulator sampling"]  # SAGE did not record it
+    assert "prompt files: sage/simulator_response.py sha256 027a3e" in same.text()
     coached = EnvConfig.evaluation(think=True, think_context="full", agent_prompt="coaching")
     changed = _as_published(
         env=coached,
@@ -90,11 +108,12 @@ def test_a_run_as_published_has_no_difference_and_each_change_is_named(tmp_path:
     )
     rows = {d.row: d for d in explain(_write_run(tmp_path / "changed", changed)).differences}
     assert set(rows) == {"think-context", "agent-prompt", "agent-sampling", "agent-max-tokens", "profiles"}
-    assert rows["agent-prompt"].run == "coaching" and rows["think-context"].published == "visible text only"
+    assert rows["agent-prompt"].run == "coaching + rlver's think instruction (--think)"
+    assert rows["think-context"].published == "visible text only"
 
 
 def test_sage_options_and_an_old_quote_cut_are_named(tmp_path: Path) -> None:
-    described = {**_as_published().simulator, "shared_rules": True, "goodbye_required": True}  # type: ignore[dict-item]
+    described = {**_llm_user(published=False), "shared_rules": True, "goodbye_required": True}
     described.pop("max_quoted_chars")  # written before issue 36: quoted text was cut at 4,000
     found = explain(_write_run(tmp_path / "r", _as_published(simulator=described))).differences
     texts = {d.setting: d.run for d in found}
@@ -104,14 +123,11 @@ def test_sage_options_and_an_old_quote_cut_are_named(tmp_path: Path) -> None:
 
 def test_a_training_folder_is_compared_with_the_published_training_run(tmp_path: Path) -> None:
     env = EnvConfig.published_training(think=True)
-    simulator = build_simulator(
-        SimulatorSpec.model_validate({"kind": "llm", "model": {"model": "deepseek-chat"}, "cache": None})
-    )
     base = {
         "kind": "train",
         "env": env,
         "agent_sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 5000},
-        "simulator": simulator.describe(),
+        "simulator": _llm_user(),  # a protocol that sends the published training simulator's text
         "profiles": "rlver-train",
     }
     same = explain(_write_run(tmp_path / "same", RunManifest.create(**base)))
@@ -162,3 +178,314 @@ def test_the_real_released_files_read_as_the_published_protocol() -> None:
     for file in sorted(RELEASED.glob("*/*_result.jsonl"))[:2]:
         simulator = file.parent.name.removesuffix("-simulator")
         assert f"published protocol, simulator {simulator}" in explain(file).text()
+
+
+def test_sage_based_simulator_folders_name_the_simulator(tmp_path: Path) -> None:
+    """SAGE's own folder names (``deepseek-v3_based_simulator/``) name the simulator as rlver's copy does."""
+    folder = tmp_path / "deepseek-v3_based_simulator"
+    folder.mkdir()
+    file = folder / "gpt-4.1_result.jsonl"
+    file.write_text(json.dumps(_published_record(), ensure_ascii=False) + "\n", encoding="utf-8")
+    text = explain(file).text()
+    assert "published protocol, simulator deepseek-v3;" in text and "not named" not in text
+
+
+@pytest.mark.parametrize(
+    ("model", "judge"),
+    [
+        ("deepseek-chat", "deepseek-v3"),
+        ("DeepSeek-V3", "deepseek-v3"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek-v3"),
+        ("gpt-4o", "gpt-4o"),
+        ("gpt-4o-2024-08-06", "gpt-4o"),
+        ("gpt-4o-mini", None),
+        ("gpt-4o-mini-2024-07-18", None),
+        ("deepseek-v3.1", None),
+        ("my-gpt-4o", None),
+    ],
+)
+def test_judges_are_matched_by_whole_name(model: str, judge: str | None) -> None:
+    assert judge_name(model) == judge
+
+
+def test_gpt_4o_mini_is_another_judge(tmp_path: Path) -> None:
+    mini = explain(_write_run(tmp_path / "mini", _as_published(simulator=_llm_user("gpt-4o-mini"))))
+    (line,) = [d for d in mini.differences if d.row == "simulator"]
+    assert line.run == "LLM gpt-4o-mini"
+    dated = explain(_write_run(tmp_path / "dated", _as_published(simulator=_llm_user("gpt-4o-2024-08-06"))))
+    assert dated.differences == [], dated.text()
+
+
+SAGE_FILE = RELEASED.parent / "sage_test_profiles.jsonl"
+
+
+@pytest.mark.skipif(not SAGE_FILE.is_file(), reason="the SAGE profiles are not in ../shared/data")
+def test_the_published_profile_file_by_path_is_the_published_set(tmp_path: Path) -> None:
+    from rlver.eval.explain import PUBLISHED_PROFILE_IDS
+    from rlver.profiles.loaders import load_profiles
+    from rlver.profiles.sets import profile_ids_sha256
+
+    ids = profile_ids_sha256(load_profiles(SAGE_FILE))
+    assert ids == PUBLISHED_PROFILE_IDS["sage-test"]  # the pinned value is the file's
+    train = RELEASED.parent / "rlver_train_profiles.jsonl"
+    if train.is_file():
+        assert profile_ids_sha256(load_profiles(train)) == PUBLISHED_PROFILE_IDS["rlver-train"]
+    by_ids = _as_published(profiles=str(tmp_path / "gone" / "profiles.jsonl"), profile_ids_sha256=ids)
+    assert explain(_write_run(tmp_path / "ids", by_ids)).differences == []
+    # an older manifest without the ids: the file named is read, and its content decides
+    copy = tmp_path / "my_copy.jsonl"
+    copy.write_bytes(SAGE_FILE.read_bytes())
+    assert explain(_write_run(tmp_path / "file", _as_published(profiles=str(copy)))).differences == []
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"".join(SAGE_FILE.read_bytes().splitlines(keepends=True)[1:]))  # 99 of them
+    found = explain(_write_run(tmp_path / "other", _as_published(profiles=str(other)))).differences
+    assert [d.row for d in found] == ["profiles"]
+    renamed = _as_published(profiles="sage", profile_ids_sha256="0" * 64)  # the name, other content
+    (line,) = explain(_write_run(tmp_path / "renamed", renamed)).differences
+    assert line.row == "profiles" and "profile ids sha256 000000000000" in line.run
+
+
+def test_prompt_files_and_the_protocols_source_are_named() -> None:
+    """A hand-made manifest: the published-text protocol's files and the agent's prompt file are printed
+    one line each; rlver's own ``sage`` is named as a paraphrase with its pre-filled end flag."""
+    env = EnvConfig.evaluation()
+    record = {
+        "name": "sage-published",
+        "system_prompt_file": {"file": "sage/npc_response.py", "sha256": "9f" * 32},
+    }
+    published = _as_published(agent_prompt=record).to_json()
+    text = explain_manifest(published, "hand-made").text()
+    assert "follows the published benchmark protocol" in text, text
+    lines = [line.strip() for line in text.splitlines()]
+    assert (
+        "simulator prompt files: sage/simulator_response.py sha256 027a3e000000…, "
+        "sage/test_npc.py sha256 5b1c44111111…"
+    ) in lines
+    assert "agent prompt file: sage/npc_response.py sha256 9f9f9f9f9f9f…" in lines
+    own = _as_published(simulator=_llm_user(published=False), agent_prompt=agent_prompt_record(env))
+    found = {d.setting: d for d in explain_manifest(own.to_json()).differences}
+    assert set(found) == {"simulator prompts", "simulator answer format"}
+    assert "rlver's paraphrase" in found["simulator prompts"].run
+    assert "sage-published" in found["simulator prompts"].published
+    assert '"end_dialogue": false' in found["simulator answer format"].run
+    assert {d.row for d in found.values()} == {"simulator-options"}
+    assert "prompt files" not in explain_manifest(own.to_json()).text()
+
+
+def test_without_think_a_reply_whose_think_block_the_simulator_never_saw_is_named(tmp_path: Path) -> None:
+    from rlver.records import Episode, Message
+
+    def episode(reply: str) -> dict[str, object]:
+        messages = [Message(role="user", content="hi"), Message(role="assistant", content=reply)]
+        return Episode(profile_id="p", episode_id="p#0", messages=messages).model_dump(mode="json")
+
+    def run(folder: str, reply: str, think: bool) -> Path:
+        env = EnvConfig.evaluation(think=think)
+        manifest = _as_published(env=env, agent_prompt=agent_prompt_record(env)).to_json()
+        path = tmp_path / folder
+        path.mkdir()
+        lines = [json.dumps(manifest), json.dumps({"type": "episode", **episode(reply)})]
+        (path / "transcript.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+
+    (hidden,) = explain(run("hidden", "<think>plan</think>Sounds hard.", think=False)).differences
+    assert hidden.row == "think-context" and hidden.run.startswith("1 of 1 replies held </think>")
+    assert explain(run("plain", "Sounds hard.", think=False)).differences == []
+    thinking = explain(run("think", "<think>plan</think>Sounds hard.", think=True)).differences
+    assert [d.row for d in thinking] == ["agent-prompt"]  # the think instruction, not the hidden text
+
+
+# ------------------------------------------------------------------ every setting is named or listed
+#: Values for fields whose type alone does not give a valid non-default one.
+WALK_VALUES: dict[str, list[object]] = {
+    "simulator.kind": ["offline"],
+    "simulator.protocol.name": ["rlver-v1"],
+    "simulator.behaviour": ["escalating"],
+    "simulator.model.model": ["gpt-4o-mini"],
+    "profiles": ["en-test"],
+    "env.system_prompt": ["You are a helpful assistant."],
+}
+#: Fields that can only change together with another (``model_default`` sends no temperature).
+WALK_WITH: dict[str, dict[str, object]] = {
+    "agent.sampling.temperature": {"agent.sampling.model_default": False},
+    "agent.sampling.top_p": {"agent.sampling.model_default": False},
+}
+#: The seven settings issue 41 found explain silent on, and the row that names each.
+SEVEN = {
+    "simulator.max_change": "change-bound",
+    "simulator.behaviour": "user-behaviour",
+    "simulator.difficulty": "user-behaviour",
+    "simulator.prompt_language": "language",
+    "env.language": "language",
+    "env.max_reply_chars": "reply-chars",
+    "env.think": "agent-prompt",
+}
+
+
+def _walk_base(simulator: dict[str, object]) -> dict[str, object]:
+    """An ``rlver eval`` config as published but for ``--think`` (so the think settings act): an
+    OpenAI-compatible agent with the model's own sampling, the benchmark dialogue, SAGE's profiles."""
+    agent = {"kind": "openai", "model": "agent-under-test", "base_url": "http://127.0.0.1:9/v1"}
+    return {
+        "agent": {**agent, "sampling": {"model_default": True}},
+        "simulator": simulator,
+        "env": {"think": True},
+    }
+
+
+def _leaves(model: object, prefix: str = "") -> list[tuple[str, object, object]]:
+    """Every settable field below ``model``: (dotted path, annotation, value), sub-models walked."""
+    from pydantic import BaseModel
+
+    out: list[tuple[str, object, object]] = []
+    for name, info in type(model).model_fields.items():  # type: ignore[attr-defined]
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            out += _leaves(value, f"{prefix}{name}.")
+        else:
+            out.append((f"{prefix}{name}", info.annotation, value))
+    return out
+
+
+def _candidates(path: str, annotation: object, value: object) -> list[object]:
+    """Values other than ``value`` that a field of ``annotation`` may take, most plausible first."""
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    if path in WALK_VALUES:
+        return WALK_VALUES[path]
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return [c for arg in args if arg is not type(None) for c in _candidates(path, arg, value)]
+    if origin is typing.Literal:
+        return [a for a in args if a != value]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [{}]  # a block left unset: its defaults, stated
+    if annotation is bool:
+        return [not value]
+    if annotation is int:
+        return [value + 1, value - 1] if isinstance(value, int) else [1, 2]
+    if annotation is float:
+        return [value + 0.25, value / 2] if isinstance(value, float) else [0.5]
+    if annotation is str:
+        return [f"{value}-other" if value else "other"]
+    if origin is list:
+        return [["\n\n"]]
+    if origin is dict:
+        return [{"top_k": 5}]
+    return []
+
+
+def _set(block: dict[str, object], path: str, value: object) -> None:
+    *parents, last = path.split(".")
+    for key in parents:
+        block = block.setdefault(key, {})  # type: ignore[assignment]
+    block[last] = value
+
+
+def _explained(config: object) -> list[str]:
+    """``rlver explain``'s lines (not its head) for a manifest written as ``rlver eval`` writes it."""
+    from rlver.eval.config import EvalConfig
+    from rlver.eval.explain import PUBLISHED_PROFILE_IDS
+    from rlver.eval.runner import agent_spec, build_agent, eval_manifest
+    from rlver.profiles.sets import load_profile_set, profile_ids_sha256
+
+    assert isinstance(config, EvalConfig)
+    if config.profiles == "sage":  # the published set by its ids (the file itself may not be here)
+        ids, count = PUBLISHED_PROFILE_IDS["sage-test"], 100
+    else:
+        profiles = load_profile_set(config.profiles)
+        ids, count = profile_ids_sha256(profiles), len(profiles)
+    spec = agent_spec(config)
+    simulator = build_simulator(config.simulator)
+    n = min(count, config.limit or count)
+    manifest = eval_manifest(config, spec, build_agent(spec), simulator, n, ids)
+    return explain_manifest(manifest.to_json()).text().splitlines()[1:]
+
+
+def _walk(base: dict[str, object], kind: str, only: str = "") -> tuple[dict[str, list[str]], list[str]]:
+    """Each field (under ``only``) set to a non-default value: the lines ``explain`` added, changed or
+    dropped, and the fields with no valid non-default value (a new field needs a WALK_VALUES entry)."""
+    from pydantic import ValidationError
+
+    from rlver.eval.config import EvalConfig
+
+    start = EvalConfig.model_validate(base)
+    before = _explained(start)
+    dumped = start.model_dump(mode="json", exclude_unset=True)
+    changed: dict[str, list[str]] = {}
+    stuck = []
+    for path, annotation, value in _leaves(start):
+        if not path.startswith(only) or (only and path == "simulator.kind"):
+            continue  # the kind itself is walked from the LLM user's run
+        if _listed(path, kind):  # does not move a score: nothing to build
+            changed[path] = []
+            continue
+        for candidate in _candidates(path, annotation, value):
+            block = json.loads(json.dumps(dumped))
+            for other, companion in {path: candidate, **WALK_WITH.get(path, {})}.items():
+                _set(block, other, companion)
+            try:
+                config = EvalConfig.model_validate(block)
+            except ValidationError:
+                continue
+            after = _explained(config)
+            changed[path] = [x for x in after if x not in before] + [x for x in before if x not in after]
+            break
+        else:
+            stuck.append(path)
+    return changed, stuck
+
+
+def _listed(path: str, kind: str) -> bool:
+    from rlver.eval.explain import NOT_SCORED
+
+    qualified = path.replace("simulator.", f"simulator({kind}).", 1)
+    return path in NOT_SCORED or qualified in NOT_SCORED
+
+
+def test_every_non_default_setting_is_named_or_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every field of an ``rlver eval`` run's settings, set to a value other than its default, either
+    changes what ``explain`` says or is in ``NOT_SCORED`` (with its reason). A field added later with
+    neither fails here. The LLM user's run walks every field; the offline user's, its simulator's."""
+    import rlver.simulator.offline.user as offline_user
+    from rlver.eval.explain import NOT_SCORED
+
+    class Embedder:  # stands in for the MiniLM extra (never called: only the description is read)
+        name = "test-embedder"
+
+        def __call__(self, texts: list[str]) -> list[list[float]]:
+            raise AssertionError("not called while a manifest is written")
+
+    monkeypatch.setattr(offline_user, "load_minilm_embedder", Embedder)
+    monkeypatch.setenv("RLVER_CACHE_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)  # a path-valued setting (a cache file) lands here, not in the checkout
+    judge: dict[str, object] = {
+        "kind": "llm",
+        "model": {"model": "deepseek-chat", "base_url": "http://127.0.0.1:9/v1"},
+        "cache": None,
+    }
+    walked: set[str] = set()
+    silent, stuck_all = [], []
+    for kind, base, only in (
+        ("llm", _walk_base(judge), ""),
+        ("offline", _walk_base({"kind": "offline"}), "simulator."),
+    ):
+        changed, stuck = _walk(base, kind, only)
+        stuck_all += [f"{kind}: {path}" for path in stuck]
+        walked |= {p.replace("simulator.", f"simulator({kind}).", 1) for p in changed} | set(changed)
+        silent += [f"{kind}: {p}" for p, lines in changed.items() if not lines and not _listed(p, kind)]
+        if kind == "llm":
+            for path, row in SEVEN.items():
+                assert any(f"docs/protocol.md row {row}" in line for line in changed[path]), (
+                    path,
+                    changed[path],
+                )
+    assert not stuck_all, f"no valid non-default value (add one to WALK_VALUES): {stuck_all}"
+    assert not silent, f"explain is silent on these settings and NOT_SCORED does not list them: {silent}"
+    stale = sorted(set(NOT_SCORED) - walked)
+    assert not stale, f"NOT_SCORED lists settings a run does not have: {stale}"

@@ -238,7 +238,8 @@ def test_think_visible_training_scores_what_was_sampled(tmp_path: Path) -> None:
     assert rec["rollout/untokenisable"] == 0
     assert rec["rollout/logprob_diff_max"] <= 1e-3
     # One sample per assistant turn, mini-batches of (8 dialogues / minibatches 1) samples: about one
-    # optimiser step per turn, as the published think run (docs/protocol.md, "updates per step").
+    # optimiser step per turn, as the published think rollout implies (inferred: docs/protocol.md, "updates
+    # per step" and "think layout").
     samples = rec["rollout/samples"]
     assert samples > 8, "every dialogue ended after its first turn: nothing to count"
     assert len(steps) == rec["train/optimizer_steps"] == -(-samples // 8) >= 2

@@ -7,22 +7,34 @@ or ``rlver train`` transcript or folder) and compares each setting that moves a 
 published value: the Sentient Benchmark (SAGE) for an evaluation, the published RLVER training run for a
 training folder. Each difference names its row in docs/protocol.md ("What `rlver explain` compares"),
 whose ids are the stable :data:`ROWS`, and the effect rlver has measured, where it has measured one
-(figures quoted from the docs, with their place). A released SAGE result file is the published protocol
-itself. Reads only: nothing is run.
+(figures quoted from the docs, with their place; the offline user's agreement from its own artefact, as
+the run recorded it). A released SAGE result file is the published protocol itself. Reads only: nothing
+is run.
+
+Nothing is left out: a setting that does not move a score is listed in :data:`NOT_SCORED` with its
+reason, and every other setting of a run at a non-default value gets a line (the test walks them all).
+Names are compared exactly (judges after their aliases, profile sets by content), never by substring
+or path.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlver.env.thinking import system_prompt
+from rlver.env.dialogue import EnvConfig
+from rlver.env.thinking import AGENT_PROMPTS, shown_to_user, system_prompt
 from rlver.errors import InputError, Problem
+from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
 from rlver.manifest import RunManifest
+from rlver.profiles.download import DATA_FILES
+from rlver.profiles.sets import PUBLISHED_SETS
 from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, DialogueRules
+from rlver.records import Episode
+from rlver.simulator.emotion import MAX_CHANGE
 from rlver.simulator.sentient.prompts.sage import SAGE_PROMPT_VERSION
 from rlver.simulator.sentient.protocols.sage import SageProtocol
 from rlver.transcripts.files import detect_format, transcript_path
@@ -33,15 +45,50 @@ ROWS = (
     "start-emotion",
     "turn-limit",
     "end-rules",
+    "change-bound",
     "simulator",
     "simulator-options",
     "simulator-sampling",
+    "user-behaviour",
+    "language",
     "agent-prompt",
     "agent-sampling",
     "agent-max-tokens",
+    "reply-chars",
     "think-context",
     "profiles",
 )
+
+#: How a model is reached or run (a :class:`~rlver.llm.spec.ModelSpec`'s fields other than its model
+#: and its sampling): not what it is asked.
+_MODEL_SERVING = (
+    "kind", "base_url", "api_key_env", "timeout_s", "max_attempts", "concurrency", "cache", "device",
+    "dtype", "max_batch_size", "compile_decode",
+)  # fmt: skip
+#: Settings of an ``rlver eval`` run (paths into :class:`~rlver.eval.config.EvalConfig`, as its
+#: ``--set`` takes them) that do not move a score, each with the reason. Every other setting that a
+#: run sets to a value other than its default must be named by :func:`explain`:
+#: ``tests/eval/test_explain.py::test_every_non_default_setting_is_named_or_listed`` walks them all, so
+#: a setting added later fails that test until it gets an explain line or a line here. A path written
+#: ``simulator(KIND).name`` holds for that simulator kind only.
+NOT_SCORED: dict[str, str] = {
+    "out": "where the files are written",
+    "run_name": "a label",
+    "report": "whether report.html is written",
+    "concurrency": "simulator calls in flight; each dialogue's calls run in order",
+    "batch_size": "dialogues per policy call: sampling is seeded per dialogue, never per batch (docs/benchmark.md)",
+    "seed": "which random draws a run makes, not what the agent or the user is asked",
+    "agent_tiny": "which model is under test: the model is what a score measures",
+    "agent.model": "the model under test: what a score measures",
+    **{f"agent.{name}": "how the model under test is reached or run" for name in _MODEL_SERVING},
+    **{
+        f"simulator.model.{name}": "how the judge is reached or run (its model is named)"
+        for name in _MODEL_SERVING
+    },
+    "simulator.cache": "a cache of greedy judge answers: the same answers, not other ones",
+    "simulator.seed": "the LLM user does not read it; the offline user's random draws",
+    "simulator(offline).prompt_language": "the offline user has no prompts",
+}
 
 #: Effects rlver has measured, quoted from the docs with their place (no figure is made up here).
 PROTOCOL_GAP = (
@@ -49,18 +96,39 @@ PROTOCOL_GAP = (
     "(10 replies from 40) and 13.5 on a 2-reply dialogue from 30, offline user, 8 profiles "
     '(docs/benchmark.md, "The benchmark score and a training run\'s held-out score")'
 )
-OFFLINE_AGREEMENT = (
-    "the offline user is a proxy, not a judge: its lexicon version agreed with the released SAGE "
-    "judgements at per-turn Spearman -0.026, sign agreement 0.552, over 7,218 turns (docs/simulator.md, "
-    '"How far the offline user agrees with SAGE", where later versions are measured too)'
+LEXICON_AGREEMENT = (
+    "rlver-offline-v1's lexicon user agreed with the released SAGE judgements at per-turn Spearman "
+    '-0.026 over 7,218 turns (docs/simulator.md, "How far the offline user agrees with SAGE"); '
+    "this version's lexicon is not measured"
 )
 
-#: The published judges of the released result files (docs/protocol.md, "Simulator prompts").
-PUBLISHED_SIMULATORS = ("deepseek-v3", "deepseek-chat", "gpt-4o")
+#: The published judges (the released files' folders, docs/protocol.md "Simulator prompts") by every
+#: name rlver may record for them; a name is compared whole after :func:`judge_name`, so ``gpt-4o-mini``
+#: is another judge.
+PUBLISHED_JUDGES: dict[str, str] = {
+    "deepseek-v3": "deepseek-v3",
+    "deepseek-chat": "deepseek-v3",
+    "gpt-4o": "gpt-4o",
+    "gpt-4o-2024-08-06": "gpt-4o",
+}
+#: Protocols whose requests are the published text itself (fetched at run time, not rlver's words).
+PUBLISHED_PROTOCOLS = ("sage-published",)
 #: The longest agent reply in the nine released files (characters): a quote cut below it cut replies.
 LONGEST_RELEASED_REPLY = 4643
 #: The published training's reply cap (``per_turn_length=5000`` tokens, train_rlver.sh:46).
 PUBLISHED_TRAINING_REPLY_TOKENS = 5000
+#: :func:`~rlver.profiles.sets.profile_ids_sha256` of the published sets (their ids in file order);
+#: ``tests/eval/test_explain.py`` checks them against ../shared/data.
+PUBLISHED_PROFILE_IDS: dict[str, str] = {
+    "sage-test": "0f1d63f06211e01988f572dff108a0a8d48ebb9b57704ff0677a095067a55797",
+    "rlver-train": "84f08bc305449d777d8d3ab1a25d329b0a844d09eabc60629b4be85f98189f46",
+}
+
+
+def judge_name(model: str) -> str | None:
+    """The published judge ``model`` names (``deepseek-chat`` -> ``deepseek-v3``), else None: compared
+    whole, lower-cased, after a provider prefix (``deepseek-ai/DeepSeek-V3``)."""
+    return PUBLISHED_JUDGES.get(model.strip().lower().rsplit("/", 1)[-1])
 
 
 @dataclass(frozen=True)
@@ -89,6 +157,8 @@ class Explanation:
     differences: list[Difference]
     unknown: list[Difference]
     published_file: str | None = None  # the summary line of a released result file
+    #: The published files a run's requests were built from, one line per holder (simulator, agent).
+    prompt_files: list[str] = field(default_factory=list)
 
     def text(self) -> str:
         if self.published_file is not None:
@@ -99,6 +169,7 @@ class Explanation:
             n = len(self.differences)
             head = f"{self.path}: {n} setting{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from {self.reference}"
         lines = [head] + [line for d in self.differences for line in d.lines()]
+        lines += [f"  {line}" for line in self.prompt_files]
         if self.unknown:
             lines.append("  not known from the published code (not a difference, not comparable):")
             lines += [f"    {d.setting}: {d.run} here (docs/protocol.md row {d.row})" for d in self.unknown]
@@ -110,25 +181,70 @@ def explain(path: Path) -> Explanation:
     file = transcript_path(path)
     if detect_format(file, strict=True) == "published":
         return Explanation(str(path), "", [], [], published_file=published_summary(file))
-    manifest = _manifest_of(file)
-    if manifest.kind == "train":
-        found, unknown = _compare(manifest, TRAINING_CHECKS)
-        return Explanation(str(path), "the published training run (RLVER)", found, unknown)
-    found, unknown = _compare(manifest, BENCHMARK_CHECKS)
-    return Explanation(str(path), "the published benchmark protocol (SAGE)", found, unknown)
+    transcript = read_transcript(file)
+    return explain_manifest(_manifest_of(file, transcript.manifest), str(path), transcript.episodes)
+
+
+def explain_manifest(
+    manifest: RunManifest | dict[str, Any], where: str = "run", episodes: Sequence[Episode] = ()
+) -> Explanation:
+    """:func:`explain` of a manifest already read (``episodes``: the run's dialogues, where a
+    difference shows only in what the agent wrote)."""
+    manifest = RunManifest.read(manifest)
+    training = manifest.kind == "train"
+    checks = TRAINING_CHECKS if training else BENCHMARK_CHECKS
+    found = [d for check in checks for d in check(manifest)]
+    if not training:  # SAGE's loop shows the whole reply; the published training rollouts are not checked
+        found += _hidden_thoughts(manifest, episodes)
+    differences = [d for d in found if d.published != "unknown"]
+    unknown = [d for d in found if d.published == "unknown"]
+    reference = (
+        "the published training run (RLVER)" if training else "the published benchmark protocol (SAGE)"
+    )
+    return Explanation(where, reference, differences, unknown, prompt_files=prompt_file_lines(manifest))
 
 
 def published_summary(file: Path) -> str:
-    """A released SAGE result file is the published protocol; its folder names the simulator."""
+    """A released SAGE result file is the published protocol; its folder names the simulator, in
+    rlver's copy (``deepseek-v3-simulator``) or SAGE's own (``deepseek-v3_based_simulator``)."""
     folder = file.parent.name
-    simulator = folder.removesuffix("-simulator") if folder.endswith("-simulator") else None
+    simulator = None
+    for suffix in ("_based_simulator", "-based-simulator", "-simulator"):
+        if folder.endswith(suffix) and len(folder) > len(suffix):
+            simulator = folder.removesuffix(suffix)
+            break
     agent = file.stem.removesuffix("_result")
     who = f"simulator {simulator}" if simulator else "simulator not named (a released file's folder names it)"
     return f"published protocol, {who}; a released SAGE result file (agent {agent})"
 
 
-def _manifest_of(file: Path) -> RunManifest:
-    raw = read_transcript(file).manifest
+def prompt_file_lines(manifest: RunManifest) -> list[str]:
+    """One line per holder of published prompt files: the simulator's ``published_files`` (name ->
+    sha256, from its ``describe()``) and the agent's ``system_prompt_file`` (``file``, ``sha256``)."""
+    lines = []
+    files = (manifest.simulator or {}).get("published_files")
+    if isinstance(files, dict) and files:
+        listed = ", ".join(f"{name} sha256 {_short(sha)}" for name, sha in files.items())
+        lines.append(f"simulator prompt files: {listed}")
+    record = _agent_prompt_file(manifest)
+    if record is not None:
+        lines.append(f"agent prompt file: {record.get('file')} sha256 {_short(record.get('sha256'))}")
+    return lines
+
+
+def _short(sha: object) -> str:
+    return f"{str(sha)[:12]}…" if sha else "(no sha256 recorded)"
+
+
+def _agent_prompt_file(manifest: RunManifest) -> dict[str, Any] | None:
+    for holder in (manifest.agent_prompt, manifest.agent):
+        record = (holder or {}).get("system_prompt_file")
+        if isinstance(record, dict):
+            return record
+    return None
+
+
+def _manifest_of(file: Path, raw: dict[str, Any] | None) -> RunManifest:
     if not raw:
         raise InputError(
             Problem(
@@ -143,12 +259,6 @@ def _manifest_of(file: Path) -> RunManifest:
 
 
 Check = Callable[[RunManifest], list[Difference]]
-
-
-def _compare(manifest: RunManifest, checks: tuple[Check, ...]) -> tuple[list[Difference], list[Difference]]:
-    """Run every check; a difference whose ``published`` is ``unknown`` goes to the second list."""
-    found = [d for check in checks for d in check(manifest)]
-    return [d for d in found if d.published != "unknown"], [d for d in found if d.published == "unknown"]
 
 
 # ------------------------------------------------------------------------------------------- rules
@@ -199,6 +309,14 @@ def _ends(reference: DialogueRules) -> Check:
     return check
 
 
+def _change_bound(manifest: RunManifest) -> list[Difference]:
+    """``simulator.max_change``: the most the emotion moves in one turn (SAGE clamps at ±10)."""
+    bound = manifest.max_change
+    if bound is None or bound == MAX_CHANGE:
+        return []
+    return [Difference("change bound per turn", f"±{bound}", f"±{MAX_CHANGE}", "change-bound")]
+
+
 # --------------------------------------------------------------------------------------- simulator
 def _simulator_model(manifest: RunManifest) -> str | None:
     model = (manifest.simulator or {}).get("model")
@@ -211,50 +329,145 @@ def _simulator(manifest: RunManifest) -> list[Difference]:
     kind = manifest.simulator_kind
     published = "an LLM judge (DeepSeek-V3 or GPT-4o)"
     if kind == "offline":
-        return [Difference("simulator", "the offline user", published, "simulator", OFFLINE_AGREEMENT)]
+        described = manifest.simulator or {}
+        run = f"the offline user ({described.get('version', 'version not recorded')}, relevance {described.get('relevance', 'lexical')})"
+        return [Difference("simulator", run, published, "simulator", offline_agreement(described))]
     if kind == "replay":
         return [Difference("simulator", "replay of recorded judgements", published, "simulator")]
     model = _simulator_model(manifest)
-    if model is None or any(name in model.lower() for name in PUBLISHED_SIMULATORS):
+    if model is None or judge_name(model) is not None:
         return []
     return [Difference("simulator", f"LLM {model}", published, "simulator")]
 
 
-def _simulator_options(manifest: RunManifest) -> list[Difference]:
-    described = manifest.simulator or {}
-    if "protocol" not in described:
-        return []
-    found: list[Difference] = []
-    if described.get("protocol") != "sage":
-        found.append(Difference("simulator prompts", str(described["protocol"]), "sage", "simulator-options"))
-    on = [name for name in SageProtocol.option_names() if described.get(name) is True]
-    if on and described.get("protocol") == "sage":
-        found.append(Difference("simulator options", ", ".join(on) + " on", "all off", "simulator-options"))
-    version = described.get("prompt_version")
-    if described.get("protocol") == "sage" and version not in (None, SAGE_PROMPT_VERSION):
-        found.append(
-            Difference("simulator prompt version", str(version), SAGE_PROMPT_VERSION, "simulator-options")
+def offline_agreement(described: dict[str, Any]) -> str:
+    """How far the offline user that ran agrees with SAGE, per language, read from its own description
+    (the learned appraisal's artefact carries its validation, as ``rlver demo`` reads it)."""
+    appraisal = described.get("appraisal") or {}
+    parts = []
+    learned = described.get("learned") or {}
+    lmo = ((learned.get("validation") or {}).get("leave_model_out") or {}).get("overall") or {}
+    if appraisal.get("zh") == "learned" and lmo:
+        parts.append(
+            "Chinese profiles: the learned appraisal, per-turn Spearman "
+            f"{lmo.get('spearman')}, sign agreement {lmo.get('sign_agreement')}, model-ranking Spearman "
+            f"{lmo.get('model_ranking_spearman')} with the released SAGE judgements on agent models it "
+            f"never saw ({learned.get('artefact', 'its artefact')})"
         )
+    transfer = described.get("transfer") or {}
+    tmo = ((transfer.get("validation") or {}).get("leave_model_out") or {}).get("overall") or {}
+    if str(appraisal.get("en", "")).startswith("transfer") and tmo:
+        parts.append(
+            "English profiles: the transfer appraisal, fitted on the Chinese judgements (there: per-turn "
+            f"Spearman {tmo.get('spearman')}), never measured in English"
+        )
+    lexicon = [lang for lang, how in appraisal.items() if str(how).startswith("lexicon")]
+    if lexicon or not parts:
+        which = "/".join(lexicon) if lexicon else "every language"
+        parts.append(f"{which}: the lexicon appraisal; {LEXICON_AGREEMENT}")
+    return "the offline user is a proxy, not a judge: " + "; ".join(parts)
+
+
+def _simulator_options(published_text: str) -> Check:
+    """The simulator's prompts: the published text (a protocol that fetched it), or rlver's own."""
+
+    def check(manifest: RunManifest) -> list[Difference]:
+        described = manifest.simulator or {}
+        protocol = described.get("protocol")
+        if protocol is None or protocol in PUBLISHED_PROTOCOLS or described.get("published_files"):
+            return []
+        if protocol != "sage":
+            return [
+                Difference(
+                    "simulator prompts",
+                    f"{protocol} (rlver's own prompts)",
+                    published_text,
+                    "simulator-options",
+                )
+            ]
+        return _sage_differences(described, published_text)
+
+    return check
+
+
+def _sage_differences(described: dict[str, Any], published_text: str) -> list[Difference]:
+    """rlver's ``sage``: its own words, its JSON answer format, then its options (defaults: all off)."""
+    row = "simulator-options"
+    found = [
+        Difference("simulator prompts", "sage: rlver's paraphrase of SAGE's prompts, not the published text", published_text, row),
+        Difference(
+            "simulator answer format",
+            'JSON with "end_dialogue": false pre-filled in the reply format',
+            "SAGE's own fields, no end flag: a goodbye is found by its words (SAGE test_npc.py:107)",
+            row,
+        ),
+    ]  # fmt: skip
+    on = [name for name in SageProtocol.option_names() if described.get(name) is True]
+    if on:
+        found.append(Difference("simulator options", ", ".join(on) + " on", "all off", row))
+    version = described.get("prompt_version")
+    if version not in (None, SAGE_PROMPT_VERSION):
+        found.append(Difference("simulator prompt version", str(version), SAGE_PROMPT_VERSION, row))
     quoted = described.get("max_quoted_chars", 4000)  # manifests before issue 36 cut at 4,000
     if isinstance(quoted, int) and quoted < LONGEST_RELEASED_REPLY:
         found.append(
-            Difference(
-                "agent reply shown to the simulator",
-                f"cut at {quoted} characters",
-                "whole",
-                "simulator-options",
-            )
+            Difference("agent reply shown to the simulator", f"cut at {quoted} characters", "whole", row)
         )
     return found
+
+
+def _sampling_text(sampling: dict[str, Any]) -> str:
+    """Every sampling setting a call sends, in words."""
+    if sampling.get("model_default"):
+        parts = ["the model's own temperature and top_p"]
+    else:
+        parts = [f"temperature {sampling.get('temperature')}", f"top_p {sampling.get('top_p')}"]
+    parts.append(f"max_tokens {sampling.get('max_tokens')}")
+    parts += [f"{key} {sampling[key]}" for key in ("seed", "stop", "extra") if sampling.get(key)]
+    return ", ".join(parts)
 
 
 def _simulator_sampling(manifest: RunManifest) -> list[Difference]:
     sampling = (manifest.simulator or {}).get("sampling")
     if manifest.simulator_kind in ("offline", "replay") or not isinstance(sampling, dict):
         return []
-    return [
-        Difference("simulator temperature", str(sampling.get("temperature")), "unknown", "simulator-sampling")
-    ]
+    return [Difference("simulator sampling", _sampling_text(sampling), "unknown", "simulator-sampling")]
+
+
+def _chosen(value: object) -> str | None:
+    """A run-wide setting the simulator describes, or None where each profile's own applies."""
+    return str(value) if value and not str(value).startswith("per-profile") else None
+
+
+def _user_behaviour(manifest: RunManifest) -> list[Difference]:
+    """``--behaviour`` and ``--difficulty``: SAGE's user is cooperative and has no difficulty."""
+    described = manifest.simulator or {}
+    found = []
+    behaviour = _chosen(described.get("behaviour"))
+    if behaviour is not None and behaviour != "cooperative":
+        found.append(Difference("user behaviour", behaviour, "cooperative", "user-behaviour"))
+    difficulty = _chosen(described.get("difficulty"))
+    if difficulty is not None and difficulty != "normal":
+        shown = described.get("protocol") != "sage" or described.get("difficulty_paragraph") is True
+        note = "" if shown else " (the sage prompts show it only with difficulty_paragraph)"
+        found.append(Difference("user difficulty", difficulty + note, "none (normal)", "user-behaviour"))
+    return found
+
+
+def _languages(manifest: RunManifest) -> list[Difference]:
+    """``env.language`` and ``simulator.prompt_language``: SAGE's prompts follow its (Chinese) profiles."""
+    published = "each profile's own (SAGE: Chinese prompts, Chinese profiles)"
+    found = []
+    agent = (manifest.env or {}).get("language")
+    if agent:
+        found.append(Difference("agent prompt language", f"{agent} for every profile", published, "language"))
+    if manifest.simulator_kind not in ("offline", "replay"):
+        user = _chosen((manifest.simulator or {}).get("prompt_language"))
+        if user is not None:
+            found.append(
+                Difference("simulator prompt language", f"{user} for every profile", published, "language")
+            )
+    return found
 
 
 # ------------------------------------------------------------------------------------------ agent
@@ -266,13 +479,19 @@ def _prompt_name(manifest: RunManifest) -> tuple[str | None, dict[str, Any]]:
 
 
 def _agent_prompt(wanted: str) -> Check:
+    """The agent's system prompt: its name, its wording, and the think instruction ``--think`` adds to
+    a prompt that has no think version of its own (``published`` has one, as the published code)."""
+
     def check(manifest: RunManifest) -> list[Difference]:
         name, shas = _prompt_name(manifest)
-        if name is None:
+        if name is None or _agent_prompt_file(manifest) is not None:
             return []
-        if name != wanted:
-            return [Difference("agent prompt", name, wanted, "agent-prompt")]
         think = bool(manifest.think)
+        added = think and name in AGENT_PROMPTS
+        run = f"{name} + rlver's think instruction (--think)" if added else name
+        if name != wanted or added:
+            published = f"{wanted}, no think instruction" if added and name == wanted else wanted
+            return [Difference("agent prompt", run, published, "agent-prompt")]
         now = {lang: hashlib.sha256(system_prompt(think, lang, wanted).encode()).hexdigest() for lang in shas}
         if shas and shas != now:
             return [
@@ -285,20 +504,37 @@ def _agent_prompt(wanted: str) -> Check:
 
 def _agent_sampling(manifest: RunManifest) -> list[Difference]:
     sampling = manifest.agent_sampling or {}
-    if not sampling or sampling.get("model_default"):
+    sent = {k: sampling.get(k) for k in ("seed", "stop", "extra") if sampling.get(k)}
+    if not sampling or (sampling.get("model_default") and not sent):
         return []
-    run = f"temperature {sampling.get('temperature')}, top_p {sampling.get('top_p')} sent"
+    run = _sampling_text({**sampling, "max_tokens": None}).replace(", max_tokens None", "") + " sent"
     return [Difference("agent sampling", run, "none sent (the model's own defaults)", "agent-sampling")]
 
 
-def _agent_max_tokens(floor: int, published: str) -> Check:
+def _agent_max_tokens(default: int, published: str) -> Check:
+    """The agent's reply cap: named whenever it is not rlver's default for the reference."""
+
     def check(manifest: RunManifest) -> list[Difference]:
         cap = manifest.agent_max_tokens
-        if cap is None or cap >= floor:
+        if cap is None or cap == default:
             return []
         return [Difference("agent reply cap", f"{cap} tokens", published, "agent-max-tokens")]
 
     return check
+
+
+def _reply_chars(manifest: RunManifest) -> list[Difference]:
+    """``env.max_reply_chars``: where the environment cuts a reply before the simulator reads it."""
+    cut = (manifest.env or {}).get("max_reply_chars")
+    default = EnvConfig.model_fields["max_reply_chars"].default
+    if not isinstance(cut, int) or cut == default:
+        return []
+    published = f"whole (the longest released reply has {LONGEST_RELEASED_REPLY:,} characters; rlver's default cut is {default:,})"
+    return [
+        Difference(
+            "agent reply shown to the simulator", f"cut at {cut:,} characters", published, "reply-chars"
+        )
+    ]
 
 
 def _think_context(manifest: RunManifest) -> list[Difference]:
@@ -314,11 +550,27 @@ def _think_context(manifest: RunManifest) -> list[Difference]:
     ]
 
 
+def _hidden_thoughts(manifest: RunManifest, episodes: Sequence[Episode]) -> list[Difference]:
+    """Without ``--think`` the simulator is still shown only the text after a reply's last
+    ``</think>`` (``env.thinking.shown_to_user``); SAGE shows the whole reply (test_npc.py:113-115).
+    Named when a reply of the run held such a block (otherwise the two are the same)."""
+    if manifest.think is not False:
+        return []
+    replies = [m.content for ep in episodes for m in ep.messages if m.role == "assistant"]
+    cut = sum(shown_to_user(text) != text.strip() for text in replies)
+    if not cut:
+        return []
+    run = f"{cut} of {len(replies)} replies held </think>: the simulator saw only the text after it (no --think)"
+    return [Difference("reply shown to the simulator", run, "the whole reply", "think-context")]
+
+
 def _profiles(name: str, count: int) -> Check:
     def check(manifest: RunManifest) -> list[Difference]:
         found: list[Difference] = []
-        if manifest.profiles is not None and manifest.profiles != name:
-            found.append(Difference("profile set", str(manifest.profiles), name, "profiles"))
+        if manifest.profiles is not None and not _same_set(manifest, name):
+            ids = manifest.profile_ids_sha256
+            run = f"{manifest.profiles} (profile ids sha256 {_short(ids)})" if ids else str(manifest.profiles)
+            found.append(Difference("profile set", run, name, "profiles"))
         elif manifest.n_profiles is not None and manifest.n_profiles != count:
             found.append(Difference("profile count", str(manifest.n_profiles), str(count), "profiles"))
         if (manifest.n_per_profile or 1) != 1:
@@ -328,16 +580,35 @@ def _profiles(name: str, count: int) -> Check:
     return check
 
 
+def _same_set(manifest: RunManifest, name: str) -> bool:
+    """Whether the run's profiles are the published set ``name``, by content: the ids it recorded, else
+    a file's sha256 when the run named one that is here; a name only when nothing else is known."""
+    data = PUBLISHED_SETS[name]
+    if manifest.profile_ids_sha256 is not None:
+        return manifest.profile_ids_sha256 == PUBLISHED_PROFILE_IDS[data]
+    given = str(manifest.profiles)
+    if given in PUBLISHED_SETS:
+        return PUBLISHED_SETS[given] == data
+    file = Path(given).expanduser()
+    if file.is_file():
+        return hashlib.sha256(file.read_bytes()).hexdigest() == DATA_FILES[data].sha256
+    return False
+
+
 BENCHMARK_CHECKS: tuple[Check, ...] = (
     _start(EVALUATION, PROTOCOL_GAP),
     _turns(EVALUATION, PROTOCOL_GAP),
     _ends(EVALUATION),
+    _change_bound,
     _simulator,
-    _simulator_options,
+    _simulator_options("SAGE's own text (protocol sage-published)"),
     _simulator_sampling,
+    _user_behaviour,
+    _languages,
     _agent_prompt("neutral"),
     _agent_sampling,
-    _agent_max_tokens(8192, "no cap (rlver: 8,192 tokens)"),
+    _agent_max_tokens(EVAL_AGENT_MAX_TOKENS, f"no cap (rlver's default: {EVAL_AGENT_MAX_TOKENS:,} tokens)"),
+    _reply_chars,
     _think_context,
     _profiles("sage", 100),
 )
@@ -346,13 +617,27 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _start(PUBLISHED_TRAINING, None),
     _turns(PUBLISHED_TRAINING, None),
     _ends(PUBLISHED_TRAINING),
+    _change_bound,
     _simulator,
-    _simulator_options,
+    _simulator_options("the published training simulator's own text (hard_player_simulator_dsv3.py)"),
     _simulator_sampling,
+    _user_behaviour,
+    _languages,
     _agent_prompt("published"),
     _agent_max_tokens(PUBLISHED_TRAINING_REPLY_TOKENS, f"{PUBLISHED_TRAINING_REPLY_TOKENS} tokens"),
+    _reply_chars,
     _think_context,
     _profiles("rlver-train", 500),
 )
 
-__all__ = ["ROWS", "Difference", "Explanation", "explain", "published_summary"]
+__all__ = [
+    "NOT_SCORED",
+    "ROWS",
+    "Difference",
+    "Explanation",
+    "explain",
+    "explain_manifest",
+    "judge_name",
+    "offline_agreement",
+    "published_summary",
+]

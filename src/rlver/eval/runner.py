@@ -46,7 +46,7 @@ from rlver.manifest import RunManifest
 from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Profile
-from rlver.profiles.sets import load_profile_set
+from rlver.profiles.sets import load_profile_set, profile_ids_sha256
 from rlver.protocol import protocol_label
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, run_rollouts
@@ -166,9 +166,12 @@ def agent_seeding(sampling: SamplingParams, run_seed: int, agent: ChatModel | No
     }
 
 
-def _manifest(
-    config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int
+def eval_manifest(
+    config: EvalConfig, spec: ModelSpec, agent: ChatModel, simulator: Any, n_profiles: int, profile_ids: str
 ) -> RunManifest:
+    """The run's manifest: every resolved setting (``rlver explain`` compares them with the published
+    protocol, and its test walks them). The profile set is recorded by name and by content
+    (``profile_ids``: :func:`~rlver.profiles.sets.profile_ids_sha256` of the whole set)."""
     return RunManifest.create(
         kind="eval",
         run_name=config.run_name or config.out_dir.resolve().name,
@@ -184,6 +187,7 @@ def _manifest(
         profiles=config.profiles,
         limit=config.limit,
         n_profiles=n_profiles,
+        profile_ids_sha256=profile_ids,
         n_per_profile=config.n_per_profile,
         seed=config.seed,
         concurrency=config.concurrency,
@@ -330,7 +334,8 @@ async def _run_in(
     agent = build_agent(spec)
     simulator = build_simulator(config.simulator)
     try:
-        manifest = _manifest(config, spec, agent, simulator, len(profiles))
+        ids = profile_ids_sha256(load_profile_set(config.profiles))  # the whole set, before --limit
+        manifest = eval_manifest(config, spec, agent, simulator, len(profiles), ids)
         writer = _open_writer(transcript, manifest, config)
         if on_start is not None:
             on_start(progress)

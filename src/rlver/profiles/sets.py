@@ -7,6 +7,8 @@ a wheel as well as from a checkout. ``load_profile_set("sage")`` finds the downl
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -99,6 +101,12 @@ def load_profile_set(name_or_path: str | Path) -> list[Profile]:
     )
 
 
+def profile_ids_sha256(profiles: Sequence[Profile]) -> str:
+    """The SHA-256 of a profile set's ids in order, one a line: what a set *is*, whatever its file is
+    called or where it lies (``rlver explain`` tells the published set given by path from another set)."""
+    return hashlib.sha256("\n".join(p.id for p in profiles).encode("utf-8")).hexdigest()
+
+
 def find_profile(profile_id: str, sets: list[str] | None = None) -> Profile:
     """Look up one profile by id (or unique id prefix) in the given sets (default: all available)."""
     names = sets or [s for s in PRIMARY_SETS if s in BUNDLED_SETS or find_data_file(PUBLISHED_SETS[s])]
@@ -125,5 +133,6 @@ __all__ = [
     "known_set_names",
     "load_bundled",
     "load_profile_set",
+    "profile_ids_sha256",
     "published_set_path",
 ]

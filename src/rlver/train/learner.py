@@ -249,7 +249,8 @@ class Learner:
 
     def minibatch_size(self) -> int:
         """Samples per optimiser step, counted as verl counts them (``TrainConfig.minibatch_prompts``):
-        about one step per assistant turn when each turn is a sample, as the published think run."""
+        about one step per assistant turn when each turn is a sample, as the published think rollout's
+        layout implies (inferred: the released think path cannot run as released, docs/protocol.md)."""
         return max(1, self.p.minibatch_samples)
 
     def minibatch_count(self, n_samples: int) -> int:
