@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DATA
 from helpers import run_rlver
 from rlver.env.dialogue import EnvConfig
-from rlver.eval.explain import ROWS, explain, explain_manifest, judge_name
+from rlver.errors import RlverError
+from rlver.eval.explain import ROWS, Difference, explain, explain_manifest, judge_name
 from rlver.eval.runner import agent_prompt_record
 from rlver.llm.base import SamplingParams
 from rlver.manifest import RunManifest
@@ -37,24 +39,42 @@ def _write_run(folder: Path, manifest: RunManifest) -> Path:
 PUBLISHED_FILES = {"sage/simulator_response.py": "027a3e" + "0" * 58, "sage/test_npc.py": "5b1c44" + "1" * 58}
 
 
-def _llm_user(model: str = "deepseek-chat", published: bool = True) -> dict[str, object]:
+#: What ``rlver-published`` adds (the training simulator's file).
+TRAINING_FILES = {"rlver/hard_player_simulator_dsv3.py": "978a4e" + "2" * 58}
+
+
+def _llm_user(
+    model: str = "deepseek-chat", published: bool = True, protocol: str = "sage-published"
+) -> dict[str, object]:
     """A real LLM user's description; ``published``: as the published-text protocol describes itself."""
     described = build_simulator(
-        SimulatorSpec.model_validate({"kind": "llm", "model": {"model": model}, "cache": None})
+        SimulatorSpec.model_validate(
+            {"kind": "llm", "model": {"model": model}, "cache": None, "protocol": "sage"}
+        )
     ).describe()
     if published:
-        described.update(protocol="sage-published", published_files=PUBLISHED_FILES)
+        files = PUBLISHED_FILES if protocol == "sage-published" else TRAINING_FILES
+        described.update(protocol=protocol, published_files=files, prompt_role="user")
+        if protocol == "sage-published":
+            described["shown_reply"] = "whole"
     return described
+
+
+#: What ``env.agent_prompt: sage-published`` records (the fetched file, by its pinned sha256).
+PUBLISHED_AGENT_PROMPT = {
+    "name": "sage-published",
+    "system_prompt_file": {"file": "sage/npc_response.py", "sha256": "a2345b" + "3" * 58},
+}
 
 
 def _as_published(**changes: object) -> RunManifest:
     """A benchmark run's manifest with every setting as published (a DeepSeek-V3 judge, SAGE's own
-    prompts, the neutral prompt, no temperature sent, the 100 SAGE profiles)."""
-    env = EnvConfig.evaluation()
+    prompts, SAGE's agent prompt, no temperature sent, the 100 SAGE profiles)."""
+    env = EnvConfig.evaluation(agent_prompt="sage-published")
     settings: dict[str, object] = {
         "kind": "eval",
         "env": env,
-        "agent_prompt": agent_prompt_record(env),
+        "agent_prompt": PUBLISHED_AGENT_PROMPT,
         "agent_sampling": SamplingParams(model_default=True, max_tokens=8192).model_dump(mode="json"),
         "simulator": _llm_user(),
         "profiles": "sage",
@@ -122,17 +142,21 @@ def test_sage_options_and_an_old_quote_cut_are_named(tmp_path: Path) -> None:
 
 
 def test_a_training_folder_is_compared_with_the_published_training_run(tmp_path: Path) -> None:
-    env = EnvConfig.published_training(think=True)
+    env = EnvConfig.published_training(think=True, agent_prompt="rlver-published")
     base = {
         "kind": "train",
         "env": env,
+        "agent_prompt": {
+            "name": "rlver-published",
+            "system_prompt_file": {"file": "rlver/system_prompt.py", "sha256": "f" * 64},
+        },
         "agent_sampling": {"temperature": 1.0, "top_p": 1.0, "max_tokens": 5000},
-        "simulator": _llm_user(),  # a protocol that sends the published training simulator's text
+        "simulator": _llm_user(protocol="rlver-published"),  # the published training simulator's text
         "profiles": "rlver-train",
     }
     same = explain(_write_run(tmp_path / "same", RunManifest.create(**base)))
     assert same.differences == [] and "published training run" in same.text()
-    start_40 = RunManifest.create(**{**base, "env": EnvConfig.published_training(think=True).model_copy(
+    start_40 = RunManifest.create(**{**base, "env": env.model_copy(
         update={"rules": env.rules.but(start_emotion=40)})})  # fmt: skip
     (difference,) = explain(_write_run(tmp_path / "r", start_40)).differences
     assert (difference.run, difference.published, difference.row) == ("40", "30", "start-emotion")
@@ -264,7 +288,8 @@ def test_prompt_files_and_the_protocols_source_are_named() -> None:
     assert "agent prompt file: sage/npc_response.py sha256 9f9f9f9f9f9f…" in lines
     own = _as_published(simulator=_llm_user(published=False), agent_prompt=agent_prompt_record(env))
     found = {d.setting: d for d in explain_manifest(own.to_json()).differences}
-    assert set(found) == {"simulator prompts", "simulator answer format"}
+    assert set(found) == {"simulator prompts", "simulator answer format", "agent prompt"}
+    assert (found.pop("agent prompt").run, "neutral") == ("neutral", "neutral")  # rlver's words for SAGE's
     assert "rlver's paraphrase" in found["simulator prompts"].run
     assert "sage-published" in found["simulator prompts"].published
     assert '"end_dialogue": false' in found["simulator answer format"].run
@@ -279,20 +304,32 @@ def test_without_think_a_reply_whose_think_block_the_simulator_never_saw_is_name
         messages = [Message(role="user", content="hi"), Message(role="assistant", content=reply)]
         return Episode(profile_id="p", episode_id="p#0", messages=messages).model_dump(mode="json")
 
-    def run(folder: str, reply: str, think: bool) -> Path:
+    def run(folder: str, reply: str, think: bool, published: bool = False) -> Path:
         env = EnvConfig.evaluation(think=think)
-        manifest = _as_published(env=env, agent_prompt=agent_prompt_record(env)).to_json()
+        simulator = _llm_user(published=published)  # rlver's sage shows the text after </think>
+        manifest = _as_published(
+            env=env, agent_prompt=agent_prompt_record(env), simulator=simulator
+        ).to_json()
         path = tmp_path / folder
         path.mkdir()
         lines = [json.dumps(manifest), json.dumps({"type": "episode", **episode(reply)})]
         (path / "transcript.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
 
-    (hidden,) = explain(run("hidden", "<think>plan</think>Sounds hard.", think=False)).differences
+    def rows(path: Path) -> list[Difference]:
+        return [d for d in explain(path).differences if d.row in ("think-context", "agent-prompt")]
+
+    (_, hidden) = rows(run("hidden", "<think>plan</think>Sounds hard.", think=False))
     assert hidden.row == "think-context" and hidden.run.startswith("1 of 1 replies held </think>")
-    assert explain(run("plain", "Sounds hard.", think=False)).differences == []
-    thinking = explain(run("think", "<think>plan</think>Sounds hard.", think=True)).differences
+    assert [d.row for d in rows(run("plain", "Sounds hard.", think=False))] == ["agent-prompt"]  # neutral
+    thinking = rows(run("think", "<think>plan</think>Sounds hard.", think=True))
     assert [d.row for d in thinking] == ["agent-prompt"]  # the think instruction, not the hidden text
+    # sage-published shows the simulator the whole reply, as SAGE does: nothing was hidden
+    assert not [
+        d
+        for d in rows(run("whole", "<think>plan</think>Hm.", think=False, published=True))
+        if d.row == "think-context"
+    ]
 
 
 # ------------------------------------------------------------------ every setting is named or listed
@@ -429,9 +466,9 @@ def _walk(base: dict[str, object], kind: str, only: str = "") -> tuple[dict[str,
                 _set(block, other, companion)
             try:
                 config = EvalConfig.model_validate(block)
-            except ValidationError:
+                after = _explained(config)
+            except (ValidationError, RlverError):  # a published file not fetched here, SAGE's Chinese only
                 continue
-            after = _explained(config)
             changed[path] = [x for x in after if x not in before] + [x for x in before if x not in after]
             break
         else:
@@ -469,10 +506,16 @@ def test_every_non_default_setting_is_named_or_listed(
         "model": {"model": "deepseek-chat", "base_url": "http://127.0.0.1:9/v1"},
         "cache": None,
     }
+    llm_base = _walk_base(judge)
+    if (SHARED_DATA / "published_code" / "sage").is_dir():  # the default: SAGE's fetched text
+        monkeypatch.setenv("RLVER_SHARED_DATA", str(SHARED_DATA))
+    else:  # a fresh clone: rlver's own protocol and prompt, each field walked the same way
+        judge["protocol"] = "sage"
+        llm_base["env"] = {"think": True, "agent_prompt": "neutral"}
     walked: set[str] = set()
     silent, stuck_all = [], []
     for kind, base, only in (
-        ("llm", _walk_base(judge), ""),
+        ("llm", llm_base, ""),
         ("offline", _walk_base({"kind": "offline"}), "simulator."),
     ):
         changed, stuck = _walk(base, kind, only)

@@ -297,14 +297,7 @@ class DialogueEnv:
         else:  # a simulator may skip appraisal; the emotion then stays where it was
             self._emotion = self._user.emotion.value
 
-        reason: str | None = None
-        if turn.ends_dialogue and self.simulator.goodbye_first:  # SAGE's order (test_npc.py:107-111)
-            reason = turn.end_reason or "left"
-        reason = reason or rules.emotion_end(self._emotion)
-        if reason is None and turn.ends_dialogue:
-            reason = turn.end_reason or "left"
-        if reason is None and self.assistant_turns >= rules.reply_limit:
-            reason = "turn_limit"
+        reason = self._ending(turn)
         if reason is not None:
             self._finish(reason)
         info.update(
@@ -314,6 +307,19 @@ class DialogueEnv:
             tier=self._user.emotion.tier,
         )
         return StepResult.ended_by(reason, turn.text, self._emotion, info)
+
+    def _ending(self, turn: UserTurn) -> str | None:
+        """Why the dialogue ends after this user turn (``None``: it goes on): the emotion, the user's
+        goodbye (before the emotion when the simulator follows SAGE's order, test_npc.py:107-111),
+        then the turn limit."""
+        rules = self.config.rules
+        goodbye = (turn.end_reason or "left") if turn.ends_dialogue else None
+        if goodbye is not None and self.simulator.goodbye_first:
+            return goodbye
+        reason = rules.emotion_end(self._emotion) or goodbye
+        if reason is None and self.assistant_turns >= rules.reply_limit:
+            reason = "turn_limit"
+        return reason
 
     def mark_failed(self, exc: BaseException) -> None:
         """End the dialogue as failed (a policy or simulator call failed for good)."""

@@ -112,7 +112,7 @@ PUBLISHED_JUDGES: dict[str, str] = {
     "gpt-4o-2024-08-06": "gpt-4o",
 }
 #: Protocols whose requests are the published text itself (fetched at run time, not rlver's words).
-PUBLISHED_PROTOCOLS = ("sage-published",)
+PUBLISHED_PROTOCOLS = ("sage-published", "rlver-published")
 #: The longest agent reply in the nine released files (characters): a quote cut below it cut replies.
 LONGEST_RELEASED_REPLY = 4643
 #: The published training's reply cap (``per_turn_length=5000`` tokens, train_rlver.sh:46).
@@ -368,14 +368,16 @@ def offline_agreement(described: dict[str, Any]) -> str:
     return "the offline user is a proxy, not a judge: " + "; ".join(parts)
 
 
-def _simulator_options(published_text: str) -> Check:
+def _simulator_options(published_text: str, wanted: str) -> Check:
     """The simulator's prompts: the published text (a protocol that fetched it), or rlver's own."""
 
     def check(manifest: RunManifest) -> list[Difference]:
         described = manifest.simulator or {}
         protocol = described.get("protocol")
-        if protocol is None or protocol in PUBLISHED_PROTOCOLS or described.get("published_files"):
+        if protocol is None:
             return []
+        if protocol in PUBLISHED_PROTOCOLS or described.get("published_files"):
+            return _published_differences(described, protocol, wanted, published_text)
         if protocol != "sage":
             return [
                 Difference(
@@ -388,6 +390,33 @@ def _simulator_options(published_text: str) -> Check:
         return _sage_differences(described, published_text)
 
     return check
+
+
+def _published_differences(
+    described: dict[str, Any], protocol: str, wanted: str, published_text: str
+) -> list[Difference]:
+    """A protocol that sends published text: the other run's text (training vs benchmark), or the
+    prompt carried in a system message instead of a user message."""
+    found = []
+    if protocol != wanted:
+        found.append(
+            Difference(
+                "simulator prompts",
+                f"{protocol}: published text of the other run",
+                published_text,
+                "simulator-options",
+            )
+        )
+    if described.get("prompt_role", "user") != "user":
+        found.append(
+            Difference(
+                "simulator prompt message",
+                f"the prompt as one {described.get('prompt_role')} message",
+                "one user message (SAGE's call_llm(prompt) leaves the role open; rlver's reading)",
+                "simulator-options",
+            )
+        )
+    return found
 
 
 def _sage_differences(described: dict[str, Any], published_text: str) -> list[Difference]:
@@ -484,14 +513,16 @@ def _agent_prompt(wanted: str) -> Check:
 
     def check(manifest: RunManifest) -> list[Difference]:
         name, shas = _prompt_name(manifest)
-        if name is None or _agent_prompt_file(manifest) is not None:
+        if name is None:
             return []
         think = bool(manifest.think)
-        added = think and name in AGENT_PROMPTS
+        added = think and (name in AGENT_PROMPTS or name == "sage-published")
         run = f"{name} + rlver's think instruction (--think)" if added else name
         if name != wanted or added:
             published = f"{wanted}, no think instruction" if added and name == wanted else wanted
             return [Difference("agent prompt", run, published, "agent-prompt")]
+        if _agent_prompt_file(manifest) is not None:
+            return []  # the fetched text, checked against its pinned sha256 when the run read it
         now = {lang: hashlib.sha256(system_prompt(think, lang, wanted).encode()).hexdigest() for lang in shas}
         if shas and shas != now:
             return [
@@ -554,8 +585,8 @@ def _hidden_thoughts(manifest: RunManifest, episodes: Sequence[Episode]) -> list
     """Without ``--think`` the simulator is still shown only the text after a reply's last
     ``</think>`` (``env.thinking.shown_to_user``); SAGE shows the whole reply (test_npc.py:113-115).
     Named when a reply of the run held such a block (otherwise the two are the same)."""
-    if manifest.think is not False:
-        return []
+    if manifest.think is not False or (manifest.simulator or {}).get("shown_reply") == "whole":
+        return []  # sage-published shows the whole reply, as SAGE
     replies = [m.content for ep in episodes for m in ep.messages if m.role == "assistant"]
     cut = sum(shown_to_user(text) != text.strip() for text in replies)
     if not cut:
@@ -601,11 +632,11 @@ BENCHMARK_CHECKS: tuple[Check, ...] = (
     _ends(EVALUATION),
     _change_bound,
     _simulator,
-    _simulator_options("SAGE's own text (protocol sage-published)"),
+    _simulator_options("SAGE's own text (protocol sage-published)", "sage-published"),
     _simulator_sampling,
     _user_behaviour,
     _languages,
-    _agent_prompt("neutral"),
+    _agent_prompt("sage-published"),
     _agent_sampling,
     _agent_max_tokens(EVAL_AGENT_MAX_TOKENS, f"no cap (rlver's default: {EVAL_AGENT_MAX_TOKENS:,} tokens)"),
     _reply_chars,
@@ -619,11 +650,13 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _ends(PUBLISHED_TRAINING),
     _change_bound,
     _simulator,
-    _simulator_options("the published training simulator's own text (hard_player_simulator_dsv3.py)"),
+    _simulator_options(
+        "the published training simulator's own text (protocol rlver-published)", "rlver-published"
+    ),
     _simulator_sampling,
     _user_behaviour,
     _languages,
-    _agent_prompt("published"),
+    _agent_prompt("rlver-published"),
     _agent_max_tokens(PUBLISHED_TRAINING_REPLY_TOKENS, f"{PUBLISHED_TRAINING_REPLY_TOKENS} tokens"),
     _reply_chars,
     _think_context,

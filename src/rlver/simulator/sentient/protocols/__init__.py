@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from rlver.errors import ConfigError
 from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
-from rlver.simulator.sentient.protocols.sage import SageProtocol
 from rlver.simulator.sentient.protocols.rlver_published import RlverPublishedProtocol
+from rlver.simulator.sentient.protocols.sage import SageProtocol
 from rlver.simulator.sentient.protocols.sage_published import SagePublishedProtocol
 from rlver.simulator.sentient.protocols.v1 import V1Protocol
 

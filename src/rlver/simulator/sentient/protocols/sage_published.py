@@ -224,6 +224,7 @@ class SagePublishedProtocol(SentientProtocol):
             "protocol": self.name,
             "prompt_version": self.prompt_version,
             "prompt_role": self.prompt_role,
+            "shown_reply": "whole",
             "published_files": published_digests(FILES),
         }
 
