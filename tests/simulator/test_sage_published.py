@@ -24,6 +24,8 @@ from typing import Any
 import pytest
 
 from helpers import run_rlver
+from rlver.eval.report import run_setup
+from rlver.manifest import RunManifest
 from rlver.simulator.sentient import published_text
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.native import read_transcript
@@ -228,3 +230,6 @@ def test_an_eval_sends_sages_own_requests_byte_for_byte(
     assert manifest["simulator"]["protocol"] == "sage-published"
     assert manifest["simulator"]["published_files"]["sage/simulator_response.py"].startswith("027a3eca")
     assert manifest["agent_prompt"]["system_prompt_file"]["file"] == "sage/npc_response.py"
+    setup = run_setup(RunManifest.read(manifest))  # the report's header says which text ran
+    assert "sage-published: sage/simulator_response.py sha256 027a3eca735e" in setup["simulator prompts"]
+    assert setup["agent prompt"].startswith("sage/npc_response.py (sha256 a2345b4728a4")
