@@ -29,17 +29,10 @@ from rlver.simulator.sentient import published_text
 from rlver.simulator.sentient.protocols.rlver_published import read_training_appraisal
 from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
-from test_sage_published import Stub, state_of
+from test_sage_published import Stub, _fresh_texts, appraisal_answer, exec_source, reply_answer, state_of  # noqa: F401 (an autouse fixture)
 from test_sage_published_parts import _profile_from_row, answer_variants
 
 RELEASED = "sage_released/deepseek-v3-simulator/gpt-4o-0808_result.jsonl"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_texts() -> Any:
-    published_text.clear_cache()
-    yield
-    published_text.clear_cache()
 
 
 class Unparsed(BaseException):
@@ -53,27 +46,11 @@ def exec_training_simulator(shared_data: Path, monkeypatch: pytest.MonkeyPatch, 
     for name in ("verl", "verl.workers", "verl.workers.rollout", "verl.workers.rollout.vllm_rollout"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, prompts.__name__, prompts)
-    monkeypatch.setitem(sys.modules, "requests", sys.modules.get("requests") or types.ModuleType("requests"))
-    namespace: dict[str, Any] = {"__name__": "published_dsv3", "__file__": str(path)}
-    exec(compile(source, str(path), "exec"), namespace)
-    namespace["call_api"] = stub
-    namespace["time"] = types.SimpleNamespace(sleep=lambda _s: None)
-    cls = namespace["PlayerSimulator"]
+    cls = exec_source(source, path, monkeypatch, stub, call="call_api")["PlayerSimulator"]
     simulator = cls.__new__(cls)
     simulator.emo_count = dict(published_text.training_texts().tiers)
     simulator.header = {}
     return simulator
-
-
-def training_answer(planning: dict[str, Any]) -> str:
-    return (
-        f"Content:\n{planning['content']}\nReason:\n{planning['TargetCompletion']}\n"
-        f"Activity:\n{planning['activity']}\nAnalyse:\n{planning['analyse']}\nChange:\n{planning['change']}"
-    )
-
-
-def reply_answer(turn: dict[str, Any]) -> str:
-    return f"Thinking:\n{turn.get('thinking', '')}\nOrigin:\n-\nChange:\n-\nResponse:\n{turn['content']}"
 
 
 async def _rlver_requests(
@@ -119,7 +96,10 @@ def test_each_training_request_is_the_published_simulators(
                 answers = [reply_answer(history[0])]
                 data_history: list[dict[str, Any]] = []
             else:
-                answers = [training_answer(history[2 * k]["planning"]), reply_answer(history[2 * k])]
+                answers = [
+                    appraisal_answer(history[2 * k]["planning"], fit="Reason"),
+                    reply_answer(history[2 * k]),
+                ]
                 data_history = [{"role": m["role"], "content": m["content"]} for m in history[: 2 * k]]
             published.emo_point, published.emo_state = emotion, "Emotion-C" if k == 0 else state_of(emotion)
             stub.prompts.clear()

@@ -57,20 +57,29 @@ class Stub:
         return self.answers.pop(0) if self.answers else ""
 
 
-def exec_published(path: Path, monkeypatch: pytest.MonkeyPatch, stub: Stub) -> dict[str, Any]:
-    """Run a published file's top level (defining its functions) with ``call_llm`` as ``stub``."""
+def exec_source(
+    source: str, path: Path, monkeypatch: pytest.MonkeyPatch, stub: Any, call: str = "call_llm"
+) -> dict[str, Any]:
+    """Run a published file's top level (defining its functions) with its model call (``call``) as
+    ``stub`` and no 3-second sleeps. Its unused ``import requests`` gets a stand-in if need be."""
     monkeypatch.setitem(sys.modules, "requests", sys.modules.get("requests") or types.ModuleType("requests"))
     namespace: dict[str, Any] = {"__name__": "published_" + path.stem, "__file__": str(path)}
-    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), namespace)
-    namespace["call_llm"] = stub
+    exec(compile(source, str(path), "exec"), namespace)
+    namespace[call] = stub
     namespace["time"] = types.SimpleNamespace(sleep=lambda _s: None)
     return namespace
 
 
-def appraisal_answer(planning: dict[str, Any]) -> str:
-    """A judge's answer in SAGE's output format, holding what the released transcript recorded."""
+def exec_published(path: Path, monkeypatch: pytest.MonkeyPatch, stub: Stub) -> dict[str, Any]:
+    """:func:`exec_source` of a published SAGE file as it is."""
+    return exec_source(path.read_text(encoding="utf-8"), path, monkeypatch, stub)
+
+
+def appraisal_answer(planning: dict[str, Any], fit: str = "TargetCompletion") -> str:
+    """A judge's answer in SAGE's output format (``fit``: the training simulator's ``Reason``), holding
+    what the released transcript recorded."""
     return (
-        f"Content:\n{planning['content']}\nTargetCompletion:\n{planning['TargetCompletion']}\n"
+        f"Content:\n{planning['content']}\n{fit}:\n{planning['TargetCompletion']}\n"
         f"Activity:\n{planning['activity']}\nAnalyse:\n{planning['analyse']}\nChange:\n{planning['change']}"
     )
 

@@ -22,16 +22,9 @@ from rlver.simulator.sentient import published_text
 from rlver.simulator.sentient.protocols.sage_published import read_sage_appraisal
 from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
-from test_sage_published import Stub, exec_published, reply_answer
+from test_sage_published import Stub, _fresh_texts, exec_published, reply_answer  # noqa: F401 (an autouse fixture)
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_texts() -> Any:
-    published_text.clear_cache()
-    yield
-    published_text.clear_cache()
 
 
 class Unparsed(BaseException):

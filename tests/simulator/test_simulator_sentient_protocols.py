@@ -149,5 +149,5 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
 
 def test_a_protocol_by_name_and_an_unknown_one() -> None:
     assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS["sage"]()  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="choose one of sage, rlver-v1"):
+    with pytest.raises(ConfigError, match="choose one of sage, sage-published, rlver-published, rlver-v1"):
         SentientSimulator(object(), protocol="nope")  # type: ignore[arg-type]

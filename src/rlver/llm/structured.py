@@ -266,29 +266,14 @@ async def ask_structured(
     ``reask(error) -> Message`` makes the follow-up message (in the prompt's language); the model's
     own unusable answer goes before it, so the model sees what it wrote.
     """
-    started = time.perf_counter()
-    convo = list(messages)
-    result = StructuredResult()
-    problem = ""
-    for attempt in (1, 2):
-        completion = await model.complete(convo, sampling)
-        result.completions.append(completion)
-        result.attempts = attempt
-        try:
-            answer = parse_structured(
-                completion.text, schema, strictness=strictness, quoted=quoted, max_chars=max_chars
-            )
-        except AnswerError as exc:
-            problem = str(exc)
-            if completion.finish_reason == "length":
-                problem += " (the answer was cut off at the token limit; be brief)"
-            convo = [*convo, Message(role="assistant", content=completion.text[:max_chars]), reask(problem)]
-            continue
-        result.answer = answer
-        result.wall_s = time.perf_counter() - started
-        return answer, result
-    result.wall_s = time.perf_counter() - started
-    raise ReaskFailed(problem, result)
+
+    def read(text: str) -> M:
+        return parse_structured(text, schema, strictness=strictness, quoted=quoted, max_chars=max_chars)
+
+    def follow_up(convo: list[Message], text: str, problem: str) -> list[Message]:
+        return [*convo, Message(role="assistant", content=text[:max_chars]), reask(problem)]
+
+    return await _ask_until_read(model, messages, sampling, read, follow_up, attempts=2)
 
 
 async def ask_parsed(
@@ -306,19 +291,47 @@ async def ask_parsed(
     until it parses, without bound (SAGE/simulator_response.py:135-163). Here the request is the same
     bytes each time, at most ``attempts`` times in all, then :class:`ReaskFailed`.
     """
+
+    def read_or_answer_error(text: str) -> M:
+        try:
+            return read(text)
+        except AnswerError:
+            raise
+        except ValueError as exc:
+            raise AnswerError(str(exc) or type(exc).__name__) from None
+
+    def same(convo: list[Message], text: str, problem: str) -> list[Message]:
+        return convo
+
+    return await _ask_until_read(model, messages, sampling, read_or_answer_error, same, attempts=attempts)
+
+
+async def _ask_until_read(
+    model: ChatModel,
+    messages: Sequence[Message],
+    sampling: SamplingParams,
+    read: Callable[[str], M],
+    follow_up: Callable[[list[Message], str, str], list[Message]],
+    *,
+    attempts: int,
+) -> tuple[M, StructuredResult]:
+    """The one ask-read-retry loop: ``follow_up(convo, answer, problem)`` makes the next request after
+    an answer ``read`` refused (:class:`AnswerError`); after ``attempts`` calls, :class:`ReaskFailed`."""
     started = time.perf_counter()
+    convo = list(messages)
     result = StructuredResult()
     problem = ""
     for attempt in range(1, attempts + 1):
-        completion = await model.complete(list(messages), sampling)
+        completion = await model.complete(convo, sampling)
         result.completions.append(completion)
         result.attempts = attempt
         try:
             answer = read(completion.text)
-        except ValueError as exc:
-            problem = str(exc) or type(exc).__name__
+        except AnswerError as exc:
+            problem = str(exc)
             if completion.finish_reason == "length":
-                problem += " (the answer was cut off at the token limit)"
+                problem += " (the answer was cut off at the token limit; be brief)"
+            convo = follow_up(convo, completion.text, problem)
             continue
         result.answer = answer
         result.wall_s = time.perf_counter() - started

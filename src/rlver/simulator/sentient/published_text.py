@@ -232,25 +232,32 @@ def check_slots(template: str, expected: frozenset[str], file: str, which: str) 
     return template
 
 
-@lru_cache(maxsize=4)
-def sage_texts() -> SimulatorTexts:
-    """SAGE's benchmark simulator (``sage/simulator_response.py``)."""
-    file = "sage/simulator_response.py"
-    tree = _tree(file)
+def _simulator_texts(
+    file: str, tree: ast.Module, target: str, appraisal_slots: frozenset[str], reply_slots: frozenset[str]
+) -> SimulatorTexts:
+    """A simulator file's texts: ``planning_reply``'s and ``player_reply``'s templates (slots checked)
+    and what ``player_reply`` splices in."""
     planning, reply = _function(tree, "planning_reply", file), _function(tree, "player_reply", file)
     return SimulatorTexts(
         file=file,
-        target=_text(tree, "target_prompt", file),
-        appraisal_template=check_slots(
-            _text(planning, "template", file), SAGE_APPRAISAL_SLOTS, file, "appraisal"
-        ),
-        reply_template=check_slots(_text(reply, "template", file), SAGE_REPLY_SLOTS, file, "reply"),
+        target=target,
+        appraisal_template=check_slots(_text(planning, "template", file), appraisal_slots, file, "appraisal"),
+        reply_template=check_slots(_text(reply, "template", file), reply_slots, file, "reply"),
         opening_planning=_opening_planning(reply, file),
         empty_history=_replacement(reply, "dialog_history", file),
         planning_parts=_planning_parts(reply, file),
         speakers=_speakers(reply, file),
         tiers=_tiers(tree, file),
     )
+
+
+@lru_cache(maxsize=4)
+def sage_texts() -> SimulatorTexts:
+    """SAGE's benchmark simulator (``sage/simulator_response.py``)."""
+    file = "sage/simulator_response.py"
+    tree = _tree(file)
+    target = _text(tree, "target_prompt", file)
+    return _simulator_texts(file, tree, target, SAGE_APPRAISAL_SLOTS, SAGE_REPLY_SLOTS)
 
 
 @lru_cache(maxsize=4)
@@ -259,26 +266,14 @@ def training_texts(target: str = "eq") -> SimulatorTexts:
     published runs chose (``generate_role("eq")``, line 74)."""
     file = "rlver/hard_player_simulator_dsv3.py"
     tree = _tree(file)
-    planning, reply = _function(tree, "planning_reply", file), _function(tree, "player_reply", file)
     targets = _assigned(tree, "target_prompt")
     if not isinstance(targets, ast.Dict):
         raise _problem(file, "no target_prompt table: not the published file rlver reads")
     table = {_string(k): _string(v) for k, v in zip(targets.keys, targets.values, strict=True)}
-    if not table.get(target):
+    chosen = table.get(target)
+    if not chosen:
         raise _problem(file, f"no target {target!r} in target_prompt")
-    return SimulatorTexts(
-        file=file,
-        target=table[target] or "",
-        appraisal_template=check_slots(
-            _text(planning, "template", file), TRAINING_APPRAISAL_SLOTS, file, "appraisal"
-        ),
-        reply_template=check_slots(_text(reply, "template", file), TRAINING_REPLY_SLOTS, file, "reply"),
-        opening_planning=_opening_planning(reply, file),
-        empty_history=_replacement(reply, "dialog_history", file),
-        planning_parts=_planning_parts(reply, file),
-        speakers=_speakers(reply, file),
-        tiers=_tiers(tree, file),
-    )
+    return _simulator_texts(file, tree, chosen, TRAINING_APPRAISAL_SLOTS, TRAINING_REPLY_SLOTS)
 
 
 @lru_cache(maxsize=1)

@@ -17,14 +17,22 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rlver.errors import ConfigError
+from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
 from rlver.simulator.sentient.prompts import MAX_QUOTED_CHARS
+from rlver.simulator.sentient.published_calls import (
+    PublishedReplyAnswer,
+    PublishedSimulator,
+    published_scene,
+    state_name,
+)
 from rlver.simulator.spec import Variants
 
 
@@ -115,3 +123,98 @@ class SentientProtocol(Variants, ABC):
             "max_quoted_chars": MAX_QUOTED_CHARS,
             **self.shown(),
         }
+
+
+class PublishedTextProtocol(SentientProtocol):
+    """A protocol that sends a published simulator's own requests, read from its fetched files
+    (``sage-published``, ``rlver-published``): what they share; each names its :attr:`simulator`."""
+
+    #: The role of the one message that carries the published prompt (the published code sends a
+    #: user message, or leaves ``call_llm(prompt)`` open): ``user`` (default) or ``system``.
+    prompt_role: Literal["user", "system"] = "user"
+
+    simulator: ClassVar[PublishedSimulator]
+    opening_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
+    reply_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
+
+    def prepare(self) -> None:
+        self.simulator.texts()
+        self.simulator.goodbye_words()
+
+    def check_language(self, language: str) -> None:
+        if language != "zh":
+            raise ConfigError(
+                f"simulator protocol {self.name!r} has {self.simulator.owner} Chinese prompts only "
+                f"(asked for {language!r}); use --sim-protocol sage"
+            )
+
+    def dialogue(
+        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+    ) -> ProtocolDialogue:
+        scene = published_scene(profile, self.name)
+        return PublishedDialogue(self.simulator, self.prompt_role, profile.persona, scene)
+
+    def shown(self) -> dict[str, bool]:
+        return {}
+
+    def extra(self, answer: BaseModel) -> dict[str, Any]:
+        """The published ``thinking`` (kept in its history) and whether the answer had ``Response:``."""
+        if isinstance(answer, PublishedReplyAnswer):
+            return {"thinking": answer.thinking, "response_field": answer.response_field}
+        return {}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "protocol": self.name,
+            "prompt_version": self.prompt_version,
+            "prompt_role": self.prompt_role,
+            "shown_reply": "whole" if self.shows_whole_reply else "visible",
+            "published_files": published_digests(self.simulator.files),
+        }
+
+
+class PublishedDialogue(ProtocolDialogue):
+    """One dialogue of a published simulator: the profile's published text and its templates."""
+
+    def __init__(
+        self, simulator: PublishedSimulator, role: Literal["user", "system"], player: str, scene: str
+    ) -> None:
+        self.simulator = simulator
+        self.texts = simulator.texts()
+        self.goodbye = simulator.goodbye_words()
+        self.role = role
+        self.player = player
+        self.scene = scene
+
+    def _message(self, prompt: str) -> list[Message]:
+        return [Message(role=self.role, content=prompt)]
+
+    def opening(self, emotion: int) -> list[Message]:
+        state = state_name(emotion, self.texts.tiers)
+        return self._message(
+            self.simulator.reply_prompt(self.texts, self.player, self.scene, state, [], None)
+        )
+
+    def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
+        quoted = [*history, Message(role="assistant", content=agent_reply)]
+        return self._message(
+            self.simulator.appraisal_prompt(self.texts, self.player, self.scene, emotion, quoted)
+        )
+
+    def reply(self, step: ReplyStep) -> list[Message]:
+        quoted = [*step.history, Message(role="assistant", content=step.agent_reply)]
+        state = state_name(step.appraisal.emotion_after, self.texts.tiers)
+        prompt = self.simulator.reply_prompt(
+            self.texts, self.player, self.scene, state, quoted, step.appraisal
+        )
+        return self._message(prompt)
+
+    def reask(self, error: str) -> Message:
+        """Not used: a malformed answer is re-asked with the same request (see :meth:`reader`)."""
+        return Message(role=self.role, content=error)
+
+    def reader(self, step: str) -> Callable[[str], BaseModel] | None:
+        if step == "appraisal":
+            return self.simulator.read_appraisal
+        read, goodbye = self.simulator.read_reply, self.goodbye
+        return lambda text: read(text, goodbye)

@@ -20,25 +20,20 @@ checks the same two words); they are read from the reply template's Emotion-F li
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Literal
-
-from pydantic import BaseModel
+from collections.abc import Sequence
+from typing import ClassVar, Literal
 
 from rlver.errors import ConfigError
-from rlver.profiles.published_code import published_digests
-from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient import published_text
 from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
-from rlver.simulator.sentient.protocols.sage_published import (
+from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
+from rlver.simulator.sentient.published_calls import (
     MAX_PUBLISHED_CHANGE,
     PublishedReplyAnswer,
-    history_json,
+    PublishedSimulator,
     planning_text,
-    published_scene,
-    state_name,
+    split_history,
 )
 
 #: The files this protocol reads (recorded with their sha256 in every manifest).
@@ -89,8 +84,9 @@ def read_training_reply(text: str, goodbye_words: Sequence[str]) -> PublishedRep
     )
 
 
-def goodbye_words(texts: published_text.SimulatorTexts) -> tuple[str, ...]:
+def goodbye_words() -> tuple[str, ...]:
     """The words in “quotes” on the reply template's last tier line (Emotion-F: say goodbye with …)."""
+    texts = published_text.training_texts()
     last_tier = texts.tiers[-1][0][:-1] + "F"
     for line in texts.reply_template.splitlines():
         if line.startswith(last_tier):
@@ -112,8 +108,7 @@ def training_appraisal_prompt(
         .replace("{{player_topic}}", scene)
         .replace("{{target}}", texts.target)
     )
-    earlier = history_json(history[:-2], texts.speakers)
-    latest = history_json(history[-2:], texts.speakers)
+    earlier, latest = split_history(history, texts.speakers)
     return prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
 
 
@@ -126,95 +121,33 @@ def training_reply_prompt(
     appraisal: Appraisal | None,
 ) -> str:
     """``player_reply``'s prompt (dsv3 lines 332-352): here the profile goes in after the history."""
-    planning = texts.opening_planning if appraisal is None else planning_text(texts, appraisal)
-    prompt = texts.reply_template.replace("{{planning}}", planning).replace("{{target}}", texts.target)
+    prompt = texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
+    prompt = prompt.replace("{{target}}", texts.target)
     prompt = prompt.replace("{{emotion}}", state)
     if not history:
         prompt = prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
     else:
-        earlier = history_json(history[:-2], texts.speakers)
-        latest = history_json(history[-2:], texts.speakers)
+        earlier, latest = split_history(history, texts.speakers)
         prompt = prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
     return prompt.replace("{{player_type}}", player).replace("{{player_topic}}", scene)
 
 
-class RlverPublishedProtocol(SentientProtocol):
+RLVER_TRAINING = PublishedSimulator(
+    owner="RLVER's",
+    texts=published_text.training_texts,
+    files=FILES,
+    appraisal_prompt=training_appraisal_prompt,
+    reply_prompt=training_reply_prompt,
+    read_appraisal=read_training_appraisal,
+    read_reply=read_training_reply,
+    goodbye_words=goodbye_words,
+)
+
+
+class RlverPublishedProtocol(PublishedTextProtocol):
     """``rlver-published``: the published training simulator's prompts and parsing, fetched."""
 
     name: Literal["rlver-published"] = "rlver-published"
-    #: The role of the one message that carries the prompt (the published training code sends
-    #: ``{"role": "user", "content": prompt}``, dsv3 line 203): ``user`` (default) or ``system``.
-    prompt_role: Literal["user", "system"] = "user"
 
     prompt_version: ClassVar[str] = "rlver-published"
-    opening_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
-    reply_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
-
-    def prepare(self) -> None:
-        goodbye_words(published_text.training_texts())
-
-    def check_language(self, language: str) -> None:
-        if language != "zh":
-            raise ConfigError(
-                f"simulator protocol 'rlver-published' has RLVER's Chinese prompts only (asked for {language!r}); "
-                "use --sim-protocol sage"
-            )
-
-    def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
-    ) -> ProtocolDialogue:
-        return RlverPublishedDialogue(self.prompt_role, profile.persona, published_scene(profile, self.name))
-
-    def shown(self) -> dict[str, bool]:
-        return {}
-
-    def extra(self, answer: BaseModel) -> dict[str, Any]:
-        if isinstance(answer, PublishedReplyAnswer):
-            return {"thinking": answer.thinking, "response_field": answer.response_field}
-        return {}
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "protocol": self.name,
-            "prompt_version": self.prompt_version,
-            "prompt_role": self.prompt_role,
-            "published_files": published_digests(FILES),
-        }
-
-
-class RlverPublishedDialogue(ProtocolDialogue):
-    """One dialogue: the profile's published text and the training simulator's templates."""
-
-    def __init__(self, role: Literal["user", "system"], player: str, scene: str) -> None:
-        self.role = role
-        self.texts = published_text.training_texts()
-        self.goodbye = goodbye_words(self.texts)
-        self.player = player
-        self.scene = scene
-
-    def _message(self, prompt: str) -> list[Message]:
-        return [Message(role=self.role, content=prompt)]
-
-    def opening(self, emotion: int) -> list[Message]:
-        state = state_name(emotion, self.texts.tiers)
-        return self._message(training_reply_prompt(self.texts, self.player, self.scene, state, [], None))
-
-    def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
-        quoted = [*history, Message(role="assistant", content=agent_reply)]
-        return self._message(training_appraisal_prompt(self.texts, self.player, self.scene, emotion, quoted))
-
-    def reply(self, step: ReplyStep) -> list[Message]:
-        quoted = [*step.history, Message(role="assistant", content=step.agent_reply)]
-        state = state_name(step.appraisal.emotion_after, self.texts.tiers)
-        prompt = training_reply_prompt(self.texts, self.player, self.scene, state, quoted, step.appraisal)
-        return self._message(prompt)
-
-    def reask(self, error: str) -> Message:
-        """Not used: a malformed answer is re-asked with the same request (see :meth:`reader`)."""
-        return Message(role=self.role, content=error)
-
-    def reader(self, step: str) -> Callable[[str], BaseModel] | None:
-        if step == "appraisal":
-            return read_training_appraisal
-        goodbye = self.goodbye
-        return lambda text: read_training_reply(text, goodbye)
+    simulator: ClassVar[PublishedSimulator] = RLVER_TRAINING

@@ -19,45 +19,26 @@ capped at 100, as SAGE's ``planning_reply`` does (simulator_response.py:150-155)
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Literal
+from collections.abc import Sequence
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel
-
-from rlver.errors import ConfigError
-from rlver.profiles.published_code import published_digests
-from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient import published_text
 from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
+from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
+from rlver.simulator.sentient.published_calls import (
+    MAX_PUBLISHED_CHANGE,
+    PublishedReplyAnswer,
+    PublishedSimulator,
+    history_json,
+    planning_text,
+    split_history,
+)
 
 #: The files this protocol reads its text from (recorded with their sha256 in every manifest).
 FILES = ("sage/simulator_response.py", "sage/test_npc.py")
-#: SAGE's answer fields and the appraisal fields they fill.
-APPRAISAL_FIELDS = {
-    "content": "understanding",
-    "TargetCompletion": "goal_fit",
-    "reason": "goal_fit",
-    "activity": "inner_reaction",
-    "analyse": "feeling",
-}
 _SIGNED_INTEGER = re.compile(r"[+-]?\d+")
-#: The largest stated change recorded as stated: SAGE clamps every change to ±10 (the same result
-#: either way); the training simulator applies it, and a judge that states more than this is re-asked.
-MAX_PUBLISHED_CHANGE = 10**6
-
-
-class PublishedReplyAnswer(BaseModel):
-    """The user's reply as SAGE reads it: the words after ``Response:`` and the plan before them."""
-
-    reply: str
-    end_dialogue: bool
-    thinking: str
-    #: whether the answer had a ``Response:`` field (without one SAGE says the whole answer)
-    response_field: bool
 
 
 def _field(text: str, name: str, until: str) -> str:
@@ -101,22 +82,6 @@ def read_sage_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAn
     )
 
 
-def history_json(history: Sequence[Message], speakers: dict[str, str]) -> str:
-    """The dialogue as SAGE quotes it: a JSON list of ``{"role", "content"}`` with SAGE's speaker
-    names, ``ensure_ascii=False, indent=2`` (simulator_response.py:127-131)."""
-    rows = [{"role": speakers[m.role], "content": m.content} for m in history]
-    return json.dumps(rows, ensure_ascii=False, indent=2)
-
-
-def state_name(emotion: int, tiers: Sequence[tuple[str, int]]) -> str:
-    """SAGE's emotion state: the first tier whose threshold the value reaches, else F below the last
-    (simulator_response.py:166-171)."""
-    for name, threshold in tiers:
-        if emotion >= threshold:
-            return name
-    return tiers[-1][0][:-1] + "F"
-
-
 def sage_appraisal_prompt(
     texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
 ) -> str:
@@ -132,17 +97,6 @@ def sage_appraisal_prompt(
     return prompt.replace("{{dialog_history}}", history_json(history, texts.speakers))
 
 
-def planning_text(texts: published_text.SimulatorTexts, appraisal: Appraisal) -> str:
-    """The appraisal as the reply call is shown it: the published literals and fields, in order."""
-    out = []
-    for part in texts.planning_parts:
-        if part.field is None:
-            out.append(part.text)
-        else:
-            out.append(str(getattr(appraisal, APPRAISAL_FIELDS[part.field])))
-    return "".join(out)
-
-
 def sage_reply_prompt(
     texts: published_text.SimulatorTexts,
     player: str,
@@ -153,9 +107,8 @@ def sage_reply_prompt(
 ) -> str:
     """``player_reply``'s prompt (simulator_response.py:245-270); ``appraisal`` ``None`` and an empty
     ``history`` make the opening line."""
-    planning = texts.opening_planning if appraisal is None else planning_text(texts, appraisal)
     prompt = (
-        texts.reply_template.replace("{{planning}}", planning)
+        texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
         .replace("{{target}}", texts.target)
         .replace("{{emotion}}", state)
         .replace("{{player_type}}", player)
@@ -163,105 +116,29 @@ def sage_reply_prompt(
     )
     if not history:
         return prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
-    earlier = history_json(history[:-2], texts.speakers)
-    latest = history_json(history[-2:], texts.speakers)
+    earlier, latest = split_history(history, texts.speakers)
     return prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
 
 
-def published_scene(profile: Profile, protocol: str) -> str:
-    """The profile's ``scene`` as published, or a ConfigError naming the protocol to use instead."""
-    if profile.published_scene is None:
-        raise ConfigError(
-            f"simulator protocol {protocol!r} quotes a published profile's player and scene as they are; "
-            f"profile {profile.id!r} ({profile.source or 'no source'}) is not in the published format: "
-            "use --sim-protocol sage for it"
-        )
-    return profile.published_scene
+SAGE = PublishedSimulator(
+    owner="SAGE's",
+    texts=published_text.sage_texts,
+    files=FILES,
+    appraisal_prompt=sage_appraisal_prompt,
+    reply_prompt=sage_reply_prompt,
+    read_appraisal=read_sage_appraisal,
+    read_reply=read_sage_reply,
+    goodbye_words=lambda: published_text.sage_loop_texts().goodbye_words,
+)
 
 
-class SagePublishedProtocol(SentientProtocol):
-    """``sage-published``: SAGE's own prompts and parsing, from the fetched files."""
+class SagePublishedProtocol(PublishedTextProtocol):
+    """``sage-published``: SAGE's own prompts and parsing, from the fetched files; the simulator is
+    shown the agent's whole reply and the goodbye is checked first, as in SAGE's loop."""
 
     name: Literal["sage-published"] = "sage-published"
-    #: The role of the one message that carries SAGE's prompt (``call_llm(prompt)`` says nothing):
-    #: ``user`` (default) or ``system``.
-    prompt_role: Literal["user", "system"] = "user"
 
     prompt_version: ClassVar[str] = "sage-published"
-    opening_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
-    reply_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
+    simulator: ClassVar[PublishedSimulator] = SAGE
     shows_whole_reply: ClassVar[bool] = True
     goodbye_first: ClassVar[bool] = True
-
-    def prepare(self) -> None:
-        published_text.sage_texts()
-        published_text.sage_loop_texts()
-
-    def check_language(self, language: str) -> None:
-        if language != "zh":
-            raise ConfigError(
-                f"simulator protocol 'sage-published' has SAGE's Chinese prompts only (asked for {language!r}); "
-                "use --sim-protocol sage"
-            )
-
-    def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
-    ) -> ProtocolDialogue:
-        return SagePublishedDialogue(self, profile.persona, published_scene(profile, self.name))
-
-    def shown(self) -> dict[str, bool]:
-        return {}
-
-    def extra(self, answer: BaseModel) -> dict[str, Any]:
-        """SAGE's ``thinking`` (kept in its history, simulator_response.py:286) and whether the answer
-        had a ``Response:`` field."""
-        if isinstance(answer, PublishedReplyAnswer):
-            return {"thinking": answer.thinking, "response_field": answer.response_field}
-        return {}
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "protocol": self.name,
-            "prompt_version": self.prompt_version,
-            "prompt_role": self.prompt_role,
-            "shown_reply": "whole",
-            "published_files": published_digests(FILES),
-        }
-
-
-class SagePublishedDialogue(ProtocolDialogue):
-    """One dialogue: the profile's published text and SAGE's templates."""
-
-    def __init__(self, protocol: SagePublishedProtocol, player: str, scene: str) -> None:
-        self.role = protocol.prompt_role
-        self.texts = published_text.sage_texts()
-        self.goodbye = published_text.sage_loop_texts().goodbye_words
-        self.player = player
-        self.scene = scene
-
-    def _message(self, prompt: str) -> list[Message]:
-        return [Message(role=self.role, content=prompt)]
-
-    def opening(self, emotion: int) -> list[Message]:
-        state = state_name(emotion, self.texts.tiers)
-        return self._message(sage_reply_prompt(self.texts, self.player, self.scene, state, [], None))
-
-    def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
-        quoted = [*history, Message(role="assistant", content=agent_reply)]
-        return self._message(sage_appraisal_prompt(self.texts, self.player, self.scene, emotion, quoted))
-
-    def reply(self, step: ReplyStep) -> list[Message]:
-        quoted = [*step.history, Message(role="assistant", content=step.agent_reply)]
-        state = state_name(step.appraisal.emotion_after, self.texts.tiers)
-        prompt = sage_reply_prompt(self.texts, self.player, self.scene, state, quoted, step.appraisal)
-        return self._message(prompt)
-
-    def reask(self, error: str) -> Message:
-        """Not used: a malformed answer is re-asked with the same request (see :meth:`reader`)."""
-        return Message(role=self.role, content=error)
-
-    def reader(self, step: str) -> Callable[[str], BaseModel] | None:
-        if step == "appraisal":
-            return read_sage_appraisal
-        goodbye = self.goodbye
-        return lambda text: read_sage_reply(text, goodbye)

@@ -1,0 +1,112 @@
+"""What the two published simulators share: how a call quotes the dialogue, names the emotion, hands the
+appraisal to the reply call, and what a reply answer holds (no published text here: it is read by
+:mod:`rlver.simulator.sentient.published_text`).
+
+Each published simulator (:class:`PublishedSimulator`) is its fetched texts plus four functions: the
+appraisal prompt, the reply prompt, and the readers of their answers. The protocols that send them
+(``sage-published``, ``rlver-published``) differ only in those.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from rlver.errors import ConfigError
+from rlver.profiles.schema import Profile
+from rlver.records import Appraisal, Message
+from rlver.simulator.sentient.parsing import AppraisalAnswer
+from rlver.simulator.sentient.published_text import SimulatorTexts
+
+#: The published answer fields and the appraisal fields they fill (SAGE's ``TargetCompletion`` and the
+#: training simulator's ``reason`` are the same step: the fit with the hidden theme).
+APPRAISAL_FIELDS = {
+    "content": "understanding",
+    "TargetCompletion": "goal_fit",
+    "reason": "goal_fit",
+    "activity": "inner_reaction",
+    "analyse": "feeling",
+}
+#: The largest stated change recorded as stated: SAGE clamps every change to ±10 (the same result
+#: either way); the training simulator applies it, and a judge that states more than this is re-asked.
+MAX_PUBLISHED_CHANGE = 10**6
+
+
+class PublishedReplyAnswer(BaseModel):
+    """The user's reply as the published code reads it: the words after ``Response:`` and the plan
+    before them."""
+
+    reply: str
+    end_dialogue: bool
+    thinking: str
+    #: whether the answer had a ``Response:`` field (without one the whole answer is said)
+    response_field: bool
+
+
+AppraisalPrompt = Callable[[SimulatorTexts, str, str, int, Sequence[Message]], str]
+ReplyPrompt = Callable[[SimulatorTexts, str, str, str, Sequence[Message], "Appraisal | None"], str]
+
+
+@dataclass(frozen=True)
+class PublishedSimulator:
+    """One published simulator: where its text comes from and how each call is built and read."""
+
+    #: ``SAGE's`` / ``RLVER's``: whose prompts, in messages
+    owner: str
+    texts: Callable[[], SimulatorTexts]
+    #: the fetched files the prompts come from (recorded with their sha256)
+    files: tuple[str, ...]
+    appraisal_prompt: AppraisalPrompt
+    reply_prompt: ReplyPrompt
+    read_appraisal: Callable[[str], AppraisalAnswer]
+    read_reply: Callable[[str, Sequence[str]], PublishedReplyAnswer]
+    goodbye_words: Callable[[], tuple[str, ...]]
+
+
+def history_json(history: Sequence[Message], speakers: dict[str, str]) -> str:
+    """The dialogue as the published code quotes it: a JSON list of ``{"role", "content"}`` with its
+    speaker names, ``ensure_ascii=False, indent=2`` (SAGE simulator_response.py:127-131)."""
+    rows = [{"role": speakers[m.role], "content": m.content} for m in history]
+    return json.dumps(rows, ensure_ascii=False, indent=2)
+
+
+def split_history(history: Sequence[Message], speakers: dict[str, str]) -> tuple[str, str]:
+    """Earlier context and the latest exchange (the last two messages), each as :func:`history_json`."""
+    return history_json(history[:-2], speakers), history_json(history[-2:], speakers)
+
+
+def state_name(emotion: int, tiers: Sequence[tuple[str, int]]) -> str:
+    """The published emotion state: the first tier whose threshold the value reaches, else F below the
+    last (SAGE simulator_response.py:166-171; dsv3 227-232)."""
+    for name, threshold in tiers:
+        if emotion >= threshold:
+            return name
+    return tiers[-1][0][:-1] + "F"
+
+
+def planning_text(texts: SimulatorTexts, appraisal: Appraisal | None) -> str:
+    """The appraisal as the reply call is shown it: the published literals and fields, in order; with
+    no appraisal yet (the opening line), the published opening instruction."""
+    if appraisal is None:
+        return texts.opening_planning
+    out = []
+    for part in texts.planning_parts:
+        if part.field is None:
+            out.append(part.text)
+        else:
+            out.append(str(getattr(appraisal, APPRAISAL_FIELDS[part.field])))
+    return "".join(out)
+
+
+def published_scene(profile: Profile, protocol: str) -> str:
+    """The profile's ``scene`` as published, or a ConfigError naming the protocol to use instead."""
+    if profile.published_scene is None:
+        raise ConfigError(
+            f"simulator protocol {protocol!r} quotes a published profile's player and scene as they are; "
+            f"profile {profile.id!r} ({profile.source or 'no source'}) is not in the published format: "
+            "use --sim-protocol sage for it"
+        )
+    return profile.published_scene
