@@ -18,6 +18,7 @@ import pytest
 
 from rlver.errors import DownloadError
 from rlver.profiles.download import DATA_FILES, DataFile, default_data_dir, download
+from rlver.profiles.published_code import CODE_OF_SET, PUBLISHED_CODE
 
 PAYLOAD = b'{"id": "x", "persona": "p", "background": "b", "goal": "g", "hidden_need": "h"}\n'
 SPEC = DataFile(
@@ -136,10 +137,13 @@ def test_cli_downloads_real_file_and_rejects_corrupt_one(
     root, url = serve
     spec = DATA_FILES["sage-test"]
     put(root, spec.paths[0], (shared_data / spec.filename).read_bytes())
+    for name in CODE_OF_SET["sage-test"]:  # the published code comes with the profiles (issue 41)
+        put(root, PUBLISHED_CODE[name].paths[0], (shared_data / "published_code" / name).read_bytes())
     dest = tmp_path / "data"
     ok = _cli("sage-test", "--dest", str(dest), env={"RLVER_DATA_BASE_URL": url})
     assert ok.returncode == 0, ok.stderr
     assert (dest / "sage_test_profiles.jsonl").is_file() and "verified and stored" in ok.stdout
+    assert all((dest / "published_code" / name).is_file() for name in CODE_OF_SET["sage-test"])
 
     shutil.rmtree(dest)
     put(root, spec.paths[0], b"corrupted\n")

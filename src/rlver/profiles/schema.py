@@ -38,8 +38,8 @@ class Profile(BaseModel):
     opening: str | None = None  # the user's first message; when absent the simulator writes one
     source: str = ""  # where the profile came from ("bundled:en-train", "sage", a file path)
     #: A published row's ``scene`` exactly as the file has it (background and hidden-need heading in
-    #: one text): the published prompts quote it whole (``sage-published``). Not written out.
-    published_scene: str | None = Field(default=None, exclude=True, repr=False)
+    #: one text): the published prompts quote it whole (``sage-published``), so a native dump keeps it.
+    published_scene: str | None = Field(default=None, repr=False)
 
     @field_validator("id", "persona", "background", "goal", "hidden_need")
     @classmethod
