@@ -183,6 +183,7 @@ def test_a_signal_outside_finish_first_is_raised_at_once() -> None:
     assert done == []
 
 
+@pytest.mark.slow  # three tiny runs in-process: 22 s on the shared 2-core box at load 8
 @pytest.mark.usefixtures("_own_signals")
 def test_a_signal_in_the_update_lets_the_step_finish_and_saves_it(tmp_path: Path) -> None:
     """SIGINT sent from inside step 2's update: step 2 finishes, is saved with the RNG states it ended
