@@ -74,6 +74,8 @@ class ConfigLayer(NamedTuple):
     source: str
     data: Mapping[str, Any]
     path: Path | None = None
+    #: the flag that set each dotted key of ``data`` (``{"seed": "--seed"}``): an error names the flag
+    flags: Mapping[str, str] | None = None
 
 
 def _has_key(data: Any, loc: Sequence[str]) -> int:
@@ -166,6 +168,9 @@ def _origin(loc: Sequence[str], layers: Sequence[ConfigLayer], overrides: Sequen
         layer, depth = named[-1], 0
     else:
         layer, depth = layers[best], depths[best]
+    flag = (layer.flags or {}).get(key)
+    if flag is not None:
+        return flag, ""
     line = _yaml_line(layer.path, loc[: depth or 1]) if layer.path is not None else None
     where = layer.source if line is None else f"{layer.source}:{line}"
     return where, key or "(root)"
@@ -240,6 +245,9 @@ def _describe(
 ) -> str:
     """One validation error as ``WHERE: KEY: problem``."""
     loc = [str(p) for p in err["loc"]]
+    if not loc and err["type"] == "value_error":
+        # a check of several settings together: its message names them all, wherever each was set
+        return str(err["ctx"]["error"])
     where, key = _origin(loc, layers, overrides)
     head = f"{where}: {key}" if key else where
     if err["type"] == "extra_forbidden":

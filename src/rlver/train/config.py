@@ -282,6 +282,28 @@ class TrainConfig(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _counts_the_run_can_use(self) -> TrainConfig:
+        """Counts that are each in range but cannot be used together: refused before any model loads
+        rather than silently clamped (a mini-batch of no profile became one) or never reached."""
+        r, m = self.rollout, self.model
+        if r.max_new_tokens >= m.max_length:
+            raise ValueError(
+                f"rollout.max_new_tokens={r.max_new_tokens} must be below model.max_length={m.max_length}: "
+                "one reply would fill the whole dialogue's tokens"
+            )
+        if self.algorithm.minibatches > r.batch_size:
+            raise ValueError(
+                f"algorithm.minibatches={self.algorithm.minibatches} must be at most rollout.batch_size="
+                f"{r.batch_size}: a mini-batch holds at least one profile's dialogues"
+            )
+        if self.optim.warmup_steps > self.run.steps:
+            raise ValueError(
+                f"optim.warmup_steps={self.optim.warmup_steps} must be at most run.steps={self.run.steps}: "
+                "the learning rate would never reach optim.actor_lr"
+            )
+        return self
+
     def minibatch_prompts(self) -> int:
         """Prompts (profiles) per mini-batch, the one definition both engines use: the step's
         profiles divided by ``algorithm.minibatches``. An optimiser step trains on that many prompts ×
