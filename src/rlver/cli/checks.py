@@ -179,3 +179,27 @@ def turn_limit(value: int | None, old: int | None) -> int | None:
     if value is not None and old is not None and value != old:
         raise ConfigError(f"--max-assistant-turns {value} and --max-turns {old} disagree: give one")
     return value if value is not None else old
+
+
+def finite(flag: str, *, positive: bool = False) -> Callable[[float | None], float | None]:
+    """A typer *callback* for a float flag: inf and NaN refused (click's ``min``/``max`` let both
+    through: NaN compares false with every bound), and with ``positive`` anything not above 0."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return value
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{flag}: expected a finite number, got {value}")
+        if positive and value <= 0:
+            raise ConfigError(f"{flag}: expected a number > 0, got {value}")
+        return value
+
+    return check
+
+
+def seed_option(default: int | None = 0, help_text: str | None = None) -> Any:
+    """``--seed``: an integer from 0 to :data:`rlver.seeding.MAX_SEED` (what numpy's seeding takes),
+    refused while the command line is read, as every seed setting of a config is."""
+    from rlver.seeding import MAX_SEED
+
+    return typer.Option(default, "--seed", min=0, max=MAX_SEED, help=help_text)

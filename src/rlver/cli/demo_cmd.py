@@ -40,10 +40,11 @@ def demo_command(
         "--time-budget",
         min=0.5,
         max=120.0,
+        callback=checks.finite("--minutes"),
         help="Train for a time budget instead of --steps (the step count, and so the numbers, "
         "then depend on the machine's speed).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Run seed."),
+    seed: int = checks.seed_option(0, "Run seed."),
     model: str = typer.Option(
         "tiny",
         "--model",
