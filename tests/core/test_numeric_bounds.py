@@ -305,3 +305,142 @@ def test_the_command_refuses_it_in_one_line_before_any_work(tmp_path: Path, argv
     assert len(lines) == 1 and lines[0].startswith("error:"), proc.stderr
     assert expect in lines[0], lines[0]
     assert not (tmp_path / "run").exists(), "a run folder was made before the number was checked"
+
+
+# -- every numeric flag of every command -------------------------------------------------------------
+
+#: Numeric flags with no upper bound, and why any size is usable.
+CLI_ANY_SIZE = {
+    **dict.fromkeys(
+        ["calibrate --limit", "judge --limit", "probe --limit", "profiles stats --top",
+         "profiles stats --max-pairs"],
+        "a cap: one above what there is takes all of it",
+    ),
+    **dict.fromkeys(
+        ["calibrate --concurrency", "judge --concurrency", "profiles generate --concurrency"],
+        "requests in flight: more than there are requests sends them all at once",
+    ),
+    "profiles generate --n": "profiles to write: a large number is a long run; Ctrl-C keeps what was written",
+    "profiles generate --max-attempts": "attempts a profile may take: a large number is a patient run",
+    "profiles generate --max-tokens": "sent to the endpoint, which checks it against its model's context",
+    **dict.fromkeys(
+        ["calibrate --sim-temperature", "chat --temperature", "judge --temperature",
+         "profiles generate --temperature", "eval --agent-temperature"],
+        "a sampling temperature: 0 is greedy, a large one samples near uniformly; both run",
+    ),
+    "profiles generate --timeout": "seconds to wait for an answer: a long wait is a wait",
+}  # fmt: skip
+
+#: What a command needs besides the flag to reach the check of a flag that its body checks.
+CLI_CONTEXT = {
+    "eval": ("--agent-tiny", "--simulator", "offline", "--out", "run"),
+    "profiles generate": ("--n", "1", "--model", "m", "--out", "p.jsonl"),
+}
+
+
+class Flag(NamedTuple):
+    command: str
+    flag: str
+    annotation: Any
+    bounds: dict[str, Any]
+
+
+def _config_bounds(command: str, flag: str) -> dict[str, Any]:
+    """The bounds of the config field a flag sets (``eval --seed`` → ``EvalConfig.seed``)."""
+    from rlver.cli.eval_cmd import EVAL_FLAGS
+    from rlver.config import _number_annotation
+
+    if command != "eval":
+        return {}
+    key = next((k for k, f in EVAL_FLAGS.items() if f == flag), None)
+    found = _number_annotation(EvalConfig, key.split(".")) if key else None
+    return _bounds(found[0], None) | _bounds(None, None) if found is None else _bounds(found[0], _info(found[1]))
+
+
+def _info(metadata: list[Any]) -> FieldInfo:
+    info = FieldInfo()
+    info.metadata = list(metadata)
+    return info
+
+
+def numeric_flags() -> list[Flag]:
+    import typer
+
+    from rlver.cli import app
+
+    out: list[Flag] = []
+
+    def walk(cmd: Any, path: list[str]) -> None:
+        if hasattr(cmd, "commands"):
+            for name, sub in cmd.commands.items():
+                walk(sub, [*path, name])
+            return
+        for param in cmd.params:
+            descriptor = getattr(param, "type_descriptor", None)
+            annotation = getattr(descriptor, "annotation", None)
+            if annotation is bool or not _numeric(annotation):
+                continue
+            command, flag = " ".join(path), param.opts[0]
+            bounds = {k: v for k, v in (("ge", param.min), ("le", param.max)) if v is not None}
+            out.append(Flag(command, flag, annotation, {**_config_bounds(command, flag), **bounds}))
+
+    walk(typer.main.get_command(app), [])
+    return out
+
+
+def test_every_numeric_flag_has_its_range() -> None:
+    flags = numeric_flags()
+    assert len(flags) >= 40, f"only {len(flags)} numeric flags found"
+    problems = []
+    for f in flags:
+        name = f"{f.command} {f.flag}"
+        if not {"ge", "gt"} & f.bounds.keys():
+            problems.append(f"{name}: no lower bound")
+        if not {"le", "lt"} & f.bounds.keys() and name not in CLI_ANY_SIZE:
+            problems.append(f"{name}: no upper bound and not in CLI_ANY_SIZE")
+    assert not problems, "\n".join(problems)
+    stale = set(CLI_ANY_SIZE) - {f"{f.command} {f.flag}" for f in flags}
+    assert not stale, f"CLI_ANY_SIZE names flags that are gone: {stale}"
+
+
+def flag_cases() -> list[tuple[Flag, str]]:
+    out = []
+    for f in numeric_flags():
+        for value, _expect in _bad_values(f.annotation, _info([_Bound(op, v) for op, v in f.bounds.items()])):
+            text = "nan" if value != value else "inf" if value == math.inf else str(value)
+            out.append((f, text))
+    return out
+
+
+class _Bound:
+    def __init__(self, op: str, value: Any) -> None:
+        setattr(self, op, value)
+
+
+FLAG_CASES = flag_cases()
+
+
+def test_the_flag_table_covers_every_numeric_flag() -> None:
+    assert {(f.command, f.flag) for f, _ in FLAG_CASES} == {(f.command, f.flag) for f in numeric_flags()}
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), FLAG_CASES, ids=[f"{f.command} {f.flag} {v}" for f, v in FLAG_CASES]
+)
+def test_a_bad_flag_value_is_one_line_naming_the_flag(
+    flag: Flag, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process through the root's error handling (``rlver.cli._run``): exit 2, one ``error:`` line
+    naming the flag, and nothing written."""
+    from rlver.cli import _run
+
+    monkeypatch.chdir(tmp_path)
+    argv = [*flag.command.split(), *CLI_CONTEXT.get(flag.command, ()), flag.flag, value]  # the last wins
+    with pytest.raises(SystemExit) as caught:
+        _run(argv)
+    err = capsys.readouterr().err
+    assert caught.value.code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert flag.flag in lines[0], lines[0]
+    assert not list(tmp_path.iterdir()), "something was written before the flag was checked"

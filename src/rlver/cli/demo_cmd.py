@@ -28,11 +28,8 @@ def demo_command(
         help="Folder for the report and the run.",
         parser=checks.output_path("--out"),
     ),
-    steps: int | None = typer.Option(
-        None,
-        "--steps",
-        min=1,
-        help="GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation).",
+    steps: int | None = checks.steps_option(
+        "GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation)."
     ),
     minutes: float | None = typer.Option(
         None,

@@ -58,6 +58,8 @@ def generate_cmd(
     max_similarity: float | None = typer.Option(
         None,
         "--max-similarity",
+        min=0.0,
+        max=1.0,
         help="Reject candidates at least this similar (default 0.5 ngram, 0.6 tfidf, 0.9 embed).",
     ),
     against: list[str] = typer.Option(
@@ -70,7 +72,8 @@ def generate_cmd(
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, callback=checks.finite("--temperature")),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=64),
     timeout_s: float = typer.Option(
-        120.0, "--timeout", callback=checks.finite("--timeout", positive=True), help="Seconds per model call."
+        120.0, "--timeout", min=0.0, callback=checks.finite("--timeout", positive=True),
+        help="Seconds per model call (> 0)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:

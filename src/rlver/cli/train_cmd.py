@@ -49,7 +49,7 @@ def train_command(
     engine: str = typer.Option(
         "local", "--engine", help="local (this machine) or verl (the multi-node path)."
     ),
-    steps: int | None = typer.Option(None, "--steps", min=1, help="Shortcut for --set run.steps=N."),
+    steps: int | None = checks.steps_option("Shortcut for --set run.steps=N."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
     ),
