@@ -201,7 +201,9 @@ def _number_annotation(model: type[BaseModel], loc: Sequence[str]) -> tuple[Any,
                 return None
             annotation, metadata = items[int(part)], []
             continue
-        field = next((c.model_fields[part] for c in _with_subclasses(classes) if part in c.model_fields), None)
+        field = next(
+            (c.model_fields[part] for c in _with_subclasses(classes) if part in c.model_fields), None
+        )
         if field is None:
             return None
         annotation, metadata = field.annotation, list(field.metadata)
@@ -219,7 +221,9 @@ def _bounds(annotation: Any, metadata: Sequence[Any]) -> tuple[dict[str, Any], b
             base, *extra = get_args(arg)
             is_int = is_int or base is int
             inner = [m for info in extra for m in getattr(info, "metadata", [info])]
-            found.update({op: getattr(m, op) for m in inner for op in _OPERATORS if getattr(m, op, None) is not None})
+            found.update(
+                {op: getattr(m, op) for m in inner for op in _OPERATORS if getattr(m, op, None) is not None}
+            )
         is_int = is_int or arg is int
     return found, is_int
 

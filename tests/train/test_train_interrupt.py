@@ -116,8 +116,10 @@ def test_ctrl_c_keeps_the_finished_steps_and_resume_is_bit_identical(straight: P
     kept = _metric_lines(run)
     assert 2 <= kept < STEPS, message
     # the step in flight: abandoned (its update had not begun) or finished first; the message says which
-    assert f"step {kept + 1} was abandoned" in message or f"step {kept} finished first" in message or (
-        f"interrupted after step {kept}" in message
+    assert (
+        f"step {kept + 1} was abandoned" in message
+        or f"step {kept} finished first" in message
+        or (f"interrupted after step {kept}" in message)
     ), message
     checkpoint = run / "checkpoints" / f"step_{kept:06d}"
     assert f"saved step {kept} to {checkpoint.relative_to(tmp_path)}" in message, message

@@ -43,7 +43,11 @@ def calibrate_command(
     sim_model: str | None = sim_flags.SIM_MODEL,
     sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     sim_temperature: float | None = typer.Option(
-        None, "--sim-temperature", min=0.0, callback=checks.finite("--sim-temperature"), help="Simulator temperature (llm; default 0.7)."
+        None,
+        "--sim-temperature",
+        min=0.0,
+        callback=checks.finite("--sim-temperature"),
+        help="Simulator temperature (llm; default 0.7).",
     ),
     behaviour: str | None = sim_flags.BEHAVIOUR,
     difficulty: str | None = sim_flags.DIFFICULTY,

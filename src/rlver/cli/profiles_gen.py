@@ -72,8 +72,11 @@ def generate_cmd(
     temperature: float = typer.Option(1.0, "--temperature", min=0.0, callback=checks.finite("--temperature")),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=64),
     timeout_s: float = typer.Option(
-        120.0, "--timeout", min=0.0, callback=checks.finite("--timeout", positive=True),
-        help="Seconds per model call (> 0)."
+        120.0,
+        "--timeout",
+        min=0.0,
+        callback=checks.finite("--timeout", positive=True),
+        help="Seconds per model call (> 0).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:

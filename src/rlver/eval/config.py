@@ -63,7 +63,9 @@ class EvalConfig(BaseModel):
     simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
     profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
     limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N profiles")
-    n_per_profile: int = Field(default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (each scored)")
+    n_per_profile: int = Field(
+        default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (each scored)"
+    )
     #: ``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last unappraised).
     #: ``training``: the training dialogue (``EnvConfig.training()``: start 30, 8 replies, each
     #: appraised), so a trained policy can be checked the way training checked it; keys given in

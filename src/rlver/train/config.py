@@ -57,7 +57,9 @@ class ModelSettings(_Strict):
     device: str | None = None  # None: cuda when available, else cpu
     gradient_checkpointing: bool = False
     lora: LoraSettings = Field(default_factory=LoraSettings)
-    max_length: int = Field(default=8192, ge=16, le=MAX_COUNT, description="tokens per dialogue; longer ones lose turns")
+    max_length: int = Field(
+        default=8192, ge=16, le=MAX_COUNT, description="tokens per dialogue; longer ones lose turns"
+    )
     generation_batch_size: int = Field(default=64, ge=1, le=MAX_COUNT)
 
 
@@ -189,8 +191,12 @@ class EvalSettings(_Strict):
 
     profiles: str = "en-test"
     limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use the first N profiles only")
-    samples_per_profile: int = Field(default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (less noise)")
-    every: int = Field(default=0, ge=0, le=MAX_COUNT, description="evaluate every k steps (0: only at the end)")
+    samples_per_profile: int = Field(
+        default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (less noise)"
+    )
+    every: int = Field(
+        default=0, ge=0, le=MAX_COUNT, description="evaluate every k steps (0: only at the end)"
+    )
     at_start: bool = False
     temperature: float = Field(default=1.0, ge=0.0)
     protocol: Literal["benchmark", "training"] = "benchmark"
@@ -232,7 +238,10 @@ class RunSettings(_Strict):
     #: The training dialogues go to the run folder's transcript.jsonl (``rlver inspect/audit/score/
     #: report`` read it); a long run of long think-mode dialogues may keep every k-th step only.
     transcript_every: int = Field(
-        default=1, ge=0, le=MAX_COUNT, description="write every k-th step's dialogues to transcript.jsonl (0: never)"
+        default=1,
+        ge=0,
+        le=MAX_COUNT,
+        description="write every k-th step's dialogues to transcript.jsonl (0: never)",
     )
     #: A few (profile, reply, reward) rows to TensorBoard's TEXT tab and W&B, as TRL logs completions.
     reply_table_every: int = Field(

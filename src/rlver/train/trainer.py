@@ -447,7 +447,6 @@ class Trainer:
             self.logger.close()
         return history
 
-
     def _step_or_save_on_interrupt(self) -> dict[str, Any]:
         """:meth:`train_step`; after a Ctrl-C in it, checkpoint the last finished step and re-raise."""
         before = self.step

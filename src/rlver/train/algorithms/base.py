@@ -88,7 +88,9 @@ class AlgorithmSettings(BaseModel):
     rollout_is_threshold: float = Field(
         default=2.0, gt=0.0, description="upper bound on an importance weight (verl's default 2.0)"
     )
-    micro_batch_tokens: int = Field(default=16384, ge=16, le=MAX_COUNT, description="padded tokens per forward pass")
+    micro_batch_tokens: int = Field(
+        default=16384, ge=16, le=MAX_COUNT, description="padded tokens per forward pass"
+    )
     logit_chunk_tokens: int = Field(
         default=1024,
         ge=16,
