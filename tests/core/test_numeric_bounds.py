@@ -236,7 +236,8 @@ def test_every_numeric_field_declares_its_bounds() -> None:
     problems = []
     for row in rows:
         annotations = typing.get_args(row.annotation) if typing.get_origin(row.annotation) is tuple else ()
-        for annotation, field in [(a, None) for a in annotations] or [(row.annotation, row.field)]:
+        numbers: list[tuple[Any, FieldInfo | None]] = [(a, None) for a in annotations]
+        for annotation, field in numbers or [(row.annotation, row.field)]:
             bounds = _bounds(annotation, field)
             if not {"ge", "gt"} & bounds.keys() and row.name not in NO_LOWER_BOUND:
                 problems.append(f"{row.name} ({row.path}): no lower bound")

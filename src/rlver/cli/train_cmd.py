@@ -199,7 +199,7 @@ def _interrupted_message(out: Path, existed: bool, trainer: object | None) -> st
     at = f" at step {step}" if step is not None else ""
     if ckpt is None:
         return (
-            f"interrupted{at}: no step had finished (metrics so far: {out / 'metrics.jsonl'}); "
+            f"interrupted{at}: no checkpoint was written (metrics so far: {out / 'metrics.jsonl'}); "
             f"start again with the same command (use a new --out, or delete {out})"
         )
     # the trainer's note says what became of the step in flight and what it saved
