@@ -249,10 +249,10 @@ def _describe(
 ) -> str:
     """One validation error as ``WHERE: KEY: problem``."""
     loc = [str(p) for p in err["loc"]]
-    if not loc and err["type"] == "value_error":
-        # a check of several settings together: its message names them all, wherever each was set
-        return str(err["ctx"]["error"])
     where, key = _origin(loc, layers, overrides)
+    if not loc and err["type"] == "value_error":
+        # a check of several settings together: its message names them; the whole block is no value
+        return f"{where}: {err['ctx']['error']}"
     head = f"{where}: {key}" if key else where
     if err["type"] == "extra_forbidden":
         return f"{head}: unknown key{_nearest_key('.'.join(loc), model)}"

@@ -345,6 +345,9 @@ CLI_ANY_SIZE = {
     "profiles generate --timeout": "seconds to wait for an answer: a long wait is a wait",
 }  # fmt: skip
 
+#: Flags whose range the command's body checks, so the message can quote the value typed.
+BODY_BOUNDS = {"chat --start": {"ge": 0, "le": 100}}  # "the emotion runs from 0 to 100, got -5"
+
 #: What a command needs besides the flag to reach the check of a flag that its body checks.
 CLI_CONTEXT = {
     "eval": ("--agent-tiny", "--simulator", "offline", "--out", "run"),
@@ -396,7 +399,8 @@ def numeric_flags() -> list[Flag]:
                 continue
             command, flag = " ".join(path), param.opts[0]
             bounds = {k: v for k, v in (("ge", param.min), ("le", param.max)) if v is not None}
-            out.append(Flag(command, flag, annotation, {**_config_bounds(command, flag), **bounds}))
+            bounds = {**_config_bounds(command, flag), **BODY_BOUNDS.get(f"{command} {flag}", {}), **bounds}
+            out.append(Flag(command, flag, annotation, bounds))
 
     walk(typer.main.get_command(app), [])
     return out

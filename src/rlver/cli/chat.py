@@ -280,7 +280,7 @@ def chat_command(
     sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     difficulty: str | None = sim_flags.DIFFICULTY,
     set_: list[str] = sim_flags.SET,
-    start: int | None = typer.Option(None, "--start", min=0, max=100, help="Start emotion (default 40)."),
+    start: int | None = typer.Option(None, "--start", help="Start emotion (default 40)."),
     max_assistant_turns: int | None = checks.max_assistant_turns_option(
         "Most assistant replies (default 10)."
     ),
