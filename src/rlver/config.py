@@ -11,7 +11,7 @@ import copy
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar, get_args
+from typing import Annotated, Any, NamedTuple, TypeVar, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -19,6 +19,12 @@ from pydantic import BaseModel, ValidationError
 from rlver.errors import ConfigError, nearest
 
 M = TypeVar("M", bound=BaseModel)
+
+#: The largest count, size or token cap a setting takes. torch, tokenizers and the C libraries under
+#: them index with 32-bit integers in places, so a larger number failed deep inside a run (an
+#: ``OverflowError`` traceback after the model loaded) rather than meaning "no limit"; no run has
+#: 2**31 steps, dialogues or tokens in a reply.
+MAX_COUNT = 2**31 - 1
 
 _SECRET_KEY = re.compile(r"(api[_-]?key|secret|token|password|authorization)$", re.IGNORECASE)
 #: Credential-looking tokens (OpenAI/DeepSeek ``sk-``, Hugging Face ``hf_``, GitHub, Slack), anywhere in
@@ -68,6 +74,8 @@ class ConfigLayer(NamedTuple):
     source: str
     data: Mapping[str, Any]
     path: Path | None = None
+    #: the flag that set each dotted key of ``data`` (``{"seed": "--seed"}``): an error names the flag
+    flags: Mapping[str, str] | None = None
 
 
 def _has_key(data: Any, loc: Sequence[str]) -> int:
@@ -160,9 +168,80 @@ def _origin(loc: Sequence[str], layers: Sequence[ConfigLayer], overrides: Sequen
         layer, depth = named[-1], 0
     else:
         layer, depth = layers[best], depths[best]
+    flag = (layer.flags or {}).get(key)
+    if flag is not None:
+        return flag, ""
     line = _yaml_line(layer.path, loc[: depth or 1]) if layer.path is not None else None
     where = layer.source if line is None else f"{layer.source}:{line}"
     return where, key or "(root)"
+
+
+#: pydantic error types that a number out of its range gives: the message adds the allowed range
+_NUMBER_ERRORS = frozenset(
+    {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number",
+     "int_parsing", "int_from_float", "float_parsing", "int_type", "float_type"}
+)  # fmt: skip
+_OPERATORS = {"ge": ">=", "gt": ">", "le": "<=", "lt": "<"}
+
+
+def _with_subclasses(classes: Sequence[type[BaseModel]]) -> list[type[BaseModel]]:
+    found = list(classes)
+    for cls in found:  # grows while it is read
+        found += [sub for sub in cls.__subclasses__() if sub not in found]
+    return found
+
+
+def _number_annotation(model: type[BaseModel], loc: Sequence[str]) -> tuple[Any, list[Any]] | None:
+    """The annotation and constraints of the number at ``loc`` (a field, or an item of a tuple field)."""
+    classes, annotation, metadata = [model], None, []
+    for part in loc:
+        if annotation is not None and part.isdigit():  # an item of ``tuple[Annotated[float, ...], ...]``
+            items = get_args(annotation)
+            if int(part) >= len(items):
+                return None
+            annotation, metadata = items[int(part)], []
+            continue
+        field = next(
+            (c.model_fields[part] for c in _with_subclasses(classes) if part in c.model_fields), None
+        )
+        if field is None:
+            return None
+        annotation, metadata = field.annotation, list(field.metadata)
+        classes = _model_types(annotation)
+    return (annotation, metadata) if annotation is not None else None
+
+
+def _bounds(annotation: Any, metadata: Sequence[Any]) -> tuple[dict[str, Any], bool]:
+    """``{"ge": 0, "le": 1}``-style bounds of a number, through ``Annotated`` and ``X | None``, and
+    whether it is an integer."""
+    found = {op: getattr(m, op) for m in metadata for op in _OPERATORS if getattr(m, op, None) is not None}
+    is_int = annotation is int
+    for arg in (annotation, *get_args(annotation)):
+        if get_origin(arg) is Annotated:
+            base, *extra = get_args(arg)
+            is_int = is_int or base is int
+            inner = [m for info in extra for m in getattr(info, "metadata", [info])]
+            found.update(
+                {op: getattr(m, op) for m in inner for op in _OPERATORS if getattr(m, op, None) is not None}
+            )
+        is_int = is_int or arg is int
+    return found, is_int
+
+
+def allowed_range(model: type[BaseModel], loc: Sequence[str]) -> str | None:
+    """The range a number setting takes, in words (``an integer from 0 to 4294967295``, ``a finite
+    number > 0``), read from the field's own constraints: the one home of each bound."""
+    found = _number_annotation(model, loc)
+    if found is None:
+        return None
+    bounds, is_int = _bounds(*found)
+    kind = "an integer" if is_int else "a finite number"
+    low, high = bounds.get("ge"), bounds.get("le")
+    if low is not None and high is not None and len(bounds) == 2:
+        return f"{kind} from {low} to {high}"
+    if not bounds:
+        return kind
+    return f"{kind} " + " and ".join(f"{_OPERATORS[op]} {value}" for op, value in bounds.items())
 
 
 def _describe(
@@ -171,6 +250,9 @@ def _describe(
     """One validation error as ``WHERE: KEY: problem``."""
     loc = [str(p) for p in err["loc"]]
     where, key = _origin(loc, layers, overrides)
+    if not loc and err["type"] == "value_error":
+        # a check of several settings together: its message names them; the whole block is no value
+        return f"{where}: {err['ctx']['error']}"
     head = f"{where}: {key}" if key else where
     if err["type"] == "extra_forbidden":
         return f"{head}: unknown key{_nearest_key('.'.join(loc), model)}"
@@ -183,7 +265,9 @@ def _describe(
     else:
         shown = mask_secret_tokens(repr(mask_secret_values(err.get("input"))))
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    return f"{head}: {mask_secret_tokens(err['msg'])} (got {shown})"
+    allowed = allowed_range(model, loc) if err["type"] in _NUMBER_ERRORS else None
+    tail = f"; allowed: {allowed}" if allowed else ""
+    return f"{head}: {mask_secret_tokens(err['msg'])} (got {shown}){tail}"
 
 
 def _format_validation_error(

@@ -12,6 +12,12 @@ finished. Later signals only say that the stop is under way. A watchdog ends the
 exit code if stopping ever takes longer than :data:`GRACE_S` (a step that never returns), so no number of
 signals turns into a traceback or a hang.
 
+Work that must not be cut in half (a training step's update, which leaves weights of no step when
+broken into) runs inside :func:`finish_first`: a first signal there is noted, not raised; the work
+finishes, and ``KeyboardInterrupt`` is raised when the block ends. Saving what finished (a checkpoint
+of a large model takes longer than :data:`GRACE_S`) runs inside :func:`winding_down`, which holds the
+watchdog off.
+
 Exit codes follow the shell: 130 for SIGINT, 143 for SIGTERM.
 """
 
@@ -34,6 +40,12 @@ stop_requested = threading.Event()
 GRACE_S = 30.0
 
 _exit_code = 130
+
+#: How many :func:`finish_first` blocks are open, and whether a signal arrived inside one.
+_finish_depth = 0
+_stop_after_block = threading.Event()
+#: How many :func:`winding_down` blocks are open (the watchdog waits while any is).
+_winding = 0
 
 
 class StopGeneration(KeyboardInterrupt):
@@ -68,10 +80,17 @@ def exit_code() -> int:
 
 
 def _watchdog() -> None:
-    if not _finished.wait(GRACE_S):
+    while not _finished.wait(GRACE_S):
+        if _winding:  # saving what finished: a deliberate wind-down, not a hang
+            continue
         sys.stderr.write(f"error: interrupted: stopping took over {GRACE_S:.0f} s; exiting now\n")
         sys.stderr.flush()
         os._exit(_exit_code)
+
+
+def _begin_stop() -> None:
+    stop_requested.set()
+    threading.Thread(target=_watchdog, name="rlver-interrupt-watchdog", daemon=True).start()
 
 
 _finished = threading.Event()
@@ -79,14 +98,55 @@ _finished = threading.Event()
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     global _exit_code
-    if stop_requested.is_set():
+    if stop_requested.is_set() or _stop_after_block.is_set():
         sys.stderr.write("stopping: saving what finished (the current step ends first)...\n")
         sys.stderr.flush()
         return
     _exit_code = 128 + signum
-    stop_requested.set()
-    threading.Thread(target=_watchdog, name="rlver-interrupt-watchdog", daemon=True).start()
+    if _finish_depth:
+        # inside work that must finish: say so, let it finish, raise when the block ends
+        _stop_after_block.set()
+        sys.stderr.write("stopping: the step in flight finishes first, then it is saved...\n")
+        sys.stderr.flush()
+        return
+    _begin_stop()
     raise KeyboardInterrupt
+
+
+def stop_pending() -> bool:
+    """True once a signal arrived, raised or noted inside a :func:`finish_first` block."""
+    return stop_requested.is_set() or _stop_after_block.is_set()
+
+
+@contextlib.contextmanager
+def finish_first() -> Iterator[None]:
+    """Run the block to its end whatever signal arrives; a noted one is raised when it ends.
+
+    Decode loops inside keep going (:data:`stop_requested` stays clear), so an evaluation inside the
+    block gives the numbers an uninterrupted run logs. A signal before the block is entered was
+    raised already; one inside is raised as ``KeyboardInterrupt`` at the block's end.
+    """
+    global _finish_depth
+    _finish_depth += 1
+    try:
+        yield
+    finally:
+        _finish_depth -= 1
+    if _finish_depth == 0 and _stop_after_block.is_set():
+        _stop_after_block.clear()  # noted once, raised once: stop_requested carries it from here
+        _begin_stop()
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def winding_down() -> Iterator[None]:
+    """Hold the watchdog off while what finished is saved (a large checkpoint takes minutes)."""
+    global _winding
+    _winding += 1
+    try:
+        yield
+    finally:
+        _winding -= 1
 
 
 @contextlib.contextmanager
@@ -97,6 +157,7 @@ def graceful_stop() -> Iterator[None]:
         return
     global _exit_code
     stop_requested.clear()  # a process that runs several commands (tests) starts each one afresh
+    _stop_after_block.clear()
     _finished.clear()
     _exit_code = 130
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

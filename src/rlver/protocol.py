@@ -48,7 +48,7 @@ EmotionEnd = Literal["emotion_high", "emotion_low"]
 class DialogueRules(BaseModel):
     """How one dialogue runs and when it ends. The defaults are the Sentient Benchmark's."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     start_emotion: int = Field(default=EVALUATION_START, ge=0, le=100)
     max_assistant_turns: int = Field(default=10, ge=1, le=200)

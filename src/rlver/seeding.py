@@ -10,6 +10,20 @@ simulator seed.
 from __future__ import annotations
 
 import hashlib
+from typing import Annotated
+
+from pydantic import Field
+
+#: The largest seed a setting takes. What rlver does with one: ``random.seed`` (any integer),
+#: ``np.random.seed`` (0 .. 2**32-1), ``np.random.default_rng([seed, epoch])`` (no negative number),
+#: ``torch.manual_seed`` (up to 2**64-1; the trainer's step seed ``run.seed * 1_000_003 + step`` must
+#: stay under it) and an OpenAI-compatible server's ``seed`` (a 64-bit integer). numpy's range is the
+#: narrowest, so it is every seed's: ``--seed 99999999999999999999999999`` is refused before any work
+#: instead of overflowing inside ``torch.manual_seed`` after the model loaded.
+MAX_SEED = 2**32 - 1
+
+#: A seed setting: an integer from 0 to :data:`MAX_SEED` (the one home of that range).
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 def hashed_seed(*parts: object) -> int:

@@ -33,7 +33,11 @@ def audit_command(
         help="Expected start emotion (default: from the manifest; 40 for published files).",
     ),
     max_change: int | None = typer.Option(
-        None, "--max-change", min=1, help="Per-turn change bound (default: from the manifest, else 10)."
+        None,
+        "--max-change",
+        min=1,
+        max=100,
+        help="Per-turn change bound (default: from the manifest, else 10).",
     ),
     max_turns: int | None = checks.max_assistant_turns_option(
         "Assistant-turn limit (default: from the manifest, else 10)."

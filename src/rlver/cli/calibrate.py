@@ -43,14 +43,18 @@ def calibrate_command(
     sim_model: str | None = sim_flags.SIM_MODEL,
     sim_key_env: str | None = sim_flags.SIM_KEY_ENV,
     sim_temperature: float | None = typer.Option(
-        None, "--sim-temperature", min=0.0, help="Simulator temperature (llm; default 0.7)."
+        None,
+        "--sim-temperature",
+        min=0.0,
+        callback=checks.finite("--sim-temperature"),
+        help="Simulator temperature (llm; default 0.7).",
     ),
     behaviour: str | None = sim_flags.BEHAVIOUR,
     difficulty: str | None = sim_flags.DIFFICULTY,
     set_: list[str] = sim_flags.SET,
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Simulator calls in flight."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N dialogues of each file."),
-    seed: int = typer.Option(0, "--seed", help="Base seed (a per-turn seed is derived from it)."),
+    seed: int = checks.seed_option(0, "Base seed (a per-turn seed is derived from it)."),
     out: Path = typer.Option(
         Path("calibration"),
         "--out",

@@ -285,7 +285,7 @@ def chat_command(
         "Most assistant replies (default 10)."
     ),
     max_turns_old: int | None = checks.OLD_MAX_TURNS,
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = checks.seed_option(0),
     think: bool = typer.Option(False, "--think", help="Think-then-say mode."),
     play_user: bool = typer.Option(False, "--play-user", help="You play the user against a model."),
     model_base_url: str | None = typer.Option(
@@ -304,7 +304,7 @@ def chat_command(
         help="Env variable holding the key ('' for none; default OPENAI_API_KEY, if set).",
         parser=checks.key_env("--api-key-env"),
     ),
-    temperature: float = typer.Option(0.7, "--temperature"),
+    temperature: float = typer.Option(0.7, "--temperature", min=0.0, callback=checks.finite("--temperature")),
     show_thoughts: bool = typer.Option(
         False, "--show-thoughts", help="With --play-user: print the model's <think>."
     ),

@@ -21,7 +21,7 @@ from typing import Any
 
 import typer
 
-from rlver.config import mask_secret_tokens, mask_secret_values
+from rlver.config import MAX_COUNT, mask_secret_tokens, mask_secret_values
 from rlver.errors import ConfigError
 
 
@@ -164,14 +164,32 @@ def refuse_other_run(out: Path, command: str) -> None:
         )
 
 
+def field_max(model: Any, name: str) -> Any:
+    """The upper bound (``le``) a config field declares: a flag that sets it takes the same range
+    (``--max-assistant-turns 1000`` became a traceback from ``DialogueRules`` in ``rlver chat``)."""
+    return next(m.le for m in model.model_fields[name].metadata if getattr(m, "le", None) is not None)
+
+
+def _max_turns() -> int:
+    from rlver.protocol import DialogueRules
+
+    return int(field_max(DialogueRules, "max_assistant_turns"))
+
+
 def max_assistant_turns_option(help_text: str) -> Any:
     """``--max-assistant-turns N``: the turn limit spelled as every config spells it
-    (``rules.max_assistant_turns``, through ``--set`` in ``eval`` and ``train``)."""
-    return typer.Option(None, "--max-assistant-turns", min=1, help=help_text)
+    (``rules.max_assistant_turns``, through ``--set`` in ``eval`` and ``train``), in its range."""
+    return typer.Option(None, "--max-assistant-turns", min=1, max=_max_turns(), help=help_text)
 
 
 #: ``--max-turns``, the earlier spelling in ``chat`` and ``audit``: still read, left out of the help.
-OLD_MAX_TURNS: Any = typer.Option(None, "--max-turns", min=1, hidden=True)
+OLD_MAX_TURNS: Any = typer.Option(None, "--max-turns", min=1, max=_max_turns(), hidden=True)
+
+
+def steps_option(help_text: str) -> Any:
+    """``--steps N`` of ``train`` and ``demo``: ``run.steps``'s range (1 .. ``MAX_COUNT``), named as the
+    flag (the training config itself is not imported here: ``rlver --help`` stays fast)."""
+    return typer.Option(None, "--steps", min=1, max=MAX_COUNT, help=help_text)
 
 
 def turn_limit(value: int | None, old: int | None) -> int | None:
@@ -179,3 +197,27 @@ def turn_limit(value: int | None, old: int | None) -> int | None:
     if value is not None and old is not None and value != old:
         raise ConfigError(f"--max-assistant-turns {value} and --max-turns {old} disagree: give one")
     return value if value is not None else old
+
+
+def finite(flag: str, *, positive: bool = False) -> Callable[[float | None], float | None]:
+    """A typer *callback* for a float flag: inf and NaN refused (a ``min`` alone lets inf through,
+    and a flag with no bound takes both), and with ``positive`` anything not above 0."""
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return value
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{flag}: expected a finite number, got {value}")
+        if positive and value <= 0:
+            raise ConfigError(f"{flag}: expected a number > 0, got {value}")
+        return value
+
+    return check
+
+
+def seed_option(default: int | None = 0, help_text: str | None = None) -> Any:
+    """``--seed``: an integer from 0 to :data:`rlver.seeding.MAX_SEED` (what numpy's seeding takes),
+    refused while the command line is read, as every seed setting of a config is."""
+    from rlver.seeding import MAX_SEED
+
+    return typer.Option(default, "--seed", min=0, max=MAX_SEED, help=help_text)

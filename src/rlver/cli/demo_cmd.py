@@ -28,11 +28,8 @@ def demo_command(
         help="Folder for the report and the run.",
         parser=checks.output_path("--out"),
     ),
-    steps: int | None = typer.Option(
-        None,
-        "--steps",
-        min=1,
-        help="GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation).",
+    steps: int | None = checks.steps_option(
+        "GRPO steps (default 30: about 2.5 CPU-minutes of training and evaluation)."
     ),
     minutes: float | None = typer.Option(
         None,
@@ -40,10 +37,11 @@ def demo_command(
         "--time-budget",
         min=0.5,
         max=120.0,
+        callback=checks.finite("--minutes"),
         help="Train for a time budget instead of --steps (the step count, and so the numbers, "
         "then depend on the machine's speed).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Run seed."),
+    seed: int = checks.seed_option(0, "Run seed."),
     model: str = typer.Option(
         "tiny",
         "--model",

@@ -89,6 +89,18 @@ _EVAL_HELP: dict[str, str] = {
 }
 
 
+#: The config key each numeric flag sets, so an out-of-range value is blamed on the flag the user typed.
+EVAL_FLAGS = {
+    "limit": "--limit",
+    "n_per_profile": "--n-per-profile",
+    "concurrency": "--concurrency",
+    "batch_size": "--batch-size",
+    "seed": "--seed",
+    "sampling.temperature": "--agent-temperature",
+    "sampling.max_tokens": "--agent-max-tokens",
+}
+
+
 def _opt(flag: str, default: Any = None, **kwargs: Any) -> Any:
     """A ``rlver eval`` option whose help is in :data:`_EVAL_HELP`."""
     return typer.Option(default, flag, help=_EVAL_HELP[flag], **kwargs)
@@ -170,7 +182,7 @@ def eval_command(
     if flags.get("agent") and data.get("agent_tiny"):
         data.pop("agent_tiny")
     layers = [ConfigLayer(str(config), data, config)] if config is not None else []
-    cfg = load_layers(EvalConfig, [*layers, ConfigLayer("flags", flags)], set_)
+    cfg = load_layers(EvalConfig, [*layers, ConfigLayer("flags", flags, flags=EVAL_FLAGS)], set_)
     _check_out(cfg.out_dir)
     if cfg.agent is not None and cfg.agent.kind == "local":
         from rlver.llm.factory import check_model_source
@@ -638,7 +650,9 @@ def judge_command(
         parser=checks.key_env("--judge-key-env"),
     ),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Judge calls in flight."),
-    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="Judge temperature."),
+    temperature: float = typer.Option(
+        0.0, "--temperature", min=0.0, callback=checks.finite("--temperature"), help="Judge temperature."
+    ),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Judge only the first N dialogues."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the response cache (judge_cache.sqlite)."

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import InputError, NothingFinished, Problem, RlverError
 from rlver.io import dumps_strict
@@ -172,7 +173,7 @@ def _probe(
     difficulty: str | None = sim_flags.DIFFICULTY,
     set_: list[str] = sim_flags.SET,
     start_emotion: int = typer.Option(40, "--start-emotion", min=0, max=100),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = checks.seed_option(0),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     strict: bool = typer.Option(
         False, "--strict", help="Exit 1 if any adversarial probe earns a positive change."

@@ -51,13 +51,15 @@ def generate_cmd(
         help="Seed topics: JSONL {topic, openings} or text (one a line). Default: bundled.",
     ),
     with_opening: bool = typer.Option(False, "--with-opening", help="Also write each user's opening line."),
-    seed: int = typer.Option(0, "--seed", help="Seed for topic order, style and need type per attempt."),
+    seed: int = checks.seed_option(0, "Seed for topic order, style and need type per attempt."),
     similarity: str = typer.Option(
         "ngram", "--similarity", help="Near-duplicate test: ngram, tfidf or embed."
     ),
     max_similarity: float | None = typer.Option(
         None,
         "--max-similarity",
+        min=0.0,
+        max=1.0,
         help="Reject candidates at least this similar (default 0.5 ngram, 0.6 tfidf, 0.9 embed).",
     ),
     against: list[str] = typer.Option(
@@ -67,9 +69,15 @@ def generate_cmd(
         None, "--max-attempts", min=1, help="Model calls allowed in this run (default 3 x missing + 10)."
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Model calls in flight at once."),
-    temperature: float = typer.Option(1.0, "--temperature", min=0.0),
+    temperature: float = typer.Option(1.0, "--temperature", min=0.0, callback=checks.finite("--temperature")),
     max_tokens: int = typer.Option(2048, "--max-tokens", min=64),
-    timeout_s: float = typer.Option(120.0, "--timeout", help="Seconds per model call."),
+    timeout_s: float = typer.Option(
+        120.0,
+        "--timeout",
+        min=0.0,
+        callback=checks.finite("--timeout", positive=True),
+        help="Seconds per model call (> 0).",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
     """Have an LLM write user profiles from seed topics (validated, de-duplicated, resumable)."""

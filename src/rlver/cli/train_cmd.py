@@ -49,7 +49,7 @@ def train_command(
     engine: str = typer.Option(
         "local", "--engine", help="local (this machine) or verl (the multi-node path)."
     ),
-    steps: int | None = typer.Option(None, "--steps", min=1, help="Shortcut for --set run.steps=N."),
+    steps: int | None = checks.steps_option("Shortcut for --set run.steps=N."),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
     ),
@@ -187,22 +187,26 @@ def _drop_if_untrained(out: Path, existed: bool) -> bool:
 
 
 def _interrupted_message(out: Path, existed: bool, trainer: object | None) -> str:
+    """What a Ctrl-C kept: the step in flight abandoned or finished, the checkpoint, the resume command."""
+    import shlex
+
     from rlver.train.checkpoint import latest_checkpoint
 
     if _drop_if_untrained(out, existed):
-        return f"interrupted before the first checkpoint: nothing was saved (removed {out})"
+        return f"interrupted before the first step finished: nothing was saved (removed {out})"
     ckpt = latest_checkpoint(out / "checkpoints")
     step = getattr(trainer, "step", None)
     at = f" at step {step}" if step is not None else ""
     if ckpt is None:
         return (
-            f"interrupted{at}: no checkpoint was written yet (metrics so far: {out / 'metrics.jsonl'}); "
+            f"interrupted{at}: no checkpoint was written (metrics so far: {out / 'metrics.jsonl'}); "
             f"start again with the same command (use a new --out, or delete {out})"
         )
-    return (
-        f"interrupted{at}: the last checkpoint is {ckpt} (steps after it are redone); "
-        f"continue with: rlver train --resume --out {out}"  # --resume reads the run's config.yaml
-    )
+    # the trainer's note says what became of the step in flight and what it saved
+    note = getattr(trainer, "interrupt_note", "")
+    kept = f": {note}" if note else f"{at}: the last checkpoint is {ckpt}"
+    # --resume reads the run's config.yaml, so the command needs nothing else
+    return f"interrupted{kept}; continue with: rlver train --resume --out {shlex.quote(str(out))}"
 
 
 def export_command(

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlver.config import MAX_COUNT
 from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
 from rlver.llm.base import Completion
@@ -65,7 +66,7 @@ class EnvConfig(BaseModel):
     (``EnvConfig(max_assistant_turns=3)``, an ``env:`` block of an older file) are read into ``rules``.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     rules: DialogueRules = EVALUATION
     think: bool = False
@@ -86,7 +87,7 @@ class EnvConfig(BaseModel):
     #: Language of the built-in system prompt; ``None`` follows the profile.
     language: Language | None = None
     #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
-    max_reply_chars: int = Field(default=8000, ge=1)
+    max_reply_chars: int = Field(default=8000, ge=1, le=MAX_COUNT)
 
     @model_validator(mode="before")
     @classmethod

@@ -33,7 +33,7 @@ from rlver.records import Episode
 class RewardSpec(BaseModel):
     """Which reward an episode earns: the mode and its parameters (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     mode: str = Field(default="final", description="a key of rlver.env.rewards.REWARD_MODES")
     format_penalty: float = Field(default=0.0, ge=0.0)

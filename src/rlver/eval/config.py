@@ -23,11 +23,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlver.config import deep_merge
+from rlver.config import MAX_COUNT, deep_merge
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
 from rlver.llm.spec import ModelSpec
 from rlver.protocol import TRAINING
+from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
 
 #: The tiny test model writes gibberish; a few tokens a turn keep an offline smoke run fast.
@@ -75,7 +76,7 @@ def published_benchmark(data: dict[str, Any]) -> dict[str, Any]:
 class EvalConfig(BaseModel):
     """One benchmark run."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     agent: ModelSpec | None = Field(default=None, description="the model under test")
     #: Build the tiny local test model (rlver.models.tiny) as the agent: an offline smoke run.
@@ -84,19 +85,21 @@ class EvalConfig(BaseModel):
     sampling: SamplingParams | None = None
     simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
     profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
-    limit: int | None = Field(default=None, ge=1, description="use only the first N profiles")
-    n_per_profile: int = Field(default=1, ge=1, description="dialogues per profile (each scored)")
+    limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N profiles")
+    n_per_profile: int = Field(
+        default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (each scored)"
+    )
     #: ``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last unappraised).
     #: ``training``: the training dialogue (``EnvConfig.training()``: start 30, 8 replies, each
     #: appraised), so a trained policy can be checked the way training checked it; keys given in
     #: ``env`` still win. The two numbers differ and are not comparable (docs/benchmark.md).
     protocol: Literal["benchmark", "training"] = "benchmark"
     env: EnvConfig = Field(default_factory=EnvConfig.evaluation)
-    concurrency: int = Field(default=32, ge=1, description="simulator calls in flight at once")
+    concurrency: int = Field(default=32, ge=1, le=MAX_COUNT, description="simulator calls in flight at once")
     #: Dialogues run together (one batched policy call per turn). ``None`` = all at once; smaller
     #: batches bound a local model's memory and let a long run save dialogues batch by batch.
-    batch_size: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    batch_size: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    seed: Seed = 0
     out: str = Field(default="runs/eval", description="output folder (transcript, metrics, report)")
     run_name: str | None = None
     report: bool = True

@@ -13,18 +13,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from rlver.config import MAX_COUNT
 from rlver.records import Message
+from rlver.seeding import Seed
 
 
 class SamplingParams(BaseModel):
     """Sampling settings. Recorded in every run manifest so results can be reproduced."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    #: 0 samples greedily (the local sampler's argmax; a server's own greedy decoding)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(default=512, ge=1)
-    seed: int | None = None
+    max_tokens: int = Field(default=512, ge=1, le=MAX_COUNT)
+    seed: Seed | None = None
     stop: list[str] | None = None
     # Extra fields passed through to the server untouched (e.g. {"top_k": 20} for vLLM).
     extra: dict[str, Any] = Field(default_factory=dict)

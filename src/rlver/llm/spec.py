@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rlver.config import MAX_COUNT
 from rlver.llm.base import SamplingParams
 
 #: What an environment variable's name looks like (POSIX): a key pasted in its place does not.
@@ -93,7 +94,7 @@ class ModelSpec(BaseModel):
     Other kinds: whatever :func:`rlver.llm.factory.register_model_kind` added.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     #: a kind of :data:`rlver.llm.factory.KINDS` (``openai`` or ``local`` built in)
     kind: str = "openai"
@@ -102,13 +103,13 @@ class ModelSpec(BaseModel):
     api_key_env: str | None = "OPENAI_API_KEY"
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=5, ge=1, le=50)
-    concurrency: int = Field(default=32, ge=1)
+    concurrency: int = Field(default=32, ge=1, le=MAX_COUNT)
     cache: str | None = None  # sqlite file for the response cache (replay); None = no cache
     sampling: SamplingParams = Field(default_factory=SamplingParams)
     # local only
     device: str | None = None  # "cpu", "cuda", "cuda:1"; None = cuda if available
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    max_batch_size: int = Field(default=16, ge=1)
+    max_batch_size: int = Field(default=16, ge=1, le=MAX_COUNT)
     compile_decode: bool = False  # CUDA: static KV cache + compiled decode step (rlver.llm.local)
 
     @field_validator("kind")

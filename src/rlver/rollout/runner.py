@@ -30,13 +30,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlver.config import MAX_COUNT
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import RewardSpec, episode_reward
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.batching import Busy, PolicyQueue, RolloutTimes
-from rlver.seeding import hashed_seed
+from rlver.seeding import Seed, hashed_seed
 from rlver.simulator.base import UserSimulator
 
 EpisodeCallback = Callable[[Episode], "Awaitable[None] | None"]
@@ -45,12 +46,12 @@ EpisodeCallback = Callable[[Episode], "Awaitable[None] | None"]
 class RolloutConfig(BaseModel):
     """How many dialogues to run and how."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    n_per_profile: int = Field(default=1, ge=1)
-    simulator_concurrency: int = Field(default=64, ge=1)
+    n_per_profile: int = Field(default=1, ge=1, le=MAX_COUNT)
+    simulator_concurrency: int = Field(default=64, ge=1, le=MAX_COUNT)
     env: EnvConfig = Field(default_factory=EnvConfig)
-    seed: int = 0
+    seed: Seed = 0
     #: What each episode is worth (``Episode.reward``); the spec both training engines share.
     reward: RewardSpec = Field(default_factory=RewardSpec)
 

@@ -33,6 +33,7 @@ from pydantic_core import CoreSchema, core_schema
 
 from rlver.migrate import drop_keys_of_others
 from rlver.profiles.schema import Difficulty
+from rlver.seeding import Seed
 from rlver.simulator.emotion import MAX_CHANGE
 
 
@@ -168,14 +169,15 @@ class SimulatorSpec(Variants):
     ``normal``/``cooperative``); ``prompt_language`` of ``None`` follows each profile's language.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     tag_field: ClassVar[str] = "kind"
 
     kind: str = "offline"
     difficulty: Difficulty | None = None
     behaviour: str | None = None
-    max_change: int = Field(default=MAX_CHANGE, ge=0)
-    seed: int = 0
+    #: emotion points one appraisal may move (the scale is 0..100, so 100 is no bound at all)
+    max_change: int = Field(default=MAX_CHANGE, ge=0, le=100)
+    seed: Seed = 0
     prompt_language: Literal["en", "zh"] | None = None
 
     @classmethod

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
-from rlver.config import load_config
+from rlver.config import MAX_COUNT, load_config
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
@@ -21,6 +21,7 @@ from rlver.errors import ConfigError
 from rlver.migrate import nest_flat_eval_rules, upgrade_rollout
 from rlver.protocol import TRAINING, DialogueRules
 from rlver.rollout.runner import RolloutConfig
+from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
@@ -28,15 +29,20 @@ from rlver.train.algorithms.ppo import PPOSettings
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # no inf/NaN in any number: ``optim.actor_lr=1e999`` trained until the non-finite guard stopped it
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+#: Adam's beta: torch refuses one outside [0, 1) only when the optimiser is built, after the model loaded
+Beta = Annotated[float, Field(ge=0.0, lt=1.0)]
 
 
 class LoraSettings(_Strict):
     """LoRA via peft. With LoRA on, the reference policy is the base model (adapter disabled)."""
 
     enabled: bool = False
-    r: int = Field(default=16, ge=1)
-    alpha: int = Field(default=32, ge=1)
+    r: int = Field(default=16, ge=1, le=MAX_COUNT)
+    alpha: int = Field(default=32, ge=1, le=MAX_COUNT)
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
     target_modules: list[str] | str = "all-linear"
 
@@ -45,30 +51,32 @@ class ModelSettings(_Strict):
     """The policy. ``path="tiny"`` builds the bundled 2-layer model (tests, demo, CPU)."""
 
     path: str = "tiny"
-    tiny_seed: int = 0
+    tiny_seed: Seed = 0
     tiny_size: Literal["tiny", "small"] = "tiny"
     dtype: Literal["float32", "bfloat16"] = "float32"
     device: str | None = None  # None: cuda when available, else cpu
     gradient_checkpointing: bool = False
     lora: LoraSettings = Field(default_factory=LoraSettings)
-    max_length: int = Field(default=8192, ge=16, description="tokens per dialogue; longer ones lose turns")
-    generation_batch_size: int = Field(default=64, ge=1)
+    max_length: int = Field(
+        default=8192, ge=16, le=MAX_COUNT, description="tokens per dialogue; longer ones lose turns"
+    )
+    generation_batch_size: int = Field(default=64, ge=1, le=MAX_COUNT)
 
 
 class OptimSettings(_Strict):
     actor_lr: float = Field(default=1e-6, gt=0.0)
     critic_lr: float = Field(default=5e-6, gt=0.0)
     weight_decay: float = Field(default=0.0, ge=0.0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = 1e-8
+    betas: tuple[Beta, Beta] = (0.9, 0.999)
+    eps: float = Field(default=1e-8, gt=0.0)
     max_grad_norm: float | None = Field(default=1.0, gt=0.0)
     #: A step whose gradient norm is inf/NaN is skipped (as verl's FSDP workers do); this many skipped
     #: optimiser steps in a row stop the run, since the weights or the data are then broken for good.
     max_nonfinite_in_a_row: int = Field(
-        default=3, ge=1, description="non-finite gradient steps in a row that stop the run"
+        default=3, ge=1, le=MAX_COUNT, description="non-finite gradient steps in a row that stop the run"
     )
     schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(default=0, ge=0, description="linear lr warm-up, both optimisers")
+    warmup_steps: int = Field(default=0, ge=0, le=MAX_COUNT, description="linear lr warm-up, both optimisers")
     # verl's `optim.lr_warmup_steps_ratio`, per optimiser: warm-up = int(ratio * run.steps) steps
     actor_warmup_ratio: float = Field(
         default=0.0, ge=0.0, le=1.0, description="actor warm-up, share of steps"
@@ -98,9 +106,9 @@ class RolloutSettings(_Strict):
     # Prompts (profiles) per step, as verl's `data.train_batch_size` counts them: a step runs
     # batch_size x n_per_profile dialogues (the published GRPO run: 32 x 4 = 128).
     batch_size: int = Field(
-        default=32, ge=1, description="profiles per step; dialogues = this x n_per_profile"
+        default=32, ge=1, le=MAX_COUNT, description="profiles per step; dialogues = this x n_per_profile"
     )
-    n_per_profile: int = Field(default=1, ge=1, description="GRPO group size")
+    n_per_profile: int = Field(default=1, ge=1, le=MAX_COUNT, description="GRPO group size")
     #: How a training dialogue runs and ends (docs/protocol.md): rlver's bounded training dialogue by
     #: default; ``rules: {preset: published_training}`` the published dynamics; keys beside ``preset``
     #: change single rules (``rules.max_assistant_turns: 2``).
@@ -115,12 +123,13 @@ class RolloutSettings(_Strict):
     #: published training's friend-chat prompt, in our words; the four published presets) or the path
     #: of a UTF-8 text file used as it is (think mode adds nothing to it).
     agent_prompt: str = Field(default="coaching", min_length=1)
+    #: 0 samples greedily (the local sampler's argmax; the update then scores at temperature 1)
     temperature: float = Field(default=1.0, ge=0.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(default=512, ge=1)
+    max_new_tokens: int = Field(default=512, ge=1, le=MAX_COUNT)
     #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
     reward: RewardSpec = Field(default_factory=RewardSpec)
-    simulator_concurrency: int = Field(default=64, ge=1)
+    simulator_concurrency: int = Field(default=64, ge=1, le=MAX_COUNT)
     #: What samples the policy's replies (``rlver.train.rollout_backend``): ``hf``, the local sampler
     #: on the trained model itself; a registered engine with its own weights is synced after each update.
     backend: str = Field(default="hf", description="rollout backend (rlver.train.rollout_backend.BACKENDS)")
@@ -181,15 +190,19 @@ class EvalSettings(_Strict):
     """
 
     profiles: str = "en-test"
-    limit: int | None = Field(default=None, ge=1, description="use the first N profiles only")
-    samples_per_profile: int = Field(default=1, ge=1, description="dialogues per profile (less noise)")
-    every: int = Field(default=0, ge=0, description="evaluate every k steps (0: only at the end)")
+    limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use the first N profiles only")
+    samples_per_profile: int = Field(
+        default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (less noise)"
+    )
+    every: int = Field(
+        default=0, ge=0, le=MAX_COUNT, description="evaluate every k steps (0: only at the end)"
+    )
     at_start: bool = False
     temperature: float = Field(default=1.0, ge=0.0)
     protocol: Literal["benchmark", "training"] = "benchmark"
     #: ``None``: the protocol's rules; keys given change those rules (also ``{preset: ...}``).
     rules: DialogueRules | None = None
-    seed: int = 12345
+    seed: Seed = 12345
 
     @model_validator(mode="before")
     @classmethod
@@ -215,21 +228,24 @@ class WandbSettings(_Strict):
 
 
 class RunSettings(_Strict):
-    steps: int = Field(default=100, ge=1)
-    seed: int = 0
-    checkpoint_every: int = Field(default=10, ge=0, description="0: only at the end")
-    keep_checkpoints: int = Field(default=2, ge=1)
+    steps: int = Field(default=100, ge=1, le=MAX_COUNT)
+    seed: Seed = 0
+    checkpoint_every: int = Field(default=10, ge=0, le=MAX_COUNT, description="0: only at the end")
+    keep_checkpoints: int = Field(default=2, ge=1, le=MAX_COUNT)
     tensorboard: bool = True
     progress: bool = True
     wandb: WandbSettings = Field(default_factory=WandbSettings)
     #: The training dialogues go to the run folder's transcript.jsonl (``rlver inspect/audit/score/
     #: report`` read it); a long run of long think-mode dialogues may keep every k-th step only.
     transcript_every: int = Field(
-        default=1, ge=0, description="write every k-th step's dialogues to transcript.jsonl (0: never)"
+        default=1,
+        ge=0,
+        le=MAX_COUNT,
+        description="write every k-th step's dialogues to transcript.jsonl (0: never)",
     )
     #: A few (profile, reply, reward) rows to TensorBoard's TEXT tab and W&B, as TRL logs completions.
     reply_table_every: int = Field(
-        default=10, ge=0, description="log a table of sample replies every k steps (0: never)"
+        default=10, ge=0, le=MAX_COUNT, description="log a table of sample replies every k steps (0: never)"
     )
     #: Before any weights load, ``rlver train`` predicts the update's peak memory from config.json and
     #: refuses (exit 2) a run that will not fit the device (``rlver.train.memory_guard``).
@@ -272,6 +288,28 @@ class TrainConfig(_Strict):
             raise ValueError(
                 f"algorithm.name={algo.name} needs rollout.n_per_profile >= {algo.min_group_size} "
                 f"(got {self.rollout.n_per_profile}): a group of one has no baseline to compare with"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _counts_the_run_can_use(self) -> TrainConfig:
+        """Counts that are each in range but cannot be used together: refused before any model loads
+        rather than silently clamped (a mini-batch of no profile became one) or never reached."""
+        r, m = self.rollout, self.model
+        if r.max_new_tokens >= m.max_length:
+            raise ValueError(
+                f"rollout.max_new_tokens={r.max_new_tokens} must be below model.max_length={m.max_length}: "
+                "one reply would fill the whole dialogue's tokens"
+            )
+        if self.algorithm.minibatches > r.batch_size:
+            raise ValueError(
+                f"algorithm.minibatches={self.algorithm.minibatches} must be at most rollout.batch_size="
+                f"{r.batch_size}: a mini-batch holds at least one profile's dialogues"
+            )
+        if self.optim.warmup_steps > self.run.steps:
+            raise ValueError(
+                f"optim.warmup_steps={self.optim.warmup_steps} must be at most run.steps={self.run.steps}: "
+                "the learning rate would never reach optim.actor_lr"
             )
         return self
 

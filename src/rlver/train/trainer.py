@@ -37,6 +37,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlver.config import mask_secret_values, redacted
 from rlver.heartbeat import activity
+from rlver.interrupt import finish_first, winding_down
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.llm.local import sampling_settings
@@ -54,6 +55,7 @@ from rlver.train.checkpoint import (
     rng_state,
     save_checkpoint,
     set_rng_state,
+    step_dir_name,
 )
 from rlver.train.config import TrainConfig
 from rlver.train.learner import Learner, LearnerParts, Sample, TrainError, make_samples
@@ -127,6 +129,11 @@ class Trainer:
 
         self.step = 0
         self.data_position = 0
+        #: after a Ctrl-C: what became of the step in flight and what was saved (``rlver train`` says it)
+        self.interrupt_note = ""
+        #: the RNG states at the end of the last finished step: a checkpoint written after an
+        #: abandoned step holds these, as one written right after the step would
+        self.rng_at_step_end: dict[str, Any] | None = None
         self.eval_history: list[dict[str, Any]] = []
         if checkpoint is not None:
             self._load_state(load_trainer_state(checkpoint))
@@ -203,13 +210,13 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------------------------- state
-    def _trainer_state(self) -> dict[str, Any]:
+    def _trainer_state(self, rng: dict[str, Any] | None = None) -> dict[str, Any]:
         return {
             "step": self.step,
             "data_position": self.data_position,
             "eval_history": self.eval_history,
             **self.optimisers.state_dict(),
-            "rng": rng_state(),
+            "rng": rng if rng is not None else rng_state(),
         }
 
     def _load_state(self, state: dict[str, Any]) -> None:
@@ -218,8 +225,9 @@ class Trainer:
         self.eval_history = list(state.get("eval_history", []))
         self.optimisers.load_state_dict(state)
         set_rng_state(state["rng"])
+        self.rng_at_step_end = state["rng"]
 
-    def save(self) -> Path:
+    def save(self, *, rng: dict[str, Any] | None = None) -> Path:
         info = {
             "step": self.step,
             "data_position": self.data_position,
@@ -235,7 +243,7 @@ class Trainer:
             policy=self.policy,
             tokenizer=self.tokenizer,
             critic=self.critic,
-            trainer_state=self._trainer_state(),
+            trainer_state=self._trainer_state(rng),
             info=info,
             keep=self.cfg.run.keep_checkpoints,
         )
@@ -314,36 +322,39 @@ class Trainer:
         batch = self.learner.score(samples)
         t_score = time.perf_counter() - t0
 
-        # 4. update
-        t0 = time.perf_counter()
-        activity.set_phase(f"step {step}: update")
-        metrics.update(self.learner.update(batch, step, torch.Generator().manual_seed(step_seed)))
-        self.backend.sync(self.policy)  # a backend with its own copy of the weights takes the new ones
-        t_update = time.perf_counter() - t0
-        metrics.update(batch.stats)
+        # 4. update, evaluation and log: a Ctrl-C from here on lets the step finish (the weights would
+        # otherwise belong to no step), then stops; one before this point abandons the step instead
+        with finish_first():
+            t0 = time.perf_counter()
+            activity.set_phase(f"step {step}: update")
+            metrics.update(self.learner.update(batch, step, torch.Generator().manual_seed(step_seed)))
+            self.backend.sync(self.policy)  # a backend with its own copy of the weights takes the new ones
+            t_update = time.perf_counter() - t0
+            metrics.update(batch.stats)
 
-        self.step = step
-        self.data_position += r.profiles_per_step
-        trained_tokens = sum(len(s.seq) for s in samples) * cfg.algorithm.epochs
-        generated = sum(ep.policy_tokens for ep in episodes)
-        metrics.update(
-            {
-                "time/rollout_s": t_rollout,
-                # within the rollout: generating, waiting on users, and the policy idle meanwhile
-                "time/policy_s": times.policy_s,
-                "time/simulator_s": times.simulator_s,
-                "time/policy_idle_s": times.policy_idle_s,
-                "time/score_s": t_score,
-                "time/update_s": t_update,
-                "perf/generated_tokens_per_s": generated / max(t_rollout, 1e-9),
-                "perf/trained_tokens_per_s": trained_tokens / max(t_update, 1e-9),
-                "data/position": self.data_position,
-            }
-        )
-        self._evaluate_if_due(step, metrics)
-        metrics["time/step_s"] = time.perf_counter() - t_start
-        self._log_replies(step, episodes)
-        self.logger.log(step, metrics)
+            self.step = step
+            self.data_position += r.profiles_per_step
+            trained_tokens = sum(len(s.seq) for s in samples) * cfg.algorithm.epochs
+            generated = sum(ep.policy_tokens for ep in episodes)
+            metrics.update(
+                {
+                    "time/rollout_s": t_rollout,
+                    # within the rollout: generating, waiting on users, and the policy idle meanwhile
+                    "time/policy_s": times.policy_s,
+                    "time/simulator_s": times.simulator_s,
+                    "time/policy_idle_s": times.policy_idle_s,
+                    "time/score_s": t_score,
+                    "time/update_s": t_update,
+                    "perf/generated_tokens_per_s": generated / max(t_rollout, 1e-9),
+                    "perf/trained_tokens_per_s": trained_tokens / max(t_update, 1e-9),
+                    "data/position": self.data_position,
+                }
+            )
+            self._evaluate_if_due(step, metrics)
+            metrics["time/step_s"] = time.perf_counter() - t_start
+            self._log_replies(step, episodes)
+            self.logger.log(step, metrics)
+            self.rng_at_step_end = rng_state()  # what a checkpoint of this step holds
         return metrics
 
     def _log_replies(self, step: int, episodes: list[Episode]) -> None:
@@ -407,12 +418,12 @@ class Trainer:
         progress = _progress(cfg.run.progress)
         total = None if time_budget_s is not None else cfg.run.steps  # a time budget: the step count is open
         task = progress.add_task("training", total=total, completed=self.step, info="")
-        # Ctrl-C: no checkpoint is written here, because an interrupted update leaves weights that
-        # belong to no step; --resume continues from the last complete checkpoint instead.
+        # Ctrl-C: the step in flight is abandoned before its update or finished once the update began
+        # (train_step), then the last finished step is checkpointed (_save_interrupted).
         try:
             with progress:
                 while self.step < cfg.run.steps:
-                    metrics = self.train_step()
+                    metrics = self._step_or_save_on_interrupt()
                     history.append(metrics)
                     if on_step is not None:
                         on_step(self.step, metrics)
@@ -428,9 +439,42 @@ class Trainer:
                         self.save()
                     if stopping:
                         break
+        except KeyboardInterrupt:
+            if not self.interrupt_note:  # between steps: a periodic checkpoint, the progress bar
+                self.interrupt_note = f"interrupted after step {self.step}" + self._save_interrupted()
+            raise
         finally:
             self.logger.close()
         return history
+
+    def _step_or_save_on_interrupt(self) -> dict[str, Any]:
+        """:meth:`train_step`; after a Ctrl-C in it, checkpoint the last finished step and re-raise."""
+        before = self.step
+        try:
+            return self.train_step()
+        except KeyboardInterrupt:
+            if self.step == before:
+                doing = activity.phase.removeprefix(f"step {before + 1}: ")
+                fate = f"step {before + 1} was abandoned (the signal came during its {doing})"
+            else:
+                fate = f"step {self.step} finished first (the signal came during its update)"
+            self.interrupt_note = fate + self._save_interrupted()
+            raise
+
+    def _save_interrupted(self) -> str:
+        """Checkpoint the last finished step unless it is on disk already; say what was written.
+
+        The RNG states saved are those at the end of that step, as a checkpoint written right after it
+        holds, so ``--resume`` from here repeats an uninterrupted run bit for bit.
+        """
+        if self.step == 0:
+            return "; no step had finished, so there is nothing to save"
+        done = latest_checkpoint(self.ckpt_root)
+        if done is not None and done.name == step_dir_name(self.step):
+            return f"; step {self.step} was saved already ({done})"
+        with winding_down():
+            path = self.save(rng=self.rng_at_step_end)
+        return f"; saved step {self.step} to {path}"
 
 
 def _progress(enabled: bool) -> Any:

@@ -47,6 +47,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlver.config import MAX_COUNT
 from rlver.errors import ConfigError
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.algorithms.base import unmapped_knobs
@@ -56,23 +57,24 @@ from rlver.train.config import TrainConfig
 class VerlSettings(BaseModel):
     """The verl-only part of a config (``verl:`` section). Defaults fit one 8-GPU node."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     out_dir: str = Field(default="runs/verl", description="where the parquet, YAML and overrides are written")
-    nnodes: int = Field(default=1, ge=1)
-    gpus_per_node: int = Field(default=8, ge=1)
+    nnodes: int = Field(default=1, ge=1, le=MAX_COUNT)
+    gpus_per_node: int = Field(default=8, ge=1, le=MAX_COUNT)
     ray_address: str | None = Field(
         default=None, description="an existing Ray cluster ('auto', 'ray://head:10001'); None starts one"
     )
     rollout_engine: Literal["vllm", "sglang"] = "vllm"
-    tensor_parallel_size: int = Field(default=1, ge=1, description="GPUs per rollout replica")
+    tensor_parallel_size: int = Field(default=1, ge=1, le=MAX_COUNT, description="GPUs per rollout replica")
     gpu_memory_utilization: float = Field(default=0.5, gt=0.0, le=1.0)
     agent_workers: int = Field(
-        default=8, ge=1, description="agent-loop worker actors (dialogues are split among them)"
+        default=8, ge=1, le=MAX_COUNT, description="agent-loop worker actors (dialogues are split among them)"
     )
     max_prompt_tokens: int | None = Field(
         default=None,
         ge=16,
+        le=MAX_COUNT,
         description="system prompt + opening line; default min(2048, model.max_length / 4)",
     )
     param_offload: bool = False

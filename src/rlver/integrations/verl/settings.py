@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rlver.config import MAX_COUNT
 from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.manifest import RunManifest
@@ -27,7 +28,7 @@ SETTINGS_KEY = "rlver"
 class DialogueTask(BaseModel):
     """One row's settings: everything needed to run and score one dialogue on any worker."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     profile: Profile
     simulator: SimulatorSpec
@@ -35,15 +36,16 @@ class DialogueTask(BaseModel):
     #: The same spec the local trainer scores with (``rollout.reward`` of the training config).
     reward: RewardSpec = Field(default_factory=RewardSpec)
     #: Tokens the policy may write per reply (the whole dialogue is bounded by verl's response_length).
-    max_reply_tokens: int = Field(default=512, ge=1)
+    max_reply_tokens: int = Field(default=512, ge=1, le=MAX_COUNT)
     #: Simulator operations in flight at once per worker process, across all its dialogues.
-    simulator_concurrency: int = Field(default=64, ge=1)
+    simulator_concurrency: int = Field(default=64, ge=1, le=MAX_COUNT)
     #: When set, each worker appends every finished dialogue (an Episode) to a JSONL file here.
     transcript_dir: str | None = None
     #: Dialogues verl samples for this row at once (rollout.n): a GRPO group, failed as a whole.
-    group_size: int = Field(default=1, ge=1)
+    group_size: int = Field(default=1, ge=1, le=MAX_COUNT)
     #: Base seed of this row's dialogues (combined with the sample index and the training step).
-    seed: int = 0
+    #: ``run.seed`` + the row index (hashed with the sample and step, so any size is usable)
+    seed: int = Field(default=0, ge=0)
 
     def to_json(self) -> str:
         return self.model_dump_json()

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from rlver.config import MAX_COUNT
 from rlver.train.algorithms import core
 
 Tensor = torch.Tensor
@@ -47,7 +48,7 @@ class AlgorithmSettings(BaseModel):
     An algorithm's own knobs live in its subclass beside it (``PPOSettings``, ``GRPOSettings``).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no inf/NaN coefficient
 
     #: checked against the registry where a config is read (``rlver.train.algorithms.settings_for``)
     name: str = Field(default="ppo", description="a key of rlver.train.algorithms.ALGORITHMS")
@@ -64,10 +65,11 @@ class AlgorithmSettings(BaseModel):
     # the discount of GAE (PPO); verl reads algorithm.gamma/lam whatever the estimator, so they stay here
     gamma: float = Field(default=1.0, ge=0.0, le=1.0)
     lam: float = Field(default=1.0, ge=0.0, le=1.0)
-    epochs: int = Field(default=1, ge=1, description="passes over each batch of dialogues")
+    epochs: int = Field(default=1, ge=1, le=MAX_COUNT, description="passes over each batch of dialogues")
     minibatches: int = Field(
         default=1,
         ge=1,
+        le=MAX_COUNT,
         description="a mini-batch holds (dialogues per step / minibatches) samples, one optimiser step "
         "each: `minibatches` steps per epoch with one sample per dialogue, about turns x minibatches "
         "with one per assistant turn (think_context visible), as verl counts (docs/protocol.md)",
@@ -86,10 +88,13 @@ class AlgorithmSettings(BaseModel):
     rollout_is_threshold: float = Field(
         default=2.0, gt=0.0, description="upper bound on an importance weight (verl's default 2.0)"
     )
-    micro_batch_tokens: int = Field(default=16384, ge=16, description="padded tokens per forward pass")
+    micro_batch_tokens: int = Field(
+        default=16384, ge=16, le=MAX_COUNT, description="padded tokens per forward pass"
+    )
     logit_chunk_tokens: int = Field(
         default=1024,
         ge=16,
+        le=MAX_COUNT,
         description="positions whose full-vocabulary logits are alive at once when scoring and updating "
         "(memory; the numbers do not depend on it)",
     )
