@@ -7,10 +7,25 @@ Real subprocesses of the CLI where the message is the point (one ``error:`` line
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
-from helpers import run_rlver
 from rlver.cli.eval_cmd import _interrupted
+
+
+def run_rlver(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
+    """``python -m rlver ARGS`` offline, one thread, no API key, ``env`` added; never a traceback."""
+    full = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
+    full.pop("OPENAI_API_KEY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout
+    )
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
 
 
 def _errors(stderr: str) -> list[str]:
@@ -51,3 +66,21 @@ def test_a_folder_without_runs_says_what_it_expected(tmp_path: Path) -> None:
     assert proc.returncode == 2
     (line,) = _errors(proc.stderr)
     assert "no transcript.jsonl here; is this an `rlver eval` or `rlver train` output folder?" in line
+
+
+# -- the verl dry run from the default venv -------------------------------------------------------------
+def test_a_verl_dry_run_without_pyarrow_exits_2_naming_the_install_command(tmp_path: Path) -> None:
+    """As in the default venv of a fresh clone (no ``verl`` extra): one line, exit 2, nothing written,
+    and the command from the checkout (rlver is not on the package index), not ``pip install rlver[verl]``."""
+    blocker = tmp_path / "no-extra" / "pyarrow"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('pyarrow is not installed (test)')\n")
+    out = tmp_path / "verl-run"
+    proc = run_rlver(
+        "train", "--config", "tiny-offline", "--engine", "verl", "--dry-run", "--out", str(out),
+        cwd=tmp_path, env={"PYTHONPATH": f"{blocker.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    (line,) = _errors(proc.stderr)
+    assert "pyarrow" in line and "pip install -e '.[verl]'" in line and "rlver[verl]" not in line, line
+    assert not out.exists()
