@@ -19,10 +19,15 @@ def run_rlver(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     """``python -m rlver ARGS`` offline, one thread, no API key, ``env`` added; never a traceback."""
-    full = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
-    full.pop("OPENAI_API_KEY", None)
+    full = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    full.update({"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})})
     proc = subprocess.run(
-        [sys.executable, "-m", "rlver", *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout
+        [sys.executable, "-m", "rlver", *args],
+        capture_output=True,
+        text=True,
+        env=full,
+        cwd=cwd,
+        timeout=timeout,
     )
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc
@@ -84,3 +89,36 @@ def test_a_verl_dry_run_without_pyarrow_exits_2_naming_the_install_command(tmp_p
     (line,) = _errors(proc.stderr)
     assert "pyarrow" in line and "pip install -e '.[verl]'" in line and "rlver[verl]" not in line, line
     assert not out.exists()
+
+
+# -- rlver train against a self-hosted simulator ----------------------------------------------------------
+def test_train_takes_the_simulator_flags_of_eval(tmp_path: Path) -> None:
+    """``--sim-base-url/--sim-model/--sim-key-env`` reach the run: one real step against a simulator
+    served on 127.0.0.1, asked for by the model id given, with no key sent."""
+    from helpers import TINY_TRAIN_SETS, train_argv
+    from rlver.testing.openai_server import FakeChatServer
+    from rlver.testing.responders import SIMULATOR_TEXT
+
+    with FakeChatServer(lambda _request: SIMULATOR_TEXT) as server:
+        argv = train_argv("run", *TINY_TRAIN_SETS, steps=1)
+        sim = ["--sim-base-url", server.url, "--sim-model", "my-sim", "--sim-key-env", ""]
+        proc = run_rlver(*argv, *sim, cwd=tmp_path, env={"OPENAI_API_KEY": "must-not-be-sent"}, timeout=300)
+        models = {r["model"] for r in server.requests}
+        keys = set(server.authorizations)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert models == {"my-sim"} and keys == {"Bearer EMPTY"}, (
+        models,
+        keys,
+    )  # '': no key, not $OPENAI_API_KEY
+    saved = (tmp_path / "run" / "config.yaml").read_text(encoding="utf-8")
+    assert "kind: llm" in saved and "model: my-sim" in saved and server.url in saved
+
+
+def test_train_refuses_the_simulator_flags_without_a_model(tmp_path: Path) -> None:
+    proc = run_rlver(
+        "train", "--config", "tiny-offline", "--sim-base-url", "http://127.0.0.1:9/v1", cwd=tmp_path
+    )
+    assert proc.returncode == 2
+    (line,) = _errors(proc.stderr)
+    assert "--sim-base-url" in line and "--sim-model" in line, line
+    assert not (tmp_path / "runs").exists()
