@@ -122,3 +122,34 @@ def test_train_refuses_the_simulator_flags_without_a_model(tmp_path: Path) -> No
     (line,) = _errors(proc.stderr)
     assert "--sim-base-url" in line and "--sim-model" in line, line
     assert not (tmp_path / "runs").exists()
+
+
+# -- output to a file is not wrapped ---------------------------------------------------------------------
+def test_output_to_a_pipe_is_not_wrapped_at_80_columns(tmp_path: Path) -> None:
+    """Without COLUMNS, rich lays out a pipe's output to 80 columns: `inspect` split the user's opening
+    line and padded every line with spaces. Now each line is its content, whole."""
+    from rlver.profiles.sets import load_profile_set
+
+    done = run_rlver(
+        "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "en-test", "--limit", "1",
+        "--agent-max-tokens", "8", "--set", "env.rules.max_assistant_turns=1", "--no-report", "--out", "R",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    unset = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    opening = load_profile_set("en-test")[0].opening or ""
+    assert len(opening) > 80  # the line that used to be cut
+    for args in (["R", "--dialogue", "1"], ["R"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "rlver", "inspect", *args],
+            capture_output=True, text=True, env=unset, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert max(len(line) for line in lines) > 80, proc.stdout  # something longer than 80, whole
+        if "--dialogue" in args:
+            assert f"  {opening}" in lines, proc.stdout
+            assert not [line for line in lines if line != line.rstrip()], "lines padded with spaces"
+        else:
+            env = next(line for line in lines if line.startswith("env "))
+            assert "max_assistant_turns=1" in env and "think=False" in env, proc.stdout  # one line
