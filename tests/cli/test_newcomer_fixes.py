@@ -153,3 +153,23 @@ def test_output_to_a_pipe_is_not_wrapped_at_80_columns(tmp_path: Path) -> None:
         else:
             env = next(line for line in lines if line.startswith("env "))
             assert "max_assistant_turns=1" in env and "think=False" in env, proc.stdout  # one line
+
+
+# -- "did you mean" for model names -------------------------------------------------------------------------
+def test_a_model_name_one_typo_away_gets_the_name_not_the_hub(tmp_path: Path) -> None:
+    for flag, value, near in (
+        ("--agent-local", "smollm2-135m", "smollm2-135m-instruct"),
+        ("--agent-local", "tiyn", "tiny"),
+    ):
+        proc = run_rlver(
+            "eval", flag, value, "--simulator", "offline", "--profiles", "en-test", "--out", "E", cwd=tmp_path
+        )
+        assert proc.returncode == 2, proc.stderr
+        (line,) = _errors(proc.stderr)
+        assert f"did you mean {near}?" in line and "Hugging Face cache and" not in line, line
+        assert "network" not in line and "HF_HUB_OFFLINE" not in line, line
+    # a hub id like no known name is still the hub's business
+    far = run_rlver("eval", "--agent-local", "gpt2", "--simulator", "offline", "--out", "E", cwd=tmp_path)
+    (line,) = _errors(far.stderr)
+    assert far.returncode == 2 and "did you mean" not in line and "HF_HUB_OFFLINE is set" in line, line
+    assert not (tmp_path / "E").exists()
