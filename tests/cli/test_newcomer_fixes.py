@@ -173,3 +173,20 @@ def test_a_model_name_one_typo_away_gets_the_name_not_the_hub(tmp_path: Path) ->
     (line,) = _errors(far.stderr)
     assert far.returncode == 2 and "did you mean" not in line and "HF_HUB_OFFLINE is set" in line, line
     assert not (tmp_path / "E").exists()
+
+
+# -- a data folder that is a file -----------------------------------------------------------------------------
+def test_a_data_dir_that_is_a_file_is_refused_before_any_download(tmp_path: Path) -> None:
+    a_file = tmp_path / "data.txt"
+    a_file.write_text("not a folder")
+    for data_dir, argv in (
+        (a_file, ["models", "fetch", "smollm2-135m-instruct"]),
+        (a_file / "inside", ["data", "download", "sage-test"]),
+    ):
+        env = {"RLVER_DATA_DIR": str(data_dir), "PIP_INDEX_URL": "http://127.0.0.1:9/simple"}
+        proc = run_rlver(*argv, cwd=tmp_path, env={**env, "RLVER_DATA_BASE_URL": "http://127.0.0.1:9"})
+        assert proc.returncode == 2, proc.stderr
+        (line,) = _errors(proc.stderr)
+        assert "$RLVER_DATA_DIR" in line and str(a_file) in line and "not a folder" in line, line
+        assert "downloading" not in proc.stderr and "could not" not in proc.stderr, proc.stderr
+    assert a_file.read_text() == "not a folder"
