@@ -223,3 +223,8 @@ def test_a_part_asked_again_is_answered_as_said_before() -> None:
 if __name__ == "__main__":
     s, n, e, m = count_in_full()
     print(f"single questions answered: {s}/{n}; extended set answered in full: {e}/{m}")
+
+
+def test_two_parts_the_profile_does_not_answer_get_one_plain_answer() -> None:
+    reply = asked("en-freelancer-unpaid", "Do you have any pets, and what's your favourite film?")
+    assert len(_CANNOT_SAY.findall(reply)) == 1, reply
