@@ -381,9 +381,7 @@ def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool =
         if dry_run:
             print("(verl is not installed here, so the overrides were not checked against its config)")
             return 0
-        raise RlverError(
-            f"verl is not installed in this environment: {INSTALL_HINT}"
-        )
+        raise RlverError(f"verl is not installed in this environment: {INSTALL_HINT}")
     try:
         compose_verl_config(plan.overrides)
         print("verl's config loader accepted the overrides.")
