@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from rlver.cli.eval_cmd import _interrupted
 
 
@@ -92,6 +94,7 @@ def test_a_verl_dry_run_without_pyarrow_exits_2_naming_the_install_command(tmp_p
 
 
 # -- rlver train against a self-hosted simulator ----------------------------------------------------------
+@pytest.mark.slow  # one real training step: 25 s at a load average of 7
 def test_train_takes_the_simulator_flags_of_eval(tmp_path: Path) -> None:
     """``--sim-base-url/--sim-model/--sim-key-env`` reach the run: one real step against a simulator
     served on 127.0.0.1, asked for by the model id given, with no key sent."""
@@ -126,33 +129,40 @@ def test_train_refuses_the_simulator_flags_without_a_model(tmp_path: Path) -> No
 
 # -- output to a file is not wrapped ---------------------------------------------------------------------
 def test_output_to_a_pipe_is_not_wrapped_at_80_columns(tmp_path: Path) -> None:
-    """Without COLUMNS, rich lays out a pipe's output to 80 columns: `inspect` split the user's opening
-    line and padded every line with spaces. Now each line is its content, whole."""
-    from rlver.profiles.sets import load_profile_set
+    """Without COLUMNS, rich lays out a pipe's output to 80 columns: `inspect` split a user's long line
+    and padded every line with spaces. Now each line is its content, whole."""
+    import json
 
-    done = run_rlver(
-        "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "en-test", "--limit", "1",
-        "--agent-max-tokens", "8", "--set", "env.rules.max_assistant_turns=1", "--no-report", "--out", "R",
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    opening = "I keep replaying what the head teacher said on Monday, and I cannot tell any more whether I was wrong."
+    reply = "That sounds exhausting, and it makes sense that it keeps coming back to you at night. What did she say?"
+    record = {
+        "id": "a-dialogue-id-long-enough-to-be-split-by-a-narrow-table-cell-0001",
+        "emo_point": 45,
+        "history": [
+            {"role": "user", "content": opening, "emotion-point": 40},
+            {"role": "assistant", "content": reply},
+            {
+                "role": "user",
+                "content": "She asked me for a written account 'to be safe'.",
+                "emotion-point": 45,
+            },
+        ],
+    }
+    path = tmp_path / "run_result.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
     unset = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    opening = load_profile_set("en-test")[0].opening or ""
-    assert len(opening) > 80  # the line that used to be cut
-    for args in (["R", "--dialogue", "1"], ["R"]):
+    for args in ([str(path), "--dialogue", "1"], [str(path)]):
         proc = subprocess.run(
             [sys.executable, "-m", "rlver", "inspect", *args],
             capture_output=True, text=True, env=unset, cwd=tmp_path, timeout=120,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
-        assert max(len(line) for line in lines) > 80, proc.stdout  # something longer than 80, whole
         if "--dialogue" in args:
-            assert f"  {opening}" in lines, proc.stdout
+            assert f"  {opening}" in lines and f"  {reply}" in lines, proc.stdout
             assert not [line for line in lines if line != line.rstrip()], "lines padded with spaces"
         else:
-            env = next(line for line in lines if line.startswith("env "))
-            assert "max_assistant_turns=1" in env and "think=False" in env, proc.stdout  # one line
+            assert any(str(record["id"]) in line for line in lines), proc.stdout  # the id in one cell
 
 
 # -- "did you mean" for model names -------------------------------------------------------------------------
