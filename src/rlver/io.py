@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rlver.errors import InputError, Problem
+from rlver.errors import ConfigError, InputError, Problem
 
 #: Overrides where rlver keeps what it downloads (published profiles, fetched models).
 DATA_DIR_ENV = "RLVER_DATA_DIR"
@@ -31,9 +31,21 @@ def default_data_dir() -> Path:
     fetch``), so a team can point it at a shared folder once."""
     env = os.environ.get(DATA_DIR_ENV)
     if env:
-        return Path(env).expanduser()
+        return _a_folder(Path(env).expanduser(), f"${DATA_DIR_ENV}")
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache) / "rlver" / "data"
+    return _a_folder(Path(cache) / "rlver" / "data", "the data folder")
+
+
+def _a_folder(path: Path, source: str) -> Path:
+    """``path``, refused (exit 2) when it or a folder above it is a file: every download and fetch
+    would fail there, and ``rlver models fetch`` only found out after downloading the wheel."""
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                what = "is a file" if part == path else f"is inside {part}, which is a file"
+                raise ConfigError(f"{source}: {path} {what}, not a folder; point it at a folder")
+            break
+    return path
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:

@@ -30,6 +30,7 @@ from rlver.heartbeat import activity, duration, eta, heartbeat, say_line
 from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.sentient.protocols import PROTOCOLS
+from rlver.tables import output_console
 
 if TYPE_CHECKING:
     from rlver.manifest import RunManifest
@@ -340,11 +341,10 @@ def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | N
 
 
 def _run_with_progress(cfg: Any, *, resume: bool) -> None:
-    from rich.console import Console
 
     from rlver.eval.runner import run_eval
 
-    console = Console(stderr=True)
+    console = output_console(stderr=True)
     started = time.perf_counter()
     # A log (stderr not a terminal) sees a bar only once it is done: plain lines on stdout instead.
     plain = not console.is_terminal
@@ -396,11 +396,13 @@ def _interrupted(out_dir: Path) -> str:
             f"interrupted: {done} finished dialogue(s) are saved in {transcript}; "
             "run the same command with --resume to continue"
         )
-    if out_dir.is_dir():
+    if transcript.exists():  # its first line is the manifest: what --resume checks its settings against
         return (
             f"interrupted before any dialogue finished: nothing to keep yet; {out_dir} holds the run's "
             "settings, and the same command with --resume starts it"
         )
+    if out_dir.is_dir() and not any(out_dir.iterdir()):
+        return f"interrupted before the run started: nothing was written ({out_dir} is empty)"
     return "interrupted before the run started: nothing was written"
 
 
@@ -502,11 +504,10 @@ def score_command(
     if as_json:
         _print_scores_json(runs, comparisons if compare else None)
         return
-    from rich.console import Console
 
     from rlver.tables import print_fitting
 
-    console = Console()
+    console = output_console()
     print_fitting(console, _scores_table(runs))
     if comparisons:
         print_fitting(console, _comparison_table(runs[0].name, comparisons))
@@ -674,7 +675,6 @@ def judge_command(
         limit=limit,
         cache=not no_cache,
     )
-    from rich.console import Console
     from rich.table import Table
 
     from rlver.errors import NothingFinished
@@ -699,7 +699,7 @@ def judge_command(
         table.add_row(CAPABILITY_LABELS[c], num(summary.capabilities[c], ".2f"))
     table.add_row("orientation (−1 empathy … +1 solution)", num(summary.orientation, "+.2f"))
     table.add_row("style (−1 structured … +1 creative)", num(summary.style, "+.2f"))
-    console = Console()
+    console = output_console()
     console.print(table)
     console.print(
         f"judged {summary.n_judged} / failed {summary.n_errors} dialogue(s); details in {details}"

@@ -21,6 +21,7 @@ import typer
 
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
+from rlver.tables import indented, output_console, rule
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -194,7 +195,6 @@ def _appraisal_lines(appraisal: Appraisal, extra: dict[str, Any]) -> list[tuple[
 
 def print_dialogue(console: Console, ep: Episode, *, show_think: bool) -> None:
     """One dialogue, message by message, each user turn with the appraisal that set its emotion."""
-    from rich.padding import Padding
     from rich.text import Text
 
     _print_title(console, ep)
@@ -212,14 +212,13 @@ def print_dialogue(console: Console, ep: Episode, *, show_think: bool) -> None:
             _print_user(console, ep, msg.content, turn, first=n_user == 1)
     if ep.messages and ep.messages[-1].role == "assistant":
         console.print(
-            Padding(Text("(last reply not appraised: the dialogue had ended)", style="dim"), (0, 0, 0, 2))
+            indented(console, Text("(last reply not appraised: the dialogue had ended)", style="dim"))
         )
     _print_outcome(console, ep)
 
 
 def _print_title(console: Console, ep: Episode) -> None:
     """A rule, then the dialogue's id, length, final emotion, status and the profile facts."""
-    from rich.rule import Rule
     from rich.text import Text
 
     title = Text.assemble(
@@ -229,7 +228,7 @@ def _print_title(console: Console, ep: Episode) -> None:
         f" · {ep.status}",
         f" · ended: {_end_reason(ep)}",
     )
-    console.print(Rule(style="dim"))
+    console.print(rule(console))
     console.print(title)
     meta = ep.meta or {}
     facts = [f"{k}: {meta[k]}" for k in ("topic", "difficulty", "behaviour", "hidden_need") if meta.get(k)]
@@ -239,7 +238,6 @@ def _print_title(console: Console, ep: Episode) -> None:
 
 def _print_assistant(console: Console, content: str, n: int, *, show_think: bool) -> None:
     """Assistant reply ``n``: its think block (in full, or a one-line preview), then the visible text."""
-    from rich.padding import Padding
     from rich.text import Text
 
     from rlver.env.thinking import split_think
@@ -254,8 +252,8 @@ def _print_assistant(console: Console, content: str, n: int, *, show_think: bool
             if show_think
             else f"▸ {label}, {len(split.thought)} chars: {_preview(split.thought)}"
         )
-        console.print(Padding(Text(shown, style="dim italic"), (0, 0, 0, 2)))
-    console.print(Padding(Text(clean(split.visible) or "(nothing visible)"), (0, 0, 0, 2)))
+        console.print(indented(console, Text(shown, style="dim italic")))
+    console.print(indented(console, Text(clean(split.visible) or "(nothing visible)")))
 
 
 def _user_header(ep: Episode, turn: UserTurn | None, *, first: bool) -> Any:
@@ -283,20 +281,17 @@ def _user_header(ep: Episode, turn: UserTurn | None, *, first: bool) -> Any:
 
 def _print_user(console: Console, ep: Episode, content: str, turn: UserTurn | None, *, first: bool) -> None:
     """A user message: the emotion header, the appraisal's reasoning (dimmed), the text, an ending."""
-    from rich.padding import Padding
     from rich.text import Text
 
     console.print()
     console.print(_user_header(ep, turn, first=first))
     if turn is not None and turn.appraisal is not None:
         for label, value in _appraisal_lines(turn.appraisal, turn.extra or {}):
-            console.print(Padding(Text(f"{label}: {clean(value, 2000)}", style="dim"), (0, 0, 0, 2)))
-    console.print(Padding(Text(clean(content)), (0, 0, 0, 2)))
+            console.print(indented(console, Text(f"{label}: {clean(value, 2000)}", style="dim")))
+    console.print(indented(console, Text(clean(content))))
     if turn is not None and turn.ends_dialogue:
         console.print(
-            Padding(
-                Text(f"[ends the dialogue: {turn.end_reason or 'goodbye'}]", style="italic"), (0, 0, 0, 2)
-            )
+            indented(console, Text(f"[ends the dialogue: {turn.end_reason or 'goodbye'}]", style="italic"))
         )
 
 
@@ -343,7 +338,6 @@ def inspect_command(
     ),
 ) -> None:
     """Read a transcript: the run's settings and its dialogues, or one dialogue turn by turn."""
-    from rich.console import Console
 
     from rlver.transcripts.files import read_episodes, transcript_path
 
@@ -356,7 +350,7 @@ def inspect_command(
         if as_json:
             typer.echo(json.dumps(ep.model_dump(mode="json"), ensure_ascii=False, indent=2))
             return
-        print_dialogue(Console(highlight=False), ep, show_think=think)
+        print_dialogue(output_console(highlight=False), ep, show_think=think)
         return
     if as_json:
         rows = [
@@ -376,7 +370,7 @@ def inspect_command(
             json.dumps({"path": source, "format": fmt, "dialogues": rows}, ensure_ascii=False, indent=2)
         )
         return
-    print_summary(Console(highlight=False), Path(source), fmt, manifest, episodes, turns=turns)
+    print_summary(output_console(highlight=False), Path(source), fmt, manifest, episodes, turns=turns)
 
 
 def register(app: typer.Typer) -> None:

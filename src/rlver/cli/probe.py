@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
@@ -22,13 +21,14 @@ from rlver.io import dumps_strict
 from rlver.profiles.sets import load_profile_set
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.factory import SimulatorSpec, build_simulator
+from rlver.tables import output_console
 
 
 def render(report: dict[str, Any]) -> None:
     """A table: one row per probe, summary columns, and one column per profile when they fit."""
     from rlver.fidelity.probes import first_error
 
-    console = Console()
+    console = output_console()
     ids = report["profiles"]
     show = ids if 56 + 11 * len(ids) <= console.width else []
     table = Table(title=f"emotion change per probe (start {report['start_emotion']})", title_justify="left")
@@ -70,7 +70,7 @@ def render(report: dict[str, Any]) -> None:
 
 def render_replay(report: dict[str, Any]) -> None:
     """A table: one row per veto group of the run's replayed replies."""
-    console = Console()
+    console = output_console()
     table = Table(
         title=f"{report['run']}: {report['replies']} policy replies replayed, {report['vetoed']} vetoed",
         title_justify="left",

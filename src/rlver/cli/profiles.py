@@ -9,6 +9,7 @@ import typer
 
 from rlver.cli import profiles_gen
 from rlver.cli.plain_help import add_group
+from rlver.tables import output_console
 
 
 def _short(text: str, width: int) -> str:
@@ -22,13 +23,12 @@ def list_cmd(
     ),
 ) -> None:
     """Without an argument: every profile set with its size. With one: a table of its profiles."""
-    from rich.console import Console
     from rich.table import Table
 
     from rlver.profiles.download import find_data_file
     from rlver.profiles.sets import BUNDLED_SETS, PRIMARY_SETS, PUBLISHED_SETS, load_profile_set
 
-    console = Console()
+    console = output_console()
     if set_or_path is None:
         table = Table(title="profile sets")
         for col in ("set", "profiles", "languages", "with opening", "source"):
@@ -66,7 +66,6 @@ def show_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the profile as one JSON object."),
 ) -> None:
     """Print one profile in full."""
-    from rich.console import Console
     from rich.markup import escape
 
     from rlver.profiles.sets import find_profile
@@ -75,7 +74,7 @@ def show_cmd(
     if as_json:
         typer.echo(profile.model_dump_json(indent=2, exclude_none=True))
         return
-    console = Console()
+    console = output_console()
     for field, value in profile.model_dump(exclude_none=True).items():
         if isinstance(value, list):
             value = ", ".join(str(v) for v in value)

@@ -13,6 +13,7 @@ import typer
 
 from rlver.cli import checks
 from rlver.errors import InputError, Problem
+from rlver.tables import output_console
 
 if TYPE_CHECKING:  # the command imports its modules lazily, so `rlver --help` stays fast
     from rich.console import Console
@@ -81,7 +82,6 @@ def generate_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the run summary as JSON."),
 ) -> None:
     """Have an LLM write user profiles from seed topics (validated, de-duplicated, resumable)."""
-    from rich.console import Console
 
     from rlver.llm.base import SamplingParams
     from rlver.llm.openai_client import OpenAIChatModel
@@ -104,7 +104,7 @@ def generate_cmd(
         similarity=similarity,
         max_similarity=max_similarity,
     )
-    err = Console(stderr=True)
+    err = output_console(stderr=True)
 
     def make_model() -> ChatModel:
         return OpenAIChatModel(

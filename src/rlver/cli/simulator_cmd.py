@@ -9,6 +9,7 @@ import typer
 from rlver.cli import checks
 from rlver.cli.plain_help import add_group
 from rlver.errors import ConfigError
+from rlver.tables import output_console
 
 
 def fit_cmd(
@@ -24,7 +25,6 @@ def fit_cmd(
     ),
 ) -> None:
     """Fit the Chinese learned appraisal on released judgements; same data, same bytes."""
-    from rich.console import Console
 
     from rlver.fidelity.appraisal_fit import dump_artefact, fit_artefact
     from rlver.io import atomic_write_bytes
@@ -33,7 +33,7 @@ def fit_cmd(
         raise ConfigError(
             f"--out {out}: a folder is there; give the JSON file to write, e.g. {out / 'appraisal.json'}"
         )
-    console = Console(stderr=True)
+    console = output_console(stderr=True)
     artefact = fit_artefact(
         data, settings={"joint_holdout": joint}, validate=validate, log=lambda m: console.print(m)
     )

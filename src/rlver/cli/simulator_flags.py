@@ -1,5 +1,5 @@
 """The simulator flags shared by ``rlver eval``, ``chat``, ``probe`` and ``calibrate`` (and the last
-three's ``--set simulator.KEY=VALUE``).
+three's ``--set simulator.KEY=VALUE``), and the model flags of ``rlver train``.
 
 Why one module: the four commands used to spell ``--simulator`` and the ``--sim-*`` model flags, their
 help, the kind check and the model block each on their own, and they drifted (one accepted model flags
@@ -9,6 +9,7 @@ from the registry in :mod:`rlver.simulator.factory`, so a new kind shows up in e
 
 from __future__ import annotations
 
+import json
 from typing import Any, get_args
 
 import typer
@@ -149,3 +150,25 @@ def parse_simulator_spec(raw: dict[str, Any], command: str) -> SimulatorSpec:
             Problem(command, None, ".".join(str(x) for x in e["loc"]) or None, e["msg"]) for e in exc.errors()
         ]
         raise InputError(problems) from None
+
+
+def simulator_overrides(*, model: str | None, base_url: str | None, key_env: str | None) -> list[str]:
+    """The ``--sim-*`` flags as ``--set`` overrides of a config's simulator (``rlver train``).
+
+    Why: training against a self-hosted simulator took ``--set simulator.model.model=...`` and
+    ``--set simulator.model.api_key_env=''`` beside the base URL, which only the config revealed; the
+    flags are checked as ``rlver eval`` checks them (:func:`simulator_block`: the other two need
+    ``--sim-model``, which implies the kind that talks to a model). A flag left out keeps the config's
+    value (its base URL, its key variable). Values are JSON-quoted, so a model id such as ``1.5`` stays
+    a string.
+    """
+    block = simulator_block(None, model=model, base_url=base_url, key_env=key_env)
+    if not block:
+        return []
+    sets = [f"simulator.kind={block['kind']}"]
+    for key, value in block["model"].items():
+        if value is not None:
+            sets.append(f"simulator.model.{key}={json.dumps(value)}")
+        elif key == "api_key_env":  # --sim-key-env '': no key
+            sets.append("simulator.model.api_key_env=null")
+    return sets

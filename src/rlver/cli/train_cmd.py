@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from rlver.cli import checks
+from rlver.cli import checks, simulator_flags
 from rlver.errors import ConfigError, RlverError
 from rlver.heartbeat import activity, heartbeat, step_reporter
 from rlver.interrupt import Interrupted
@@ -53,9 +53,13 @@ def train_command(
     dry_run: bool = typer.Option(
         False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
     ),
+    sim_base_url: str | None = simulator_flags.SIM_BASE_URL,
+    sim_model: str | None = simulator_flags.SIM_MODEL,
+    sim_key_env: str | None = simulator_flags.SIM_KEY_ENV,
 ) -> None:
     """Train a policy with PPO or GRPO against simulated users."""
-    overrides = list(set_) + ([f"run.steps={steps}"] if steps else [])
+    sim = simulator_flags.simulator_overrides(model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
+    overrides = sim + list(set_) + ([f"run.steps={steps}"] if steps else [])
     if engine == "verl":
         if importlib.util.find_spec("rlver.integrations.verl.launch") is None:
             raise RlverError("the verl integration is missing from this install")

@@ -76,7 +76,6 @@ def _fmt(value: Any, digits: int = 3) -> str:
 
 
 def print_table(summary: dict[str, Any], simulator: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"Agreement with the recorded appraisals (simulator: {simulator})")
@@ -102,12 +101,10 @@ def print_table(summary: dict[str, Any], simulator: str) -> None:
         "",
         "",
     )
-    import os
-    import sys
+    from rlver.tables import output_console, print_fitting
 
-    # Piped output (CI logs) gets a width that keeps most file names on one line, unless COLUMNS says.
-    console = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=130)
-    from rlver.tables import print_fitting
+    # Piped output (CI logs) is not wrapped, unless COLUMNS says a width.
+    console = output_console()
 
     print_fitting(console, table)
     console.print(f"model-ranking Spearman: {_fmt(summary['model_ranking_spearman'])}")
@@ -156,9 +153,7 @@ def print_provenance(simulator: dict[str, Any]) -> None:
     rows = provenance_rows(simulator)
     if not rows:
         return
-    import sys
 
-    from rich.console import Console
     from rich.table import Table
 
     table = Table(title="Learned appraisal (Chinese profiles): provenance")
@@ -166,7 +161,9 @@ def print_provenance(simulator: dict[str, Any]) -> None:
     table.add_column("value", justify="left", overflow="fold")
     for label, value in rows:
         table.add_row(label, value)
-    (Console() if sys.stdout.isatty() else Console(width=130)).print(table)
+    from rlver.tables import output_console
+
+    output_console().print(table)
 
 
 def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: int) -> tuple[bytes, bytes]:

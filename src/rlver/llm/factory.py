@@ -126,7 +126,35 @@ def check_model_source(model: str, setting: str = "model.path") -> None:
     if path.exists() or _looks_like_path(model):
         _check_model_folder(path, model, setting)
         return
+    _check_near_name(model, setting)
     _check_hub_id(model, setting)
+
+
+def _check_near_name(model: str, setting: str) -> None:
+    """A name one typo away from a model rlver knows (``smollm2-135m`` for ``smollm2-135m-instruct``, ``tiyn``)
+    is refused with the name, not blamed on the hub or the network, unless the hub cache holds it (then
+    it is a real model that happens to be spelled alike). An ``org/name`` id is left to the hub check."""
+    from rlver.errors import did_you_mean
+    from rlver.models.fetch import FETCHABLE
+
+    known = ["tiny", *FETCHABLE]
+    hint = did_you_mean(model.lower(), known)
+    if "/" in model or not hint or _in_hub_cache(model):
+        return
+    raise ConfigError(
+        f"{setting}: {model!r} is not a model rlver knows ({', '.join(known)}), a model folder or a cached "
+        f"Hugging Face model{hint} (rlver models list)"
+    )
+
+
+def _in_hub_cache(model: str) -> bool:
+    """Whether the Hugging Face cache holds ``model``'s config.json (no network call)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except Exception:  # not a valid repo id, no hub library: not cached
+        return False
 
 
 #: The files that hold a model's weights, one of which a model folder must have (a sharded model has

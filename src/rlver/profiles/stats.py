@@ -122,10 +122,11 @@ def _language_groups(profiles: Sequence[Profile]) -> list[tuple[str, list[Profil
 
 def render_stats(stats: dict[str, Any], *, top: int = 15) -> None:
     """Print ``stats`` as rich tables."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from rlver.tables import output_console
+
+    console = output_console()
     console.print(f"[bold]{stats['profiles']}[/] profiles, {stats['with_opening']} with an opening line")
     total = max(1, stats["profiles"])  # share of profiles (a profile has several traits)
     for key, dist in stats["distributions"].items():

@@ -82,19 +82,33 @@ def dedupe_episodes(episodes: list[Episode]) -> list[Episode]:
     return list(chosen.values())
 
 
+def runs_inside(folder: Path) -> list[str]:
+    """The sub-folders of ``folder`` that hold a transcript, as ``NAME/``: a demo's folder holds its
+    ``before/`` and ``after/`` evaluations and its ``run/`` (training), none at the top."""
+    try:
+        subs = sorted(p for p in folder.iterdir() if p.is_dir() and (p / TRANSCRIPT_NAME).is_file())
+    except OSError:
+        return []
+    order = {"before": 0, "after": 1, "run": 2}  # the demo's own order: evaluate, evaluate, the training
+    return [f"{p.name}/" for p in sorted(subs, key=lambda p: (order.get(p.name, 3), p.name))]
+
+
 def transcript_path(path: Path) -> Path:
     """The transcript of a run directory, or the file itself."""
     if path.is_dir():
         candidate = path / TRANSCRIPT_NAME
         if not candidate.exists():
-            raise InputError(
-                Problem(
-                    str(path),
-                    None,
-                    None,
-                    f"no {TRANSCRIPT_NAME} here; is this an `rlver eval` or `rlver train` output folder?",
+            inside = runs_inside(path)
+            if inside:  # e.g. `rlver inspect rlver-demo`: point to the runs it holds
+                named = ", ".join(inside[:-1]) + f" and {inside[-1]}" if len(inside) > 1 else inside[0]
+                example = "after/" if "after/" in inside else inside[0]
+                why = (
+                    f"no {TRANSCRIPT_NAME} here: its runs are in {named}; give one of them, "
+                    f"e.g. {path / example.rstrip('/')}"
                 )
-            )
+            else:
+                why = f"no {TRANSCRIPT_NAME} here; is this an `rlver eval` or `rlver train` output folder?"
+            raise InputError(Problem(str(path), None, None, why))
         return candidate
     if not path.exists():
         raise InputError(Problem(str(path), None, None, "no such file or directory"))

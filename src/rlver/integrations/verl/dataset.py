@@ -81,7 +81,9 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
-        raise RlverError("writing verl datasets needs pyarrow: pip install 'rlver[verl]'") from None
+        raise RlverError(
+            "writing verl datasets needs pyarrow: pip install -e '.[verl]' (in the rlver checkout)"
+        ) from None
 
     if not rows:
         raise ValueError(f"{path}: no rows to write (empty profile set?)")

@@ -207,6 +207,22 @@ def _write_run_files(
     return [overrides_file, run_sh, config_file]
 
 
+#: The one command that installs what ``--engine verl`` needs. rlver is not on the package index, so
+#: the extra is installed from the checkout (``make verl-setup`` puts it in a venv of its own).
+INSTALL_HINT = "pip install -e '.[verl]' (in the rlver checkout; see docs/multinode.md)"
+
+
+def require_pyarrow() -> None:
+    """Refuse (exit 2) when pyarrow, which writes the datasets even for a dry run, is not installed."""
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise ConfigError(
+            f"--engine verl writes its datasets as parquet, which needs pyarrow (not installed here): "
+            f"{INSTALL_HINT}"
+        ) from None
+
+
 def prepare(cfg: VerlTrainConfig, *, python: str | None = None, stand_in: bool = False) -> LaunchPlan:
     """Write the run folder for ``cfg`` and return the plan (nothing is started). ``stand_in``: see
     :func:`_profiles` (dry runs only). A folder this call creates is removed again when writing fails
@@ -214,6 +230,7 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None, stand_in: bool =
     refuse_unsupported(cfg)  # a setting verl cannot honour is refused before anything is written
     plan = LaunchPlan(Path(cfg.verl.out_dir).expanduser().resolve())
     train_profiles, val_profiles, plan.notes = _profiles(cfg, stand_in=stand_in)
+    require_pyarrow()  # the datasets are parquet: refused here, before the run folder is made
     created = not plan.out_dir.exists()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -364,9 +381,7 @@ def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool =
         if dry_run:
             print("(verl is not installed here, so the overrides were not checked against its config)")
             return 0
-        raise RlverError(
-            "verl is not installed in this environment: pip install 'rlver[verl]' (see docs/multinode.md)"
-        )
+        raise RlverError(f"verl is not installed in this environment: {INSTALL_HINT}")
     try:
         compose_verl_config(plan.overrides)
         print("verl's config loader accepted the overrides.")

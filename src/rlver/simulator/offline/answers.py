@@ -15,11 +15,19 @@ answers with a line of its story (:mod:`rlver.simulator.offline.story`):
   all; C answers a question its story has words for, guardedly and briefly, and deflects the rest and
   any question about its needs; F deflects and leaves.
 
+A question with several parts ("How old are you, and what is your job?", "你住在哪里，平时喜欢做什么？")
+is answered part by part (:func:`question_parts`); a "how long" part with the line that states a length
+of time about it; a part that asks something specific no line of the profile speaks of ("Have you eaten
+anything today?") with a plain "I can't really say." (:data:`CANNOT_SAY`), never a made-up fact or the
+next beat of the story, which stays the answer to a question about the story in general ("What
+happened next?").
+
 Only the TEXT of the user's reply comes from here: the appraisal, and so every emotion change, is
 computed before it and never reads it. (The next turn's appraisal does read the user's last message, as
 it reads any user message: that is the text changing, not the scoring.) It is a proxy: the answers are
 the profile's own sentences, picked by shared words, not understood or generated, so a question its
-story has no words for gets a sentence that does not answer it.
+story has no words for, and that shares a word with no line, gets "I can't say"; one that shares an
+incidental word gets that line.
 
 Deterministic: the only chance is the user's own seeded RNG (lead-ins, deflections), and the lines
 said so far are read back from the dialogue's history when a user is restored.
@@ -30,10 +38,12 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from rlver.records import Tier
 from rlver.simulator.offline.crosslingual import content_tokens
+from rlver.simulator.offline.firstperson import word_set
 from rlver.simulator.offline.story import Story, StoryLine, asked_facts
 
 #: Hard flags after which the reply cannot be read as a question at all (the user reacts to the flag).
@@ -118,6 +128,16 @@ FILLERS = {
     "zh": ["我也不知道还能说什么。", "就这些吧。", "我好像一直在绕圈子。", "反正就这样。"],
 }
 
+#: Said to a part of a question that the profile has no answer for ("Have you eaten today?"): plainly,
+#: with no fact made up and no line of the story put in its place.
+CANNOT_SAY = {
+    "en": ["I can't really say.", "Honestly, I couldn't tell you.", "I don't know what to tell you there."],
+    "zh": ["这个我说不上来。", "这个我也说不好。", "这个不好说。"],
+}
+
+#: Answers a question with several parts gives once at most (the rest add nothing).
+_ONCE = frozenset({"deflect", "unknown", "again"})
+
 _EN_SENTENCE = re.compile(r"[^.!?\n]*[.!?]+|[^.!?\n]+$")
 _ZH_SENTENCE = re.compile(r"[^。！？!?；;\n]*[。！？!?；;]+|[^。！？!?；;\n]+$")
 _EN_PROMPT = re.compile(
@@ -162,6 +182,112 @@ def question_in(reply: str, language: str) -> str:
     return " ".join(s.strip() for s in asks if s.strip())
 
 
+_EN_ASK_WORDS = (
+    r"what|what's|whats|how|where|when|who|whom|whose|why|which|do|does|did|have|has|had|are|is|was|were"
+    r"|can|could|would|will|should|tell|say|describe"
+)
+#: Where one English question becomes two: ", and what ...", " and where ...", "; how ...".
+_EN_PART_BREAK = re.compile(
+    rf"(?:,|;)?\s+(?:and|also|plus|or)\s+(?=(?:{_EN_ASK_WORDS})\b)|(?:,|;)\s+(?=(?:{_EN_ASK_WORDS})\b)",
+    re.IGNORECASE,
+)
+_EN_ASKS = re.compile(
+    rf"^(?:(?:and|so|but|also|then|plus|or|oh|okay|ok|well)[,\s]+)*(?:{_EN_ASK_WORDS})\b", re.I
+)
+#: What makes a Chinese clause a question of its own ("你住在哪里，平时喜欢做什么？" is two).
+_ZH_ASKS = re.compile(
+    r"什么|怎么|怎样|如何|哪|谁|几|多少|多大|多久|多长|为什么|为何|吗|呢|么|是不是|有没有|能不能|会不会|要不要"
+    r"|说说|讲讲|告诉我"
+)
+_ZH_PART = re.compile(r"[^，,；;。！？!?]+[，,；;。！？!?]*")
+#: "How long ...?": a question answered by a length of time.
+_EN_HOW_LONG = re.compile(r"\bhow long\b|\bhow many (?:years|months|weeks|days)\b|\bsince when\b", re.I)
+_ZH_HOW_LONG = re.compile(r"多久|多长时间|几年|多少年|几个月|多少天|多长")
+#: A length of time in a line of the story ("for 25 years", "七年", "一年前"), or when it began ("上个月").
+_EN_SPAN = re.compile(
+    r"\b(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+    r"|forty|fifty|twenty-five|several|a few|many)\s+(?:years?|months?|weeks?|days?)\b",
+    re.I,
+)
+_ZH_SPAN = re.compile(
+    r"[\d一二两三四五六七八九十几半]+(?:个多?|多个?)?(?:年|月|周|天|星期)|上个?月|去年|前年"
+)
+#: Words of a question that ask for the story in general ("What happened?", "How are you feeling?"):
+#: answered with the next line of the story, not "I can't say".
+_EN_OPEN = (
+    "happen happened feel feeling feelings felt tell more next then now lately late recently mind think thinking "
+    "thought situation thing things doing going been okay alright cope coping handle handling hold holding day "
+    "days week moment whole story part hardest worst hard mean say said talk share describe explain else "
+    "anything something everything matter wrong start started begin began beginning long worry worries "
+    "worried worrying afraid scared scary fear upset angry sad hurt hurts bother bothers bothering plan plans "
+    "planning most heart inside deal dealing"
+)
+_ZH_OPEN = sorted(
+    word_set(
+        "发生了什么 怎么回事 这段时间 那时候 多说一点 说一说 讲一讲 告诉我 跟我说 怎么想 怎么样 怎么了 为什么 能不能 "
+        "要不要 想不想 说说 讲讲 多说 愿意 可以 最近 现在 后来 然后 当时 那天 今天 感受 感觉 心情 觉得 想法 "
+        "怎么办 心里 内心 担心 害怕 打算 难过 生气 委屈 压力 影响 难受 不安 最 办 "
+        "还好 好吗 具体 情况 事情 经过 回事 一下 一点 什么 怎么 你们 你 我 他 她 的 了 吗 呢 吧 啊 呀 么 那 这 "
+        "个 就 也 还 又 是 有 在 说 想 都 会 多 些"
+    ),
+    key=lambda phrase: (-len(phrase), phrase),  # the longest first: "怎么办" before "怎么"
+)
+
+
+def question_parts(question: str, language: str) -> list[str]:
+    """The questions ``question`` asks, one per part: "How old are you, and what is your job?" asks two.
+
+    A clause that asks nothing ("That sounds hard, and what did he say?") stays with the part after it.
+    """
+    if language == "zh":
+        pieces = [p.strip() for p in _ZH_PART.findall(question) if p.strip()]
+        asks = [bool(_ZH_ASKS.search(p) or asked_facts(p, "zh")) for p in pieces]
+    else:
+        pieces = [
+            p.strip() for sentence in _EN_SENTENCE.findall(question) for p in _EN_PART_BREAK.split(sentence)
+        ]
+        pieces = [p for p in pieces if p]
+        asks = [bool(_EN_ASKS.match(p) or _EN_PROMPT.search(p) or asked_facts(p, "en")) for p in pieces]
+    parts: list[str] = []
+    pending = ""
+    for piece, is_question in zip(pieces, asks, strict=True):
+        pending = f"{pending} {piece}".strip() if language == "en" else pending + piece
+        if is_question:
+            parts.append(pending)
+            pending = ""
+    if pending:  # a trailing clause that asks nothing belongs to the last question
+        if not parts:
+            return [question]
+        parts[-1] = f"{parts[-1]} {pending}" if language == "en" else parts[-1] + pending
+    return parts
+
+
+def asks_how_long(question: str, language: str) -> bool:
+    """Whether ``question`` asks for a length of time ("How long ...?", "多久")."""
+    return bool((_ZH_HOW_LONG if language == "zh" else _EN_HOW_LONG).search(question))
+
+
+def has_span(text: str, language: str) -> bool:
+    """Whether ``text`` states a length of time ("for 25 years", "已经干了七年")."""
+    return bool((_ZH_SPAN if language == "zh" else _EN_SPAN).search(text))
+
+
+def specific_tokens(question: str, language: str) -> set[str]:
+    """The content of ``question`` beyond asking for the story in general: empty for "What happened?"
+    or "说说你这段时间的感受", {"eaten"} for "Have you eaten anything today?"."""
+    if language == "zh":
+        rest = question
+        for phrase in _ZH_OPEN:
+            rest = rest.replace(phrase, " ")
+        return content_tokens(rest, "zh")
+    return content_tokens(question, "en") - _open_stems()
+
+
+@lru_cache(maxsize=1)
+def _open_stems() -> frozenset[str]:
+    return frozenset(content_tokens(_EN_OPEN, "en"))
+
+
 def asks_about_need(question: str, story: Story, tokens: set[str] | None = None) -> bool:
     """Whether ``question`` probes what the user needs: need words ("what would help", "你需要什么"), or
     words of the hidden need that no other line of the story has (``tokens``: the question's content
@@ -188,10 +314,13 @@ class Answer:
     """What the user says to a question, and where it came from (tests and tools read ``kind``)."""
 
     text: str
-    #: a :data:`~rlver.simulator.offline.story.LineKind`, or ``deflect`` (no answer) or ``again``.
+    #: a :data:`~rlver.simulator.offline.story.LineKind`, or ``deflect`` (no answer), ``again`` or
+    #: ``unknown`` (the profile does not say: "I can't really say.").
     kind: str
     #: the story line said ("" for a deflection).
     line: str = ""
+    #: the next line of the story, told to a general question ("What happened?") rather than asked for.
+    unasked: bool = False
 
 
 def _say(template: str, text: str, story: Story) -> str:
@@ -264,10 +393,17 @@ class Answerer:
         fresh = [x for x in pool if x not in used_lines]
         return Answer(rng.choice(fresh or pool), "deflect")
 
-    def _line(self, i: int, mood: str, rng: random.Random) -> Answer:
+    def _line(self, i: int, mood: str, rng: random.Random, lead: bool = True) -> Answer:
+        """Line ``i`` said at ``mood``: with a lead-in for the mood when it opens the answer ("Well, ..."),
+        "Like I said, ..." when it was said before in this dialogue."""
+        again = i in self.used
         self.used.add(i)
         line = self.story.lines[i]
         text = _brief(line.text, self.story.language) if mood == "C" else line.text
+        if again:
+            return Answer(_say(rng.choice(AGAIN[self.story.language]), text, self.story), "again", line.text)
+        if not lead:
+            return Answer(text, line.kind, line.text)
         pool = LEAD_INS[self.story.language][mood]
         # not "其实，其实我希望...": a lead-in the line already starts with is left out
         fitting = [
@@ -280,8 +416,9 @@ class Answerer:
     ) -> Answer | None:
         """The user's answer to ``reply`` at ``tier`` after ``change`` (None: ``reply`` asks nothing).
 
-        ``used_lines``: the canned lines this user has said (a deflection is not said twice while others
-        are left).
+        Every part of a question is answered in turn ("How old are you, and what is your job?" gets the
+        age, then the job), the first with the mood's lead-in. ``used_lines``: the canned lines this user
+        has said (a deflection is not said twice while others are left).
         """
         language = self.story.language
         question = question_in(reply, language)
@@ -290,34 +427,116 @@ class Answerer:
         mood = mood_of(tier, change)
         if mood == "F":
             return self._deflect("F", rng, used_lines)
+        answers: list[Answer] = []
+        for part in question_parts(question, language):
+            said = self._part(part, reply, mood, rng, used_lines, lead=not answers)
+            # one deflection, one "I can't say" and one unasked line of the story are enough
+            if said is not None and not any(
+                said.text == a.text
+                or (said.kind == a.kind and said.kind in _ONCE)
+                or (said.unasked and a.unasked)
+                for a in answers
+            ):
+                answers.append(said)
+        if not answers:
+            return None
+        sep = "" if language == "zh" else " "
+        first = answers[0]
+        return Answer(sep.join(a.text for a in answers), first.kind, first.line)
+
+    def _part(
+        self, part: str, reply: str, mood: str, rng: random.Random, used_lines: set[str], *, lead: bool
+    ) -> Answer | None:
+        """The answer to one part of a question: the line it asks for, its hidden need (by mood), a
+        length of time, a plain "I can't say" when the profile has no answer, else the next line of the
+        story (a general question: "What happened?")."""
+        language = self.story.language
         kinds = ALLOWED[mood]
-        tokens = content_tokens(question, language)
-        asked = tokens | asked_facts(question, language)
-        if asks_about_need(question, self.story, tokens):
-            if mood == "C":
-                return self._deflect("C", rng, used_lines)
-            if mood == "B":
-                goal = next((i for i, x in enumerate(self.story.lines) if x.kind == "goal"), None)
-                if goal is not None and goal not in self.used:
-                    return self._line(goal, "B", rng)
-                return self._deflect("B", rng, used_lines)
-            for kind in ("need", "need_near", "goal"):  # S, A: the need itself first
-                pick = self._pick(asked, frozenset({kind}), reply)
-                if pick is None:
-                    pick = next(
-                        (i for i, x in enumerate(self.story.lines) if x.kind == kind and i not in self.used),
-                        None,
-                    )
-                if pick is not None:
-                    return self._line(pick, mood, rng)
+        tokens = content_tokens(part, language)
+        facts = asked_facts(part, language)
+        asked = tokens | facts
+        if asks_about_need(part, self.story, tokens):
+            return self._need(asked, mood, rng, used_lines, reply, lead=lead)
+        if asks_how_long(part, language):
+            return self._how_long(part, facts, kinds, mood, rng, used_lines, lead=lead)
         pick = self._pick(asked, kinds, reply)
-        if pick is None:
-            if mood == "C":  # a guarded user does not volunteer what was not asked
-                return self._deflect("C", rng, used_lines)
-            pick = self._next_unsaid(kinds)
         if pick is not None:
-            return self._line(pick, mood, rng)
+            return self._line(pick, mood, rng, lead)
+        if self._not_in_profile(part, facts):
+            return self._cannot_say(rng, used_lines)
+        told = [i for i, x in enumerate(self.story.lines) if x.kind in kinds and self._score(x, asked) > 0]
+        if told:  # asked again about what was said: "Like I said, ..."
+            return self._again(asked, kinds, mood, rng)
+        if mood == "C":  # a guarded user does not volunteer what was not asked
+            return self._deflect("C", rng, used_lines)
+        pick = self._next_unsaid(kinds)
+        if pick is not None:
+            return replace(self._line(pick, mood, rng, lead), unasked=True)
         return self._again(asked, kinds, mood, rng)
+
+    def _need(
+        self, asked: set[str], mood: str, rng: random.Random, used_lines: set[str], reply: str, *, lead: bool
+    ) -> Answer:
+        """A question about what the user needs: S and A tell the need itself, B its explicit goal (or
+        deflect), C deflects."""
+        if mood == "C":
+            return self._deflect("C", rng, used_lines)
+        if mood == "B":
+            goal = next((i for i, x in enumerate(self.story.lines) if x.kind == "goal"), None)
+            if goal is not None and goal not in self.used:
+                return self._line(goal, "B", rng, lead)
+            return self._deflect("B", rng, used_lines)
+        for kind in ("need", "need_near", "goal"):  # S, A: the need itself first
+            pick = self._pick(asked, frozenset({kind}), reply)
+            if pick is None:
+                pick = next(
+                    (i for i, x in enumerate(self.story.lines) if x.kind == kind and i not in self.used),
+                    None,
+                )
+            if pick is not None:
+                return self._line(pick, mood, rng, lead)
+        return self._deflect("B", rng, used_lines)
+
+    def _how_long(
+        self,
+        part: str,
+        facts: set[str],
+        kinds: frozenset[str],
+        mood: str,
+        rng: random.Random,
+        used_lines: set[str],
+        *,
+        lead: bool,
+    ) -> Answer:
+        """The answer to "How long ...?": the line that states a length of time about what is asked ("你做这份工作多久
+        了？" -> "...已经干了七年"), else a plain "I can't say" (never the job instead of how long)."""
+        language = self.story.language
+        topic = specific_tokens((_ZH_HOW_LONG if language == "zh" else _EN_HOW_LONG).sub(" ", part), language)
+        for line in self.story.lines:  # "this job": the words of the job the profile names
+            if line.tokens & facts:
+                topic |= content_tokens(line.text, language)
+        scored = [
+            (len(content_tokens(line.text, language) & topic), i not in self.used, -i)
+            for i, line in enumerate(self.story.lines)
+            if line.kind in kinds and has_span(line.text, language)
+        ]
+        best = max(scored, default=(0, False, 0))
+        if best[0] == 0:
+            return self._cannot_say(rng, used_lines)
+        return self._line(-best[2], mood, rng, lead)
+
+    def _not_in_profile(self, part: str, facts: set[str]) -> bool:
+        """Whether ``part`` asks something specific that no line of the profile speaks of ("Have you eaten
+        today?"), as opposed to asking for the story in general ("What happened next?")."""
+        specific = specific_tokens(part, self.story.language)
+        if not specific and not facts:
+            return False
+        return not any(line.tokens & (specific | facts) for line in self.story.lines)
+
+    def _cannot_say(self, rng: random.Random, used_lines: set[str]) -> Answer:
+        pool = CANNOT_SAY[self.story.language]
+        fresh = [x for x in pool if x not in used_lines]
+        return Answer(rng.choice(fresh or pool), "unknown")
 
     def _again(self, asked: set[str], kinds: frozenset[str], mood: str, rng: random.Random) -> Answer | None:
         """Everything has been said: the best line again, as a person repeats themselves ("Like I said")."""

@@ -239,30 +239,39 @@ def _pronoun(background: str, fields: dict[str, str], language: str) -> str:
 # -- the story ----------------------------------------------------------------------------------------
 #: Persona facts the user may mention, with the words of a question that ask for them.
 _PERSONA_EN = {
+    "name": ("#name", "I'm {v}."),
     "job": ("#job", "I'm {a}{v}."),
     "occupation": ("#job", "I'm {a}{v}."),
     "lives in": ("#home", "I live in {v}."),
     "hobbies": ("#hobby", "When I get the time, I like {v}."),
     "age": ("#age", "I'm {v}."),
+    "background": ("#background", "A bit about me: {v}."),
 }
 _PERSONA_ZH = {
+    "姓名": ("#name", "我叫{v}。"),
+    "名字": ("#name", "我叫{v}。"),
     "职业": ("#job", "我是{v}。"),
     "居住地": ("#home", "我住在{v}。"),
     "爱好": ("#hobby", "我平时喜欢{v}。"),
     "个人爱好": ("#hobby", "我平时喜欢{v}。"),
     "年龄": ("#age", "我今年{v}。"),
+    "出身": ("#background", "说到我自己，{v}。"),
 }
 _ASKS_EN = {
     "#job": word_set("job jobs work working career living profession occupation"),
     "#home": word_set("live lives hometown city town based"),
     "#hobby": word_set("hobby hobbies fun free enjoy weekend weekends relax unwind interests"),
     "#age": word_set("old age"),
+    "#name": word_set("name"),
+    "#background": word_set("background"),
 }
 _ASKS_ZH = {
     "#job": ("工作", "职业", "做什么的", "干什么的", "上班"),
     "#home": ("住在", "住哪", "哪里人", "哪个城市", "家在"),
     "#hobby": ("爱好", "兴趣", "平时喜欢", "业余", "放松"),
     "#age": ("多大", "几岁", "年龄", "年纪"),
+    "#name": ("名字", "叫什么", "怎么称呼", "姓名"),
+    "#background": ("出身", "背景", "介绍一下你自己", "你自己的情况"),
 }
 
 
@@ -340,6 +349,24 @@ def _article(noun: str) -> str:
     return "an " if low[:1] in "aeiou" or low.startswith(("hour", "honest")) else "a "
 
 
+#: Words that start a persona's background as a predicate ("always wanted to teach"), and past
+#: participles that do not ("married to Conor", "widowed").
+_PREDICATE_START = word_set("always never grew was has had used")
+_STATES = word_set("married widowed divorced retired engaged separated")
+
+
+def _starts_with_verb(value: str) -> bool:
+    """Whether a persona's ``Background:`` value reads as "(she) ...": "played drums ...", "supports ..."."""
+    first = value.split(" ", 1)[0].lower()
+    if first in _STATES:
+        return False
+    return (
+        first in _PREDICATE_START
+        or first.endswith("ed")
+        or (first.endswith("s") and not first.endswith("ss"))
+    )
+
+
 def _persona_lines(persona: str, voice: Voice, language: str) -> list[StoryLine]:
     table = _PERSONA_ZH if language == "zh" else _PERSONA_EN
     out: list[StoryLine] = []
@@ -347,7 +374,14 @@ def _persona_lines(persona: str, voice: Voice, language: str) -> list[StoryLine]
         if label not in table or not value:
             continue
         key, template = table[label]
-        value = rewrite(value.rstrip(".。"), voice, language)
+        value = value.rstrip(".。")
+        if key == "#background" and language == "en" and voice.pronoun and _starts_with_verb(value):
+            # "supports her brother's fees": said as a sentence ("She supports ..." -> "I support my ...")
+            text = _capitalise(rewrite(f"{voice.pronoun} {value}", voice, language)) + "."
+            out.append(StoryLine(text, "persona", frozenset({key})))
+            continue
+        if key != "#name":  # a name said as "I'm Olivia Bennett", not rewritten to "I'm I"
+            value = rewrite(value, voice, language)
         article = ""
         if key == "#job" and language == "en" and not re.match(r"(?:an?|the|my)\s", value, re.IGNORECASE):
             article = _article(value)

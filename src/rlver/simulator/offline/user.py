@@ -78,8 +78,10 @@ from rlver.simulator.offline.story import story_of
 from rlver.simulator.offline.templates import opening_line, reaction_line, tier_line
 
 #: Recorded in manifests: change it whenever the scoring or the templates change (v10: the user answers
-#: questions from its story and never says the same reply twice; the scoring is v9's).
-OFFLINE_VERSION = "rlver-offline-v10"
+#: questions from its story and never says the same reply twice; v11: it answers every part of a
+#: question, "how long" with a length of time, and says "I can't really say" to what its profile does
+#: not say; the scoring is v9's).
+OFFLINE_VERSION = "rlver-offline-v11"
 
 
 class OfflineUser(SimulatedUser):
