@@ -394,6 +394,8 @@ def _candidates(path: str, annotation: object, value: object) -> list[object]:
     if path in WALK_VALUES:
         return WALK_VALUES[path]
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:  # a bounded type (rlver.seeding.Seed): its base type
+        return _candidates(path, args[0], value)
     if origin in (typing.Union, types.UnionType):
         return [c for arg in args if arg is not type(None) for c in _candidates(path, arg, value)]
     if origin is typing.Literal:
