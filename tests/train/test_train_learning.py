@@ -124,9 +124,9 @@ MARGIN = {"grpo": 0.0, "ppo": 0.0}
 EXTRA = {"grpo": (), "ppo": ("algorithm.minibatches=2",)}
 
 
-def _seeds() -> tuple[int, ...]:
+def _seeds(default: str = "0,1") -> tuple[int, ...]:
     """Seeds 0 and 1 in CI; ``RLVER_LEARNING_SEEDS=0-9`` (or ``0,3,7``) measures more, as the margins were."""
-    spec = os.environ.get("RLVER_LEARNING_SEEDS", "0,1")
+    spec = os.environ.get("RLVER_LEARNING_SEEDS", default)
     if "-" in spec:
         low, high = spec.split("-")
         return tuple(range(int(low), int(high) + 1))
@@ -134,6 +134,10 @@ def _seeds() -> tuple[int, ...]:
 
 
 SEEDS = _seeds()
+#: The do-nothing controls run one seed in CI (~40 s each): unchanged weights give the same held-out
+#: score at every seed, so more seeds add time, not evidence. ``RLVER_LEARNING_SEEDS`` runs them on its
+#: seeds as well, as their table was measured.
+CONTROL_SEEDS = _seeds("0")
 
 
 def _trainer(algorithm: str, tmp_path: Path, steps: int, seed: int = 0) -> Trainer:
@@ -183,8 +187,10 @@ def _not_learned(algorithm: str, before: float, after: float, history: list[dict
     """What the run failed to show (empty: it learned, and trained exactly the sampled tokens)."""
     failures = _mask_failures(history)
     rewards = [h["rollout/reward_mean"] for h in history]
-    if after < before + MARGIN[algorithm]:
-        failures.append(f"held-out score {before:.1f} -> {after:.1f} rose less than {MARGIN[algorithm]}")
+    if not after > before + MARGIN[algorithm]:  # strictly: unchanged weights give after == before
+        failures.append(
+            f"held-out score {before:.1f} -> {after:.1f} did not rise by more than {MARGIN[algorithm]}"
+        )
     if not sum(rewards[-3:]) / 3 > sum(rewards[:3]) / 3:
         failures.append(f"training reward did not rise: {rewards}")
     return failures
@@ -288,4 +294,60 @@ def test_mask_bugs_fail_the_learning_test(
     history = _trainer(algorithm, tmp_path, 1, seed).train()
     assert _mask_failures(history), (
         f"{algorithm} with the mask bug {mutation!r} trained exactly the sampled tokens"
+    )
+
+
+# -- do-nothing controls (issue 42) ----------------------------------------------------------------------
+def _learning_rate_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every learning rate 0: the schedule's multiplier is 0 from the first step (the config refuses
+    ``optim.actor_lr=0``, so the bug is planted where the rate is formed, ``rlver.train.optim``)."""
+    from rlver.train import optim
+
+    monkeypatch.setattr(optim, "lr_lambda", lambda *args, **kwargs: lambda n: 0.0)
+
+
+def _advantages_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GRPO's advantages forced to 0 where the sign flip changes them (``core.group_advantages``)."""
+    from rlver.train.algorithms import core
+
+    real = core.group_advantages
+
+    def zero(*args: object, **kwargs: object) -> torch.Tensor:
+        return torch.zeros_like(real(*args, **kwargs))  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core, "group_advantages", zero)
+
+
+def _optimiser_step_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradients computed and clipped, never applied (``Optimisers.step`` does nothing)."""
+    from rlver.train.optim import Optimisers
+
+    monkeypatch.setattr(Optimisers, "step", lambda self: None)
+
+
+DO_NOTHING: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
+    "learning-rate-0": _learning_rate_zero,
+    "advantages-0": _advantages_zero,
+    "optimiser-step-skipped": _optimiser_step_skipped,
+}
+
+
+@pytest.mark.parametrize("seed", CONTROL_SEEDS)
+@pytest.mark.parametrize("control", list(DO_NOTHING))
+def test_a_trainer_that_does_nothing_fails_the_learning_test(
+    control: str, seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42: the criterion must fail a trainer that leaves the weights as they were. Its held-out
+    check alone must: the evaluation runs at a fixed seed, so unchanged weights give ``after ==
+    before`` exactly, which the strict rise refuses (the training-reward check is a coin flip for a
+    trainer that does nothing, so it is not what this test relies on)."""
+    DO_NOTHING[control](monkeypatch)
+    before, after, history = _learn("grpo", tmp_path, seed)
+    same = "exactly equal" if after == before else "different"
+    print(
+        f"grpo seed {seed}, {control}: held-out {before:.1f} -> {after:.1f} ({same}); {_reward_trend(history)}"
+    )
+    failures = _not_learned("grpo", before, after, history)
+    assert any(f.startswith("held-out score") for f in failures), (
+        f"{control}: the held-out check passed a trainer that does nothing ({before:.1f} -> {after:.1f})"
     )
