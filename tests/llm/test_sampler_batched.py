@@ -167,6 +167,23 @@ def test_filtered_tokens_are_never_drawn_and_frequencies_match(top_k: int, top_p
     assert torch.allclose(logps, PROBS.log()[ids], atol=1e-6)
 
 
+def test_top_p_after_top_k_measures_the_mass_of_the_kept_tokens() -> None:
+    """S2 (issue 42): top-p after top-k renormalises over the k kept tokens, as the slow reference above
+    and transformers' warpers do (top-k masks to -inf, top-p then takes a fresh softmax). Top 4 of
+    PROBS = 0.30 0.20 0.15 0.11 (mass 0.76), renormalised 0.395 0.263 0.197 0.145: with top_p 0.55
+    the nucleus is the first two (0.395 < 0.55 <= 0.658). Measured against the whole vocabulary's mass
+    (0.30, 0.50 < 0.55) the third, PROBS[4] = 0.15, would stay."""
+    from rlver.llm.sampling import nucleus
+
+    kept = nucleus(torch.tensor([[0.30, 0.20, 0.15, 0.11]]), 0.55)
+    assert (kept > 0).tolist() == [[True, True, False, False]]
+    assert expected(4, 0.55).nonzero().flatten().tolist() == [1, 6]
+    uniforms = torch.linspace(0.0, 0.999, 1000)  # the whole unit interval, evenly
+    ids, _ = sample_tokens(PROBS.log().expand(1000, -1), uniforms, 1.0, 0.55, 4)
+    assert set(ids.tolist()) == {1, 6}
+    assert (ids == 1).float().mean().item() == pytest.approx(0.30 / 0.50, abs=0.002)
+
+
 def test_extreme_uniforms_stay_inside_the_kept_tokens() -> None:
     logits = torch.tensor([[0.0, float("-inf"), 1.0, float("-inf"), 0.5, float("-inf")]]).expand(4, -1)
     just_below_one = torch.nextafter(torch.tensor(1.0), torch.tensor(0.0)).item()
@@ -203,6 +220,27 @@ def test_static_cache_samples_what_the_dynamic_cache_samples(decisive_dir: Path)
         assert s.token_ids == d.token_ids
         assert s.token_logprobs == pytest.approx(d.token_logprobs, abs=1e-5)
         assert s.finish_reason == d.finish_reason
+
+
+def test_the_static_cache_path_stops_decoding_when_every_row_has_finished(decisive_dir: Path) -> None:
+    """S7 (issue 42): on the static-cache path a finished row keeps its slot but is marked finished, so
+    the loop ends when the last row ends. Counted in decode steps (forward passes of one token per
+    row after the prefill), not in time: the longest reply's length - 1, not the token budget's."""
+    chat = chat_for(decisive_dir, 16, end_bias=5.0)  # replies of 1 to 18 tokens
+    chat._static_cache = True  # the compiled path's cache, without torch.compile
+    decode_steps: list[int] = []
+
+    def record(mod: Any, args: Any, kwargs: Any) -> None:
+        if kwargs["input_ids"].shape[1] == 1:
+            decode_steps.append(int(kwargs["input_ids"].shape[0]))
+
+    chat.model.register_forward_pre_hook(record, with_kwargs=True)
+    budget = 40
+    out = sample_each(chat, 16, SAMPLING.model_copy(update={"max_tokens": budget}))
+    longest = max(len(c.token_ids or []) for c in out)
+    assert {c.finish_reason for c in out} == {"stop"} and longest < budget  # every row ended early
+    assert len(set(len(c.token_ids or []) for c in out)) > 1  # ... at different steps
+    assert decode_steps == [16] * (longest - 1)  # the slots stay (static shapes); the loop stops
 
 
 def test_compile_decode_on_cpu_warns_once_and_stays_eager(capsys: pytest.CaptureFixture[str]) -> None:

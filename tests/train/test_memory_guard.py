@@ -74,6 +74,26 @@ def test_full_fine_tuning_of_a_7b_is_refused_on_an_80_gb_card_and_lora_accepted(
     assert terms is not None and needed_bytes(terms["total"], "cuda") < 80 * GIB
 
 
+def test_the_guard_counts_the_cuda_context_and_the_allocator_reserve(tmp_path: Path) -> None:
+    """G2 (issue 42): on CUDA the guard compares the card with the tensors plus the allocator's reserve
+    and the context (24.4 GiB x 1.1 + 1 GiB = 27.9 GiB for LoRA GRPO on the 7B shape), not with the
+    tensors alone. A 26 GiB card holds the tensors but not the process: refused, naming that figure;
+    26 GiB of RAM holds the same update on a CPU, where neither term exists."""
+    cfg = _grpo_think(_model_folder(tmp_path, vocab_size=49152), "model.lora.enabled=true")
+    arch = read_architecture(str(tmp_path / "qwen7b"))
+    assert arch is not None
+    tensors = predict_for_config(cfg, arch, "cuda")["total"]
+    need = needed_bytes(tensors, "cuda")
+    assert need == pytest.approx(tensors * 1.1 + 1 * GIB) and tensors < 26 * GIB < need
+    with pytest.raises(ConfigError) as refused:
+        check_update_fits(cfg, device=Device("cuda", "cuda:0 (26 GiB card)", 26 * GIB))
+    assert (
+        f"predicted to need {need / GIB:.1f} GiB ({tensors / GIB:.1f} GiB of tensors + CUDA context"
+        in str(refused.value)
+    )
+    assert check_update_fits(cfg, device=Device("cpu", "cpu (RAM)", 26 * GIB)) is not None
+
+
 def test_the_fixes_shrink_the_prediction(tmp_path: Path) -> None:
     """Each fix the refusal names lowers the prediction; the critic (PPO) raises it."""
     folder = _model_folder(tmp_path)

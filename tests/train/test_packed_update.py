@@ -19,9 +19,11 @@ import torch
 from helpers import TINY_TRAIN_SETS
 from rlver.train import learner as learner_mod
 from rlver.train import perf as perf_mod
-from rlver.train.batch import micro_batches
+from rlver.train.batch import collate, micro_batches
 from rlver.train.config import load_train_config
+from rlver.train.learner import Batch
 from rlver.train.perf import ModelFlops, UpdatePerf, mfu, peak_tflops
+from rlver.train.tokenize import TokenizedEpisode
 
 #: The tiny run of every test (later keys win), longer: 3 profiles, 2 replies of up to 24 tokens.
 ONE_STEP = [
@@ -58,6 +60,22 @@ def test_length_sorted_groups_hold_every_index_once_and_pad_less() -> None:
     assert micro_batches([5, 900, 7], [0, 1, 2], 100) == [[1], [2, 0]]  # too long for the budget: alone
 
 
+def test_a_micro_batchs_rows_come_in_its_packed_order() -> None:
+    """P2 (issue 42): ``Batch.rows`` must take the rows in the micro-batch's own order, the length order
+    ``micro_batches`` packs them in, not sorted by index; otherwise advantages, old log-probs and values
+    land on other sequences' tokens whenever a micro-batch holds its indices out of order."""
+    lengths = [4, 9, 6, 9]
+    (group,) = micro_batches(lengths, range(4), 100)
+    assert group == [1, 3, 2, 0]  # longest first, ties in index order: not ascending
+    seqs = [TokenizedEpisode(list(range(n)), [0] + [1] * (n - 1), [n - 1], 1) for n in lengths]
+    mb = collate(seqs, group, 0, torch.device("cpu"))
+    x = torch.arange(4 * 8, dtype=torch.float32).view(4, 8)  # row i holds 8i .. 8i + 7
+    rows = Batch.rows(x, mb)
+    assert rows.shape == (4, 8) and rows[:, 0].tolist() == [8.0, 24.0, 16.0, 0.0]
+    # each row's action mask and its picked values describe the same sequence
+    assert mb.action_mask.sum(1).tolist() == [lengths[i] - 1 for i in group]
+
+
 def _step_grads(trainer: Any, batch: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, float], list]:
     """One minibatch step over the whole batch, optimiser step held back: its stats and the gradients."""
     from rlver.train.grid import GridCheck
@@ -90,10 +108,23 @@ def test_sorted_micro_batches_give_the_same_loss_and_gradients(
     assert len(set(lengths)) > 2 and len(plain) > 1, lengths
     assert plain != packed and _padded(lengths, packed) <= _padded(lengths, plain)
 
-    packed_stats, packed_grads = _step_grads(trainer, batch, monkeypatch)
-    with monkeypatch.context() as m:
-        m.setattr(learner_mod, "micro_batches", functools.partial(micro_batches, by_length=False))
-        plain_stats, plain_grads = _step_grads(trainer, batch, monkeypatch)
+    # 300: several micro-batches, each in index order; 1200 (P2, issue 42): one micro-batch whose rows
+    # the length order puts out of index order, where a row lookup by sorted index would misplace them
+    assert any(g != sorted(g) for g in micro_batches(lengths, idx, 1200)), micro_batches(lengths, idx, 1200)
+    for budget in (300, 1200):
+        trainer.learner.a = trainer.learner.a.model_copy(update={"micro_batch_tokens": budget})
+        packed_stats, packed_grads = _step_grads(trainer, batch, monkeypatch)
+        with monkeypatch.context() as m:
+            m.setattr(learner_mod, "micro_batches", functools.partial(micro_batches, by_length=False))
+            plain_stats, plain_grads = _step_grads(trainer, batch, monkeypatch)
+        _same_step(algorithm, (packed_stats, packed_grads), (plain_stats, plain_grads))
+
+
+def _same_step(
+    algorithm: str, packed: tuple[dict[str, float], list], plain: tuple[dict[str, float], list]
+) -> None:
+    """The logged loss terms and every gradient of two groupings of one minibatch step agree."""
+    (packed_stats, packed_grads), (plain_stats, plain_grads) = packed, plain
     for key in ("train/policy_loss", "train/entropy", "train/approx_kl", "train/clip_fraction"):
         assert packed_stats[key] == pytest.approx(plain_stats[key], rel=1e-5, abs=1e-7), key
     if algorithm == "ppo":

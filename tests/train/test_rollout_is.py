@@ -101,3 +101,17 @@ def test_a_training_step_weighs_its_loss_and_logs_the_weights(tmp_path) -> None:
     assert seq["train/grad_norm_actor"] == pytest.approx(off["train/grad_norm_actor"], rel=1e-2)
     manifest = json.loads((tmp_path / "seq" / "transcript.jsonl").read_text().splitlines()[0])
     assert manifest["rollout_is"] == {"level": "sequence", "threshold": 2.0}
+
+
+def test_off_policy_minibatches_weigh_by_the_log_probs_from_before_the_update(tmp_path) -> None:
+    """T1 (issue 42): the weights compare the sampler with the policy that scored the batch, before the
+    update, not with the policy being updated. Two epochs make the second off-policy (the first step has
+    moved the weights); the tiny model in fp32 samples as the trainer scores, so every weight against
+    the pre-update log-probs is within 1e-4 of 1 and none passes a threshold of 1.001, where weights
+    from the moved policy would."""
+    stats = _step(
+        tmp_path, "algorithm.epochs=2", "algorithm.rollout_is=token", "algorithm.rollout_is_threshold=1.001"
+    )
+    assert stats["train/optimizer_steps"] == 2 and stats["train/approx_kl"] > 1e-4  # the policy moved
+    assert stats["rollout/is_clipped_frac"] == 0.0
+    assert stats["rollout/is_weight_mean"] == pytest.approx(1.0, abs=1e-4)
