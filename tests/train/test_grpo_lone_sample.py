@@ -30,7 +30,8 @@ GROUPS = torch.tensor([0, 0, 1])
 def test_a_lone_sample_gets_verls_raw_score_or_zero() -> None:
     raw = group_advantages(SCORES, GROUPS, eps=1e-6, lone="raw")
     assert raw.tolist() == pytest.approx([0.70711, -0.70711, 0.9 / (1 + 1e-6)], abs=1e-5)
-    assert raw[2].item() != 0.9  # divided by (std 1 + eps), as verl
+    # divided by (std 1 + eps), as verl: visible with a large eps
+    assert group_advantages(SCORES, GROUPS, eps=0.5, lone="raw")[2].item() == pytest.approx(0.6)
     unscaled = group_advantages(SCORES, GROUPS, scale=False, lone="raw")
     assert unscaled.tolist() == pytest.approx([0.25, -0.25, 0.9])
     assert group_advantages(SCORES, GROUPS, lone="zero")[2].item() == 0.0
