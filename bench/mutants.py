@@ -8,9 +8,9 @@ So each module runs in its own folder, ``build/mutants/<module>/``, holding a co
 ``tests/`` and this project's ``pyproject.toml`` with a ``[tool.mutmut]`` block naming the one source
 file (or folder) to mutate and the test files that test it. Nothing is written outside ``build/``.
 
-mutmut is not in CI (a module takes minutes to an hour of CPU). Install it beside the project:
-``pip install -e ".[mutants]"`` (the ``mutants`` extra), or into a venv of its own with the project's
-packages on ``PYTHONPATH`` (docs/training.md, "Mutation testing").
+mutmut is not in CI (a module takes minutes to an hour of CPU). It is in the ``dev`` extra, so
+``make setup-dev`` installs it beside the project; or install it into a venv of its own, point ``$MUTMUT``
+at its ``mutmut`` and put the project's packages on ``PYTHONPATH`` (docs/training.md, "Mutation testing").
 
 The score printed is killed / (killed + survived), where a timeout counts as killed and a mutant no
 selected test reaches ("no tests") as survived; mutants listed in :data:`EQUIVALENT` (a change no test
@@ -44,7 +44,12 @@ class Target:
 
 TARGETS: dict[str, Target] = {
     "rewards": Target(
-        "src/rlver/env/rewards.py", ("tests/env/test_env_rewards.py", "tests/env/test_reward_spec_config.py")
+        "src/rlver/env/rewards.py",
+        (
+            "tests/env/test_env_rewards.py",
+            "tests/env/test_reward_spec_config.py",
+            "tests/env/test_rewards_mutants.py",
+        ),
     ),
     "batch": Target(
         "src/rlver/train/batch.py", ("tests/train/test_packed_update.py", "tests/train/test_update_memory.py")
@@ -75,7 +80,22 @@ TARGETS: dict[str, Target] = {
 #: Surviving mutants no test can kill, by mutmut's name, with the reason (kept to one line each).
 #: mutmut numbers a function's mutants in order, so an edit to the function renames them: re-check
 #: the list after changing a module.
-EQUIVALENT: dict[str, str] = {}
+_ZIP_SAME = (
+    "zip's strict= only acts on unequal lengths; both lists hold one value per assistant turn by construction"
+)
+_R = "rlver.env.rewards."
+EQUIVALENT: dict[str, str] = {
+    _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
+    _R + "x_mixed_rewards__mutmut_8": "delta_rewards ignores its spec argument",
+    _R + "x_mixed_rewards__mutmut_18": _ZIP_SAME,
+    _R + "x_mixed_rewards__mutmut_21": _ZIP_SAME,
+    _R + "x_mixed_rewards__mutmut_22": _ZIP_SAME,
+    _R
+    + "x_place_on_tokens__mutmut_11": "row[end] = r vs += r: turn ends are distinct positions, each row starts at 0",
+    _R + "x_sample_rewards__mutmut_12": "0 <= k: for k = 0, [*r[:-1], sum(r[-1:])] == r, the unchanged list",
+    _R
+    + "x_sample_rewards__mutmut_13": "k <= len(r): for k = len(r), [*r[:k-1], sum(r[k-1:])] == r, unchanged",
+}
 
 #: mutmut's statuses that count as the tests seeing the change
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}

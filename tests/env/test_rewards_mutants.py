@@ -4,7 +4,6 @@ item 3; ``python bench/mutants.py rewards``). Each names the mutant family it is
 from __future__ import annotations
 
 import pytest
-from test_env_rewards import make_episode
 
 from rlver.env.rewards import (
     REWARD_MODES,
@@ -16,6 +15,7 @@ from rlver.env.rewards import (
     turn_rewards,
 )
 from rlver.records import Episode
+from test_env_rewards import make_episode
 
 BROKEN = ["<think>a</think>fine", "forgot to think"]
 
