@@ -52,7 +52,12 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "batch": Target(
-        "src/rlver/train/batch.py", ("tests/train/test_packed_update.py", "tests/train/test_update_memory.py")
+        "src/rlver/train/batch.py",
+        (
+            "tests/train/test_packed_update.py",
+            "tests/train/test_update_memory.py",
+            "tests/train/test_batch_mutants.py",
+        ),
     ),
     "algorithms": Target(
         "src/rlver/train/algorithms/*",
@@ -84,6 +89,11 @@ _ZIP_SAME = (
     "zip's strict= only acts on unequal lengths; both lists hold one value per assistant turn by construction"
 )
 _R = "rlver.env.rewards."
+_B = "rlver.train.batch."
+_CPU_ONLY = (
+    "CPU only: .to(None) leaves a tensor where it is, on the CPU the tests run on (a GPU run fails at once)"
+)
+_USE_CACHE = "use_cache only decides whether the forward also returns a KV cache; the logits are the same"
 EQUIVALENT: dict[str, str] = {
     _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
     _R + "x_mixed_rewards__mutmut_8": "delta_rewards ignores its spec argument",
@@ -95,6 +105,33 @@ EQUIVALENT: dict[str, str] = {
     _R + "x_sample_rewards__mutmut_12": "0 <= k: for k = 0, [*r[:-1], sum(r[-1:])] == r, the unchanged list",
     _R
     + "x_sample_rewards__mutmut_13": "k <= len(r): for k = len(r), [*r[:k-1], sum(r[k-1:])] == r, unchanged",
+    **{
+        _B + f"x_collate__mutmut_{n}": "torch.full with an int pad id is int64 without dtype="
+        for n in (7, 10)
+    },
+    **{_B + f"x_collate__mutmut_{n}": "torch.zeros is float32 without dtype=" for n in (18, 20)},
+    **{
+        _B + f"x_collate__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
+        for n in (29, 31)
+    },
+    **{_B + f"x_collate__mutmut_{n}": _CPU_ONLY for n in (41, 42, 43)},
+    **{
+        _B
+        + f"x_micro_batches__mutmut_{n}": "width starts at 1, not 0: max(width, length) is the same for every length >= 1"
+        for n in (15, 28)
+    },
+    **{
+        _B
+        + f"x__body_and_head__mutmut_{n}": "1 == 1.0: the tuple (None, 1, 1.0) with either changed holds the same values"
+        for n in (41, 42)
+    },
+    **{_B + f"x_policy_forward__mutmut_{n}": _USE_CACHE for n in (10, 13, 14, 33, 36, 37)},
+    _B
+    + "x_policy_forward__mutmut_70": "chunks of at least 2 instead of 1: chunking is exact, the numbers do not depend on the size",
+    _B
+    + "x_policy_forward__mutmut_75": "checkpointing a chunk whose input needs no gradient recomputes the same numbers",
+    _B
+    + "x_value_forward__mutmut_2": "no attention mask: right padding under causal attention, so no real position sees a pad",
 }
 
 #: mutmut's statuses that count as the tests seeing the change
