@@ -132,6 +132,13 @@ EQUIVALENT: dict[str, str] = {
     + "x_policy_forward__mutmut_75": "checkpointing a chunk whose input needs no gradient recomputes the same numbers",
     _B
     + "x_value_forward__mutmut_2": "no attention mask: right padding under causal attention, so no real position sees a pad",
+    _B + "x__body_and_head__mutmut_17": "and for or: a missing get_output_embeddings is then called as None, "
+    "a TypeError the try returns None for",
+    **{
+        _B
+        + f"x__compute_region__mutmut_{n}": "CPU only: autocast without dtype= is bf16 on a CPU (fp16 on CUDA)"
+        for n in (7, 9)
+    },
 }
 
 #: mutmut's statuses that count as the tests seeing the change
