@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
+.PHONY: mutants models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ browser-check:
 	  || command -v google-chrome >/dev/null 2>&1 || command -v google-chrome-stable >/dev/null 2>&1 \
 	  || echo "note: no chromium found, so the report screenshot test will be skipped. To run it, install" \
 	     "chromium and fonts-noto-cjk (Debian/Ubuntu, as root: make browser)."
+
+# Mutation testing of the training core with mutmut (long: not part of `make test` or CI). Each module
+# runs in its own copy under build/mutants/<module>/ against its own test files; the score per module is
+# in docs/training.md ("Mutation testing"). One module: `make mutants MODULES=rewards`.
+MODULES ?=
+mutants: setup-dev
+	nice -n 10 $(PY) bench/mutants.py $(MODULES)
 
 lint: setup-dev
 	$(VENV)/bin/ruff check src tests bench

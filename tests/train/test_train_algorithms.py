@@ -213,8 +213,8 @@ def test_strategies_compute_their_advantages() -> None:
     # gamma = lam = 1: A = reward-to-go - V on each action token
     assert ppo.advantages[0].tolist() == pytest.approx([0.0, 0.5, 0.5, 0.0, 0.5])
     assert ppo.returns is not None and ppo.returns[0, 1].item() == pytest.approx(0.6)
-    grpo = get_algorithm("grpo").advantages(_inputs(), GRPOSettings())
-    # group 0: (0.6, 0.2) -> +-0.7071; group 1 has one member -> 0 and counts as flat
+    grpo = get_algorithm("grpo").advantages(_inputs(), GRPOSettings(grpo_lone_sample="zero"))
+    # group 0: (0.6, 0.2) -> +-0.7071; group 1 has one member -> 0 (lone "zero") and counts as flat
     assert grpo.advantages[0, 1].item() == pytest.approx(0.70711, abs=1e-4)
     assert grpo.advantages[1, 4].item() == pytest.approx(-0.70711, abs=1e-4)
     assert grpo.advantages[2].abs().sum().item() == 0.0
@@ -466,7 +466,10 @@ def test_old_flat_algorithm_keys_are_still_read(name: str, recwarn: pytest.Warni
     data = {**OLD_FLAT_ALGORITHM, "name": name, "value_clip": 0.5 if name == "ppo" else 0.2}
     cfg = TrainConfig.model_validate({"algorithm": data, "rollout": {"n_per_profile": 2}})
     assert type(cfg.algorithm) is (PPOSettings if name == "ppo" else GRPOSettings)
-    own = {"ppo": {"whiten_advantages", "value_clip"}, "grpo": {"grpo_scale_by_std", "grpo_eps"}}[name]
+    own = {
+        "ppo": {"whiten_advantages", "value_clip"},
+        "grpo": {"grpo_scale_by_std", "grpo_eps", "grpo_lone_sample"},
+    }[name]
     dumped = cfg.algorithm.model_dump()
     assert set(dumped) == (
         set(data) - {"whiten_advantages", "value_clip", "grpo_scale_by_std", "grpo_eps"}

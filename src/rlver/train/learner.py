@@ -243,6 +243,8 @@ class Learner:
         )
         #: optimiser steps skipped in a row for a non-finite gradient norm (``_skip_nonfinite``)
         self.nonfinite_in_a_row = 0
+        #: sequence-level TIS over long samples is warned about once a run (``_warn_long_sequence_is``)
+        self.warned_sequence_is = False
         #: the update's model FLOPs, padding and time: ``perf/mfu`` (on a known card), ``perf/padding_share``
         trained = [parts.policy] + ([parts.critic] if parts.critic is not None else [])
         self.perf = UpdatePerf(trained, parts.device)
@@ -334,6 +336,7 @@ class Learner:
         """
         a = self.a
         n = len(b.samples)
+        self._warn_long_sequence_is(b)
         sums: dict[str, float] = {}
         counts: dict[str, int] = {}
         #: the trained-token counters and log-prob gap, read off the micro-batches the loss consumes
@@ -366,6 +369,16 @@ class Learner:
         out_stats.update(self.perf.metrics())
         out_stats.update(self.p.optimisers.schedule_step())
         return out_stats
+
+    def _warn_long_sequence_is(self, b: Batch) -> None:
+        """Once a run: sequence-level TIS with samples too long for one product of token ratios
+        (``core.sequence_is_warning``; the think-full layout's samples are thousands of tokens)."""
+        if self.warned_sequence_is:
+            return
+        message = alg.sequence_is_warning(b.mask, self.a.rollout_is, self.a.rollout_is_threshold)
+        if message is not None:
+            log.warning(message)
+            self.warned_sequence_is = True
 
     def _minibatch_step(self, b: Batch, idx: list[int], grid: GridCheck, step: int) -> dict[str, float]:
         """One optimiser step: gradients accumulated over the minibatch's micro-batches (each loss is a

@@ -14,7 +14,7 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
   Its own settings are the algorithm's to map: this module writes what its ``verl_overrides`` gives and
   refuses what its ``verl_refusals`` names (PPO: ``value_clip`` → ``critic.cliprange_value``,
   ``whiten_advantages: false`` refused; GRPO: ``grpo_scale_by_std`` → ``norm_adv_by_std_in_grpo``, a
-  ``grpo_eps`` other than verl's fixed 1e-6 refused), and an own setting the algorithm does not list
+  ``grpo_eps`` other than verl's fixed 1e-6 and ``grpo_lone_sample: zero`` refused), and an own setting the algorithm does not list
   in ``verl_knobs`` is refused, so none is dropped silently. No algorithm's settings class is imported here.
 * ``algorithm.rollout_is``/``rollout_is_threshold`` (truncated importance sampling) →
   ``algorithm.rollout_correction.rollout_is``/``rollout_is_threshold``: verl weighs the policy loss by

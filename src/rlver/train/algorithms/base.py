@@ -8,8 +8,8 @@ Each algorithm states (as class attributes, readable without running anything):
   (a k3 term added to the policy loss by :meth:`Algorithm.actor_loss`). Both engines follow this one
   attribute: no algorithm applies the KL in code of its own;
 * ``min_group_size``: the smallest ``rollout.n_per_profile`` it accepts (GRPO needs siblings to have a
-  baseline: a group of one has none, so it is refused on both engines rather than given 0 locally and its
-  raw score under verl);
+  baseline: a group of one has none, so it is refused on both engines; a group that comes down to one
+  sample at run time gets what ``grpo_lone_sample`` says, verl's raw score by default);
 * ``verl_adv_estimator``: the ``algorithm.adv_estimator`` verl runs for it;
 * ``verl_knobs``: its own settings (fields of its settings class beyond :class:`AlgorithmSettings`)
   that :meth:`Algorithm.verl_overrides` maps or :meth:`Algorithm.verl_refusals` refuses. Under

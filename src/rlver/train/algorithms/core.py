@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -122,20 +123,29 @@ def gae_advantages(
 
 
 def group_advantages(
-    scores: Tensor, groups: Sequence[int] | Tensor, eps: float = 1e-6, scale: bool = True
+    scores: Tensor,
+    groups: Sequence[int] | Tensor,
+    eps: float = 1e-6,
+    scale: bool = True,
+    lone: Literal["zero", "raw"] = "zero",
 ) -> Tensor:
     """GRPO: ``(score - group mean) / (group std + eps)`` per sequence.
 
     scores: ``[B]`` one scalar reward per dialogue; groups: ``[B]`` a group id per dialogue (the
-    profile it was sampled for). The std is the unbiased sample std (as DeepSeekMath and verl). A group
-    of one dialogue (its siblings failed) has no baseline: advantage 0, so it teaches nothing rather
-    than something arbitrary. ``scale=False`` drops the std division (Dr. GRPO).
+    profile it was sampled for). The std is the unbiased sample std (as DeepSeekMath and verl).
+    ``scale=False`` drops the std division (Dr. GRPO).
+
+    A group of one sample has no baseline. ``lone="zero"``: advantage 0, so it teaches nothing rather
+    than its score unbaselined. ``lone="raw"``: verl 0.9.1's choice (``core_algos.py:315-317``: mean 0,
+    std 1 for a group of one), ``score / (1 + eps)`` with ``scale``, ``score`` without.
     """
     g = torch.as_tensor(groups, device=scores.device)
     adv = torch.zeros_like(scores)
     for gid in torch.unique(g):
         idx = (g == gid).nonzero(as_tuple=True)[0]
         if idx.numel() < 2:
+            if lone == "raw":
+                adv[idx] = scores[idx] / (1.0 + eps) if scale else scores[idx]
             continue
         s = scores[idx]
         centred = s - s.mean()
@@ -165,10 +175,22 @@ def kl_k1(logp: Tensor, ref_logp: Tensor) -> Tensor:
     return logp - ref_logp
 
 
-def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
-    """k3 = q/p - log(q/p) - 1 >= 0: low-variance, unbiased; used as a loss term (GRPO)."""
+#: verl 0.9.1's bound on each token's k3 estimate (``core_algos.kl_penalty_forward``, ``low_var_kl``,
+#: lines 2239-2245: ``torch.clamp(kld, min=-10, max=10)``; k3 >= 0, so only the upper bound acts).
+KL_K3_BOUND = 10.0
+
+
+def kl_k3(logp: Tensor, ref_logp: Tensor, bound: float | None = KL_K3_BOUND) -> Tensor:
+    """k3 = q/p - log(q/p) - 1 >= 0: low-variance, unbiased; used as a loss term (GRPO).
+
+    As verl's ``low_var_kl``: the log-ratio is clamped to ±20 before ``exp``, and each token's estimate
+    to at most ``bound`` (10), so one token whose policy has run far from the reference adds at most
+    ``kl_coef * 10 / n`` to the loss and no gradient (the clamp's). ``bound=None``: no cap (the
+    ``approx_kl`` diagnostic of :func:`policy_loss`, which verl does not compute with k3).
+    """
     log_ratio = (ref_logp - logp).clamp(-20.0, 20.0)
-    return torch.exp(log_ratio) - log_ratio - 1.0
+    k3 = torch.exp(log_ratio) - log_ratio - 1.0
+    return k3 if bound is None else k3.clamp(max=bound)
 
 
 # ------------------------------------------------------------------------------------------- losses
@@ -215,7 +237,7 @@ def policy_loss(
         per_token = per_token * is_weights.detach()
     with torch.no_grad():
         clip_fraction = masked_mean((clipped > unclipped).float(), mask, normalizer=normalizer)
-        approx_kl = masked_mean(kl_k3(old_logp, logp), mask, normalizer=normalizer)
+        approx_kl = masked_mean(kl_k3(old_logp, logp, bound=None), mask, normalizer=normalizer)
     return PolicyLossOut(masked_mean(per_token, mask, normalizer=normalizer), clip_fraction, approx_kl)
 
 
@@ -260,6 +282,32 @@ def rollout_is_weights(
         raise ValueError(f"rollout_is level {level!r}: expected 'token' or 'sequence'")
     on = mask > 0
     return ISWeights(torch.where(on, raw.clamp(max=threshold), 0.0), on & (raw > threshold))
+
+
+#: Action tokens in one sample past which sequence-level TIS is warned about. A row's weight is
+#: exp(sum of its per-token log-ratios); with the bf16 sampler's measured gap (mean |gap| 0.0335 nats
+#: a token on SmolLM2, tests/models/test_real_model.py and docs/training.md; a normal spread of 0.042),
+#: independent per-token errors sum to a spread of 0.042 * sqrt(n), which reaches ln 2 (the default
+#: threshold's log) near n = 272: past it a large share of weights clip at 2 or sit near 0.
+SEQUENCE_IS_LONG_TOKENS = 256
+
+
+def sequence_is_warning(mask: Tensor, level: str | None, threshold: float) -> str | None:
+    """The warning for sequence-level TIS over samples longer than :data:`SEQUENCE_IS_LONG_TOKENS`
+    action tokens (``mask`` ``[B, T]``), else ``None``. verl 0.9.1 has only ``token`` and ``sequence``
+    levels (``rollout_corr_helper.compute_rollout_correction_weights``, line 565); its geometric mean is
+    a rejection filter (``rollout_rs="seq_mean_k1"``), not a weight, so ``token`` is the advice."""
+    if level != "sequence" or mask.numel() == 0:
+        return None
+    longest = int(mask.gt(0).sum(dim=1).max())
+    if longest <= SEQUENCE_IS_LONG_TOKENS:
+        return None
+    return (
+        f"algorithm.rollout_is=sequence with samples of up to {longest} action tokens: each weight is "
+        f"exp(sum of the row's per-token log-ratios), whose spread grows as sqrt(tokens), so past "
+        f"{SEQUENCE_IS_LONG_TOKENS} tokens many weights clip at {threshold:g} or sit near 0 "
+        "(docs/training.md); algorithm.rollout_is=token weighs each token alone"
+    )
 
 
 @dataclass

@@ -4,13 +4,16 @@ A group is the ``n_per_profile`` dialogues sampled for one profile in a step. Ad
 ``(score - group mean) / (group std + eps)`` (``grpo_scale_by_std=False``: no division, Dr. GRPO), the
 same on every action token. With ``kl_coef > 0`` the loss gains ``kl_coef * k3(policy || ref)``
 (``kl_in = "loss"``: added by the shared ``Algorithm.actor_loss``, as verl's ``use_kl_loss``).
-Needs groups of two or more (``min_group_size``); a group that lost members to failures still gets 0
-for a lone survivor locally, and verl refills failed groups (docs/training.md).
+Needs groups of two or more (``min_group_size``). A group can still come down to one sample locally
+(its siblings could not be tokenised): ``grpo_lone_sample`` decides its advantage, verl's ``raw``
+score by default (verl 0.9.1 ``core_algos.py:315-317`` gives a group of one mean 0 and std 1) or
+``zero`` (no baseline, so nothing to learn; refused under ``--engine verl``, which cannot do it).
+verl refills groups that lost a dialogue (docs/training.md).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from pydantic import Field
@@ -30,6 +33,11 @@ class GRPOSettings(AlgorithmSettings):
     name: str = "grpo"
     grpo_scale_by_std: bool = Field(default=True, description="divide by the group's std (false: Dr. GRPO)")
     grpo_eps: float = Field(default=1e-6, gt=0.0)
+    grpo_lone_sample: Literal["raw", "zero"] = Field(
+        default="raw",
+        description="advantage of a group of one sample: raw = its score / (1 + eps), as verl 0.9.1; "
+        "zero = none (no baseline to compare with; local engine only)",
+    )
 
 
 class GRPO(Algorithm[GRPOSettings]):
@@ -38,12 +46,16 @@ class GRPO(Algorithm[GRPOSettings]):
     kl_in = "loss"
     min_group_size = 2
     verl_adv_estimator = "grpo"
-    verl_knobs = frozenset({"grpo_scale_by_std", "grpo_eps"})
+    verl_knobs = frozenset({"grpo_scale_by_std", "grpo_eps", "grpo_lone_sample"})
     settings_class = GRPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: GRPOSettings) -> Advantages:
         per_seq = core.group_advantages(
-            inputs.scores, inputs.groups, eps=settings.grpo_eps, scale=settings.grpo_scale_by_std
+            inputs.scores,
+            inputs.groups,
+            eps=settings.grpo_eps,
+            scale=settings.grpo_scale_by_std,
+            lone=settings.grpo_lone_sample,
         )
         # groups whose dialogues all scored the same teach nothing: worth watching
         flat = sum(bool((per_seq[inputs.groups == g] == 0).all()) for g in torch.unique(inputs.groups))
@@ -55,9 +67,16 @@ class GRPO(Algorithm[GRPOSettings]):
         return {"algorithm.norm_adv_by_std_in_grpo": settings.grpo_scale_by_std}
 
     def verl_refusals(self, settings: GRPOSettings) -> list[str]:
-        if settings.grpo_eps == VERL_GRPO_EPS:
-            return []
-        return [
-            f"algorithm.grpo_eps={settings.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
-            f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
-        ]
+        out = []
+        if settings.grpo_eps != VERL_GRPO_EPS:
+            out.append(
+                f"algorithm.grpo_eps={settings.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
+                f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
+            )
+        if settings.grpo_lone_sample != "raw":
+            out.append(
+                f"algorithm.grpo_lone_sample={settings.grpo_lone_sample}: verl 0.9.1 gives a group of one "
+                "its score (core_algos.compute_grpo_outcome_advantage) with no key to change it; use raw "
+                "with --engine verl"
+            )
+        return out

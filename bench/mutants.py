@@ -1,0 +1,239 @@
+"""Mutation testing of the training core with mutmut (issue 42, item 3): ``make mutants`` or, for one
+module, ``python bench/mutants.py rewards``.
+
+Why a harness around mutmut: mutmut 3 reads its settings from the ``pyproject.toml`` of the folder it
+runs in and first runs its whole test selection once to learn which tests reach which function. The
+suite is far too long for that on a 2-core machine, and each module has a few test files that matter.
+So each module runs in its own folder, ``build/mutants/<module>/``, holding a copy of ``src/`` and
+``tests/`` and this project's ``pyproject.toml`` with a ``[tool.mutmut]`` block naming the one source
+file (or folder) to mutate and the test files that test it. Nothing is written outside ``build/``.
+
+mutmut is not in CI (a module takes minutes to an hour of CPU). It is in the ``dev`` extra, so
+``make setup-dev`` installs it beside the project; or install it into a venv of its own, point ``$MUTMUT``
+at its ``mutmut`` and put the project's packages on ``PYTHONPATH`` (docs/training.md, "Mutation testing").
+
+The score printed is killed / (killed + survived), where a timeout counts as killed and a mutant no
+selected test reaches ("no tests") as survived; mutants listed in :data:`EQUIVALENT` (a change no test
+can see, each with its reason) are left out of the score and shown apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: selected tests run without the long, the wall-clock and the real-model ones
+MARKERS = "not slow and not timing and not realmodel and not browser and not verl"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One module of the training core: what to mutate and which test files test it."""
+
+    source: str
+    tests: tuple[str, ...]
+
+
+TARGETS: dict[str, Target] = {
+    "rewards": Target(
+        "src/rlver/env/rewards.py",
+        (
+            "tests/env/test_env_rewards.py",
+            "tests/env/test_reward_spec_config.py",
+            "tests/env/test_rewards_mutants.py",
+        ),
+    ),
+    "batch": Target(
+        "src/rlver/train/batch.py",
+        (
+            "tests/train/test_packed_update.py",
+            "tests/train/test_update_memory.py",
+            "tests/train/test_batch_mutants.py",
+        ),
+    ),
+    "algorithms": Target(
+        "src/rlver/train/algorithms/*",
+        (
+            "tests/train/test_train_algorithms.py",
+            "tests/train/test_rollout_is.py",
+            "tests/train/test_kl_clamp.py",
+            "tests/train/test_grpo_lone_sample.py",
+            "tests/train/test_sequence_is_warning.py",
+        ),
+    ),
+    "learner": Target(
+        "src/rlver/train/learner.py",
+        (
+            "tests/train/test_packed_update.py",
+            "tests/train/test_train_algorithms.py",
+            "tests/train/test_rollout_is.py",
+            "tests/train/test_train_loop.py",
+        ),
+    ),
+    "sampling": Target("src/rlver/llm/sampling.py", ("tests/llm/test_sampler_batched.py",)),
+    "batching": Target("src/rlver/rollout/batching.py", ("tests/rollout/test_rollout_overlap.py",)),
+}
+
+#: Surviving mutants no test can kill, by mutmut's name, with the reason (kept to one line each).
+#: mutmut numbers a function's mutants in order, so an edit to the function renames them: re-check
+#: the list after changing a module.
+_ZIP_SAME = (
+    "zip's strict= only acts on unequal lengths; both lists hold one value per assistant turn by construction"
+)
+_R = "rlver.env.rewards."
+_B = "rlver.train.batch."
+_CPU_ONLY = (
+    "CPU only: .to(None) leaves a tensor where it is, on the CPU the tests run on (a GPU run fails at once)"
+)
+_USE_CACHE = "use_cache only decides whether the forward also returns a KV cache; the logits are the same"
+EQUIVALENT: dict[str, str] = {
+    _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
+    _R + "x_mixed_rewards__mutmut_8": "delta_rewards ignores its spec argument",
+    _R + "x_mixed_rewards__mutmut_18": _ZIP_SAME,
+    _R + "x_mixed_rewards__mutmut_21": _ZIP_SAME,
+    _R + "x_mixed_rewards__mutmut_22": _ZIP_SAME,
+    _R
+    + "x_place_on_tokens__mutmut_11": "row[end] = r vs += r: turn ends are distinct positions, each row starts at 0",
+    _R + "x_sample_rewards__mutmut_12": "0 <= k: for k = 0, [*r[:-1], sum(r[-1:])] == r, the unchanged list",
+    _R
+    + "x_sample_rewards__mutmut_13": "k <= len(r): for k = len(r), [*r[:k-1], sum(r[k-1:])] == r, unchanged",
+    **{
+        _B + f"x_collate__mutmut_{n}": "torch.full with an int pad id is int64 without a dtype"
+        for n in (7, 10)
+    },
+    **{_B + f"x_collate__mutmut_{n}": "torch.zeros is float32 without dtype=" for n in (18, 20)},
+    **{
+        _B + f"x_collate__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
+        for n in (29, 31)
+    },
+    **{_B + f"x_collate__mutmut_{n}": _CPU_ONLY for n in (41, 42, 43)},
+    **{
+        _B
+        + f"x_micro_batches__mutmut_{n}": "width starts at 1, not 0: max(width, length) is the same for every length >= 1"
+        for n in (15, 28)
+    },
+    **{
+        _B
+        + f"x__body_and_head__mutmut_{n}": "1 == 1.0: the tuple (None, 1, 1.0) with either changed holds the same values"
+        for n in (41, 42)
+    },
+    **{_B + f"x_policy_forward__mutmut_{n}": _USE_CACHE for n in (10, 13, 14, 33, 36, 37)},
+    _B
+    + "x_policy_forward__mutmut_70": "chunks of at least 2 instead of 1: chunking is exact, the numbers do not depend on the size",
+    _B
+    + "x_policy_forward__mutmut_75": "checkpointing a chunk whose input needs no gradient recomputes the same numbers",
+    _B + "x__body_and_head__mutmut_17": "and for or: a missing get_output_embeddings is then called as None, "
+    "a TypeError the try returns None for",
+    **{
+        _B
+        + f"x__compute_region__mutmut_{n}": "CPU only: autocast without dtype= is bf16 on a CPU (fp16 on CUDA)"
+        for n in (7, 9)
+    },
+}
+
+#: mutmut's statuses that count as the tests seeing the change
+KILLED = {"killed", "timeout", "segfault", "caught by type check"}
+
+
+def workdir(name: str) -> Path:
+    return ROOT / "build" / "mutants" / name
+
+
+def prepare(name: str, target: Target) -> Path:
+    """A fresh folder for ``name``: copies of src/ and tests/, and pyproject.toml with mutmut's block."""
+    out = workdir(name)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "src", out / "src", ignore=ignore)
+    shutil.copytree(ROOT / "tests", out / "tests", ignore=ignore)
+    pytest_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", MARKERS, "-n", "0", "-q"]
+    block = "\n".join(
+        [
+            "",
+            "[tool.mutmut]",
+            'source_paths = ["src"]',
+            f"only_mutate = [{_toml_str(target.source)}]",
+            f"pytest_add_cli_args = [{', '.join(map(_toml_str, pytest_args))}]",
+            f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, target.tests))}]",
+            "use_git_change_detection = false",
+            "",
+        ]
+    )
+    (out / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text() + block)
+    return out
+
+
+def _toml_str(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def mutmut(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``mutmut`` beside this Python (or ``$MUTMUT``) in ``folder``."""
+    exe = os.environ.get("MUTMUT") or str(Path(sys.executable).with_name("mutmut"))
+    return subprocess.run([exe, *args], cwd=folder, text=True, capture_output=True, check=False)
+
+
+def statuses(folder: Path) -> dict[str, str]:
+    """Each mutant's status, from ``mutmut results --all true`` (``name: status`` lines)."""
+    done = mutmut(folder, "results", "--all", "true")
+    out: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"\s*(\S+__mutmut_\d+): (.+)$", line)
+        if match:
+            out[match.group(1)] = match.group(2).strip()
+    return out
+
+
+def report(name: str, found: dict[str, str]) -> int:
+    """Print the module's counts, score and surviving mutants; return the number of unexplained ones."""
+    counts = Counter(found.values())
+    equivalent = {m for m in found if m in EQUIVALENT and found[m] not in KILLED}
+    killed = sum(1 for m, s in found.items() if s in KILLED)
+    live = [m for m, s in sorted(found.items()) if s not in KILLED and m not in equivalent and s != "skipped"]
+    scored = killed + len(live)
+    score = 100.0 * killed / scored if scored else 100.0
+    print(f"{name}: {len(found)} mutants, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"{name}: score {score:.1f} % ({killed} killed of {scored}; {len(equivalent)} equivalent left out)")
+    for mutant in live:
+        print(f"  survived ({found[mutant]}): {mutant}   (mutmut show {mutant})")
+    for mutant in sorted(equivalent):
+        print(f"  equivalent: {mutant}: {EQUIVALENT[mutant]}")
+    for mutant in sorted(m for m in EQUIVALENT if found.get(m) in KILLED):
+        print(f"  listed as equivalent but killed (remove it from EQUIVALENT): {mutant}")
+    return len(live)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all)")
+    parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
+    parser.add_argument("--report-only", action="store_true", help="print the last run's results again")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in TARGETS]
+    if unknown:
+        print(f"error: unknown module {unknown[0]!r}; expected one of {', '.join(TARGETS)}", file=sys.stderr)
+        return 2
+    for name in args.modules or list(TARGETS):
+        folder = workdir(name) if args.report_only else prepare(name, TARGETS[name])
+        if not args.report_only:
+            done = mutmut(folder, "run", "--max-children", str(args.max_children))
+            if done.returncode != 0:
+                print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
+                print(f"error: mutmut run failed for {name} (exit {done.returncode})", file=sys.stderr)
+                return 1
+        report(name, statuses(folder))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
