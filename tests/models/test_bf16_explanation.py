@@ -32,7 +32,7 @@ from rlver.llm.base import Message, SamplingParams
 from rlver.llm.sequence import chat_ids
 from rlver.train.batch import collate, policy_forward
 
-pytestmark = pytest.mark.realmodel
+pytestmark = [pytest.mark.realmodel, pytest.mark.slow]  # about 130 s on a loaded 2-core box
 
 #: fp32 agreement bound of the docs' table ("< 1e-5 mean"); the largest single token must also stay
 #: within rounding, far below the bf16 gap's 0.2 max

@@ -41,6 +41,7 @@ from rlver.cli import (
     models,
     probe,
     profiles,
+    results_cmd,
     simulator_cmd,
     train_cmd,
 )
@@ -56,6 +57,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     calibrate,
     chat,
     eval_cmd,
+    results_cmd,
     explain_cmd,
     inspect_cmd,
     probe,
