@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from rlver.llm.precision import compute_in_bf16
-from rlver.models.fetch import base_model_folder
+from rlver.models.reference import base_model_folder
 from rlver.train.config import ModelSettings, TrainConfig
 
 VALUE_HEAD_FILE = "value_head.pt"
