@@ -209,19 +209,22 @@ def device_memory(device: str | None) -> Device | None:
     moves with whatever else runs, so a guard reading it would refuse the same run on a busy afternoon
     and accept it at night; a run that fits the machine but not what is free now is the OS's to swap.
 
-    ``device`` is ``model.device`` (``None``: CUDA when available, else CPU). ``None`` for a device
-    whose memory we cannot read (MPS, ...): the guard then steps aside.
+    ``device`` is ``model.device`` (``None``: :func:`rlver.models.devices.default_device`, the rule
+    the loader uses too). ``None`` for a device whose memory we cannot read (MPS, ...): the guard then
+    steps aside.
     """
-    if device is None or device.startswith("cuda"):
+    from rlver.models.devices import default_device
+
+    device = device or default_device()
+    if device.startswith("cuda"):
         import torch
 
-        if torch.cuda.is_available():
-            index = torch.device(device or "cuda").index or 0
-            props = torch.cuda.get_device_properties(index)
-            return Device("cuda", f"cuda:{index} ({props.name})", float(props.total_memory))
-        if device is not None:
+        if not torch.cuda.is_available():
             return None  # asked for CUDA without one: loading reports that
-    if device not in (None, "cpu"):
+        index = torch.device(device).index or 0
+        props = torch.cuda.get_device_properties(index)
+        return Device("cuda", f"cuda:{index} ({props.name})", float(props.total_memory))
+    if device != "cpu":
         return None
     total = _ram_total()
     return Device("cpu", "cpu (RAM)", total) if total is not None else None
