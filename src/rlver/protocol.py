@@ -115,6 +115,20 @@ class DialogueRules(BaseModel):
         return DialogueRules.model_validate({**self.model_dump(), **changes})
 
 
+def rule_range(field: str) -> tuple[int | None, int | None]:
+    """The inclusive range ``DialogueRules`` accepts for an integer rule (its field's ``ge``/``le``).
+
+    Why: a check outside this module (``rlver audit``'s rule overrides) reads the bounds from here
+    instead of restating them, so it can never accept what the rules refuse or refuse what they accept.
+    """
+    low: int | None = None
+    high: int | None = None
+    for limit in DialogueRules.model_fields[field].metadata:
+        low = getattr(limit, "ge", low)
+        high = getattr(limit, "le", high)
+    return low, high
+
+
 EVALUATION = DialogueRules()
 TRAINING = DialogueRules(start_emotion=TRAINING_START, max_assistant_turns=8, appraise_final_reply=True)
 PUBLISHED_TRAINING = TRAINING.but(

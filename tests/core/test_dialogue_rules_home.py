@@ -17,7 +17,7 @@ import pytest
 from rlver.config import load_config
 from rlver.env.dialogue import EnvConfig
 from rlver.errors import ConfigError
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, protocol_name
+from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, protocol_name, rule_range
 from rlver.train.config import RolloutSettings, TrainConfig, load_train_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
@@ -59,16 +59,16 @@ def _classes_declaring(field: str, trees: list[tuple[str, ast.Module]]) -> list[
     return found
 
 
-def _start_literals(trees: list[tuple[str, ast.Module]]) -> list[str]:
-    """Every 40 or 30 given to a name about a start: assignments, annotated fields (also as
-    ``Field(default=...)``), parameter defaults and keyword arguments."""
+def _named_literals(trees: list[tuple[str, ast.Module]], word: str, values: tuple[int, ...]) -> list[str]:
+    """Every int in ``values`` given to a name containing ``word``: assignments, annotated fields (also
+    as ``Field(default=...)``), parameter defaults and keyword arguments."""
 
-    def is_start_value(name: str, value: ast.expr | None) -> bool:
-        if "start" not in name.lower() or value is None:
+    def is_rule_value(name: str, value: ast.expr | None) -> bool:
+        if word not in name.lower() or value is None:
             return False
         if isinstance(value, ast.Call):  # Field(default=40, ...)
             value = next((k.value for k in value.keywords if k.arg == "default"), None)
-        return isinstance(value, ast.Constant) and type(value.value) is int and value.value in (40, 30)
+        return isinstance(value, ast.Constant) and type(value.value) is int and value.value in values
 
     found = []
     for where, tree in trees:
@@ -85,8 +85,18 @@ def _start_literals(trees: list[tuple[str, ast.Module]]) -> list[str]:
                 with_default = positional[len(positional) - len(node.defaults) :]
                 pairs = [(a.arg, d) for a, d in zip(with_default, node.defaults, strict=True)]
                 pairs += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True)]
-            found += [f"{where}:{name}" for name, value in pairs if is_start_value(name, value)]
+            found += [f"{where}:{name}" for name, value in pairs if is_rule_value(name, value)]
     return found
+
+
+def _start_literals(trees: list[tuple[str, ast.Module]]) -> list[str]:
+    """Every 40 or 30 given to a name about a start."""
+    return _named_literals(trees, "start", (40, 30))
+
+
+def _turn_limit_literals(trees: list[tuple[str, ast.Module]]) -> list[str]:
+    """Every number given to a name about the turn limit (``max_assistant_turns=10`` as a default)."""
+    return _named_literals(trees, "max_assistant_turns", tuple(range(1, 201)))
 
 
 @pytest.mark.parametrize("field", RULE_ONLY_FIELDS)
@@ -96,6 +106,31 @@ def test_each_rule_is_a_field_of_one_class(field: str) -> None:
 
 def test_the_start_emotions_are_written_once_each() -> None:
     assert sorted(_start_literals(_trees())) == ["protocol.py:EVALUATION_START", "protocol.py:TRAINING_START"]
+
+
+def test_the_turn_limits_are_written_in_the_protocol_only() -> None:
+    """The benchmark's 10 (the field's default) and training's 8; ``fidelity/calibrate.recorded_end``
+    once restated the 10 as its own default, and now reads ``EVALUATION.max_assistant_turns``."""
+    assert sorted(_turn_limit_literals(_trees())) == [
+        "protocol.py:max_assistant_turns",
+        "protocol.py:max_assistant_turns",
+    ]
+
+
+def test_audit_overrides_take_the_rules_bounds() -> None:
+    """``rlver audit --start/--max-assistant-turns`` accept exactly what ``DialogueRules`` accepts."""
+    from rlver.errors import InputError
+    from rlver.transcripts.audit import _OVERRIDE_RANGES, _check_overrides
+
+    for rule in ("start_emotion", "max_assistant_turns"):
+        low, high = rule_range(rule)
+        assert _OVERRIDE_RANGES[rule] == (low, high)
+        DialogueRules.model_validate({rule: high})  # the rules take the top of the range
+        _check_overrides({rule: high})
+        with pytest.raises(InputError, match=f"{rule}.*expected an integer from {low} to {high}"):
+            _check_overrides({rule: (high or 0) + 1})
+        with pytest.raises(ValueError):
+            DialogueRules.model_validate({rule: (high or 0) + 1})
 
 
 def _rules_holders(trees: list[tuple[str, ast.Module]]) -> list[str]:
@@ -140,6 +175,8 @@ LIMIT = 30
 """
     trees = [("x.py", ast.parse(code))]
     assert _classes_declaring("end_below", trees) == ["x.py:Old"]
+    limit = "def recorded_end(e, max_assistant_turns: int = 10): ...\nrun(max_assistant_turns=8)\n"
+    assert _turn_limit_literals([("y.py", ast.parse(limit))]) == ["y.py:max_assistant_turns"] * 2
     assert sorted(_start_literals(trees)) == sorted(
         ["x.py:start_emotion", "x.py:start_emotion", "x.py:train_start", "x.py:EVAL_START", "x.py:start"]
     )

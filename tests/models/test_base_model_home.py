@@ -1,4 +1,4 @@
-"""A training run's base model has one home (issue 37): ``rlver.models.fetch.base_model_folder``.
+"""A training run's base model has one home (issue 37): ``rlver.models.reference.base_model_folder``.
 
 The local trainer (``train/loading.py``) and verl's launcher (``integrations/verl/launch.py``) both ask
 it, so ``model.path: tiny`` is built into the same ``base_model/`` folder of a run under either engine
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from rlver.models.fetch import BASE_MODEL_DIR, base_model_folder
+from rlver.models.reference import BASE_MODEL_DIR, base_model_folder
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 
@@ -34,7 +34,7 @@ def test_both_engines_ask_the_one_home() -> None:
     assert _calls("base_model_folder") == {"integrations/verl/launch.py": 1, "train/loading.py": 1}
     # the tiny model is built for a run only there; eval's tiny *agent* (``--agent-tiny``) is not a
     # run's base model and keeps its own folder
-    assert _calls("ensure_tiny_model") == {"eval/runner.py": 1, "models/fetch.py": 1}
+    assert _calls("ensure_tiny_model") == {"eval/runner.py": 1, "models/reference.py": 1}
 
 
 def test_no_second_folder_name() -> None:

@@ -365,7 +365,7 @@ def test_a_checkpoint_is_never_visible_half_deleted(tmp_path: Path, monkeypatch:
 def test_tiny_base_model_is_built_atomically(tmp_path: Path) -> None:
     """A run killed while building ``base_model/`` left config.json without weights; the next start
     took the folder for complete and crashed. Now it is built beside and renamed into place."""
-    from rlver.models.fetch import base_model_folder
+    from rlver.models.reference import base_model_folder
 
     (tmp_path / "base_model").mkdir()  # what the old, in-place build left behind
     (tmp_path / ".base_model.crashed").mkdir()  # a temporary folder of a killed build

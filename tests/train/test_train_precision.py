@@ -90,7 +90,7 @@ def test_the_precision_test_can_fail() -> None:
 
 
 def test_lora_keeps_a_bf16_base_and_fp32_adapters(tmp_path: Path) -> None:
-    from rlver.models.fetch import base_model_folder
+    from rlver.models.reference import base_model_folder
     from rlver.train.loading import load_policy
 
     cfg = load_train_config("tiny-offline", ["model.dtype=bfloat16", "model.lora.enabled=true"])
@@ -116,7 +116,7 @@ def test_reference_runs_in_the_policys_precision(tmp_path: Path) -> None:
     """At step 0 the reference *is* the policy, so with ``dtype: bfloat16`` their log-probs must agree
     exactly: a reference held in bf16 weights against the policy's fp32 master weights gave a gap of
     2.3e-3 (issue 23), a KL penalty charged to a policy that had not moved."""
-    from rlver.models.fetch import base_model_folder
+    from rlver.models.reference import base_model_folder
     from rlver.train.loading import load_policy, load_reference
 
     cfg = load_train_config("tiny-offline", ["model.dtype=bfloat16", "algorithm.kl_coef=0.1"])

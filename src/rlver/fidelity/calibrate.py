@@ -42,6 +42,7 @@ from rlver.io import (
 )
 from rlver.profiles.loaders import published_need_type, split_hidden_need
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
+from rlver.protocol import EVALUATION
 from rlver.records import Episode, Message, fell_to_failure, reached_success
 from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
@@ -160,8 +161,9 @@ def appraised_turns(file: str, episode: Episode) -> list[Turn]:
     return turns
 
 
-def recorded_end(episode: Episode, max_assistant_turns: int = 10) -> str:
-    """The end a released dialogue had, from its shape (the files do not store it)."""
+def recorded_end(episode: Episode, max_assistant_turns: int = EVALUATION.max_assistant_turns) -> str:
+    """The end a released dialogue had, from its shape (the files do not store it); the turn limit
+    defaults to the benchmark's (:data:`rlver.protocol.EVALUATION`), which the released files ran."""
     roles = [m.role for m in episode.messages if m.role in ("user", "assistant")]
     final = episode.emotions[-1] if episode.emotions else episode.start_emotion
     if roles and roles[-1] == "assistant":

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
+from rlver.llm.sampling import is_greedy
 
 CachePolicy = Literal["deterministic", "always"]
 
@@ -37,7 +38,7 @@ CREATE TABLE IF NOT EXISTS responses (
 
 def should_cache(sampling: SamplingParams) -> bool:
     """True when the answer to these settings is meant to be reproducible: greedy, or seeded."""
-    return sampling.temperature == 0.0 or sampling.seed is not None
+    return is_greedy(sampling.temperature) or sampling.seed is not None
 
 
 def cache_key(model_name: str, messages: MessagesLike, sampling: SamplingParams) -> str:

@@ -64,10 +64,10 @@ def _build_openai(spec: ModelSpec) -> ChatModel:
 
 def _build_local(spec: ModelSpec) -> ChatModel:
     from rlver.llm.local import LocalChatModel
-    from rlver.models.fetch import resolve_model_path
+    from rlver.models.reference import resolve_reference
 
     check_model_source(spec.model, "model")
-    path = resolve_model_path(spec.model)
+    path = resolve_reference(spec.model).location
     try:
         return LocalChatModel.from_pretrained(
             path,
@@ -115,16 +115,16 @@ def check_model_source(model: str, setting: str = "model.path") -> None:
     setting's name instead of after minutes of loading (or of hub retries) with a transformers traceback.
     ``tiny`` (the bundled test model) is always fine. A fetchable model's name
     (``smollm2-135m-instruct``) is checked as its fetched folder; not fetched yet, the error names the
-    fetch command (:func:`rlver.models.fetch.resolve_model_path`).
+    fetch command. What the reference is comes from :func:`rlver.models.reference.resolve_reference`.
     """
-    if model == "tiny":
-        return
-    from rlver.models.fetch import resolve_model_path
+    from rlver.models.reference import resolve_reference
 
-    model = resolve_model_path(model)
-    path = Path(model).expanduser()
-    if path.exists() or _looks_like_path(model):
-        _check_model_folder(path, model, setting)
+    ref = resolve_reference(model)
+    if ref.kind == "tiny":
+        return
+    model = ref.location
+    if ref.folder is not None:
+        _check_model_folder(ref.folder, model, setting)
         return
     _check_near_name(model, setting)
     _check_hub_id(model, setting)
@@ -149,11 +149,11 @@ def _check_near_name(model: str, setting: str) -> None:
 
 def _in_hub_cache(model: str) -> bool:
     """Whether the Hugging Face cache holds ``model``'s config.json (no network call)."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
+    from rlver.models.reference import InvalidHubId, hub_cached_file
 
-        return isinstance(try_to_load_from_cache(model, "config.json"), str)
-    except Exception:  # not a valid repo id, no hub library: not cached
+    try:
+        return hub_cached_file(model) is not None
+    except InvalidHubId:  # not a valid repo id: not cached
         return False
 
 
@@ -193,17 +193,15 @@ def _check_hub_id(model: str, setting: str) -> None:
     huggingface_hub's retries (about 25 s, then a traceback)."""
     import os
 
+    from rlver.models.reference import InvalidHubId, hub_cached_file
+
     try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:  # pragma: no cover - transformers depends on huggingface_hub
-        return
-    try:
-        cached = try_to_load_from_cache(model, "config.json")
-    except ValueError:  # not a valid repo id (huggingface_hub's HFValidationError)
+        cached = hub_cached_file(model)
+    except InvalidHubId:
         raise ConfigError(
             f"{setting}: {model!r} is neither a model folder nor a Hugging Face model id"
         ) from None
-    if isinstance(cached, str):
+    if cached is not None:
         return
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
     why = "HF_HUB_OFFLINE is set" if offline else _hub_unreachable()
@@ -231,8 +229,3 @@ def _hub_unreachable() -> str:
     except OSError:
         return f"{host} cannot be reached (no network?)"
     return ""
-
-
-def _looks_like_path(model: str) -> bool:
-    """A hub id is ``name`` or ``org/name``; anything absolute, relative-dotted or home-based is a path."""
-    return model.startswith(("/", "./", "../", "~")) or model.count("/") > 1 or "\\" in model

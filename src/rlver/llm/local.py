@@ -24,18 +24,13 @@ from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
 from rlver.llm.control_tokens import render_ids
 from rlver.llm.decoding import Decoder, is_out_of_memory, release_cached_memory
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
+from rlver.models.devices import default_device
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 #: End-of-turn markers a chat model may emit; generation stops at whichever the tokenizer knows.
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 class LocalChatModel(ChatModel):

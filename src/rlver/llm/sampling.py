@@ -22,6 +22,27 @@ if TYPE_CHECKING:
     import torch
 
 
+def is_greedy(temperature: float) -> bool:
+    """Whether ``temperature`` asks for greedy decoding — the one definition of what 0 means.
+
+    Temperature 0 (``SamplingParams.temperature`` is ``>= 0``) does not divide the logits by zero: it
+    takes the argmax of every step, draws no randomness, and so gives the same text for the same
+    prompt (what the answer cache and verl's ``do_sample`` key on). Its tokens are *scored* at
+    temperature 1 (:func:`scoring_temperature`).
+    """
+    return temperature <= 0
+
+
+def scoring_temperature(temperature: float) -> float:
+    """The temperature a token sampled at ``temperature`` is scored at: itself, and 1 for greedy.
+
+    The sampler reports a greedy token's log-prob under the plain softmax (``log_softmax(logits)``), so
+    the trainer's ratio and the rollout-vs-trainer check must score it there too; a sampled token is
+    scored under the tempered softmax it was drawn from.
+    """
+    return 1.0 if is_greedy(temperature) else temperature
+
+
 def row_uniforms(generators: Sequence[torch.Generator], steps: int, device: torch.device) -> torch.Tensor:
     """``[rows, steps]`` float32 uniforms in [0, 1); row ``r`` drawn from ``generators[r]`` alone.
 
@@ -54,7 +75,7 @@ def sample_tokens(
     import torch
 
     logits = logits.float()
-    if temperature <= 0:
+    if is_greedy(temperature):
         logp = torch.log_softmax(logits, dim=-1)
         ids = logp.argmax(dim=-1)
         return ids, logp.gather(-1, ids[:, None]).squeeze(-1)

@@ -13,7 +13,7 @@ The folder is written beside its final place and renamed into it, so an interrup
 nothing half-written; a second fetch finds the verified folder and does nothing.
 
 Wherever rlver accepts a model path (``--agent-local``, ``model.path``), a fetchable model's *name*
-resolves to its folder (:func:`resolve_model_path`).
+resolves to its folder (:func:`resolve_model_path`; :mod:`rlver.models.reference` reads every kind of reference).
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ from typing import Any
 
 from rlver.errors import ConfigError, DownloadError, did_you_mean
 from rlver.io import atomic_write_json, default_data_dir, file_sha256, make_temp_dir, share_like_umask
-from rlver.models.tiny import Size as TinySize
-from rlver.models.tiny import ensure_tiny_model
 
 #: The provenance file a fetched folder carries; its presence marks a complete fetch.
 PROVENANCE_FILE = "rlver-model.json"
@@ -110,25 +108,6 @@ def resolve_model_path(value: str) -> str:
             f"run `rlver models fetch {value}` first"
         )
     return str(model_folder(value))
-
-
-#: The folder of a run that holds the base model when ``model.path`` is ``tiny``: one name for both
-#: engines (the local trainer and verl's launcher), so a run folder reads the same whichever trained it.
-BASE_MODEL_DIR = "base_model"
-
-
-def base_model_folder(
-    path: str, run_dir: Path, *, tiny_seed: int = 0, tiny_size: TinySize = "tiny"
-) -> Path | str:
-    """The base model a training run starts from — the one home of this decision for both engines.
-
-    ``tiny`` is built (once, atomically) into ``run_dir/base_model``, so a resumed run finds it again; a
-    fetchable model's name (``smollm2-135m-instruct``) is its fetched folder; anything else (a folder, a
-    hub id) is passed through for the model loader to read.
-    """
-    if path != "tiny":
-        return resolve_model_path(path)
-    return ensure_tiny_model(run_dir / BASE_MODEL_DIR, seed=tiny_seed, size=tiny_size)
 
 
 def check_fetchable(name: str) -> FetchableModel:

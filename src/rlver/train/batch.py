@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from rlver.llm.precision import autocast_dtype
+from rlver.llm.sampling import scoring_temperature
 from rlver.train.algorithms.core import entropy_from_logits, logprobs_from_logits
 from rlver.train.tokenize import TokenizedEpisode
 
@@ -106,7 +107,7 @@ def policy_forward(
     """Log-probs of every next token (``[B, T-1]``) and optionally the entropy at each position.
 
     Logits are divided by the sampling temperature: the ratio must compare the distribution the
-    tokens were sampled from. ``entropy_grad=False`` computes the entropy outside autograd, for a
+    tokens were sampled from (temperature 0, greedy, is scored at 1: :func:`rlver.llm.sampling.scoring_temperature`). ``entropy_grad=False`` computes the entropy outside autograd, for a
     statistic that is not part of the loss.
 
     Memory: the full-vocabulary tensors (logits, their fp32 copy, the log-softmax, the entropy's
@@ -164,7 +165,8 @@ def _token_stats(
     logits: torch.Tensor, labels: torch.Tensor, temperature: float, with_entropy: bool, entropy_grad: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     logits = logits.float()
-    if temperature > 0 and temperature != 1.0:
+    temperature = scoring_temperature(temperature)
+    if temperature != 1.0:
         logits = logits / temperature
     logp = logprobs_from_logits(logits, labels)
     entropy = None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rlver.errors import InputError, Problem
 from rlver.io import _fsync_dir, atomic_write_json, make_temp_dir, share_like_umask
-from rlver.models.fetch import BASE_MODEL_DIR
+from rlver.models.reference import BASE_MODEL_DIR
 from rlver.train.checkpoint import latest_checkpoint
 
 #: Written into every export; a folder holding it may be replaced by a new export without --force.

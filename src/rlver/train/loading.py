@@ -26,7 +26,8 @@ import torch
 from torch import nn
 
 from rlver.llm.precision import compute_in_bf16
-from rlver.models.fetch import base_model_folder
+from rlver.models.devices import default_device
+from rlver.models.reference import base_model_folder
 from rlver.train.config import ModelSettings, TrainConfig
 
 VALUE_HEAD_FILE = "value_head.pt"
@@ -35,7 +36,7 @@ VALUE_HEAD_FILE = "value_head.pt"
 def resolve_device(name: str | None) -> torch.device:
     if name:
         return torch.device(name)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(default_device())
 
 
 def torch_dtype(name: str) -> torch.dtype:

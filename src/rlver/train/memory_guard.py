@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rlver.errors import ConfigError
@@ -174,15 +173,10 @@ def needed_bytes(tensor_bytes: float, device_type: str) -> float:
 def read_architecture(model_path: str) -> dict[str, Any] | None:
     """The model's ``config.json`` as a dict (no weights read), or ``None`` when there is none at hand
     (``tiny``, a hub id not in the local cache) or it is not a Llama/Qwen-style decoder."""
-    if model_path == "tiny":
-        return None
-    from rlver.models.fetch import resolve_model_path
+    from rlver.models.reference import resolve_reference
 
-    path = Path(resolve_model_path(model_path)).expanduser()
-    file: Path | None = path / "config.json" if path.is_dir() else None
-    if file is None and not path.exists():
-        file = _cached_hub_config(model_path)
-    if file is None or not file.is_file():
+    file = resolve_reference(model_path).config_file()
+    if file is None:
         return None
     try:
         cfg = json.loads(file.read_text(encoding="utf-8"))
@@ -197,19 +191,6 @@ def read_architecture(model_path: str) -> dict[str, Any] | None:
     if "attention_bias" not in cfg:
         cfg = {**cfg, "attention_bias": cfg.get("model_type") == "qwen2"}  # Qwen2 has q/k/v biases
     return cfg
-
-
-def _cached_hub_config(repo_id: str) -> Path | None:
-    """A hub model's config.json from the local Hugging Face cache; no network."""
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # a malformed id: check_model_source reports it
-        return None
-    return Path(found) if isinstance(found, str) else None
 
 
 @dataclass(frozen=True)
@@ -228,19 +209,22 @@ def device_memory(device: str | None) -> Device | None:
     moves with whatever else runs, so a guard reading it would refuse the same run on a busy afternoon
     and accept it at night; a run that fits the machine but not what is free now is the OS's to swap.
 
-    ``device`` is ``model.device`` (``None``: CUDA when available, else CPU). ``None`` for a device
-    whose memory we cannot read (MPS, ...): the guard then steps aside.
+    ``device`` is ``model.device`` (``None``: :func:`rlver.models.devices.default_device`, the rule
+    the loader uses too). ``None`` for a device whose memory we cannot read (MPS, ...): the guard then
+    steps aside.
     """
-    if device is None or device.startswith("cuda"):
+    from rlver.models.devices import default_device
+
+    device = device or default_device()
+    if device.startswith("cuda"):
         import torch
 
-        if torch.cuda.is_available():
-            index = torch.device(device or "cuda").index or 0
-            props = torch.cuda.get_device_properties(index)
-            return Device("cuda", f"cuda:{index} ({props.name})", float(props.total_memory))
-        if device is not None:
+        if not torch.cuda.is_available():
             return None  # asked for CUDA without one: loading reports that
-    if device not in (None, "cpu"):
+        index = torch.device(device).index or 0
+        props = torch.cuda.get_device_properties(index)
+        return Device("cuda", f"cuda:{index} ({props.name})", float(props.total_memory))
+    if device != "cpu":
         return None
     total = _ram_total()
     return Device("cpu", "cpu (RAM)", total) if total is not None else None

@@ -41,6 +41,7 @@ from rlver.interrupt import finish_first, winding_down
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.llm.local import sampling_settings
+from rlver.llm.sampling import scoring_temperature
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
@@ -115,7 +116,7 @@ class Trainer:
                 algo=self.algo, settings=config.algorithm, optim=config.optim, policy=self.policy,
                 reference=self.reference, critic=self.critic, optimisers=self.optimisers,
                 pad_id=int(self.tokenizer.pad_token_id), device=self.device,
-                temperature=config.rollout.temperature or 1.0,
+                temperature=scoring_temperature(config.rollout.temperature),
                 minibatch_samples=config.minibatch_samples(),
             )
         )  # fmt: skip

@@ -39,9 +39,9 @@ from typing import Any, TypeVar
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.manifest import RunManifest
-from rlver.protocol import EVALUATION, DialogueRules
+from rlver.protocol import EVALUATION, DialogueRules, rule_range
 from rlver.records import Episode
-from rlver.simulator.emotion import EMOTION_MAX, EMOTION_MIN, MAX_CHANGE, EmotionRules, tier_of
+from rlver.simulator.emotion import MAX_CHANGE, EmotionRules, tier_of
 from rlver.transcripts.files import detect_format
 from rlver.transcripts.native import read_transcript
 from rlver.transcripts.published import read_published
@@ -195,11 +195,13 @@ def _reward_from_manifest(manifest: RunManifest | dict[str, Any]) -> dict[str, A
 
 _T = TypeVar("_T")
 
-#: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-assistant-turns``).
+#: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-assistant-turns``): the
+#: dialogue rules' own bounds, read from :class:`~rlver.protocol.DialogueRules`; ``max_change`` is the
+#: simulator's and must be at least 1 for a bound to mean anything.
 _OVERRIDE_RANGES = {
-    "start_emotion": (EMOTION_MIN, EMOTION_MAX),
+    "start_emotion": rule_range("start_emotion"),
     "max_change": (1, None),
-    "max_assistant_turns": (1, None),
+    "max_assistant_turns": rule_range("max_assistant_turns"),
 }
 
 

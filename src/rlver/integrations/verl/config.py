@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.config import MAX_COUNT
 from rlver.errors import ConfigError
+from rlver.llm.sampling import is_greedy
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.algorithms.base import unmapped_knobs
 from rlver.train.config import TrainConfig
@@ -310,7 +311,7 @@ def _rollout_overrides(cfg: VerlTrainConfig, agent_loop_yaml: str | Path) -> dic
         "actor_rollout_ref.rollout.gpu_memory_utilization": v.gpu_memory_utilization,
         "actor_rollout_ref.rollout.calculate_log_probs": True,
         "actor_rollout_ref.rollout.val_kwargs.temperature": cfg.eval.temperature,
-        "actor_rollout_ref.rollout.val_kwargs.do_sample": cfg.eval.temperature > 0,
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": not is_greedy(cfg.eval.temperature),
         "actor_rollout_ref.rollout.val_kwargs.n": 1,
         "actor_rollout_ref.rollout.agent.num_workers": v.agent_workers,
         "actor_rollout_ref.rollout.agent.agent_loop_config_path": str(agent_loop_yaml),

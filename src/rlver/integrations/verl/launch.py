@@ -42,7 +42,7 @@ from rlver.integrations.verl import AGENT_LOOP_TARGET, AGENT_NAME
 from rlver.integrations.verl.config import VerlTrainConfig, refuse_unsupported, verl_overrides
 from rlver.integrations.verl.dataset import build_rows, write_parquet
 from rlver.io import atomic_write_text
-from rlver.models.fetch import base_model_folder
+from rlver.models.reference import base_model_folder, resolve_reference
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.train.algorithms import ALGORITHMS
@@ -95,7 +95,7 @@ def agent_loop_yaml_text() -> str:
 
 def _model_path(cfg: VerlTrainConfig, out_dir: Path) -> str:
     """The base model as verl wants it (a string; a folder made absolute), from the one home of the
-    decision that the local trainer reads too (``models.fetch.base_model_folder``)."""
+    decision that the local trainer reads too (``models.reference.base_model_folder``)."""
     m = cfg.model
     folder = base_model_folder(m.path, out_dir, tiny_seed=m.tiny_seed, tiny_size=m.tiny_size)
     return str(folder.resolve()) if isinstance(folder, Path) else folder
@@ -354,16 +354,9 @@ def _with_model_folder(cfg: Any, model_path: str, folder: str) -> Any:
 
 
 def _model_config_here(path: str) -> bool:
-    """Whether ``path``'s config.json can be read without a network call."""
-    local = Path(path).expanduser()
-    if local.is_dir():
-        return (local / "config.json").is_file()
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        return isinstance(try_to_load_from_cache(path, "config.json"), str)
-    except Exception:  # an invalid repo id, no hub library: not here
-        return False
+    """Whether ``path``'s config.json can be read without a network call (a folder's, or the hub
+    cache's: :meth:`rlver.models.reference.ModelReference.config_file`)."""
+    return resolve_reference(path).config_file() is not None
 
 
 def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool = False) -> int:

@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.cache import CachedChatModel
 from rlver.llm.factory import build_chat_model
+from rlver.llm.sampling import is_greedy
 from rlver.llm.spec import ModelSpec
 from rlver.migrate import nest_protocol_options
 from rlver.simulator.base import UserSimulator
@@ -90,7 +91,7 @@ def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     sampling = simulator_sampling(spec)
     if model is None:
         model = build_chat_model(spec.model)
-        if spec.cache and not spec.model.cache and sampling.temperature == 0.0:
+        if spec.cache and not spec.model.cache and is_greedy(sampling.temperature):
             path = default_cache_path() if spec.cache == "auto" else Path(spec.cache)
             model = CachedChatModel(model, path)
     return SentientSimulator(
