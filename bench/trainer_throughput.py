@@ -90,7 +90,10 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
         ),
         optim=OptimSettings(actor_lr=1e-6, max_grad_norm=1.0),
         rollout=RolloutSettings(
-            batch_size=args.batch // args.group, n_per_profile=args.group, temperature=1.0
+            batch_size=args.batch // args.group,
+            n_per_profile=args.group,
+            temperature=1.0,
+            max_new_tokens=args.completion_len,  # below model.max_length (the config refuses more)
         ),
         run=RunSettings(steps=1000, tensorboard=False, progress=False),
     )
