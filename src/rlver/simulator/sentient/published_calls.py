@@ -78,6 +78,15 @@ def split_history(history: Sequence[Message], speakers: dict[str, str]) -> tuple
     return history_json(history[:-2], speakers), history_json(history[-2:], speakers)
 
 
+def fill_history(prompt: str, texts: SimulatorTexts, history: Sequence[Message]) -> str:
+    """A call's two dialogue slots: earlier context and the latest exchange; on an empty dialogue (the
+    opening line) the published opening text and nothing (SAGE simulator_response.py:265-270)."""
+    if not history:
+        return prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
+    earlier, latest = split_history(history, texts.speakers)
+    return prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
+
+
 def state_name(emotion: int, tiers: Sequence[tuple[str, int]]) -> str:
     """The published emotion state: the first tier whose threshold the value reaches, else F below the
     last (SAGE simulator_response.py:166-171; dsv3 227-232)."""

@@ -32,8 +32,8 @@ from rlver.simulator.sentient.published_calls import (
     MAX_PUBLISHED_CHANGE,
     PublishedReplyAnswer,
     PublishedSimulator,
+    fill_history,
     planning_text,
-    split_history,
 )
 
 #: The files this protocol reads (recorded with their sha256 in every manifest).
@@ -108,8 +108,7 @@ def training_appraisal_prompt(
         .replace("{{player_topic}}", scene)
         .replace("{{target}}", texts.target)
     )
-    earlier, latest = split_history(history, texts.speakers)
-    return prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
+    return fill_history(prompt, texts, history)
 
 
 def training_reply_prompt(
@@ -124,11 +123,7 @@ def training_reply_prompt(
     prompt = texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
     prompt = prompt.replace("{{target}}", texts.target)
     prompt = prompt.replace("{{emotion}}", state)
-    if not history:
-        prompt = prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
-    else:
-        earlier, latest = split_history(history, texts.speakers)
-        prompt = prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
+    prompt = fill_history(prompt, texts, history)
     return prompt.replace("{{player_type}}", player).replace("{{player_topic}}", scene)
 
 

@@ -31,9 +31,9 @@ from rlver.simulator.sentient.published_calls import (
     MAX_PUBLISHED_CHANGE,
     PublishedReplyAnswer,
     PublishedSimulator,
+    fill_history,
     history_json,
     planning_text,
-    split_history,
 )
 
 #: The files this protocol reads its text from (recorded with their sha256 in every manifest).
@@ -114,10 +114,7 @@ def sage_reply_prompt(
         .replace("{{player_type}}", player)
         .replace("{{player_topic}}", scene)
     )
-    if not history:
-        return prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
-    earlier, latest = split_history(history, texts.speakers)
-    return prompt.replace("{{dialog_history}}", earlier).replace("{{new_history}}", latest)
+    return fill_history(prompt, texts, history)
 
 
 SAGE = PublishedSimulator(
