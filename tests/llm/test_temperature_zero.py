@@ -19,9 +19,8 @@ from rlver.train.batch import _token_stats
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 HOME = "llm/sampling.py"
-#: Still deciding on its own: the local sampler's wrapper, being split in parallel (issue 44 item 4);
-#: the split should read ``is_greedy`` and drop this entry.
-LEFT = {"llm/local.py"}
+#: Modules still deciding on their own (none: the local sampler and its decode engine read ``is_greedy``).
+LEFT: set[str] = set()
 
 
 def _mentions_temperature(node: ast.AST) -> bool:

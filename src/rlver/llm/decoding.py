@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from rlver.heartbeat import activity
 from rlver.interrupt import raise_if_stopping
 from rlver.llm.base import SamplingParams
-from rlver.llm.sampling import row_uniforms, sample_tokens, to_host
+from rlver.llm.sampling import is_greedy, row_uniforms, sample_tokens, to_host
 
 if TYPE_CHECKING:
     import torch
@@ -193,7 +193,7 @@ class Decoder:
 
         rows, width = input_ids.shape
         uniforms = None
-        if float(settings["temperature"]) > 0:
+        if not is_greedy(float(settings["temperature"])):
             uniforms = row_uniforms(generators, budget, self.device)
         position = (attention.cumsum(-1) - 1).clamp(min=0)
         cache_kw: dict[str, Any] = {}

@@ -23,6 +23,7 @@ from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
 from rlver.llm.control_tokens import render_ids
 from rlver.llm.decoding import Decoder, is_out_of_memory, release_cached_memory
+from rlver.llm.sampling import is_greedy
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 from rlver.models.devices import default_device
 
@@ -316,10 +317,11 @@ def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
     top_k = int(sampling.extra.get("top_k", 0) or 0)
     if top_k < 0:
         raise ValueError(f"sampling.extra.top_k must be >= 0 (0 = off), got {top_k}")
+    greedy = is_greedy(sampling.temperature)  # no filter: the argmax is taken
     return {
         "temperature": sampling.temperature,
-        "top_p": sampling.top_p if sampling.temperature > 0 else 1.0,
-        "top_k": top_k if sampling.temperature > 0 else 0,
+        "top_p": 1.0 if greedy else sampling.top_p,
+        "top_k": 0 if greedy else top_k,
         "repetition_penalty": 1.0,
         "max_tokens": sampling.max_tokens,
         "seed": sampling.seed,
