@@ -13,7 +13,8 @@ from rlver.cli.plain_help import add_group
 
 def download_cmd(
     name: str = typer.Argument(
-        ..., help="Which file: sage-test (100 benchmark profiles) or rlver-train (500)."
+        ...,
+        help="Which set: sage-test (100 benchmark profiles + SAGE's code) or rlver-train (500 + RLVER's training code).",
     ),
     dest: Path | None = typer.Option(
         None,

@@ -68,13 +68,16 @@ _EVAL_HELP: dict[str, str] = {
     "(send neither, so the endpoint samples with the model's own defaults, as SAGE did; an "
     "OpenAI-compatible agent only). Recorded in the manifest (agent_sampling).",
     "--system-prompt": "Agent system prompt (text or @file).",
-    "--agent-prompt": "Agent system prompt: neutral (default; the published benchmark's plain high-EQ "
-    "chat partner), coaching (our empathy coaching; raises scores, not leaderboard-comparable), "
-    "published (the published training's friend-chat prompt, in our words) or FILE.",
+    "--agent-prompt": "Agent system prompt: sage-published (default with --profiles sage and an LLM "
+    "user: SAGE's own, fetched), neutral (default otherwise; the published benchmark's plain high-EQ "
+    "chat partner in our words), coaching (our empathy coaching; raises scores, not "
+    "leaderboard-comparable), rlver-published / published (the published training prompt: fetched / "
+    "in our words) or FILE.",
     "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
-    "--sim-protocol": "LLM simulator prompts: sage (default; the published structure) or rlver-v1 (our "
-    "earlier prompts with a -10..+10 rubric). Options: --set simulator.magnitude_rubric=true, "
-    "--set simulator.difficulty_paragraph=true.",
+    "--sim-protocol": "LLM simulator prompts: sage-published (default with --profiles sage: SAGE's own "
+    "text, byte for byte, from the files `rlver data download sage-test` fetched), sage (default "
+    "otherwise: the published structure in rlver's words, English and Chinese), rlver-published (the "
+    "published training simulator's text) or rlver-v1 (our earlier prompts with a -10..+10 rubric).",
     "--protocol": "benchmark (default: start 40, 10 replies, the last unappraised; the leaderboard's) or "
     "training (the training dialogue: start 30, 8 replies; with --agent-local RUN the dialogue that "
     "run's held-out evaluation used). The two scores are not comparable (docs/benchmark.md).",
