@@ -68,11 +68,11 @@ _EVAL_HELP: dict[str, str] = {
     "(send neither, so the endpoint samples with the model's own defaults, as SAGE did; an "
     "OpenAI-compatible agent only). Recorded in the manifest (agent_sampling).",
     "--system-prompt": "Agent system prompt (text or @file).",
-    "--agent-prompt": "Agent system prompt: sage-published (default with --profiles sage and an LLM "
-    "user: SAGE's own, fetched), neutral (default otherwise; the published benchmark's plain high-EQ "
-    "chat partner in our words), coaching (our empathy coaching; raises scores, not "
-    "leaderboard-comparable), rlver-published / published (the published training prompt: fetched / "
-    "in our words) or FILE.",
+    "--agent-prompt": "Agent system prompt: coaching (scores not leaderboard-comparable; our empathy "
+    "coaching), sage-published (default with --profiles sage and an LLM user: SAGE's "
+    "own, fetched), neutral (default otherwise; the published benchmark's plain high-EQ chat partner "
+    "in our words), rlver-published / published (the published training prompt: fetched / in our "
+    "words) or FILE.",
     "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
     "--sim-protocol": "LLM simulator prompts: sage-published (default with --profiles sage: SAGE's own "
     "text, byte for byte, from the files `rlver data download sage-test` fetched), sage (default "
