@@ -99,11 +99,15 @@ async def user_lines(user: Any, replies: list[str], *, with_opening: bool = Fals
     return said
 
 
-def run_rlver(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """``python -m rlver ARGS`` in ``cwd``, offline and one thread, with no API key in its environment;
-    a traceback on stderr fails the test (every failure of the CLI is one ``error:`` line)."""
-    env = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-    env.pop("OPENAI_API_KEY", None)
+def run_rlver(
+    *args: str, cwd: Path, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m rlver ARGS`` in ``cwd``, offline and one thread, with no API key in its environment
+    (``env`` is added last, so a test may set one on purpose); a traceback on stderr fails the test
+    (every failure of the CLI is one ``error:`` line)."""
+    base = {**os.environ, "COLUMNS": "200", "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    base.pop("OPENAI_API_KEY", None)
+    env = {**base, **(env or {})}
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", *args],
         capture_output=True,

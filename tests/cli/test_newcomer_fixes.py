@@ -14,25 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_rlver
 from rlver.cli.eval_cmd import _interrupted
-
-
-def run_rlver(
-    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 180
-) -> subprocess.CompletedProcess[str]:
-    """``python -m rlver ARGS`` offline, one thread, no API key, ``env`` added; never a traceback."""
-    full = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    full.update({"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", **(env or {})})
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlver", *args],
-        capture_output=True,
-        text=True,
-        env=full,
-        cwd=cwd,
-        timeout=timeout,
-    )
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    return proc
 
 
 def _errors(stderr: str) -> list[str]:
