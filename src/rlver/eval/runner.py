@@ -49,7 +49,7 @@ from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set, profile_ids_sha256
 from rlver.protocol import protocol_label
 from rlver.records import Episode
-from rlver.rollout.runner import RolloutConfig, run_rollouts
+from rlver.rollout.runner import RolloutConfig, run_rollouts, seeds_each_turn
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
 from rlver.simulator.factory import SimulatorSpec, build_simulator
@@ -155,7 +155,7 @@ def agent_prompt_record(env: Any) -> dict[str, Any]:
 
 def agent_seeding(sampling: SamplingParams, run_seed: int, agent: ChatModel | None = None) -> dict[str, Any]:
     """How the agent's sampling was seeded (see ``rollout.runner.agent_seed``), for the manifest."""
-    if agent is not None and not agent.seeded_per_turn and sampling.seed is None:
+    if agent is not None and not seeds_each_turn(agent, sampling):
         return {
             "agent_seed": None,
             "per_dialogue": "none sent (an endpoint gets a seed only when sampling.seed is set)",

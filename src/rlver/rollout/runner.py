@@ -90,6 +90,12 @@ def dialogue_seed(base_seed: int, profile_index: int, sample_index: int, n_per_p
     return base_seed * 1_000_003 + profile_index * n_per_profile + sample_index
 
 
+def seeds_each_turn(policy: ChatModel, sampling: SamplingParams) -> bool:
+    """Whether each turn's request carries its own seed: always for a local sampler (reproducible
+    draws), for an endpoint only when the user set ``sampling.seed`` (SAGE's ``call_npc`` sends none)."""
+    return sampling.seed is not None or policy.seeded_per_turn
+
+
 def agent_seed(run_seed: int, dialogue: int, turn: int) -> int:
     """The agent's sampling seed for one turn of one dialogue.
 
@@ -170,8 +176,7 @@ class _Run:
             policy, serial=policy.batch_serially, times=times, stop_errors=self.callback_errors
         )
         run_seed = base_seed if sampling.seed is None else sampling.seed
-        # an endpoint gets a seed only when the user asked for one (SAGE's call_npc sends none)
-        self.seed_turns = sampling.seed is not None or policy.seeded_per_turn
+        self.seed_turns = seeds_each_turn(policy, sampling)
         t0 = time.perf_counter()
         players = [asyncio.create_task(self.play(d, queue, sampling, run_seed)) for d in self.dialogues]
         left = [len(players)]
