@@ -78,8 +78,12 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_train_loop.py",
         ),
     ),
-    "sampling": Target("src/rlver/llm/sampling.py", ("tests/llm/test_sampler_batched.py",)),
-    "batching": Target("src/rlver/rollout/batching.py", ("tests/rollout/test_rollout_overlap.py",)),
+    "sampling": Target(
+        "src/rlver/llm/sampling.py", ("tests/llm/test_sampler_batched.py", "tests/llm/test_temperature_zero.py")
+    ),
+    "batching": Target(
+        "src/rlver/rollout/batching.py", ("tests/rollout/test_batching.py", "tests/rollout/test_rollout_overlap.py")
+    ),
 }
 
 #: Surviving mutants no test can kill, by mutmut's name, with the reason (kept to one line each).
