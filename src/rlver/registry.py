@@ -49,7 +49,8 @@ def resolve(ref: Any) -> Any:
 @dataclass
 class Entry(Generic[T]):
     """One choice: its name, what it is in one line, the settings class it reads (if any), and its
-    target (the class, function or object the registry hands out), each possibly ``"module:attr"``."""
+    target (the class, function or object the registry hands out), each possibly ``"module:attr"``.
+    A string target is always such a reference: a registry hands out objects, never plain strings."""
 
     name: str
     description: str
