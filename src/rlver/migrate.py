@@ -12,6 +12,8 @@ The shapes read here (each written by a released rlver; the commit that changed 
 * flat ``max_assistant_turns``/``start_emotion`` of a training config's ``eval:`` → ``eval.rules``
   (issue 37; every config.yaml before it wrote both, mostly ``null``);
 * flat ``reward_mode``/``format_penalty``/``mixed_weight`` → a nested ``reward:`` block (RewardSpec);
+* ``rollout.compile_decode`` → ``rollout.backend_settings.compile_decode`` (the ``hf`` backend's own
+  settings, issue 44), named in a :class:`FutureWarning`;
 * one flat ``algorithm:`` block holding every algorithm's keys → only the named algorithm's (8c4fe12);
 * one flat ``simulator:`` block holding every kind's and every protocol's options → the named kind's
   and protocol's (c81a8f4);
@@ -124,8 +126,33 @@ def nest_flat_reward(data: Any) -> Any:
 
 
 def upgrade_rollout(data: Any, base: DialogueRules) -> Any:
-    """A training config's ``rollout:`` block: flat reward and rule keys nested (rules on ``base``)."""
-    return nest_flat_rules(nest_flat_reward(data), base, where="rollout")
+    """A training config's ``rollout:`` block: flat reward and rule keys nested (rules on ``base``), and
+    the ``hf`` backend's knob moved into ``backend_settings``."""
+    return nest_flat_rules(nest_flat_reward(nest_backend_knobs(data)), base, where="rollout")
+
+
+# -- the rollout backend's own knobs -------------------------------------------------------------------
+#: Keys of ``rollout:`` that became a backend's own settings (``rollout.backend_settings``, issue 44).
+ROLLOUT_BACKEND_KNOBS = ("compile_decode",)
+
+
+def nest_backend_knobs(data: Any) -> Any:
+    """``rollout.compile_decode`` → ``rollout.backend_settings.compile_decode``, with a FutureWarning
+    naming the new place when it was set (every older config.yaml holds the default, ``false``). A block with both keeps the flat value (it was set later, e.g. by ``--set``);
+    a backend whose settings have no such key refuses it there, by its new path."""
+    if not isinstance(data, Mapping) or not any(k in data for k in ROLLOUT_BACKEND_KNOBS):
+        return data
+    flat = {k: data[k] for k in ROLLOUT_BACKEND_KNOBS if k in data}
+    for key in (k for k, v in flat.items() if v is not False):  # every old config.yaml wrote false
+        warnings.warn(
+            f"rollout.{key} is deprecated: write it as rollout.backend_settings.{key}",
+            FutureWarning,
+            stacklevel=4,
+        )
+    out = {k: v for k, v in data.items() if k not in flat}
+    nested = out.get("backend_settings")
+    out["backend_settings"] = {**nested, **flat} if isinstance(nested, Mapping) else nested or flat
+    return out
 
 
 # -- blocks that once held every variant's keys --------------------------------------------------------

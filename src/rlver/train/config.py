@@ -11,7 +11,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from rlver.config import MAX_COUNT, load_config
 from rlver.env.dialogue import EnvConfig
@@ -26,6 +34,7 @@ from rlver.simulator.factory import SimulatorSpec
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
+from rlver.train.backends.base import BackendSettings
 
 
 class _Strict(BaseModel):
@@ -130,12 +139,16 @@ class RolloutSettings(_Strict):
     #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
     reward: RewardSpec = Field(default_factory=RewardSpec)
     simulator_concurrency: int = Field(default=64, ge=1, le=MAX_COUNT)
-    #: What samples the policy's replies (``rlver.train.rollout_backend``): ``hf``, the local sampler
-    #: on the trained model itself; a registered engine with its own weights is synced after each update.
-    backend: str = Field(default="hf", description="rollout backend (rlver.train.rollout_backend.BACKENDS)")
-    #: ``hf`` on CUDA: decode with a static KV cache and a ``torch.compile``d step (CUDA graphs).
-    #: Opt-in (the first steps pay for compiling); on a CPU it warns once and decodes eagerly.
-    compile_decode: bool = False
+    #: What samples the policy's replies (``rlver.train.backends``): ``hf``, the local sampler on the
+    #: trained model itself; a registered engine with its own weights is synced after each update.
+    backend: str = Field(default="hf", description="rollout backend (rlver.train.backends.BACKENDS)")
+    #: The named backend's own knobs, read with its settings class (``hf``: ``compile_decode``); an
+    #: unknown key is refused under this path. Declared after ``backend``, whose value it reads.
+    backend_settings: SerializeAsAny[BackendSettings] = Field(
+        default_factory=BackendSettings,
+        validate_default=True,
+        description="the rollout backend's own settings (its settings_class)",
+    )
     #: A step whose share of failed dialogues is above this stops the run, naming the errors: the
     #: update would otherwise train on whichever dialogues happened to survive (an outage of the
     #: simulator, or a failure mode that hits long dialogues). 1.0 stops only when none finished.
@@ -150,9 +163,19 @@ class RolloutSettings(_Strict):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        from rlver.train.rollout_backend import check_backend_name  # imports no model library
+        from rlver.train.backends import BACKENDS  # imports no backend module
 
-        return check_backend_name(value)
+        return BACKENDS.check(value)
+
+    @field_validator("backend_settings", mode="before")
+    @classmethod
+    def _backend_own_settings(cls, data: Any, info: ValidationInfo) -> Any:
+        name = info.data.get("backend")
+        if name is None:  # the name was refused; that error says so
+            return data
+        from rlver.train.backends import settings_for  # imports the named backend's module only
+
+        return settings_for(name, data)
 
     @field_validator("agent_prompt")
     @classmethod

@@ -274,7 +274,8 @@ def predict_for_config(config: TrainConfig, arch: dict[str, Any], device_type: s
 
 
 def check_update_fits(config: TrainConfig, *, device: Device | None = None) -> dict[str, float] | None:
-    """Raise a :class:`ConfigError` (exit 2) when the update's predicted peak exceeds the device's memory.
+    """Raise a :class:`ConfigError` (exit 2) when the update's predicted peak, plus what the rollout
+    backend holds meanwhile (``terms["rollout_backend"]``, outside ``total``), exceeds the device's memory.
 
     ``device``: the memory to compare with (tests give one); by default ``run.device_memory_gib`` when
     set, else what :func:`device_memory` reads. Returns the prediction (``None`` when the guard is off
@@ -291,10 +292,20 @@ def check_update_fits(config: TrainConfig, *, device: Device | None = None) -> d
     if device is None:
         return None
     terms = predict_for_config(config, arch, device.type)
-    need = needed_bytes(terms["total"], device.type)
+    # what the rollout backend keeps on the device through the update (a co-located engine's reserve)
+    terms["rollout_backend"] = backend_memory_bytes(config, arch, device.bytes)
+    need = needed_bytes(terms["total"], device.type) + terms["rollout_backend"]
     if need > device.bytes:
         raise ConfigError(_refusal(config, terms, need, device))
     return terms
+
+
+def backend_memory_bytes(config: TrainConfig, arch: dict[str, Any], device_bytes: float) -> float:
+    """What ``rollout.backend`` says it holds on the device during the update (``hf``: nothing; it
+    shares the policy's weights and frees its KV cache before the update)."""
+    from rlver.train.backends import memory_bytes
+
+    return memory_bytes(config, arch, device_bytes)
 
 
 def _configured_device(config: TrainConfig) -> Device | None:
@@ -314,6 +325,7 @@ TERM_LABELS = {
     "head_grad": "the output head's gradient",
     "critic": "the critic",
     "reference": "the KL reference",
+    "rollout_backend": "the rollout backend's reserve",
 }
 
 
@@ -325,6 +337,8 @@ def _refusal(config: TrainConfig, terms: dict[str, float], need: float, device: 
         if device.type == "cuda"
         else ""
     )
+    if terms.get("rollout_backend"):
+        parts += f"rollout.backend={config.rollout.backend} holds {terms['rollout_backend'] / GIB:.1f} GiB; "
     fixes = []
     if not config.model.lora.enabled:
         fixes.append("LoRA (--set model.lora.enabled=true)")

@@ -8,7 +8,8 @@ Read :meth:`Trainer.train_step` top to bottom — one step, with no hidden contr
    ``generate``, sampled by the ``rollout.backend``), and append them to the run folder's
    transcript.jsonl (``rlver.train.transcript``);
 2. drop failed dialogues; tokenise the rest, each sample with its rewards (``rlver.train.learner``);
-3. score → advantages → update on one padded batch: :class:`rlver.train.learner.Learner`;
+3. score → advantages → update on one padded batch: :class:`rlver.train.learner.Learner` (the rollout
+   backend released meanwhile, then resumed and synced with the new weights: ``rlver.train.backends``);
 4. log; evaluate on held-out profiles every k steps; checkpoint every k steps (:meth:`Trainer.train`).
 
 This module holds the rest of the run: setup, the steps loop, checkpoints and ``--resume``, logging.
@@ -40,7 +41,6 @@ from rlver.heartbeat import activity
 from rlver.interrupt import finish_first, winding_down
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
-from rlver.llm.local import sampling_settings
 from rlver.llm.sampling import scoring_temperature
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
@@ -50,6 +50,7 @@ from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts
 from rlver.simulator.factory import build_simulator
 from rlver.train.algorithms import get_algorithm
+from rlver.train.backends import build_rollout_backend
 from rlver.train.checkpoint import (
     latest_checkpoint,
     load_trainer_state,
@@ -63,7 +64,6 @@ from rlver.train.learner import Learner, LearnerParts, Sample, TrainError, make_
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
-from rlver.train.rollout_backend import build_rollout_backend
 from rlver.train.rollout_stats import rollout_metrics, stop_if_too_many_failed, summarise_eval, warn_failures
 from rlver.train.transcript import (
     REPLY_COLUMNS,
@@ -120,7 +120,8 @@ class Trainer:
                 minibatch_samples=config.minibatch_samples(),
             )
         )  # fmt: skip
-        #: what the rollouts sample with (``rollout.backend``); ``sync`` after every update
+        #: what the rollouts sample with (``rollout.backend``): released before each update, resumed
+        #: and synced after it (rlver.train.backends.base)
         self.backend = build_rollout_backend(config, self.policy, self.tokenizer, self.device)
         self.chat = self.backend.chat
         self.simulator = build_simulator(config.simulator)
@@ -151,7 +152,7 @@ class Trainer:
             self.out,
             training_manifest(
                 config, self.out, agent=self.backend.describe(),
-                sampling=sampling_settings(self._sampling(config.rollout.temperature)),
+                sampling=self.backend.sampling_settings(self._sampling(config.rollout.temperature)),
                 simulator=self.simulator.describe(),
             ),
             every=config.run.transcript_every,
@@ -187,16 +188,16 @@ class Trainer:
         return train_profiles, eval_profiles[: cfg.eval.limit] if cfg.eval.limit else eval_profiles
 
     def _write_run_settings(self) -> None:
-        """The sampling actually used (every setting explicit; see rlver.llm.local) and the config."""
+        """The sampling actually used (every setting explicit, as the backend states it) and the config."""
         cfg = self.cfg
         atomic_write_text(
             self.out / "sampling.json",
             json.dumps(
                 {
-                    "rollout": sampling_settings(self._sampling(cfg.rollout.temperature)),
-                    "eval": sampling_settings(self._sampling(cfg.eval.temperature)),
+                    "rollout": self.backend.sampling_settings(self._sampling(cfg.rollout.temperature)),
+                    "eval": self.backend.sampling_settings(self._sampling(cfg.eval.temperature)),
                     "agent_seed": "rollout.runner.agent_seed(step seed, dialogue seed, turn)",
-                    "sampler": self.chat.describe()["sampler"],
+                    "sampler": self.backend.sampler(),
                 },
                 indent=2,
             ),
@@ -314,6 +315,7 @@ class Trainer:
         times = RolloutTimes()
         episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed, times=times)
         t_rollout = time.perf_counter() - t_start
+        self.backend.release()  # a co-located engine frees its memory for the update
         self.transcript.record(step, episodes)  # before the update: a step that fails keeps its dialogues
         samples, metrics = self._trainable(step, episodes)
 
@@ -329,6 +331,7 @@ class Trainer:
             t0 = time.perf_counter()
             activity.set_phase(f"step {step}: update")
             metrics.update(self.learner.update(batch, step, torch.Generator().manual_seed(step_seed)))
+            self.backend.resume()  # before the evaluation and the next rollout sample again
             self.backend.sync(self.policy)  # a backend with its own copy of the weights takes the new ones
             t_update = time.perf_counter() - t0
             metrics.update(batch.stats)

@@ -36,6 +36,10 @@ How our settings map to verl (see docs/multinode.md for the table against the pu
   setting) verl builds no reference model.
 * Dialogue rules, the simulator, the reward and the per-reply token limit travel in the dataset rows
   (:class:`~.settings.DialogueTask`), not in verl's config, because the agent loop reads them there.
+* ``rollout.backend`` and ``rollout.backend_settings``: verl samples with its own engine
+  (``verl.rollout_engine``), so the backend states what it would not honour
+  (``RolloutBackend.verl_refusals``: any backend but ``hf``, and an ``hf`` knob away from its default),
+  refused before anything is written.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from rlver.errors import ConfigError
 from rlver.llm.sampling import is_greedy
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.algorithms.base import unmapped_knobs
+from rlver.train.backends import verl_refusals
 from rlver.train.config import TrainConfig
 
 
@@ -138,6 +143,9 @@ def refuse_unsupported(cfg: VerlTrainConfig) -> None:
     Every other training setting is mapped to a key verl reads (tests/integrations/test_verl_config.py
     walks them); an algorithm's own settings are its own to map or refuse (``Algorithm.verl_refusals``).
     """
+    backend_refusals = verl_refusals(cfg)  # verl samples with its own engine (rlver.train.backends)
+    if backend_refusals:
+        raise ConfigError("; ".join(backend_refusals))
     if cfg.optim.schedule == "linear":
         raise ConfigError(
             "optim.schedule=linear: verl's FSDP workers have only 'constant' and 'cosine' learning-rate "

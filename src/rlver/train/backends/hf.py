@@ -1,0 +1,69 @@
+"""``hf``: the local sampler (:class:`~rlver.llm.local.LocalChatModel`, transformers in this process) on
+the very model being trained. It shares the policy's weights, so ``sync`` has nothing to copy, and its
+KV caches live only inside a ``generate`` call, so there is nothing to release before the update and
+the memory guard adds nothing for it.
+
+Its one knob, ``rollout.backend_settings.compile_decode`` (before issue 44 ``rollout.compile_decode``,
+still read through ``rlver.migrate``): on CUDA, decode with a static KV cache and a ``torch.compile``d
+step (CUDA graphs); opt-in, since the first steps pay for compiling; on a CPU it warns once and decodes
+eagerly.
+
+``rlver.llm.local`` is imported only when the backend is built, so reading a config (which reads
+:class:`HFSettings`) loads no model library.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from rlver.llm.base import ChatModel, SamplingParams
+from rlver.train.backends.base import BackendSettings, RolloutBackend
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlver.train.config import TrainConfig
+
+
+class HFSettings(BackendSettings):
+    """``hf``'s own knobs."""
+
+    #: static KV cache + compiled decode step on CUDA (warns once and stays eager elsewhere)
+    compile_decode: bool = False
+
+
+class HFBackend(RolloutBackend[HFSettings]):
+    """transformers in this process, on the model being trained (the sampler shares its weights)."""
+
+    settings_class = HFSettings
+
+    def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> ChatModel:
+        from rlver.llm.local import LocalChatModel
+
+        return LocalChatModel(
+            policy,  # type: ignore[arg-type]
+            tokenizer,
+            device=str(device),
+            max_batch_size=self.config.model.generation_batch_size,
+            name="policy",
+            compile_decode=self.settings.compile_decode,
+        )
+
+    def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:
+        """The local sampler's every setting (nothing from the model's generation_config)."""
+        from rlver.llm.local import sampling_settings
+
+        return sampling_settings(sampling)
+
+    @classmethod
+    def verl_refusals(cls, settings: HFSettings, config: TrainConfig) -> list[str]:
+        """verl samples with its own engine: ``hf`` stands for "the engine's own sampler" there, and a
+        knob of the local sampler would be dropped silently, so one set away from its default is refused."""
+        return [
+            f"rollout.backend_settings.{key}={json.dumps(value)}: the hf sampler's setting has no effect "
+            "under --engine verl (verl samples with verl.rollout_engine); leave it at its default "
+            f"({json.dumps(HFSettings.model_fields[key].default)}) or train with --engine local"
+            for key, value in settings.model_dump().items()
+            if value != HFSettings.model_fields[key].default
+        ]
