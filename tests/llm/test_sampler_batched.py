@@ -266,8 +266,13 @@ def test_rollout_compile_decode_reaches_the_sampler_and_the_run_records(
     from rlver.train.config import load_train_config
     from rlver.train.trainer import Trainer
 
-    assert load_train_config("tiny-offline").rollout.compile_decode is False  # opt-in
-    overrides = ["rollout.compile_decode=true", "run.steps=1", "run.progress=false", "run.tensorboard=false"]
+    assert load_train_config("tiny-offline").rollout.backend_settings.compile_decode is False  # opt-in
+    overrides = [
+        "rollout.backend_settings.compile_decode=true",
+        "run.steps=1",
+        "run.progress=false",
+        "run.tensorboard=false",
+    ]
     trainer = Trainer(load_train_config("tiny-offline", overrides), tmp_path)
     warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and "compile_decode needs a CUDA device" in warnings[0]

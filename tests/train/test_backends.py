@@ -28,6 +28,7 @@ from rlver.train.backends.hf import HFBackend, HFSettings
 from rlver.train.config import TrainConfig, load_train_config
 from rlver.train.logger import read_metrics
 from rlver.train.memory_guard import GIB, check_update_fits
+from test_architecture import SRC, rlver_imports
 from test_memory_guard import H100, _grpo_think, _model_folder
 
 TINY_STEP = [
@@ -190,3 +191,18 @@ def test_rlver_train_engine_verl_refuses_in_one_line(tmp_path: Path) -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: rollout.backend_settings.compile_decode=true")
     assert not (tmp_path / "run").exists()
+
+
+def test_only_a_backend_imports_a_sampler() -> None:
+    """The trainer and the CLI ask the backend for sampling settings and the sampler's description;
+    a sampler module (``rlver.llm.local`` and its decode engine) is imported only by a backend."""
+    samplers = ("rlver.llm.local", "rlver.llm.decoding")
+    found = [
+        str(edge)
+        for folder in ("train", "cli")
+        for path in sorted((SRC / folder).rglob("*.py"))
+        if "backends" not in path.relative_to(SRC).parts
+        for edge in rlver_imports(path)
+        if edge.target.startswith(samplers)
+    ]
+    assert not found, "ask the rollout backend instead:\n" + "\n".join(found)
