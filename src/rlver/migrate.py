@@ -13,6 +13,8 @@ The shapes read here (each written by a released rlver; the commit that changed 
   (issue 37; every config.yaml before it wrote both, mostly ``null``);
 * flat ``reward_mode``/``format_penalty``/``mixed_weight`` → a nested ``reward:`` block (RewardSpec);
 * one flat ``algorithm:`` block holding every algorithm's keys → only the named algorithm's (8c4fe12);
+* the update's system knobs (``micro_batch_tokens``, ``logit_chunk_tokens``) under ``algorithm:`` →
+  their own ``update:`` block (issue 44);
 * one flat ``simulator:`` block holding every kind's and every protocol's options → the named kind's
   and protocol's (c81a8f4);
 * the manifest's earlier names: ``mode`` (now ``kind``), ``policy`` or a bare ``model`` (now
@@ -151,6 +153,32 @@ def drop_other_algorithms_keys(
                 stacklevel=3,
             )
     return drop_keys_of_others(data, mine, set(others))
+
+
+def upgrade_update_keys(data: Any, defaults: Mapping[str, Any]) -> Any:
+    """A training config whose ``algorithm:`` block holds the update's system knobs (``defaults``: each
+    key of ``update:`` and its default) as it did before issue 44: they move to ``update:``, beside any
+    keys given there (the ``algorithm:`` one wins: it was set later, e.g. by ``--set``). Every
+    config.yaml written before states them, mostly at the default: those move quietly; a value chosen
+    is named in a warning with its new place."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("algorithm"), Mapping):
+        return data
+    algorithm = data["algorithm"]
+    moved = {k: v for k, v in algorithm.items() if k in defaults}
+    if not moved:
+        return data
+    for key, value in moved.items():
+        if value != defaults[key]:
+            warnings.warn(
+                f"algorithm.{key} is deprecated: write it as update.{key}", FutureWarning, stacklevel=4
+            )
+    update: Any = data.get("update")
+    if hasattr(update, "model_dump"):  # an ``UpdateSettings`` given whole
+        update = update.model_dump()
+    out = {**data, "algorithm": {k: v for k, v in algorithm.items() if k not in moved}}
+    if update is None or isinstance(update, Mapping):
+        out["update"] = {**(update or {}), **moved}
+    return out  # an ``update:`` that is no block is left for validation to name
 
 
 def nest_protocol_options(data: Mapping[str, Any], options: set[str], default_protocol: str) -> Any:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from rlver.migrate import nest_flat_eval_rules, nest_flat_reward
+from rlver.migrate import nest_flat_eval_rules, nest_flat_reward, upgrade_update_keys
 from rlver.protocol import EVALUATION, TRAINING
-from rlver.train.config import TrainConfig, load_train_config
+from rlver.train.config import TrainConfig, UpdateSettings, load_train_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 #: Keys that only an older shape has (nothing current spells them), so only the upgrade may name them.
@@ -103,3 +103,42 @@ def test_an_old_config_yaml_evaluates_the_same(protocol: str) -> None:
     # and the config as written now reloads to itself (its eval.rules states the whole rules)
     assert TrainConfig.model_validate(now.model_dump(mode="json")) == now
     assert now.eval.rules is not None and now.eval.rules != TRAINING
+
+
+def test_old_update_keys_under_algorithm_move_to_update() -> None:
+    """Before issue 44 ``micro_batch_tokens``/``logit_chunk_tokens`` were ``algorithm:`` keys, and every
+    config.yaml states them: they move to ``update:``; at their defaults quietly, a value chosen named
+    in a warning; an ``algorithm:`` one beats an ``update:`` one (set later, by ``--set``)."""
+    defaults = UpdateSettings().model_dump()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = upgrade_update_keys({"algorithm": {"name": "grpo", **defaults}}, defaults)
+    assert quiet == {"algorithm": {"name": "grpo"}, "update": defaults}
+    with pytest.warns(
+        FutureWarning,
+        match=r"algorithm\.micro_batch_tokens is deprecated: write it as update\.micro_batch_tokens",
+    ):
+        moved = upgrade_update_keys(
+            {
+                "algorithm": {"micro_batch_tokens": 600},
+                "update": {"micro_batch_tokens": 9, "logit_chunk_tokens": 64},
+            },
+            defaults,
+        )
+    assert moved == {"algorithm": {}, "update": {"micro_batch_tokens": 600, "logit_chunk_tokens": 64}}
+    now = {"algorithm": {"name": "grpo"}, "update": {"micro_batch_tokens": 600}}
+    assert upgrade_update_keys(now, defaults) is now
+
+
+def test_an_old_config_yaml_updates_the_same() -> None:
+    """A run folder's config.yaml from before ``update:`` (for ``--resume``) loads to the same config."""
+    now = load_train_config("smollm2-offline", ["update.micro_batch_tokens=2048"])
+    old = now.model_dump(mode="json")
+    old["algorithm"] = {**old["algorithm"], **old.pop("update")}
+    with pytest.warns(FutureWarning) as warned:
+        again = TrainConfig.model_validate(old)
+    assert sorted(str(w.message).split(":")[0] for w in warned) == [
+        "algorithm.logit_chunk_tokens is deprecated",
+        "algorithm.micro_batch_tokens is deprecated",
+    ]
+    assert again == now and again.update.micro_batch_tokens == 2048

@@ -117,7 +117,7 @@ class Trainer:
                 reference=self.reference, critic=self.critic, optimisers=self.optimisers,
                 pad_id=int(self.tokenizer.pad_token_id), device=self.device,
                 temperature=scoring_temperature(config.rollout.temperature),
-                minibatch_samples=config.minibatch_samples(),
+                minibatch_samples=config.minibatch_samples(), update=config.update,
             )
         )  # fmt: skip
         #: what the rollouts sample with (``rollout.backend``); ``sync`` after every update
