@@ -62,7 +62,8 @@ def train_config(server_url: str, profiles: Path, *, turns: int = 2) -> TrainCon
     return TrainConfig.model_validate(
         {
             "model": {"path": "tiny", "device": "cpu", "max_length": 1024, "generation_batch_size": 16},
-            "algorithm": {"name": "grpo", "micro_batch_tokens": 8192},
+            "algorithm": {"name": "grpo"},
+            "update": {"micro_batch_tokens": 8192},
             "optim": {"actor_lr": 1e-3},
             "rollout": {
                 "profiles": str(profiles),

@@ -79,10 +79,12 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "sampling": Target(
-        "src/rlver/llm/sampling.py", ("tests/llm/test_sampler_batched.py", "tests/llm/test_temperature_zero.py")
+        "src/rlver/llm/sampling.py",
+        ("tests/llm/test_sampler_batched.py", "tests/llm/test_temperature_zero.py"),
     ),
     "batching": Target(
-        "src/rlver/rollout/batching.py", ("tests/rollout/test_batching.py", "tests/rollout/test_rollout_overlap.py")
+        "src/rlver/rollout/batching.py",
+        ("tests/rollout/test_batching.py", "tests/rollout/test_rollout_overlap.py"),
     ),
 }
 

@@ -77,6 +77,7 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
         RolloutSettings,
         RunSettings,
         TrainConfig,
+        UpdateSettings,
     )
     from rlver.train.learner import Sample
     from rlver.train.tokenize import TokenizedEpisode
@@ -85,9 +86,8 @@ def run_ours(model_dir: Path, work: dict[str, Any], args: argparse.Namespace) ->
     seq_tokens = args.prompt_len + args.completion_len
     cfg = TrainConfig(
         model=ModelSettings(path=str(model_dir), device="cpu", max_length=seq_tokens + 8),
-        algorithm=GRPOSettings(
-            kl_coef=0.0, epochs=1, minibatches=1, micro_batch_tokens=args.batch * seq_tokens
-        ),
+        algorithm=GRPOSettings(kl_coef=0.0, epochs=1, minibatches=1),
+        update=UpdateSettings(micro_batch_tokens=args.batch * seq_tokens),
         optim=OptimSettings(actor_lr=1e-6, max_grad_norm=1.0),
         rollout=RolloutSettings(
             batch_size=args.batch // args.group,

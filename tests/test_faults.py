@@ -202,7 +202,7 @@ def test_fault_plan_rejects_unknown_kinds_and_the_table_flags_a_wrong_kind() -> 
 def test_a_step_with_too_many_failed_dialogues_stops_the_run_naming_the_errors() -> None:
     """Above ``rollout.max_failed_share`` the step is not trained on its survivors: it stops, saying
     how many failed, of which kind, the first error, and which setting allows more."""
-    from rlver.train.rollout_stats import stop_if_too_many_failed
+    from rlver.train.step_metrics import stop_if_too_many_failed
     from rlver.train.trainer import TrainError
     from test_env_rewards import make_episode
 

@@ -15,11 +15,18 @@ The shapes read here (each written by a released rlver; the commit that changed 
 * ``rollout.compile_decode`` → ``rollout.backend_settings.compile_decode`` (the ``hf`` backend's own
   settings, issue 44), named in a :class:`FutureWarning`;
 * one flat ``algorithm:`` block holding every algorithm's keys → only the named algorithm's (8c4fe12);
+* the update's system knobs (``micro_batch_tokens``, ``logit_chunk_tokens``) under ``algorithm:`` →
+  their own ``update:`` block (issue 44);
 * one flat ``simulator:`` block holding every kind's and every protocol's options → the named kind's
   and protocol's (c81a8f4);
 * the manifest's earlier names: ``mode`` (now ``kind``), ``policy`` or a bare ``model`` (now
   ``agent``), ``rollout.env`` (now ``env``), flat reward keys (its own or its rollout's), and an
   environment's flat rule keys (read by :func:`stated_env_rules`).
+* a manifest's recorded settings compared on ``rlver eval --resume``, as this version writes them
+  (:func:`upgrade_recorded_setting`: flat rules, ``think_context`` before issue 36, sampling before
+  ``model_default``, one flat simulator block);
+* what a manifest left out because it was the default then (:func:`recorded_think_context`,
+  :func:`recorded_max_quoted_chars`: the defaults before issue 36), read by ``rlver explain``.
 
 This module sits at the bottom layer: callers hand over what only they know (the registry of
 algorithms or simulator kinds), so it imports nothing of theirs.
@@ -28,7 +35,7 @@ algorithms or simulator kinds), so it imports nothing of theirs.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rlver.protocol import DialogueRules
@@ -180,6 +187,32 @@ def drop_other_algorithms_keys(
     return drop_keys_of_others(data, mine, set(others))
 
 
+def upgrade_update_keys(data: Any, defaults: Mapping[str, Any]) -> Any:
+    """A training config whose ``algorithm:`` block holds the update's system knobs (``defaults``: each
+    key of ``update:`` and its default) as it did before issue 44: they move to ``update:``, beside any
+    keys given there (the ``algorithm:`` one wins: it was set later, e.g. by ``--set``). Every
+    config.yaml written before states them, mostly at the default: those move quietly; a value chosen
+    is named in a warning with its new place."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("algorithm"), Mapping):
+        return data
+    algorithm = data["algorithm"]
+    moved = {k: v for k, v in algorithm.items() if k in defaults}
+    if not moved:
+        return data
+    for key, value in moved.items():
+        if value != defaults[key]:
+            warnings.warn(
+                f"algorithm.{key} is deprecated: write it as update.{key}", FutureWarning, stacklevel=4
+            )
+    update: Any = data.get("update")
+    if hasattr(update, "model_dump"):  # an ``UpdateSettings`` given whole
+        update = update.model_dump()
+    out = {**data, "algorithm": {k: v for k, v in algorithm.items() if k not in moved}}
+    if update is None or isinstance(update, Mapping):
+        out["update"] = {**(update or {}), **moved}
+    return out  # an ``update:`` that is no block is left for validation to name
+
+
 def nest_protocol_options(data: Mapping[str, Any], options: set[str], default_protocol: str) -> Any:
     """A flat ``simulator:`` block's prompt-protocol options (``show_traits: true``) move into its
     ``protocol`` entry (a name, a mapping or a protocol object's dump)."""
@@ -215,3 +248,47 @@ def upgrade_manifest(data: dict[str, Any]) -> dict[str, Any]:
     for key in FLAT_REWARD_KEYS:
         data.pop(key, None)
     return data
+
+
+def upgrade_recorded_setting(
+    key: str, value: Any, read_now: Mapping[str, Callable[[Any], Any]], think_context_now: str
+) -> Any:
+    """A setting a manifest recorded (``key``: ``env``, ``agent_sampling``, ``simulator_spec``...) as
+    this version writes it, so that ``rlver eval --resume`` compares like with like: an ``env`` from
+    before the rules nested (flat ``max_assistant_turns``...) equals the same rules nested, one without
+    think equals any ``think_context`` (it changes nothing there; the default became
+    ``think_context_now`` in issue 36), an ``agent_sampling`` from before ``model_default`` and a
+    ``simulator_spec`` from before the specs split by kind (one flat block) read as now.
+
+    ``read_now`` maps each such key to the caller's reader (validate, then dump as JSON); a value it
+    refuses (``ValueError``) is compared as recorded.
+    """
+    try:
+        if key == "env" and isinstance(value, Mapping) and not value.get("think"):
+            value = {**value, "think_context": think_context_now}
+        if key == "env" and isinstance(value, Mapping) and "rules" not in value:
+            return read_now["env"](value)
+        if key == "agent_sampling" and isinstance(value, Mapping):
+            return read_now["agent_sampling"](value)
+        if key == "simulator_spec":
+            return read_now["simulator_spec"](value)
+    except ValueError:
+        pass  # not a settings block this version reads: compared as recorded
+    return value
+
+
+#: What manifests written before issue 36 left unsaid because it was the default then.
+THINK_CONTEXT_BEFORE_36 = "full"
+MAX_QUOTED_CHARS_BEFORE_36 = 4000
+
+
+def recorded_think_context(env: Mapping[str, Any] | None) -> Any:
+    """The ``think_context`` a manifest's ``env`` ran with: as recorded, or ``full``, the default
+    before issue 36 (manifests then did not record it)."""
+    return (env or {}).get("think_context", THINK_CONTEXT_BEFORE_36)
+
+
+def recorded_max_quoted_chars(simulator: Mapping[str, Any]) -> Any:
+    """How many characters of a reply the ``sage`` simulator quoted: as its description records it,
+    or 4,000, where manifests before issue 36 (which did not record it) cut."""
+    return simulator.get("max_quoted_chars", MAX_QUOTED_CHARS_BEFORE_36)

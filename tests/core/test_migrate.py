@@ -17,9 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from rlver.migrate import nest_flat_eval_rules, nest_flat_reward
+from rlver.env.dialogue import EnvConfig
+from rlver.eval.runner import _READ_NOW
+from rlver.migrate import (
+    nest_flat_eval_rules,
+    nest_flat_reward,
+    recorded_max_quoted_chars,
+    recorded_think_context,
+    upgrade_recorded_setting,
+    upgrade_update_keys,
+)
 from rlver.protocol import EVALUATION, TRAINING
-from rlver.train.config import TrainConfig, load_train_config
+from rlver.train.config import TrainConfig, UpdateSettings, load_train_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 #: Keys that only an older shape has (nothing current spells them), so only the upgrade may name them.
@@ -103,3 +112,70 @@ def test_an_old_config_yaml_evaluates_the_same(protocol: str) -> None:
     # and the config as written now reloads to itself (its eval.rules states the whole rules)
     assert TrainConfig.model_validate(now.model_dump(mode="json")) == now
     assert now.eval.rules is not None and now.eval.rules != TRAINING
+
+
+def test_old_update_keys_under_algorithm_move_to_update() -> None:
+    """Before issue 44 ``micro_batch_tokens``/``logit_chunk_tokens`` were ``algorithm:`` keys, and every
+    config.yaml states them: they move to ``update:``; at their defaults quietly, a value chosen named
+    in a warning; an ``algorithm:`` one beats an ``update:`` one (set later, by ``--set``)."""
+    defaults = UpdateSettings().model_dump()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = upgrade_update_keys({"algorithm": {"name": "grpo", **defaults}}, defaults)
+    assert quiet == {"algorithm": {"name": "grpo"}, "update": defaults}
+    with pytest.warns(
+        FutureWarning,
+        match=r"algorithm\.micro_batch_tokens is deprecated: write it as update\.micro_batch_tokens",
+    ):
+        moved = upgrade_update_keys(
+            {
+                "algorithm": {"micro_batch_tokens": 600},
+                "update": {"micro_batch_tokens": 9, "logit_chunk_tokens": 64},
+            },
+            defaults,
+        )
+    assert moved == {"algorithm": {}, "update": {"micro_batch_tokens": 600, "logit_chunk_tokens": 64}}
+    now = {"algorithm": {"name": "grpo"}, "update": {"micro_batch_tokens": 600}}
+    assert upgrade_update_keys(now, defaults) is now
+
+
+def test_an_old_config_yaml_updates_the_same() -> None:
+    """A run folder's config.yaml from before ``update:`` (for ``--resume``) loads to the same config."""
+    now = load_train_config("smollm2-offline", ["update.micro_batch_tokens=2048"])
+    old = now.model_dump(mode="json")
+    old["algorithm"] = {**old["algorithm"], **old.pop("update")}
+    with pytest.warns(FutureWarning) as warned:
+        again = TrainConfig.model_validate(old)
+    assert sorted(str(w.message).split(":")[0] for w in warned) == [
+        "algorithm.logit_chunk_tokens is deprecated",
+        "algorithm.micro_batch_tokens is deprecated",
+    ]
+    assert again == now and again.update.micro_batch_tokens == 2048
+
+
+def test_a_recorded_setting_reads_as_this_version_writes_it() -> None:
+    """``rlver eval --resume`` compares an older manifest's settings as now (with the runner's readers):
+    flat rules nest; without think any think_context is today's; what no reader takes stays as recorded."""
+    now = EnvConfig().think_context
+    old_env = {"think": False, "think_context": "full", "max_assistant_turns": 3}
+    assert upgrade_recorded_setting("env", old_env, _READ_NOW, now) == EnvConfig(
+        rules=EnvConfig().rules.but(max_assistant_turns=3)
+    ).model_dump(mode="json")
+    thinking = {"think": True, "rules": {"max_assistant_turns": 3}}  # no think_context: as recorded
+    assert upgrade_recorded_setting("env", thinking, _READ_NOW, now) == thinking
+    sampling = upgrade_recorded_setting(
+        "agent_sampling", {"temperature": 0.7, "max_tokens": 9}, _READ_NOW, now
+    )
+    assert sampling["temperature"] == 0.7 and "model_default" in sampling  # written before model_default
+    unknown = {"kind": "no-such-kind"}
+    assert upgrade_recorded_setting("simulator_spec", unknown, _READ_NOW, now) is unknown
+    assert upgrade_recorded_setting("seed", 7, _READ_NOW, now) == 7
+
+
+def test_what_manifests_before_issue_36_left_unsaid() -> None:
+    """``rlver explain`` reads a think_context or a quoted-reply cut a manifest did not record as the
+    default of then (``full``, 4,000 characters), and a recorded one as recorded."""
+    assert recorded_think_context(None) == recorded_think_context({"think": True}) == "full"
+    assert recorded_think_context({"think_context": "visible"}) == "visible"
+    assert recorded_max_quoted_chars({}) == 4000
+    assert recorded_max_quoted_chars({"max_quoted_chars": 9000}) == 9000

@@ -9,7 +9,7 @@ from rlver.errors import ConfigError
 from rlver.records import Episode
 from rlver.rollout.outcomes import outcomes
 from rlver.train.config import TrainConfig, eval_env, load_train_config
-from rlver.train.rollout_stats import summarise_eval
+from rlver.train.step_metrics import summarise_eval
 
 
 def test_the_reward_nests_in_the_rollout_settings_and_reaches_the_runner() -> None:

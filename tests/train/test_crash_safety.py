@@ -226,7 +226,7 @@ TRAIN_SET = [
     "rollout.max_new_tokens=12", "eval.limit=1", "eval.every=0", "eval.at_start=false",
     "eval.samples_per_profile=1", f"run.steps={STEPS}", "run.checkpoint_every=1",
     "run.keep_checkpoints=2", "run.progress=false", "run.tensorboard=false",
-    "algorithm.micro_batch_tokens=600",
+    "update.micro_batch_tokens=600",
 ]  # fmt: skip
 
 

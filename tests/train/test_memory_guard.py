@@ -67,7 +67,7 @@ def test_full_fine_tuning_of_a_7b_is_refused_on_an_80_gb_card_and_lora_accepted(
     message = str(refused.value)
     assert "\n" not in message
     assert "GiB" in message and "80.0 GiB" in message and "cuda:0 (test card)" in message
-    assert "model.lora.enabled=true" in message and "algorithm.micro_batch_tokens (now 16384)" in message
+    assert "model.lora.enabled=true" in message and "update.micro_batch_tokens (now 16384)" in message
     assert "weights, gradients and optimiser states 127.7 GiB" in message
     assert "gradient checkpointing" not in message  # the preset has it on already
     terms = check_update_fits(_grpo_think(folder, "model.lora.enabled=true"), device=H100)
@@ -106,7 +106,7 @@ def test_the_fixes_shrink_the_prediction(tmp_path: Path) -> None:
 
     base = total("model.gradient_checkpointing=false")
     assert total("model.gradient_checkpointing=false", "model.lora.enabled=true") < base
-    assert total("model.gradient_checkpointing=false", "algorithm.micro_batch_tokens=4096") < base
+    assert total("model.gradient_checkpointing=false", "update.micro_batch_tokens=4096") < base
     assert total() < base
     assert total(preset="ppo-think") > total()
 

@@ -31,7 +31,7 @@ ONE_STEP = [
     "rollout.batch_size=3",
     "rollout.rules.max_assistant_turns=2",
     "rollout.max_new_tokens=24",
-    "algorithm.micro_batch_tokens=300",  # several micro-batches per minibatch
+    "update.micro_batch_tokens=300",  # several micro-batches per minibatch
     "optim.max_grad_norm=null",  # compare the raw gradients (clipping is the same either way)
     "run.steps=1",
     "run.checkpoint_every=0",
@@ -112,7 +112,7 @@ def test_sorted_micro_batches_give_the_same_loss_and_gradients(
     # the length order puts out of index order, where a row lookup by sorted index would misplace them
     assert any(g != sorted(g) for g in micro_batches(lengths, idx, 1200)), micro_batches(lengths, idx, 1200)
     for budget in (300, 1200):
-        trainer.learner.a = trainer.learner.a.model_copy(update={"micro_batch_tokens": budget})
+        trainer.learner.p.update = trainer.learner.p.update.model_copy(update={"micro_batch_tokens": budget})
         packed_stats, packed_grads = _step_grads(trainer, batch, monkeypatch)
         with monkeypatch.context() as m:
             m.setattr(learner_mod, "micro_batches", functools.partial(micro_batches, by_length=False))

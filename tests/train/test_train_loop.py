@@ -28,7 +28,7 @@ TINY = [
     "run.keep_checkpoints=3",
     "run.progress=false",
     "run.tensorboard=false",
-    "algorithm.micro_batch_tokens=600",
+    "update.micro_batch_tokens=600",
 ]
 
 VOLATILE = ("time/", "perf/")

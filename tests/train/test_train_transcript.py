@@ -149,7 +149,7 @@ def test_a_user_met_at_two_steps_is_two_dialogues() -> None:
 
 
 def test_transcript_every_writes_only_every_nth_step(tmp_path: Path) -> None:
-    from rlver.train.transcript import TrainingTranscript
+    from rlver.train.transcript_writer import TrainingTranscript
 
     manifest = RunManifest.create(kind="train")
     every2 = TrainingTranscript(tmp_path, manifest, every=2, resume_step=None)
@@ -165,7 +165,7 @@ def test_transcript_every_writes_only_every_nth_step(tmp_path: Path) -> None:
 
 def test_the_reply_table_is_markdown_that_model_text_cannot_break() -> None:
     from rlver.train.logger import markdown_table
-    from rlver.train.transcript import reply_rows
+    from rlver.train.transcript_writer import reply_rows
 
     rows = reply_rows([_episode("a", "<think>x</think>kind | words\nhere"), _episode("a"), _episode("b")])
     assert [r[:2] for r in rows] == [("a", "kind | words\nhere"), ("b", "hi")]  # one row per user

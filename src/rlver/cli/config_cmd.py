@@ -17,7 +17,7 @@ from rlver.cli.plain_help import add_group
 from rlver.config import load_config, mask_secret_values, redacted
 from rlver.errors import ConfigError
 
-_TRAIN_ONLY_KEYS = {"model", "algorithm", "optim", "rollout", "run"}
+_TRAIN_ONLY_KEYS = {"model", "algorithm", "update", "optim", "rollout", "run"}
 _EVAL_ONLY_KEYS = {"agent", "agent_tiny", "profiles", "limit", "n_per_profile", "env", "out", "report"}
 
 

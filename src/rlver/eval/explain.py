@@ -30,6 +30,7 @@ from rlver.env.thinking import AGENT_PROMPTS, shown_to_user, system_prompt
 from rlver.errors import InputError, Problem
 from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
 from rlver.manifest import RunManifest
+from rlver.migrate import recorded_max_quoted_chars, recorded_think_context
 from rlver.profiles.download import DATA_FILES
 from rlver.profiles.sets import PUBLISHED_SETS
 from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, DialogueRules
@@ -437,7 +438,7 @@ def _sage_differences(described: dict[str, Any], published_text: str) -> list[Di
     version = described.get("prompt_version")
     if version not in (None, SAGE_PROMPT_VERSION):
         found.append(Difference("simulator prompt version", str(version), SAGE_PROMPT_VERSION, row))
-    quoted = described.get("max_quoted_chars", 4000)  # manifests before issue 36 cut at 4,000
+    quoted = recorded_max_quoted_chars(described)
     if isinstance(quoted, int) and quoted < LONGEST_RELEASED_REPLY:
         found.append(
             Difference("agent reply shown to the simulator", f"cut at {quoted} characters", "whole", row)
@@ -571,7 +572,7 @@ def _reply_chars(manifest: RunManifest) -> list[Difference]:
 def _think_context(manifest: RunManifest) -> list[Difference]:
     if not manifest.think:
         return []
-    context = (manifest.env or {}).get("think_context", "full")  # "full" was the default before issue 36
+    context = recorded_think_context(manifest.env)
     if context == "visible":
         return []
     return [

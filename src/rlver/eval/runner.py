@@ -43,6 +43,7 @@ from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
 from rlver.manifest import RunManifest
+from rlver.migrate import upgrade_recorded_setting
 from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Profile
@@ -195,32 +196,24 @@ def eval_manifest(
 
 
 def _check_resume(existing: RunManifest | dict[str, Any], new: RunManifest | dict[str, Any]) -> list[str]:
-    """Settings that differ between the transcript's manifest and this invocation (those it records)."""
+    """Settings that differ between the transcript's manifest and this invocation (those it records);
+    each recorded one read as this version writes it (older shapes: ``rlver.migrate``)."""
     existing, new = RunManifest.read(existing), RunManifest.read(new)
+    now = EnvConfig().think_context
     return [
         k
         for k in _MUST_MATCH
-        if getattr(existing, k) is not None and _as_now(k, getattr(existing, k)) != getattr(new, k)
+        if (old := getattr(existing, k)) is not None
+        and upgrade_recorded_setting(k, old, _READ_NOW, now) != getattr(new, k)
     ]
 
 
-def _as_now(key: str, value: Any) -> Any:
-    """A recorded setting as this version writes it: an ``env`` of a run from before the dialogue
-    rules nested (flat ``max_assistant_turns``...) compares equal to the same rules nested, and a
-    ``simulator_spec`` from before the specs were split by kind (one flat block) to its kind's spec."""
-    try:
-        if key == "env" and isinstance(value, dict) and not value.get("think"):
-            # without think the context changes nothing (its default became ``visible``, issue 36)
-            value = {**value, "think_context": EnvConfig().think_context}
-        if key == "env" and isinstance(value, dict) and "rules" not in value:
-            return EnvConfig.model_validate(value).model_dump(mode="json")
-        if key == "agent_sampling" and isinstance(value, dict):  # written before ``model_default``
-            return SamplingParams.model_validate(value).model_dump(mode="json")
-        if key == "simulator_spec":
-            return redacted(SimulatorSpec.model_validate(value).model_dump(mode="json"))
-    except ValueError:
-        pass  # not a settings block this version reads: compared as recorded
-    return value
+#: How this version reads each recorded block it compares on resume (validated, dumped as JSON).
+_READ_NOW: dict[str, Callable[[Any], Any]] = {
+    "env": lambda value: EnvConfig.model_validate(value).model_dump(mode="json"),
+    "agent_sampling": lambda value: SamplingParams.model_validate(value).model_dump(mode="json"),
+    "simulator_spec": lambda value: redacted(SimulatorSpec.model_validate(value).model_dump(mode="json")),
+}
 
 
 def _enrich(episode: Episode, profile: Profile | None, config: EvalConfig) -> Episode:

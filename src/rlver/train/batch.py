@@ -89,7 +89,7 @@ def micro_batches(
     return groups
 
 
-#: Default positions per chunk of the log-prob/entropy computation (``algorithm.logit_chunk_tokens``).
+#: Default positions per chunk of the log-prob/entropy computation (``update.logit_chunk_tokens``).
 LOGIT_CHUNK_TOKENS = 1024
 #: Config attributes of causal LMs whose forward does more to the logits than ``lm_head(hidden)``;
 #: such a model is scored through its own forward, unchunked (exact, only heavier).

@@ -26,7 +26,7 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
-from rlver.migrate import nest_flat_eval_rules, upgrade_rollout
+from rlver.migrate import nest_flat_eval_rules, upgrade_rollout, upgrade_update_keys
 from rlver.protocol import TRAINING, DialogueRules
 from rlver.rollout.runner import RolloutConfig
 from rlver.seeding import Seed
@@ -35,6 +35,7 @@ from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.backends.base import BackendSettings
+from rlver.train.batch import LOGIT_CHUNK_TOKENS
 
 
 class _Strict(BaseModel):
@@ -106,6 +107,31 @@ class OptimSettings(_Strict):
         """Warm-up steps of one optimiser: ``warmup_steps``, or ``int(ratio * total_steps)`` as verl does."""
         ratio = self.actor_warmup_ratio if which == "actor" else self.critic_warmup_ratio
         return self.warmup_steps or int(ratio * total_steps)
+
+
+class UpdateSettings(_Strict):
+    """How the update is cut to fit the device's memory: the *system* knobs of the update, apart from
+    the algorithm's (``algorithm:``), since neither changes the maths, only the memory and the time.
+
+    ``micro_batch_tokens``: each minibatch is split into micro-batches of at most this many padded
+    tokens whose gradients are accumulated over the whole minibatch's action tokens, so the gradient is
+    the full minibatch's (``rlver.train.batch.micro_batches``; verl's ``ppo_max_token_len_per_gpu``).
+    ``logit_chunk_tokens``: positions whose full-vocabulary logits are alive at once
+    (``rlver.train.batch.policy_forward``). Gradient checkpointing stays ``model.gradient_checkpointing``:
+    it is how the model is built (``train/loading.py``), and verl sets it on its model block too.
+    Written under ``algorithm:`` before issue 44; ``rlver.migrate.upgrade_update_keys`` moves it here.
+    """
+
+    micro_batch_tokens: int = Field(
+        default=16384, ge=16, le=MAX_COUNT, description="padded tokens per forward pass"
+    )
+    logit_chunk_tokens: int = Field(
+        default=LOGIT_CHUNK_TOKENS,
+        ge=16,
+        le=MAX_COUNT,
+        description="positions whose full-vocabulary logits are alive at once when scoring and updating "
+        "(memory; the numbers do not depend on it)",
+    )
 
 
 class RolloutSettings(_Strict):
@@ -285,11 +311,19 @@ class TrainConfig(_Strict):
     #: the settings class of the algorithm named (``PPOSettings``, ``GRPOSettings``...: see
     #: ``rlver.train.algorithms``), written out with its own fields
     algorithm: SerializeAsAny[AlgorithmSettings] = Field(default_factory=PPOSettings)
+    #: how the update fits the device (micro-batches, logit chunks): memory and time, not the maths
+    update: UpdateSettings = Field(default_factory=UpdateSettings)
     optim: OptimSettings = Field(default_factory=OptimSettings)
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
     simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
     eval: EvalSettings = Field(default_factory=EvalSettings)
     run: RunSettings = Field(default_factory=RunSettings)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older_shapes(cls, data: Any) -> Any:
+        # ``algorithm.micro_batch_tokens``/``logit_chunk_tokens`` of configs before issue 44: rlver.migrate
+        return upgrade_update_keys(data, UpdateSettings().model_dump())
 
     @field_validator("algorithm", mode="before")
     @classmethod

@@ -42,7 +42,7 @@ from rlver.train.algorithms.base import (
     CriticLossInputs,
 )
 from rlver.train.batch import MicroBatch, collate, micro_batches, policy_forward, value_forward
-from rlver.train.config import OptimSettings, RolloutSettings
+from rlver.train.config import OptimSettings, RolloutSettings, UpdateSettings
 from rlver.train.context_budget import cut_to_turns
 from rlver.train.grid import GridCheck, sampled_logprobs
 from rlver.train.optim import Optimisers
@@ -216,7 +216,8 @@ def clip_and_norm(model: nn.Module, max_norm: float | None) -> float:
 @dataclass
 class LearnerParts:
     """What a :class:`Learner` works on: the models (``critic``/``reference`` may be absent), their
-    optimisers, the settings, and where micro-batches go."""
+    optimisers, the settings (the algorithm's, and ``update``: how it is cut to fit memory), and where
+    micro-batches go."""
 
     algo: Algorithm[Any]
     settings: AlgorithmSettings
@@ -230,6 +231,8 @@ class LearnerParts:
     temperature: float
     #: samples per optimiser step (``TrainConfig.minibatch_samples``, the definition verl shares)
     minibatch_samples: int = 1
+    #: micro-batch tokens and logit chunks (``TrainConfig.update``): memory, not the maths
+    update: UpdateSettings = field(default_factory=UpdateSettings)
 
 
 class Learner:
@@ -277,7 +280,7 @@ class Learner:
         return out
 
     def _logp(self, model: nn.Module, mb: MicroBatch) -> Tensor:
-        return policy_forward(model, mb, self.p.temperature, chunk_tokens=self.a.logit_chunk_tokens)[0]
+        return policy_forward(model, mb, self.p.temperature, chunk_tokens=self.p.update.logit_chunk_tokens)[0]
 
     def _reference_logp(self, mb: MicroBatch) -> Tensor:
         if self.p.reference is not None:
@@ -296,7 +299,7 @@ class Learner:
         lengths = [len(q) for q in seqs]
         batch.scored = {name: torch.zeros_like(batch.mask) for name in scorers}
         if scorers:
-            for group in micro_batches(lengths, range(len(seqs)), self.a.micro_batch_tokens):
+            for group in micro_batches(lengths, range(len(seqs)), self.p.update.micro_batch_tokens):
                 mb = collate(seqs, group, self.p.pad_id, self.p.device)
                 for name, scorer in scorers.items():
                     out = scorer(mb)
@@ -387,7 +390,7 @@ class Learner:
         n_tok = float(sum(sum(seqs[i].assistant_mask[1:]) for i in idx))
         self.p.optimisers.zero_grad()
         summed: dict[str, float] = {}
-        for group in micro_batches([len(q) for q in seqs], idx, self.a.micro_batch_tokens):
+        for group in micro_batches([len(q) for q in seqs], idx, self.p.update.micro_batch_tokens):
             for key, value in self._micro_batch(b, group, n_tok, grid).items():
                 summed[key] = summed.get(key, 0.0) + value
         max_norm = self.p.optim.max_grad_norm
@@ -433,7 +436,7 @@ class Learner:
         self.perf.add([len(b.seqs[i]) for i in group], mb.padded_tokens)
         logp, entropy = policy_forward(
             self.p.policy, mb, self.p.temperature, with_entropy=True,
-            entropy_grad=a.entropy_coef > 0, chunk_tokens=a.logit_chunk_tokens,
+            entropy_grad=a.entropy_coef > 0, chunk_tokens=self.p.update.logit_chunk_tokens,
         )  # fmt: skip
         assert entropy is not None
         old_logp = b.rows(b.old_logp, mb) if b.old_logp is not None else logp.detach()

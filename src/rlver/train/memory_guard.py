@@ -251,7 +251,7 @@ def update_tokens(config: TrainConfig) -> int:
     when a whole mini-batch of the longest dialogues is smaller; a single dialogue longer than the
     budget gets a micro-batch of its own (``rlver.train.batch.micro_batches``)."""
     longest = config.model.max_length
-    budget = min(config.algorithm.micro_batch_tokens, config.minibatch_samples() * longest)
+    budget = min(config.update.micro_batch_tokens, config.minibatch_samples() * longest)
     return max(budget, longest)
 
 
@@ -264,7 +264,7 @@ def predict_for_config(config: TrainConfig, arch: dict[str, Any], device_type: s
     return update_peak(
         arch,
         update_tokens(config),
-        a.logit_chunk_tokens,
+        config.update.logit_chunk_tokens,
         lora=lora,
         precision="bf16" if config.model.dtype == "bfloat16" else "fp32",
         checkpointing=config.model.gradient_checkpointing,
@@ -342,7 +342,7 @@ def _refusal(config: TrainConfig, terms: dict[str, float], need: float, device: 
     fixes = []
     if not config.model.lora.enabled:
         fixes.append("LoRA (--set model.lora.enabled=true)")
-    fixes.append(f"a lower algorithm.micro_batch_tokens (now {config.algorithm.micro_batch_tokens})")
+    fixes.append(f"a lower update.micro_batch_tokens (now {config.update.micro_batch_tokens})")
     if not config.model.gradient_checkpointing:
         fixes.append("gradient checkpointing (--set model.gradient_checkpointing=true)")
     return (

@@ -6,7 +6,7 @@ Read :meth:`Trainer.train_step` top to bottom — one step, with no hidden contr
 1. sample profiles → run the dialogues with the model being trained against the simulated users
    (``rlver.rollout.runner.run_rollouts``; a dialogue whose user has answered joins the next batched
    ``generate``, sampled by the ``rollout.backend``), and append them to the run folder's
-   transcript.jsonl (``rlver.train.transcript``);
+   transcript.jsonl (``rlver.train.transcript_writer``);
 2. drop failed dialogues; tokenise the rest, each sample with its rewards (``rlver.train.learner``);
 3. score → advantages → update on one padded batch: :class:`rlver.train.learner.Learner` (the rollout
    backend released meanwhile, then resumed and synced with the new weights: ``rlver.train.backends``);
@@ -64,8 +64,8 @@ from rlver.train.learner import Learner, LearnerParts, Sample, TrainError, make_
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
-from rlver.train.rollout_stats import rollout_metrics, stop_if_too_many_failed, summarise_eval, warn_failures
-from rlver.train.transcript import (
+from rlver.train.step_metrics import rollout_metrics, stop_if_too_many_failed, summarise_eval, warn_failures
+from rlver.train.transcript_writer import (
     REPLY_COLUMNS,
     REPLY_TAG,
     TrainingTranscript,
@@ -117,7 +117,7 @@ class Trainer:
                 reference=self.reference, critic=self.critic, optimisers=self.optimisers,
                 pad_id=int(self.tokenizer.pad_token_id), device=self.device,
                 temperature=scoring_temperature(config.rollout.temperature),
-                minibatch_samples=config.minibatch_samples(),
+                minibatch_samples=config.minibatch_samples(), update=config.update,
             )
         )  # fmt: skip
         #: what the rollouts sample with (``rollout.backend``): released before each update, resumed

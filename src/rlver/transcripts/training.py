@@ -8,8 +8,9 @@ member), so each of its episodes carries ``meta.step`` (the RL step that sampled
 apart by ``(profile, sample, step, row)`` (:func:`episode_key`), never collapsing a user's step-30
 dialogue into its step-1 one.
 
-This module sits below both ``rlver.train`` (the writer) and ``rlver.eval`` (the report), which must
-not import each other, so the file name, the reader and the resume cut have one home both can reach.
+This module sits below both ``rlver.train`` (the writer, ``rlver.train.transcript_writer``) and
+``rlver.eval`` (the report), which must not import each other, so the file name, the reader and the
+resume cut have one home both can reach.
 """
 
 from __future__ import annotations

@@ -288,7 +288,7 @@ def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "actor_rollout_ref.actor.ppo_epochs": algo.epochs,
         "actor_rollout_ref.actor.use_dynamic_bsz": True,
         "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max(
-            algo.micro_batch_tokens, cfg.model.max_length
+            cfg.update.micro_batch_tokens, cfg.model.max_length
         ),
         "actor_rollout_ref.actor.clip_ratio_low": algo.clip_eps,
         "actor_rollout_ref.actor.clip_ratio_high": algo.clip_eps_high or algo.clip_eps,
@@ -358,7 +358,7 @@ def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
     """critic: off unless the algorithm needs one (PPO), then its model, optimiser and clipping."""
     if not ALGORITHMS[cfg.algorithm.name].needs_critic:
         return {"critic.enable": False}
-    algo, optim, v = cfg.algorithm, cfg.optim, cfg.verl
+    optim, v = cfg.optim, cfg.verl
     return {
         "critic.enable": True,
         "critic.model.path": model_path,
@@ -367,7 +367,7 @@ def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "critic.optim.weight_decay": optim.weight_decay,
         **{f"critic.optim.{k}": val for k, val in _adamw(cfg).items()},
         **{f"critic.optim.{k}": val for k, val in _schedule(cfg, "critic").items()},
-        "critic.ppo_max_token_len_per_gpu": max(algo.micro_batch_tokens, cfg.model.max_length) * 2,
+        "critic.ppo_max_token_len_per_gpu": max(cfg.update.micro_batch_tokens, cfg.model.max_length) * 2,
         "critic.fsdp.param_offload": v.param_offload,
         "critic.fsdp.optimizer_offload": v.optimizer_offload,
     }

@@ -45,7 +45,9 @@ class AlgorithmSettings(BaseModel):
     """The settings every algorithm shares: which one (``name``), the clipped policy loss they all use,
     the KL and entropy terms, the discount, and how a batch is cut into optimiser steps.
 
-    An algorithm's own knobs live in its subclass beside it (``PPOSettings``, ``GRPOSettings``).
+    An algorithm's own knobs live in its subclass beside it (``PPOSettings``, ``GRPOSettings``). Only
+    knobs that change the maths belong here: how the update is cut to fit memory (micro-batch tokens,
+    logit chunks) is ``rlver.train.config.UpdateSettings``, the config's ``update:`` block.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # no inf/NaN coefficient
@@ -87,16 +89,6 @@ class AlgorithmSettings(BaseModel):
     )
     rollout_is_threshold: float = Field(
         default=2.0, gt=0.0, description="upper bound on an importance weight (verl's default 2.0)"
-    )
-    micro_batch_tokens: int = Field(
-        default=16384, ge=16, le=MAX_COUNT, description="padded tokens per forward pass"
-    )
-    logit_chunk_tokens: int = Field(
-        default=1024,
-        ge=16,
-        le=MAX_COUNT,
-        description="positions whose full-vocabulary logits are alive at once when scoring and updating "
-        "(memory; the numbers do not depend on it)",
     )
 
 
