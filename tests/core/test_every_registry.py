@@ -154,9 +154,14 @@ def _module_registries() -> set[str]:
         parts = ["rlver", *path.relative_to(SRC).with_suffix("").parts]
         module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
-            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            value: ast.expr | None
+            if isinstance(node, ast.Assign):
+                value, targets = node.value, node.targets
+            elif isinstance(node, ast.AnnAssign):
+                value, targets = node.value, [node.target]
+            else:
+                continue
             if isinstance(value, ast.Call) and ast.unparse(value.func) == "Registry":
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 found |= {f"{module}:{ast.unparse(t)}" for t in targets}
     return found
 
