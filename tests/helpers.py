@@ -15,7 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rlver.profiles.loaders import load_profiles
+from rlver.registry import Entry, Registry
 
 #: Every profile a test names by id (``tests/data/profiles.yaml``), read with rlver's own loader;
 #: ``source`` is left empty, as for a profile written inline.
@@ -97,6 +100,18 @@ async def user_lines(user: Any, replies: list[str], *, with_opening: bool = Fals
         if turn.ends_dialogue:
             break
     return said
+
+
+def restore_after_test(monkeypatch: pytest.MonkeyPatch, registry: Registry[Any]) -> None:
+    """Whatever this test adds to or removes from ``registry`` is undone when it ends: the registry's
+    table is swapped for a copy, and ``monkeypatch`` puts the original back."""
+    monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+
+
+def add_for_test(monkeypatch: pytest.MonkeyPatch, registry: Registry[Any], entry: Entry[Any]) -> None:
+    """Add (or replace) ``entry`` in ``registry`` for this test only, as a plugin would add it."""
+    restore_after_test(monkeypatch, registry)
+    registry.add_entry(entry)
 
 
 def run_rlver(

@@ -393,14 +393,3 @@ def mask_secret_values(obj: Any) -> Any:
             return "***"
         return _URL_PASSWORD.sub(r"\1***\2", obj)
     return obj
-
-
-def registered(name: str, registry: Mapping[str, object], what: str) -> str:
-    """``name`` when it is a key of ``registry``, else a ``ValueError`` listing the choices.
-
-    For the pydantic validators of registry-backed config fields (algorithm, reward mode): pydantic
-    reports the error with the field's path, and a new registry entry is accepted without a schema edit.
-    """
-    if name not in registry:
-        raise ValueError(f"unknown {what} {name!r}; choices: {', '.join(sorted(registry))}")
-    return name

@@ -20,7 +20,7 @@ the config loader); :meth:`Registry.check_flag` gives the same message as a comm
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -114,6 +114,15 @@ class Registry(Generic[T]):
 
     def entries(self) -> tuple[Entry[T], ...]:
         return tuple(self._entries.values())
+
+    def items(self) -> tuple[tuple[str, T], ...]:
+        """``(name, target)`` for every entry, in order (importing the lazy ones)."""
+        return tuple((e.name, e.load()) for e in self._entries.values())
+
+    def only(self, keep: Callable[[Entry[T]], bool]) -> Registry[T]:
+        """The entries ``keep`` accepts, as a registry of the same ``what`` (the simulator kinds a
+        config may name, say): its check lists only those, in the same wording."""
+        return Registry(self.what, [e for e in self._entries.values() if keep(e)])
 
     def unknown_message(self, name: str) -> str:
         """The one wording every registry refuses a name in."""

@@ -51,7 +51,9 @@ def test_every_command_module_registers_one_way() -> None:
 
     import rlver.cli as cli
 
-    listed = {m.__name__.rsplit(".", 1)[1] for m in cli.COMMANDS}
+    targets = [str(e.target) for e in cli.COMMANDS.entries()]
+    assert all(t.startswith("rlver.cli.") and t.endswith(":register") for t in targets), targets
+    listed = {t.removeprefix("rlver.cli.").removesuffix(":register") for t in targets}
     assert len(listed) == len(cli.COMMANDS), "a module is listed twice in COMMANDS"
     folder = Path(cli.__file__).parent
     for path in sorted(folder.glob("*.py")):
@@ -86,6 +88,7 @@ def test_a_new_command_is_one_module_and_one_line_in_commands() -> None:
     from typer.testing import CliRunner
 
     import rlver.cli as cli
+    from rlver.registry import Entry, Registry
 
     module = types.ModuleType("rlver.cli.hello")
 
@@ -97,7 +100,8 @@ def test_a_new_command_is_one_module_and_one_line_in_commands() -> None:
         app.command("hello")(hello)
 
     module.register = register  # type: ignore[attr-defined]
-    app = cli.build_app((*cli.COMMANDS, module))
+    commands = Registry("command module", [*cli.COMMANDS.entries(), Entry("hello", "greet", module.register)])
+    app = cli.build_app(commands)
     runner = CliRunner()
     listing = runner.invoke(app, ["--help"]).output
     assert "hello" in listing and "Say hello." in listing and "audit" in listing

@@ -440,7 +440,11 @@ REFUSED_UP_FRONT: dict[str, tuple[list[str], list[str]]] = {
     "no-such-option": (["eval", "--foo"], ["error: rlver eval: no such option: --foo", "rlver eval --help"]),
     "missing-argument": (["judge"], ["rlver judge: missing argument", "rlver judge --help"]),
     "bad-value": (["eval", "--limit", "x"], ["rlver eval: invalid value for '--limit'"]),
-    "no-such-command": (["evl"], ["rlver: no such command 'evl'", "'eval'"]),
+    "no-such-command": (["evl"], ["rlver: unknown command 'evl'; did you mean 'eval'?", "rlver --help"]),
+    "no-such-subcommand": (
+        ["data", "dowload"],
+        ["rlver data: unknown command 'dowload'; did you mean 'download'?"],
+    ),
     # 11. config.json and a tokenizer but no weights: a traceback after the run folder was made
     "eval-model-without-weights": (
         ["eval", "--agent-local", "noweights", "--profiles", "bundled-test", "--out", "e"],

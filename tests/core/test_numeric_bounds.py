@@ -115,8 +115,8 @@ def _kind_context(cls: type[BaseModel], prefix: str) -> tuple[str, ...]:
     for name, algo in ALGORITHMS.items():
         if algo.settings_class is cls:
             return (f"{prefix}name={name}",)
-    for kind in KINDS.values():
-        if kind.spec is cls and kind.name != "offline":
+    for kind in KINDS.entries():
+        if kind.settings_class() is cls and kind.name != "offline":
             return (f"{prefix}kind={kind.name}",)
     return ()
 

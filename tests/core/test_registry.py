@@ -78,3 +78,21 @@ def test_resolve_reads_dotted_attributes_and_refuses_a_string_without_a_colon() 
     assert resolve(3) == 3
     with pytest.raises(ValueError, match=r"'package\.module:attribute'"):
         resolve("os.path")
+
+
+def test_only_is_the_same_table_cut_to_some_entries_in_the_same_wording() -> None:
+    """A config may name only the simulator kinds built from a spec: ``only`` keeps order and wording."""
+    reg = _colours()
+    reg.add("blue", 3, "cold")
+    cool = reg.only(lambda e: e.description != "warm")
+    assert cool.names() == ("green", "blue") and cool.what == "colour"
+    with pytest.raises(UnknownName, match=r"^unknown colour 'red'; known: green, blue$"):
+        cool.check("red")
+    assert reg.names() == ("red", "green", "blue")  # the table itself is untouched
+
+
+def test_items_pairs_each_name_with_its_loaded_target() -> None:
+    import json
+
+    reg: Registry[object] = Registry("thing", [Entry("dumps", "json", "json:dumps"), Entry("one", "1", 1)])
+    assert reg.items() == (("dumps", json.dumps), ("one", 1))

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import add_for_test
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward, turn_rewards
 from rlver.records import Appraisal, Episode, Message, UserTurn
+from rlver.registry import Entry
 from rlver.simulator.emotion import tier_of
 
 
@@ -116,7 +118,7 @@ def test_a_new_mode_is_one_function_and_one_registry_line(monkeypatch: pytest.Mo
     def last_turn_only(ep: Episode, spec: RewardSpec) -> list[float]:
         return [0.0] * (ep.assistant_turns - 1) + [1.0]
 
-    monkeypatch.setitem(REWARD_MODES, "last", last_turn_only)
+    add_for_test(monkeypatch, REWARD_MODES, Entry("last", "a test's mode", last_turn_only))
     ep = make_episode(40, [50, 60])
     spec = RewardSpec.model_validate({"mode": "last", "format_penalty": 0.0})
     assert turn_rewards(ep, spec) == [0.0, 1.0]

@@ -7,6 +7,7 @@ import pytest
 from rlver.env.rewards import RewardSpec
 from rlver.errors import ConfigError
 from rlver.records import Episode
+from rlver.registry import Entry
 from rlver.rollout.outcomes import outcomes
 from rlver.train.config import TrainConfig, eval_env, load_train_config
 from rlver.train.step_metrics import summarise_eval
@@ -61,7 +62,7 @@ def test_training_summaries_count_outcomes_as_the_benchmark_does() -> None:
 def test_a_new_reward_mode_is_one_function_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """docs/architecture.md, "Adding things": a mode registered at run time is a config value at once,
     and the rollout runner pays it (the trainer and verl's loop read the same ``RewardSpec``)."""
-    from helpers import SAM_EN
+    from helpers import SAM_EN, add_for_test
     from rlver.env.rewards import REWARD_MODES, turn_rewards
     from rlver.llm.scripted import ScriptedChatModel
     from rlver.rollout.runner import rollout
@@ -74,7 +75,7 @@ def test_a_new_reward_mode_is_one_function_and_one_registry_line(monkeypatch: py
 
     with pytest.raises(ConfigError, match="unknown reward mode 'gain_at_end'"):
         load_train_config("tiny-offline", ["rollout.reward.mode=gain_at_end"])
-    monkeypatch.setitem(REWARD_MODES, "gain_at_end", gain_at_end)
+    add_for_test(monkeypatch, REWARD_MODES, Entry("gain_at_end", "a test's mode", gain_at_end))
     cfg = load_train_config(
         "tiny-offline", ["rollout.reward.mode=gain_at_end", "rollout.rules.max_assistant_turns=3"]
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import add_for_test
 from rlver.env.rewards import (
     REWARD_MODES,
     RewardSpec,
@@ -15,6 +16,7 @@ from rlver.env.rewards import (
     turn_rewards,
 )
 from rlver.records import Episode
+from rlver.registry import Entry
 from test_env_rewards import make_episode
 
 BROKEN = ["<think>a</think>fine", "forgot to think"]
@@ -59,7 +61,7 @@ def test_a_mode_returning_the_wrong_count_is_an_error_not_a_shorter_list(
     def one_short(ep: Episode, spec: RewardSpec) -> list[float]:
         return [1.0] * (ep.assistant_turns - 1)
 
-    monkeypatch.setitem(REWARD_MODES, "short", one_short)
+    add_for_test(monkeypatch, REWARD_MODES, Entry("short", "a test's mode", one_short))
     ep = make_episode(40, [50, 55], BROKEN, think=True)
     with pytest.raises(ValueError, match="zip"):
         turn_rewards(ep, RewardSpec.model_validate({"mode": "short", "format_penalty": 0.1}))

@@ -181,7 +181,9 @@ def test_replay_reports_a_trajectory_the_protocol_cannot_reproduce(tmp_path: Pat
 def test_bad_simulator_name_is_exit_code_2(tmp_path: Path) -> None:
     path = write_synthetic(tmp_path / "m_result.jsonl")
     proc = cli(str(path), "--simulator", "magic", "--out", str(tmp_path / "o"))
-    assert proc.returncode == 2 and "replay, offline or llm" in proc.stderr
+    assert (
+        proc.returncode == 2 and "unknown simulator kind 'magic'; known: replay, offline, llm" in proc.stderr
+    )
 
 
 # -- offline ----------------------------------------------------------------------------------------

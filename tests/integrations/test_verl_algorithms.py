@@ -17,9 +17,10 @@ from pydantic import Field
 from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
 from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_weights
 
+from helpers import add_for_test
 from rlver.errors import ConfigError
 from rlver.integrations.verl.launch import compose_verl_config, load_verl_config, prepare
-from rlver.train.algorithms import ALGORITHMS, core
+from rlver.train.algorithms import ALGORITHMS, core, entry
 from rlver.train.algorithms.base import AdvantageInputs, Advantages, Algorithm, AlgorithmSettings
 from rlver.train.algorithms.core import policy_loss, rollout_is_weights
 from verl_schema import schema_problem, verl_schema
@@ -108,7 +109,7 @@ def test_an_algorithms_own_setting_is_mapped_or_refused(
             per_seq = core.group_advantages(inputs.scores, inputs.groups) * settings.advantage_scale
             return Advantages(core.broadcast_to_tokens(per_seq, inputs.mask))
 
-    monkeypatch.setitem(ALGORITHMS, "weighted", Weighted)
+    add_for_test(monkeypatch, ALGORITHMS, entry(Weighted, "GRPO's advantages times a knob"))
     args = ["algorithm.name=weighted", "algorithm.advantage_scale=2.0"]
     with pytest.raises(ConfigError, match=r"algorithm\.advantage_scale have no verl mapping"):
         _plan(tmp_path, *args)
@@ -121,7 +122,7 @@ def test_an_algorithms_own_setting_is_mapped_or_refused(
             # a stand-in mapping onto a real verl key, to see it travel (not a claim about verl's maths)
             return {"algorithm.kl_ctrl.horizon": int(settings.advantage_scale * 1000)}
 
-    monkeypatch.setitem(ALGORITHMS, "weighted", MappedWeighted)
+    add_for_test(monkeypatch, ALGORITHMS, entry(MappedWeighted, "the same, mapped onto verl"))
     plan = _plan(tmp_path, *args)
     assert "algorithm.kl_ctrl.horizon=2000" in plan.overrides
     assert compose_verl_config(plan.overrides).algorithm.kl_ctrl.horizon == 2000

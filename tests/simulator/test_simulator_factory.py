@@ -13,7 +13,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import ValidationError
 
-from helpers import TEST_PROFILES
+from helpers import TEST_PROFILES, add_for_test
 from rlver.errors import ConfigError, InputError
 from rlver.llm.base import SamplingParams
 from rlver.llm.cache import CachedChatModel
@@ -23,9 +23,9 @@ from rlver.simulator.factory import (
     SimulatorKind,
     SimulatorSpec,
     build_simulator,
-    check_kind,
     kind_names,
-    kinds_help,
+    kinds,
+    simulator_kind,
 )
 from rlver.simulator.offline.spec import OfflineSpec
 from rlver.simulator.offline.user import OfflineSimulator
@@ -142,18 +142,21 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
     schema = SimulatorSpec.model_json_schema()
     assert schema["discriminator"] == {"propertyName": "kind"}
     assert [alt["properties"]["kind"]["const"] for alt in schema["oneOf"]] == ["offline", "llm"]
-    with pytest.raises(ValidationError, match="expected offline or llm, got 'magic'"):
+    with pytest.raises(ValidationError, match="unknown simulator kind 'magic'; known: offline, llm"):
         SimulatorSpec(kind="magic")
     # replay needs recorded dialogues: only `rlver calibrate` builds it, and the error says so
     with pytest.raises(ValidationError, match="rlver calibrate --simulator replay"):
         SimulatorSpec(kind="replay")
-    with pytest.raises(InputError, match="--simulator: expected replay, offline or llm, got 'x'"):
-        check_kind("x", from_spec=False)
-    assert check_kind("llm").needs_model and not check_kind("offline").needs_model
-    for kind in KINDS.values():  # a kind's own options are fields of its own spec, of no other kind's
+    with pytest.raises(
+        InputError, match="--simulator: unknown simulator kind 'x'; known: replay, offline, llm"
+    ):
+        kinds(from_spec=False).check_flag("x", "--simulator")
+    assert simulator_kind("llm").needs_model and not simulator_kind("offline").needs_model
+    for name in KINDS:  # a kind's own options are fields of its own spec, of no other kind's
+        kind = simulator_kind(name)
         assert kind.spec is None or set(kind.options) <= set(kind.spec.model_fields), kind.name
-    assert set(KINDS["offline"].options) == {"embed", "learned"}
-    assert {"model", "sampling", "cache", "protocol"} == set(KINDS["llm"].options)
+    assert set(simulator_kind("offline").options) == {"embed", "learned"}
+    assert {"model", "sampling", "cache", "protocol"} == set(simulator_kind("llm").options)
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", "calibrate", "--help"],
         capture_output=True,
@@ -162,7 +165,7 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
         check=True,
     )
     shown = " ".join(proc.stdout.split())  # help text is wrapped to the terminal
-    for kind in KINDS.values():
+    for kind in KINDS.entries():
         assert kind.description in shown
 
 
@@ -181,11 +184,10 @@ def test_a_new_kind_is_one_file_and_one_registry_line(monkeypatch: pytest.Monkey
         assert isinstance(spec, GrumpySpec)
         return OfflineSimulator(seed=spec.seed + spec.grumpiness, difficulty="hard")
 
-    kinds = {**KINDS, "grumpy": SimulatorKind("grumpy", "a hard offline user", GrumpySpec, build_grumpy)}
-    monkeypatch.setattr("rlver.simulator.factory.KINDS", kinds)
-    assert "grumpy" in kind_names() and "a hard offline user" in kinds_help()
+    add_for_test(monkeypatch, KINDS, SimulatorKind("grumpy", "a hard offline user", build_grumpy, GrumpySpec))
+    assert "grumpy" in kind_names() and "a hard offline user" in kinds().help()
     spec = SimulatorSpec.model_validate({"kind": "grumpy", "seed": 3, "grumpiness": 2})
-    assert isinstance(spec, GrumpySpec) and kinds["grumpy"].options == ("grumpiness",)
+    assert isinstance(spec, GrumpySpec) and simulator_kind("grumpy").options == ("grumpiness",)
     sim = build_simulator(spec)
     assert isinstance(sim, OfflineSimulator) and sim.describe()["difficulty"] == "hard"
     assert sim.describe()["seed"] == 5

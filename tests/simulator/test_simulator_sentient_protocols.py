@@ -16,11 +16,12 @@ from typing import Any, ClassVar, Literal
 import pytest
 from pydantic import ValidationError
 
-from helpers import TEST_PROFILES
+from helpers import TEST_PROFILES, add_for_test
 from rlver.cli.eval_cmd import _user_block
 from rlver.errors import ConfigError
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Message
+from rlver.registry import Entry
 from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.simulator.sentient import protocols
 from rlver.simulator.sentient.protocols import PROTOCOLS, ProtocolDialogue, ReplyStep
@@ -50,7 +51,7 @@ def test_each_protocol_file_holds_one_registered_protocol() -> None:
     """One file per protocol (besides the package and the interface), each registered once."""
     folder = Path(protocols.__file__).parent
     files = sorted(p.stem for p in folder.glob("*.py") if p.stem not in ("__init__", "base"))
-    modules = sorted(cls.__module__.rsplit(".", 1)[-1] for cls in PROTOCOLS.values())
+    modules = sorted(cls.__module__.rsplit(".", 1)[-1] for _, cls in PROTOCOLS.items())
     assert modules == files
     for name, cls in PROTOCOLS.items():
         assert cls.model_fields["name"].default == name
@@ -113,7 +114,7 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
 ) -> None:
     """Registered at run time and nowhere else: the config (nested or flat), the CLI's choices, the
     schema, the prompts sent and the manifest all follow."""
-    monkeypatch.setitem(PROTOCOLS, "terse", TerseProtocol)
+    add_for_test(monkeypatch, PROTOCOLS, Entry("terse", "a test's protocol", TerseProtocol, TerseProtocol))
     fake_server.responder = _answer
     model = {"model": "judge", "base_url": fake_server.url, "api_key_env": None}
     nested = {"kind": "llm", "model": model, "cache": None, "protocol": {"name": "terse", "max_words": 7}}
@@ -148,6 +149,9 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
 
 
 def test_a_protocol_by_name_and_an_unknown_one() -> None:
-    assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS["sage"]()  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="choose one of sage, sage-published, rlver-published, rlver-v1"):
+    assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
+    known = "known: sage, sage-published, rlver-published, rlver-v1"
+    with pytest.raises(ConfigError, match=f"^unknown protocol 'nope'; {known}$"):
         SentientSimulator(object(), protocol="nope")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown protocol 'sag'; did you mean 'sage'"):
+        SentientSimulator(object(), protocol="sag")  # type: ignore[arg-type]

@@ -11,10 +11,11 @@ import pytest
 import torch
 from pydantic import Field
 
-from helpers import count_optimiser_steps
+from helpers import add_for_test, count_optimiser_steps
 from rlver.env.rewards import RewardSpec, episode_reward, turn_rewards
 from rlver.errors import ConfigError
-from rlver.train.algorithms import ALGORITHMS, core, get_algorithm
+from rlver.registry import UnknownName
+from rlver.train.algorithms import ALGORITHMS, core, entry, get_algorithm
 from rlver.train.algorithms.base import (
     ActorLossInputs,
     AdvantageInputs,
@@ -177,15 +178,16 @@ def test_every_algorithm_declares_what_both_engines_need() -> None:
         assert isinstance(cls.needs_critic, bool) and cls.kl_in in ("reward", "loss")
         assert cls.min_group_size >= 1 and cls.verl_adv_estimator
         assert unmapped_knobs(cls) == [], f"{name}: every own setting mapped or refused under verl"
-    assert ALGORITHMS["ppo"].needs_critic and not ALGORITHMS["grpo"].needs_critic
-    assert ALGORITHMS["grpo"].min_group_size == 2
+        assert ALGORITHMS.settings_class(name) is cls.settings_class  # the entry's settings column
+    assert ALGORITHMS.get("ppo").needs_critic and not ALGORITHMS.get("grpo").needs_critic
+    assert ALGORITHMS.get("grpo").min_group_size == 2
 
 
 def test_unknown_algorithm_is_a_config_error_naming_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"algorithm\.name.*'dapo'.*choices: grpo, ppo"):
+    with pytest.raises(ConfigError, match=r"algorithm\.name.*unknown algorithm 'dapo'; known: ppo, grpo"):
         load_train_config("tiny-offline", ["algorithm.name=dapo"])
-    with pytest.raises(KeyError, match="choices"):
-        get_algorithm("dapo")
+    with pytest.raises(UnknownName, match="unknown algorithm 'gpro'; did you mean 'grpo'"):
+        get_algorithm("gpro")
 
 
 def test_grpo_refuses_groups_of_one_on_every_engine() -> None:
@@ -244,7 +246,7 @@ def test_the_trainer_puts_ppos_kl_in_the_rewards(tmp_path, monkeypatch: pytest.M
     from test_train_loop import _config
 
     seen: list[AdvantageInputs] = []
-    ppo = ALGORITHMS["ppo"]
+    ppo = ALGORITHMS.get("ppo")
     original = ppo.advantages
 
     def spy(self: Algorithm, inputs: AdvantageInputs, settings: PPOSettings) -> Advantages:
@@ -393,7 +395,7 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
         name: str = "rloo"
         baseline_weight: float = Field(default=1.0, ge=0.0)  # share of the others' mean subtracted
 
-    class LeaveOneOut(ALGORITHMS["grpo"]):  # type: ignore[misc,valid-type]
+    class LeaveOneOut(ALGORITHMS.get("grpo")):  # type: ignore[misc,valid-type]
         name = "rloo"
         settings_class = LeaveOneOutSettings
 
@@ -408,8 +410,8 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
             seen.append((len(scores), settings.baseline_weight))
             return Advantages(core.broadcast_to_tokens(per_seq, inputs.mask), None, {})
 
-    monkeypatch.setitem(ALGORITHMS, "rloo", LeaveOneOut)
-    with pytest.raises(ConfigError, match="choices: grpo, ppo, rloo"):
+    add_for_test(monkeypatch, ALGORITHMS, entry(LeaveOneOut, "a leave-one-out baseline"))
+    with pytest.raises(ConfigError, match="known: ppo, grpo, rloo"):
         load_train_config("tiny-offline", ["algorithm.name=nope"])
     with pytest.raises(ConfigError, match=r"algorithm\.baseline_weight"):
         load_train_config("tiny-offline", ["algorithm.name=rloo", "algorithm.baseline_weight=-1"])
@@ -440,7 +442,7 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
             ok = settings.baseline_weight == 1.0  # verl's rloo subtracts the whole leave-one-out mean
             return [] if ok else [f"algorithm.baseline_weight={settings.baseline_weight}: verl has 1.0 only"]
 
-    monkeypatch.setitem(ALGORITHMS, "rloo", MappedLeaveOneOut)
+    add_for_test(monkeypatch, ALGORITHMS, entry(MappedLeaveOneOut, "a leave-one-out baseline, mapped"))
     with pytest.raises(ConfigError, match=r"algorithm\.baseline_weight=0\.5: verl has 1\.0 only"):
         prepare(load_verl_config("tiny-offline", verl_args))
     overrides = verl_overrides(

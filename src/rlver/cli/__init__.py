@@ -1,13 +1,16 @@
 """The ``rlver`` command.
 
 **One registration style.** Every command module exposes ``register(app: typer.Typer) -> None`` and is
-listed once in :data:`COMMANDS`; :func:`build_app` calls each ``register`` in that order. A module with
+listed once in :data:`COMMANDS`, a :class:`~rlver.registry.Registry` of lazy ``"rlver.cli.<module>:register"``
+entries; :func:`build_app` calls each ``register`` in that order. A module with
 single commands adds them with ``app.command("name")(function)``; a module with a command group (``rlver
 data download``) builds its group with :func:`~rlver.cli.plain_help.plain_typer` inside ``register``
 and adds it with ``app.add_typer(group, name=...)``. Nothing is registered at import time (no
 ``@app.command`` decorators, no module-level ``Typer``), so importing a module never changes the app.
 Adding a command is one new module with a ``register`` function and one line in :data:`COMMANDS`
-(tests/cli/test_cli_root.py checks both halves).
+(tests/cli/test_cli_root.py checks both halves). A mistyped command is refused in the registry's one
+wording (``rlver: unknown command 'evl'; did you mean 'eval'? ...``, exit 2; see
+:class:`~rlver.cli.plain_help.PlainGroup`).
 
 Command functions import heavy libraries (torch, transformers) inside their bodies, so ``rlver --help``
 stays fast. Errors derived from :class:`rlver.errors.RlverError` are printed as plain messages with
@@ -21,58 +24,53 @@ import inspect
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
-from types import ModuleType
+from collections.abc import Callable
 from typing import Any, TextIO
 
 import typer
 
 from rlver import __version__
-from rlver.cli import (
-    audit,
-    calibrate,
-    chat,
-    config_cmd,
-    data,
-    demo_cmd,
-    eval_cmd,
-    explain_cmd,
-    inspect_cmd,
-    models,
-    probe,
-    profiles,
-    results_cmd,
-    simulator_cmd,
-    train_cmd,
-)
 from rlver.cli.plain_help import plain_typer
 from rlver.errors import RlverError
 from rlver.interrupt import exit_code as interrupt_exit_code
 from rlver.interrupt import graceful_stop
+from rlver.registry import Entry, Registry
+
+#: Adds a module's commands (or its command group) to the root app.
+Register = Callable[[typer.Typer], None]
+
+
+def _module(name: str, description: str, module: str) -> Entry[Register]:
+    """The line of one command module: its ``register`` function, imported when the app is built."""
+    return Entry(name, description, f"rlver.cli.{module}:register")
+
 
 #: Every module that adds commands to ``rlver``, in registration order. ``rlver --help`` lists the
 #: single commands first and the command groups after them, each in this order.
-COMMANDS: tuple[ModuleType, ...] = (
-    audit,
-    calibrate,
-    chat,
-    eval_cmd,
-    results_cmd,
-    explain_cmd,
-    inspect_cmd,
-    probe,
-    train_cmd,
-    demo_cmd,
-    data,
-    profiles,
-    config_cmd,
-    models,
-    simulator_cmd,
+COMMANDS: Registry[Register] = Registry(
+    "command module",
+    [
+        _module("audit", "check a transcript's emotion arithmetic", "audit"),
+        _module("calibrate", "the simulated user against released judgements", "calibrate"),
+        _module("chat", "talk to a simulated user, or play the user", "chat"),
+        _module("eval", "run the benchmark against simulated users", "eval_cmd"),
+        _module("results", "score, report, judge: read finished runs", "results_cmd"),
+        _module("explain", "what a run's settings mean", "explain_cmd"),
+        _module("inspect", "read a transcript in the terminal", "inspect_cmd"),
+        _module("probe", "the reward-hacking battery", "probe"),
+        _module("train", "train, export: RL training and its weights", "train_cmd"),
+        _module("demo", "train, evaluate, report in one go", "demo_cmd"),
+        _module("data", "fetch the published profile files and code", "data"),
+        _module("profiles", "list, show and validate user profiles", "profiles"),
+        _module("config", "inspect configuration files", "config_cmd"),
+        _module("models", "fetch a chat model, list what is here", "models"),
+        _module("simulator", "the offline simulated user's learned appraisal", "simulator_cmd"),
+    ],
 )
 
 
-def build_app(modules: Sequence[ModuleType] | None = None) -> typer.Typer:
-    """The root app with the commands of ``modules`` (default :data:`COMMANDS`) registered in order."""
+def build_app(commands: Registry[Register] | None = None) -> typer.Typer:
+    """The root app with the modules of ``commands`` (default :data:`COMMANDS`) registered in order."""
     root = plain_typer(
         name="rlver",
         help="Reinforcement learning with verifiable emotion rewards: train and benchmark chat models "
@@ -81,8 +79,8 @@ def build_app(modules: Sequence[ModuleType] | None = None) -> typer.Typer:
         no_args_is_help=True,
     )
     root.callback()(_root)
-    for module in COMMANDS if modules is None else modules:
-        module.register(root)
+    for _, register in (COMMANDS if commands is None else commands).items():
+        register(root)
     _list_verbose_everywhere(root)
     return root
 

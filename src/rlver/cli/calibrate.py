@@ -17,7 +17,7 @@ import typer
 from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import ConfigError, InputError, Problem, RlverError
-from rlver.simulator.factory import KINDS, build_simulator
+from rlver.simulator.factory import KINDS, build_simulator, simulator_kind
 from rlver.simulator.sentient.protocols.sage import SageProtocol
 
 #: ``--sim-option`` names: the sage prompt options (spec keys of the same names).
@@ -106,7 +106,7 @@ def calibrate_command(
                 seed=seed,
                 limit=limit,
                 on_turn=on_turn,
-                durable_each=KINDS[kind].needs_model,  # each answer costs a model call: keep it
+                durable_each=simulator_kind(kind).needs_model,  # each answer costs a model call: keep it
             )
         )
     print_table(summary, kind)
@@ -128,8 +128,8 @@ def _prompt_options(names: list[str], kind: str) -> dict[str, bool]:
                     "--sim-option", None, None, f"expected one of {', '.join(PROMPT_OPTIONS)}, got {name!r}"
                 )
             )
-    if names and "protocol" not in KINDS[kind].options:  # a kind with prompts reads a ``protocol``
-        prompted = ", ".join(k.name for k in KINDS.values() if "protocol" in k.options)
+    if names and "protocol" not in simulator_kind(kind).options:  # a kind with prompts reads a ``protocol``
+        prompted = ", ".join(k for k in KINDS if "protocol" in simulator_kind(k).options)
         raise InputError(
             Problem("--sim-option", None, None, f"prompt options apply to --simulator {prompted}, not {kind}")
         )
@@ -157,7 +157,7 @@ def _simulator_factory(
         raw["behaviour"] = behaviour
     if difficulty is not None:
         raw["difficulty"] = difficulty
-    if temperature is not None and "sampling" in KINDS[raw["kind"]].options:
+    if temperature is not None and "sampling" in simulator_kind(raw["kind"]).options:
         raw["sampling"] = {"temperature": temperature}
     built = build_simulator(sim_flags.parse_simulator_spec(raw, "rlver calibrate"))
 

@@ -30,7 +30,7 @@ from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
 from rlver.protocol import EVALUATION
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.factory import build_simulator, check_kind
+from rlver.simulator.factory import build_simulator, kinds
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine
@@ -322,7 +322,7 @@ def chat_command(
         # Refused, as `rlver eval` refuses env.start_emotion: clamping hid the typo.
         raise InputError(Problem("--start", None, None, f"the emotion runs from 0 to 100, got {start}"))
     if simulator is not None:
-        check_kind(simulator)
+        kinds().check_flag(simulator, "--simulator")
     max_turns = checks.turn_limit(max_assistant_turns, max_turns_old) or EVALUATION.max_assistant_turns
     if play_user and set_:
         raise InputError(

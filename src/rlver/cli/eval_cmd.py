@@ -335,10 +335,7 @@ def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | N
     """The simulated user's --sim-protocol, --behaviour and --difficulty (as ``simulator`` keys)."""
     sim: dict[str, Any] = {}
     if protocol is not None:
-        choices = tuple(PROTOCOLS)
-        if protocol not in choices:
-            raise ConfigError(f"--sim-protocol {protocol!r}: choose {' or '.join(choices)}")
-        sim["protocol"] = protocol
+        sim["protocol"] = PROTOCOLS.check_flag(protocol, "--sim-protocol")
     if behaviour is not None:
         sim["behaviour"] = get_behaviour(behaviour).name
     if difficulty is not None:

@@ -13,6 +13,8 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from rlver.registry import Entry, Registry
+
 #: Large enough that a command's first sentence is never shortened; the formatter wraps it instead.
 _NO_LIMIT = 10_000
 
@@ -29,6 +31,23 @@ class PlainGroup(TyperGroup):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """A mistyped command is refused in the one wording every rlver registry uses (``unknown
+        command 'evl'; did you mean 'eval'? known: ...``, exit 2), not click's own."""
+        name = args[0] if args else ""
+        plain = name and not name.startswith("-") and ctx.token_normalize_func is None
+        if plain and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            ctx.fail(self.command_choices(ctx).unknown_message(name))
+        return super().resolve_command(ctx, args)
+
+    def command_choices(self, ctx: Any) -> Registry[Any]:
+        """This group's visible commands as a registry (name, first sentence, the command)."""
+        commands = ((name, self.get_command(ctx, name)) for name in self.list_commands(ctx))
+        return Registry(
+            "command",
+            [Entry(n, c.get_short_help_str(_NO_LIMIT), c) for n, c in commands if c and not c.hidden],
+        )
 
 
 def plain_typer(**kwargs: Any) -> typer.Typer:

@@ -20,7 +20,7 @@ from rlver.config import apply_overrides
 from rlver.errors import InputError, Problem
 from rlver.profiles.schema import Difficulty
 from rlver.simulator.behaviours import behaviour_names
-from rlver.simulator.factory import KINDS, SimulatorSpec, check_kind, kinds_help
+from rlver.simulator.factory import KINDS, SimulatorKind, SimulatorSpec, kinds, simulator_kind
 
 
 def simulator_option(*, from_spec: bool = True) -> Any:
@@ -32,7 +32,7 @@ def simulator_option(*, from_spec: bool = True) -> Any:
     return typer.Option(
         None,
         "--simulator",
-        help=f"{kinds_help(from_spec=from_spec)} Default: {DEFAULT_KIND}, or llm with --sim-model.",
+        help=f"{kinds(from_spec=from_spec).help()} Default: {DEFAULT_KIND}, or llm with --sim-model.",
     )
 
 
@@ -91,7 +91,7 @@ def with_sets(raw: dict[str, Any], sets: list[str]) -> dict[str, Any]:
     """
     if not sets:
         return raw
-    kind = KINDS[raw.get("kind", DEFAULT_KIND)]
+    kind = simulator_kind(raw.get("kind", DEFAULT_KIND))
     accepted = kind.spec.accepted_keys() if kind.spec is not None else set()
     for item in sets:
         key = item.partition("=")[0].strip()
@@ -122,8 +122,8 @@ def simulator_block(
     """
     block: dict[str, Any] = {}
     if kind is not None:
-        block["kind"] = check_kind(kind, from_spec=from_spec).name
-    needs_model = KINDS[kind].needs_model if kind is not None else None
+        block["kind"] = kinds(from_spec=from_spec).check_flag(kind, "--simulator")
+    needs_model = simulator_kind(kind).needs_model if kind is not None else None
     if not model:
         if base_url or key_env:
             raise InputError(Problem("--sim-base-url/--sim-key-env", None, None, "need --sim-model"))
@@ -137,7 +137,7 @@ def simulator_block(
     block["model"] = {"kind": "openai", "model": model, "base_url": base_url}
     if key_env is not None:
         block["model"]["api_key_env"] = key_env or None
-    block.setdefault("kind", next(k.name for k in KINDS.values() if k.needs_model))
+    block.setdefault("kind", next(k.name for k in _kinds() if k.needs_model))
     return block
 
 
@@ -172,3 +172,8 @@ def simulator_overrides(*, model: str | None, base_url: str | None, key_env: str
         elif key == "api_key_env":  # --sim-key-env '': no key
             sets.append("simulator.model.api_key_env=null")
     return sets
+
+
+def _kinds() -> list[SimulatorKind]:
+    """Every simulator kind's entry, in registry order."""
+    return [simulator_kind(name) for name in KINDS]

@@ -16,7 +16,8 @@ The episode reward is *defined* as the sum of the turn rewards, so the two canno
 without an assistant reply (its user failed to open) is worth 0 in every mode.
 
 Adding a mode: write ``def my_mode(episode, spec) -> list[float]`` (one value per assistant turn) and
-add one line to :data:`REWARD_MODES`; configs can then say ``reward: {mode: my_mode}``.
+add one line to :data:`REWARD_MODES` (a :class:`~rlver.registry.Registry`); configs can then say
+``reward: {mode: my_mode}``, and an unknown mode is refused in the registry's one wording.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rlver.config import registered
 from rlver.env.thinking import split_think
 from rlver.records import Episode
+from rlver.registry import Entry, Registry
 
 
 class RewardSpec(BaseModel):
@@ -42,7 +43,7 @@ class RewardSpec(BaseModel):
     @field_validator("mode")
     @classmethod
     def _known_mode(cls, mode: str) -> str:
-        return registered(mode, REWARD_MODES, "reward mode")
+        return REWARD_MODES.check(mode)
 
 
 def format_flags(episode: Episode) -> list[bool]:
@@ -97,17 +98,20 @@ def mixed_rewards(episode: Episode, spec: RewardSpec) -> list[float]:
 
 
 #: Reward mode → its per-turn function (one value per assistant turn, before the format penalty).
-REWARD_MODES: dict[str, Callable[[Episode, RewardSpec], list[float]]] = {
-    "final": final_rewards,
-    "delta": delta_rewards,
-    "mixed": mixed_rewards,
-}
+REWARD_MODES: Registry[Callable[[Episode, RewardSpec], list[float]]] = Registry(
+    "reward mode",
+    [
+        Entry("final", "final emotion / 100 on the last reply (published)", final_rewards),
+        Entry("delta", "each appraisal's emotion change / 100 on the reply it judged", delta_rewards),
+        Entry("mixed", "mixed_weight x final + (1 - mixed_weight) x delta, turn by turn", mixed_rewards),
+    ],
+)
 
 
 def turn_rewards(episode: Episode, spec: RewardSpec | None = None) -> list[float]:
     """One reward per assistant turn, in order (empty for an episode without assistant replies)."""
     spec = spec or RewardSpec()
-    rewards = REWARD_MODES[spec.mode](episode, spec)
+    rewards = REWARD_MODES.get(spec.mode)(episode, spec)
     if spec.format_penalty:
         flags = format_flags(episode)
         rewards = [r - spec.format_penalty * flag for r, flag in zip(rewards, flags, strict=True)]

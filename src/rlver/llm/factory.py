@@ -1,21 +1,24 @@
 """Build a :class:`ChatModel` from a :class:`ModelSpec` (a config block or CLI flags).
 
-The model kinds are declared once, in :data:`KINDS`, as the simulator kinds are
-(:mod:`rlver.simulator.factory`): each :class:`ModelKind` has a name, a one-line description and a
-builder from a spec. ``ModelSpec.kind`` is checked against this table (handed to
-:mod:`rlver.llm.spec` below it), so a kind registered at run time (:func:`register_model_kind`; a
-test does it) is accepted by configs and built like the others.
+The model kinds are declared once, in :data:`rlver.llm.spec.KINDS` (re-exported here), a
+:class:`~rlver.registry.Registry` as the simulator kinds are: each entry (:class:`ModelKind`) has a name,
+a one-line description and a builder from a spec (the built-in two are the ``build_*`` functions below,
+named lazily so that :mod:`rlver.llm.spec` need not import this module). ``ModelSpec.kind`` is checked
+against the same table, so a kind registered at run time (:func:`register_model_kind`; a test does
+it) is accepted by configs and built like the others, and an unknown kind is refused in the
+registry's one wording.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel
-from rlver.llm.spec import ModelSpec, check_model_kind, read_kind_registry
+from rlver.llm.spec import KINDS, ModelSpec
+from rlver.registry import Entry
 
 #: Where ``kind="openai"`` goes when a spec names no ``base_url``.
 OPENAI_BASE_URL = "https://api.openai.com/v1"
@@ -26,7 +29,8 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
 
     Local models import torch/transformers in their builder, not at module import, so the CLI stays fast.
     """
-    model = KINDS[check_model_kind(spec.kind)].build(spec)
+    build: Builder = KINDS.get(spec.kind)
+    model = build(spec)
     if spec.cache:
         from rlver.llm.cache import CachedChatModel
 
@@ -40,16 +44,12 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
 Builder = Callable[[ModelSpec], ChatModel]
 
 
-@dataclass(frozen=True)
-class ModelKind:
-    """One kind of model a spec can name."""
-
-    name: str
-    description: str
-    build: Builder
+#: One kind of model a spec can name: ``ModelKind(name, description, builder)``, a registry entry.
+ModelKind = Entry[Any]
 
 
-def _build_openai(spec: ModelSpec) -> ChatModel:
+def build_openai(spec: ModelSpec) -> ChatModel:
+    """``kind: openai``: a client of the endpoint (``base_url``, else OpenAI's own)."""
     from rlver.llm.openai_client import OpenAIChatModel
 
     return OpenAIChatModel(
@@ -62,7 +62,8 @@ def _build_openai(spec: ModelSpec) -> ChatModel:
     )
 
 
-def _build_local(spec: ModelSpec) -> ChatModel:
+def build_local(spec: ModelSpec) -> ChatModel:
+    """``kind: local``: the model loaded in this process (checked first: a clear error, not a trace)."""
     from rlver.llm.local import LocalChatModel
     from rlver.models.reference import resolve_reference
 
@@ -82,28 +83,13 @@ def _build_local(spec: ModelSpec) -> ChatModel:
         raise ConfigError(f"model: cannot load local model {spec.model!r}: {first}") from None
 
 
-KINDS: dict[str, ModelKind] = {
-    k.name: k
-    for k in (
-        ModelKind(
-            "openai", "an OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, ...)", _build_openai
-        ),
-        ModelKind("local", "a transformers model folder or hub id, loaded in this process", _build_local),
-    )
-}
-
-
 def register_model_kind(kind: ModelKind) -> ModelKind:
     """Add (or replace) a model kind; specs may name it from now on."""
-    KINDS[kind.name] = kind
-    return kind
+    return KINDS.add_entry(kind)
 
 
 def model_kind_names() -> tuple[str, ...]:
-    return tuple(KINDS)
-
-
-read_kind_registry(model_kind_names)
+    return KINDS.names()
 
 
 def check_model_source(model: str, setting: str = "model.path") -> None:

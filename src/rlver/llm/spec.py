@@ -7,14 +7,14 @@ written into a manifest as is.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rlver.config import MAX_COUNT
 from rlver.llm.base import SamplingParams
+from rlver.registry import Entry, Registry
 
 #: What an environment variable's name looks like (POSIX): a key pasted in its place does not.
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -60,30 +60,25 @@ def check_base_url(url: str | None) -> str | None:
     return url
 
 
-#: The kinds ``ModelSpec.kind`` accepts, read when a spec is validated. The registry's module
-#: (:mod:`rlver.llm.factory`) hands over its table when imported (:func:`read_kind_registry`); until
-#: then no other kind can have been registered, so the built-in two are the whole list.
-def _built_in_kinds() -> tuple[str, ...]:
-    return ("openai", "local")
-
-
-_kind_names: Callable[[], tuple[str, ...]] = _built_in_kinds
-
-
-def read_kind_registry(names: Callable[[], tuple[str, ...]]) -> None:
-    """Called once by :mod:`rlver.llm.factory`, below its table (which imports this module)."""
-    global _kind_names
-    _kind_names = names
-
-
-def check_model_kind(name: str) -> str:
-    """``name`` if it is a registered model kind; else a ValueError naming the kinds, so a config with
-    a typo is refused when it is read."""
-    names = [repr(n) for n in _kind_names()]
-    if name not in _kind_names():
-        expected = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-        raise ValueError(f"unknown model kind {name!r}; expected {expected}")
-    return name
+#: The model kinds ``ModelSpec.kind`` accepts: one line each, read when a spec is validated (a kind
+#: added at run time, :func:`rlver.llm.factory.register_model_kind`, is accepted from then on). The
+#: builders live in :mod:`rlver.llm.factory`, which imports this module: lazy ``"module:attr"``
+#: entries name them without an import cycle (and without importing the model clients).
+KINDS: Registry[Any] = Registry(
+    "model kind",
+    [
+        Entry(
+            "openai",
+            "an OpenAI-compatible endpoint (OpenAI, vLLM, SGLang, Ollama, ...)",
+            "rlver.llm.factory:build_openai",
+        ),
+        Entry(
+            "local",
+            "a transformers model folder or hub id, loaded in this process",
+            "rlver.llm.factory:build_local",
+        ),
+    ],
+)
 
 
 class ModelSpec(BaseModel):
@@ -96,7 +91,7 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    #: a kind of :data:`rlver.llm.factory.KINDS` (``openai`` or ``local`` built in)
+    #: a kind of :data:`KINDS` (``openai`` or ``local`` built in)
     kind: str = "openai"
     model: str = Field(min_length=1, description="model id on the server, or a local path / hub id")
     base_url: str | None = None
@@ -115,7 +110,7 @@ class ModelSpec(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, value: str) -> str:
-        return check_model_kind(value)
+        return KINDS.check(value)
 
     @field_validator("api_key_env")
     @classmethod

@@ -16,7 +16,8 @@ error, as before.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from pydantic import (
@@ -33,6 +34,7 @@ from pydantic_core import CoreSchema, core_schema
 
 from rlver.migrate import drop_keys_of_others
 from rlver.profiles.schema import Difficulty
+from rlver.registry import Entry, Registry
 from rlver.seeding import Seed
 from rlver.simulator.emotion import MAX_CHANGE
 
@@ -40,9 +42,9 @@ from rlver.simulator.emotion import MAX_CHANGE
 class Variants(BaseModel):
     """A base model that stands for its variants, told apart by the field named ``tag_field``.
 
-    The base class sets ``tag_field`` (the field's default on the base is the default variant); the
-    module holding the registry hands it over with :meth:`read_registry`; a variant is a subclass with
-    a ``Literal`` tag. Validating the base gives the variant the tag names (a bare string is read as
+    The base class sets ``tag_field`` (the field's default on the base is the default variant) and
+    ``choices``, a :class:`~rlver.registry.Registry` whose entries name the variants lazily; a variant
+    is a subclass with a ``Literal`` tag. Validating the base gives the variant the tag names (a bare string is read as
     the tag alone), a field typed as the base serialises the variant it holds, and the base's JSON
     schema is one of the variants' schemas. Used twice: simulator specs (``kind``) and sentient
     protocols (``name``).
@@ -50,26 +52,21 @@ class Variants(BaseModel):
 
     #: the field whose value picks the variant; set by the base class only
     tag_field: ClassVar[str]
-    #: the base's registry, read when used (a registry may gain an entry at run time): tag -> variant,
-    #: or ``None`` for a tag that is known but cannot be read from a block. Set by the module that
-    #: declares the registry (:meth:`read_registry`), so this module imports none of them.
-    _registry: ClassVar[Callable[[], Mapping[str, type[Variants] | None]] | None] = None
+    #: the base's registry (set by the base class): each entry's settings class is the variant its
+    #: name picks, or ``None`` for a name that is known but cannot be read from a block. Read when used
+    #: (a registry may gain an entry at run time); its entries are lazy ``"module:attr"`` references,
+    #: so this module imports none of the variants that import it.
+    choices: ClassVar[Registry[Any]]
 
     @classmethod
-    def read_registry(cls, registry: Callable[[], Mapping[str, type[Variants] | None]]) -> None:
-        """Called once by the registry's module, below its table."""
-        cls._registry = registry
-
-    @classmethod
-    def registry(cls) -> Mapping[str, type[Variants] | None]:
-        if cls._registry is None:
-            raise RuntimeError(f"{cls.__name__} has no registry yet: import the module that declares it")
-        return cls._registry()
+    def from_blocks(cls) -> Registry[Any]:
+        """The entries a block can name (those with a settings class), as a registry."""
+        return cls.choices.only(lambda entry: entry.settings is not None)
 
     @classmethod
     def variants(cls) -> Mapping[str, type[Variants]]:
         """The variants a block can name, by tag."""
-        return {tag: v for tag, v in cls.registry().items() if v is not None}
+        return {e.name: e.settings_class() for e in cls.from_blocks().entries()}  # type: ignore[misc]
 
     @classmethod
     def _is_base(cls) -> bool:
@@ -82,10 +79,13 @@ class Variants(BaseModel):
 
     @classmethod
     def unknown_tag(cls, tag: object) -> str:
-        names = or_list(tuple(cls.variants()))
-        if isinstance(tag, str) and tag in cls.registry():  # known, but not from a block
-            return f"{cls.tag_field} {tag!r} cannot be built from a config{cls.not_from_block_hint(tag)}; expected {names}"
-        return f"expected {names}, got {tag!r}"
+        """The registry's wording; a name known but not readable from a block says so (and where)."""
+        readable = cls.from_blocks()
+        if isinstance(tag, str) and tag in cls.choices:
+            known = ", ".join(readable)
+            hint = cls.not_from_block_hint(tag)
+            return f"{cls.choices.what} {tag!r} cannot be built from a config{hint}; known: {known}"
+        return readable.unknown_message(tag if isinstance(tag, str) else repr(tag))
 
     @classmethod
     def not_from_block_hint(cls, tag: str) -> str:
@@ -155,15 +155,71 @@ class Variants(BaseModel):
         }
 
 
-def or_list(names: tuple[str, ...]) -> str:
-    """``a``, ``a or b``, ``a, b or c``: choices as an error message lists them."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+@dataclass
+class SimulatorKind(Entry[Any]):
+    """One kind of simulated user: a registry entry whose target builds it from a spec
+    (``build(spec, model: ChatModel | None) -> UserSimulator``) and whose settings class is its spec.
+
+    Both are ``None`` for a kind that needs more than a spec (``replay``: recorded dialogues).
+    ``needs_model``: the spec must carry ``model`` (the CLI asks for ``--sim-model``).
+    """
+
+    needs_model: bool = False
+
+    @property
+    def spec(self) -> type[SimulatorSpec] | None:
+        return self.settings_class()
+
+    @property
+    def build(self) -> Any:
+        """The builder (imported on first use), or ``None``."""
+        return self.load()
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The spec fields only this kind reads (a command applies a kind-specific flag, e.g.
+        ``rlver calibrate --sim-temperature``, only to a kind that reads it)."""
+        spec = self.spec
+        if spec is None:
+            return ()
+        return tuple(n for n in spec.model_fields if n not in SimulatorSpec.model_fields)
+
+
+#: The simulator kinds, one line each (adding a kind: its module, then a line here). Lazy entries: the
+#: kinds' specs subclass :class:`SimulatorSpec`, so naming them by ``"module:attr"`` makes no cycle, and
+#: a command's ``--help`` lists the kinds without importing them.
+KINDS: Registry[Any] = Registry(
+    "simulator kind",
+    [
+        SimulatorKind("replay", "oracle: the recorded judgements of the files given", None),
+        SimulatorKind(
+            "offline",
+            "no LLM: the deterministic proxy",
+            "rlver.simulator.offline.spec:build",
+            "rlver.simulator.offline.spec:OfflineSpec",
+        ),
+        SimulatorKind(
+            "llm",
+            "an LLM plays the user; needs --sim-model",
+            "rlver.simulator.sentient.spec:build",
+            "rlver.simulator.sentient.spec:SentientSpec",
+            needs_model=True,
+        ),
+    ],
+)
+
+
+def simulator_kind(name: str) -> SimulatorKind:
+    """The entry of ``name`` in :data:`KINDS`, or :class:`~rlver.registry.UnknownName`."""
+    entry = KINDS.entry(name)
+    assert isinstance(entry, SimulatorKind)  # every entry of KINDS is one
+    return entry
 
 
 class SimulatorSpec(Variants):
     """Which simulated user a run talks to: the settings every kind shares.
 
-    ``kind`` names an entry of :data:`rlver.simulator.factory.KINDS` that can be built from a spec:
+    ``kind`` names an entry of :data:`KINDS` that can be built from a spec:
     ``"offline"`` (default; the deterministic, LLM-free proxy) or ``"llm"`` (the sentient user backed
     by a model). ``difficulty``/``behaviour`` of ``None`` follow each profile (then
     ``normal``/``cooperative``); ``prompt_language`` of ``None`` follows each profile's language.
@@ -171,6 +227,7 @@ class SimulatorSpec(Variants):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     tag_field: ClassVar[str] = "kind"
+    choices: ClassVar[Registry[Any]] = KINDS
 
     kind: str = "offline"
     difficulty: Difficulty | None = None

@@ -340,7 +340,7 @@ class TrainConfig(_Strict):
 
     @model_validator(mode="after")
     def _groups_big_enough(self) -> TrainConfig:
-        algo = ALGORITHMS[self.algorithm.name]
+        algo = ALGORITHMS.get(self.algorithm.name)
         if self.rollout.n_per_profile < algo.min_group_size:
             raise ValueError(
                 f"algorithm.name={algo.name} needs rollout.n_per_profile >= {algo.min_group_size} "

@@ -268,7 +268,7 @@ def predict_for_config(config: TrainConfig, arch: dict[str, Any], device_type: s
         lora=lora,
         precision="bf16" if config.model.dtype == "bfloat16" else "fp32",
         checkpointing=config.model.gradient_checkpointing,
-        critic=ALGORITHMS[a.name].needs_critic,
+        critic=ALGORITHMS.get(a.name).needs_critic,
         reference=a.kl_coef > 0 and not lora,
     )
 

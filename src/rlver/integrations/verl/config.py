@@ -151,7 +151,7 @@ def refuse_unsupported(cfg: VerlTrainConfig) -> None:
             "optim.schedule=linear: verl's FSDP workers have only 'constant' and 'cosine' learning-rate "
             "schedules; choose one of those to train with --engine verl"
         )
-    algo, spec = cfg.algorithm, ALGORITHMS[cfg.algorithm.name]
+    algo, spec = cfg.algorithm, ALGORITHMS.get(cfg.algorithm.name)
     unmapped = unmapped_knobs(spec)
     if unmapped:
         raise ConfigError(
@@ -257,7 +257,7 @@ def _data_overrides(
 
 def _algorithm_overrides(cfg: VerlTrainConfig) -> dict[str, Any]:
     """The shared algorithm keys, truncated importance sampling, then the algorithm's own mapping."""
-    algo, spec = cfg.algorithm, ALGORITHMS[cfg.algorithm.name]
+    algo, spec = cfg.algorithm, ALGORITHMS.get(cfg.algorithm.name)
     return {
         "algorithm.adv_estimator": spec.verl_adv_estimator,
         "algorithm.gamma": algo.gamma,
@@ -274,7 +274,7 @@ def _algorithm_overrides(cfg: VerlTrainConfig) -> dict[str, Any]:
 
 def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
     """The policy: model, optimiser, clipped loss, KL and offload."""
-    algo, optim, v, spec = cfg.algorithm, cfg.optim, cfg.verl, ALGORITHMS[cfg.algorithm.name]
+    algo, optim, v, spec = cfg.algorithm, cfg.optim, cfg.verl, ALGORITHMS.get(cfg.algorithm.name)
     return {
         "actor_rollout_ref.model.path": model_path,
         "actor_rollout_ref.model.enable_gradient_checkpointing": cfg.model.gradient_checkpointing,
@@ -308,7 +308,7 @@ def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
 def _rollout_overrides(cfg: VerlTrainConfig, agent_loop_yaml: str | Path) -> dict[str, Any]:
     """rollout: an async server engine driven by our agent loop."""
     ro, v = cfg.rollout, cfg.verl
-    grouped = ALGORITHMS[cfg.algorithm.name].min_group_size > 1
+    grouped = ALGORITHMS.get(cfg.algorithm.name).min_group_size > 1
     return {
         "actor_rollout_ref.rollout.name": v.rollout_engine,
         "actor_rollout_ref.rollout.mode": "async",
@@ -356,7 +356,7 @@ def _trainer_overrides(cfg: VerlTrainConfig, epochs: int) -> dict[str, Any]:
 
 def _critic_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
     """critic: off unless the algorithm needs one (PPO), then its model, optimiser and clipping."""
-    if not ALGORITHMS[cfg.algorithm.name].needs_critic:
+    if not ALGORITHMS.get(cfg.algorithm.name).needs_critic:
         return {"critic.enable": False}
     optim, v = cfg.optim, cfg.verl
     return {

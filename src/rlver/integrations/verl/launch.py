@@ -178,7 +178,7 @@ def _write_datasets(
             env=train_env,
             seed=cfg.run.seed,
             split="train",
-            group_size=ro.n_per_profile if ALGORITHMS[cfg.algorithm.name].min_group_size > 1 else 1,
+            group_size=ro.n_per_profile if ALGORITHMS.get(cfg.algorithm.name).min_group_size > 1 else 1,
             **common,
         ),
         plan.train_file,

@@ -29,7 +29,7 @@ from rlver.simulator.spec import SimulatorSpec
 
 def _protocol_option_keys() -> set[str]:
     """Every option of every protocol (a flat block may carry them beside ``protocol``)."""
-    return set().union(*(set(p.model_fields) - {"name"} for p in PROTOCOLS.values()))
+    return set().union(*(set(p.model_fields) - {"name"} for _, p in PROTOCOLS.items()))
 
 
 class SentientSpec(SimulatorSpec):

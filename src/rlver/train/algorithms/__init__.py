@@ -1,13 +1,14 @@
-"""The algorithm registry both engines read: ``ALGORITHMS[name]`` is a small strategy class.
+"""The algorithm registry both engines read: ``ALGORITHMS.get(name)`` is a small strategy class.
 
 One file per algorithm (``ppo.py``, ``grpo.py``: read each top to bottom), holding the algorithm and its
 own settings class; the interface and the shared settings in ``base.py``, the shared tensor maths in
 ``core.py``. Adding an algorithm, with or without settings of its own: write
 ``rlver/train/algorithms/<name>.py`` (a subclass of :class:`~rlver.train.algorithms.base.Algorithm`, and
 of :class:`~rlver.train.algorithms.base.AlgorithmSettings` named by its ``settings_class``) and add one
-line below. ``algorithm.name`` in a config is validated against this table, so an unknown name is a
-config error that lists the choices, and the rest of the ``algorithm:`` block is read with that
-algorithm's settings class (:func:`settings_for`).
+line below (:func:`entry`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`: ``algorithm.name`` in a
+config is checked against it, so an unknown name is a config error in the registry's one wording
+("unknown algorithm 'gpro'; did you mean 'grpo'? known: ppo, grpo"), and the rest of the
+``algorithm:`` block is read with that entry's settings class (:func:`settings_for`).
 """
 
 from __future__ import annotations
@@ -16,24 +17,31 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from rlver.config import registered
 from rlver.migrate import drop_other_algorithms_keys
+from rlver.registry import Entry, Registry
 from rlver.train.algorithms.base import Algorithm, AlgorithmSettings
 from rlver.train.algorithms.grpo import GRPO
 from rlver.train.algorithms.ppo import PPO
 
-ALGORITHMS: dict[str, type[Algorithm[Any]]] = {
-    "ppo": PPO,
-    "grpo": GRPO,
-}
+
+def entry(algorithm: type[Algorithm[Any]], description: str) -> Entry[type[Algorithm[Any]]]:
+    """The registry row of ``algorithm``: its ``name``, and its ``settings_class`` as the settings."""
+    return Entry(algorithm.name, description, algorithm, algorithm.settings_class)
+
+
+ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
+    "algorithm",
+    [
+        entry(PPO, "a critic, per-token rewards, GAE advantages"),
+        entry(GRPO, "no critic; each dialogue's score against its group's"),
+    ],
+)
 
 
 def get_algorithm(name: str) -> Algorithm[Any]:
-    """The strategy for ``name``; ``KeyError`` names the choices (config validation catches it first)."""
-    try:
-        return ALGORITHMS[name]()
-    except KeyError:
-        raise KeyError(f"unknown algorithm {name!r}; choices: {', '.join(sorted(ALGORITHMS))}") from None
+    """The strategy for ``name``; :class:`~rlver.registry.UnknownName` otherwise (config validation
+    refuses an unknown name first)."""
+    return ALGORITHMS.get(name)()
 
 
 class _Name(BaseModel):
@@ -46,7 +54,7 @@ class _Name(BaseModel):
     @field_validator("name")
     @classmethod
     def _known(cls, name: str) -> str:
-        return registered(name, ALGORITHMS, "algorithm")
+        return ALGORITHMS.check(name)
 
 
 def settings_for(data: Any) -> Any:
@@ -59,14 +67,14 @@ def settings_for(data: Any) -> Any:
     (it never did anything for this algorithm).
     """
     if isinstance(data, AlgorithmSettings):
-        algo = ALGORITHMS.get(data.name)
-        if algo is not None and type(data) is algo.settings_class:
+        if data.name in ALGORITHMS and type(data) is ALGORITHMS.settings_class(data.name):
             return data
         data = {**data.model_dump(exclude_unset=True), "name": data.name}
     if not isinstance(data, dict):
         return data
     name = _Name.model_validate(data).name  # an unknown name is refused here, naming the choices
-    cls = ALGORITHMS[name].settings_class
+    cls = ALGORITHMS.settings_class(name)
+    assert cls is not None and issubclass(cls, AlgorithmSettings)  # every entry names one (entry())
     # an older flat block's keys of other algorithms: rlver.migrate
     return cls.model_validate(
         drop_other_algorithms_keys(data, name, set(cls.model_fields), _others_keys(cls))
@@ -77,7 +85,7 @@ def _others_keys(cls: type[AlgorithmSettings]) -> dict[str, tuple[str, Any]]:
     """Each key of another registered algorithm's settings: who owns it, and its default."""
     return {
         key: (f"{other.name} ({other.settings_class.__name__}, {other.__module__})", field.default)
-        for other in ALGORITHMS.values()
+        for _, other in ALGORITHMS.items()
         for key, field in other.settings_class.model_fields.items()
         if key not in cls.model_fields
     }

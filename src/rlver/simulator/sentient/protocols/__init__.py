@@ -1,4 +1,6 @@
-"""The sentient user's prompt protocols, declared once: one line each in :data:`PROTOCOLS`.
+"""The sentient user's prompt protocols, declared once: one line each in :data:`PROTOCOLS` (a
+:class:`~rlver.registry.Registry` of lazy entries, kept in :mod:`.base` beside the class it lists, so that
+each protocol's module can import the base without an import cycle).
 
 See :mod:`rlver.simulator.sentient.protocols.base` for what a protocol is and how to add one.
 """
@@ -6,29 +8,23 @@ See :mod:`rlver.simulator.sentient.protocols.base` for what a protocol is and ho
 from __future__ import annotations
 
 from rlver.errors import ConfigError
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
-from rlver.simulator.sentient.protocols.rlver_published import RlverPublishedProtocol
-from rlver.simulator.sentient.protocols.sage import SageProtocol
-from rlver.simulator.sentient.protocols.sage_published import SagePublishedProtocol
-from rlver.simulator.sentient.protocols.v1 import V1Protocol
-
-#: ``sage``: the published simulator's structure in rlver's words; ``sage-published``: SAGE's own text,
-#: fetched; ``rlver-published``: the published training simulator's text, fetched; ``rlver-v1``: our
-#: earlier prompts.
-PROTOCOLS: dict[str, type[SentientProtocol]] = {
-    "sage": SageProtocol,
-    "sage-published": SagePublishedProtocol,
-    "rlver-published": RlverPublishedProtocol,
-    "rlver-v1": V1Protocol,
-}
-SentientProtocol.read_registry(lambda: PROTOCOLS)
+from rlver.registry import UnknownName
+from rlver.simulator.sentient.protocols.base import (
+    PROTOCOLS,
+    ProtocolDialogue,
+    ReplyStep,
+    SentientProtocol,
+)
 
 
 def protocol_named(name: str) -> SentientProtocol:
-    """The protocol ``name`` with its default options, or a ConfigError listing the protocols."""
-    if name not in PROTOCOLS:
-        raise ConfigError(f"simulator protocol {name!r}: choose one of {', '.join(PROTOCOLS)}")
-    return PROTOCOLS[name]()
+    """The protocol ``name`` with its default options, or a :class:`~rlver.errors.ConfigError` (exit 2)
+    in the registry's wording."""
+    try:
+        protocol: SentientProtocol = PROTOCOLS.get(name)()
+    except UnknownName as exc:
+        raise ConfigError(str(exc)) from None
+    return protocol
 
 
 __all__ = ["PROTOCOLS", "ProtocolDialogue", "ReplyStep", "SentientProtocol", "protocol_named"]

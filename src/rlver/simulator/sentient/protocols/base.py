@@ -7,7 +7,8 @@ never asks which one it is.
 
 Adding a protocol takes one file plus one registry line: ``protocols/<name>.py`` with a
 :class:`SentientProtocol` subclass (a ``Literal`` ``name``, its options as fields, its
-:class:`ProtocolDialogue`), and its line in :data:`rlver.simulator.sentient.protocols.PROTOCOLS`. The
+:class:`ProtocolDialogue`), and its line in :data:`PROTOCOLS` below (a lazy ``"module:attr"`` entry: the
+protocol's module imports this one, so naming it by string makes no import cycle). The
 config (``simulator.protocol: <name>`` with the options as keys), ``rlver eval --sim-protocol`` and the
 manifests read it from there (``tests/simulator/test_simulator_sentient_protocols.py`` holds the count).
 """
@@ -25,6 +26,7 @@ from rlver.errors import ConfigError
 from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
+from rlver.registry import Entry, Registry
 from rlver.simulator.sentient.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
 from rlver.simulator.sentient.prompts import MAX_QUOTED_CHARS
 from rlver.simulator.sentient.published_calls import (
@@ -73,11 +75,35 @@ class ProtocolDialogue(ABC):
         return None
 
 
+def _protocol(name: str, description: str, module: str, cls: str) -> Entry[Any]:
+    """A protocol's registry line: the class is both what it builds and its settings (its options)."""
+    ref = f"rlver.simulator.sentient.protocols.{module}:{cls}"
+    return Entry(name, description, ref, ref)
+
+
+#: The sentient user's prompt protocols, one line each (``protocols/__init__`` re-exports it).
+PROTOCOLS: Registry[Any] = Registry(
+    "protocol",
+    [
+        _protocol("sage", "the published simulator's structure in rlver's words", "sage", "SageProtocol"),
+        _protocol("sage-published", "SAGE's own text, fetched", "sage_published", "SagePublishedProtocol"),
+        _protocol(
+            "rlver-published",
+            "the published training simulator's text, fetched",
+            "rlver_published",
+            "RlverPublishedProtocol",
+        ),
+        _protocol("rlver-v1", "rlver's earlier prompts", "v1", "V1Protocol"),
+    ],
+)
+
+
 class SentientProtocol(Variants, ABC):
     """A prompt protocol of the sentient user, with its options as fields (chosen by ``name``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     tag_field: ClassVar[str] = "name"
+    choices: ClassVar[Registry[Any]] = PROTOCOLS
 
     #: the protocol ``SimulatorSpec`` uses when a config names none
     name: str = "sage"
