@@ -33,6 +33,23 @@ REQUIRE_REAL_MODEL = os.environ.get("RLVER_REQUIRE_REAL_MODEL") == "1"
 REAL_MODEL_AT_START = (SMOLLM2_DIR / "rlver-model.json").is_file()
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test ends with the environment it started with.
+
+    A test that runs rlver's entry point in this process (``rlver.cli.main``) lets it switch the
+    third-party progress bars off through the environment (``cli._quiet_third_party``: TQDM_DISABLE,
+    TRANSFORMERS_VERBOSITY, ...); left behind, those reach a later test's subprocess, whose
+    ``--verbose`` then shows no bar. Defined first, so it is set up before, and torn down after, the
+    fixtures below that set variables of their own.
+    """
+    before = dict(os.environ)
+    yield
+    if os.environ != before:
+        os.environ.clear()
+        os.environ.update(before)
+
+
 @pytest.fixture(scope="session")
 def _empty_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("rlver-data")

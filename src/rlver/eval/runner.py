@@ -24,6 +24,7 @@ import asyncio
 import hashlib
 import logging
 import shutil
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -104,6 +105,13 @@ ProgressCallback = Callable[[EvalProgress], None]
 def select_profiles(config: EvalConfig) -> list[Profile]:
     profiles = load_profile_set(config.profiles)
     if config.limit is not None:
+        if config.limit > len(profiles):
+            # a bound, as head -n is; said, so a run meant to be larger is not taken for one
+            warnings.warn(
+                f"--limit {config.limit}: {config.profiles} holds {len(profiles)} profiles; all "
+                f"{len(profiles)} are evaluated",
+                stacklevel=2,
+            )
         profiles = profiles[: config.limit]
     if not profiles:
         raise InputError(Problem(config.profiles, None, None, "no profiles to evaluate"))
