@@ -36,10 +36,14 @@ MARKERS = "not slow and not timing and not realmodel and not browser and not ver
 
 @dataclass(frozen=True)
 class Target:
-    """One module of the training core: what to mutate and which test files test it."""
+    """One module of the training core: what to mutate, which test files test it, and which of their
+    tests to leave out (``deselect``: pytest node ids of tests that run whole training steps, seconds
+    each, where faster tests of the same functions exist: every mutant of a function runs every
+    selected test that reaches it)."""
 
     source: str
     tests: tuple[str, ...]
+    deselect: tuple[str, ...] = ()
 
 
 TARGETS: dict[str, Target] = {
@@ -79,10 +83,12 @@ TARGETS: dict[str, Target] = {
         ),
     ),
     "sampling": Target(
-        "src/rlver/llm/sampling.py", ("tests/llm/test_sampler_batched.py", "tests/llm/test_temperature_zero.py")
+        "src/rlver/llm/sampling.py",
+        ("tests/llm/test_sampler_batched.py", "tests/llm/test_temperature_zero.py"),
     ),
     "batching": Target(
-        "src/rlver/rollout/batching.py", ("tests/rollout/test_batching.py", "tests/rollout/test_rollout_overlap.py")
+        "src/rlver/rollout/batching.py",
+        ("tests/rollout/test_batching.py", "tests/rollout/test_rollout_overlap.py"),
     ),
 }
 
@@ -151,16 +157,25 @@ def workdir(name: str) -> Path:
     return ROOT / "build" / "mutants" / name
 
 
-def prepare(name: str, target: Target) -> Path:
-    """A fresh folder for ``name``: copies of src/ and tests/, and pyproject.toml with mutmut's block."""
+def prepare(name: str, target: Target, keep: bool = False) -> Path:
+    """A fresh folder for ``name``: copies of src/ and tests/, and pyproject.toml with mutmut's block.
+
+    ``keep``: refresh the copies but keep mutmut's state (``mutants/``: the results so far, which tests
+    reach which function), so that ``--only`` re-runs some mutants against new tests and the rest of
+    the module keeps its verdicts (mutmut collects the new tests' coverage itself).
+    """
     out = workdir(name)
     if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+        for part in ("src", "tests") if keep else ():
+            shutil.rmtree(out / part, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "src", out / "src", ignore=ignore)
     shutil.copytree(ROOT / "tests", out / "tests", ignore=ignore)
     pytest_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", MARKERS, "-n", "0", "-q"]
+    selection = [*target.tests, *(f"--deselect={test}" for test in target.deselect)]
     block = "\n".join(
         [
             "",
@@ -168,7 +183,7 @@ def prepare(name: str, target: Target) -> Path:
             'source_paths = ["src"]',
             f"only_mutate = [{_toml_str(target.source)}]",
             f"pytest_add_cli_args = [{', '.join(map(_toml_str, pytest_args))}]",
-            f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, target.tests))}]",
+            f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, selection))}]",
             "use_git_change_detection = false",
             "",
         ]
@@ -181,10 +196,19 @@ def _toml_str(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+#: mutmut forks each mutant's test run from a process that has already run the tests once. torch's
+#: CPU kernels use OpenMP (libgomp), which is not fork-safe: a child whose first large op (a
+#: ``log_softmax`` over a 50k vocabulary) opens a parallel region waits forever on the parent's
+#: thread team, and mutmut's wall-clock limit then records a *timeout*, counted as killed, for a
+#: mutant no test saw. One thread per process has no team to wait on (and suits ``--max-children``).
+SINGLE_THREADED = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def mutmut(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``mutmut`` beside this Python (or ``$MUTMUT``) in ``folder``."""
+    """Run the ``mutmut`` beside this Python (or ``$MUTMUT``) in ``folder``, single-threaded."""
     exe = os.environ.get("MUTMUT") or str(Path(sys.executable).with_name("mutmut"))
-    return subprocess.run([exe, *args], cwd=folder, text=True, capture_output=True, check=False)
+    env = {**os.environ, **SINGLE_THREADED}
+    return subprocess.run([exe, *args], cwd=folder, text=True, capture_output=True, check=False, env=env)
 
 
 def statuses(folder: Path) -> dict[str, str]:
@@ -201,9 +225,13 @@ def statuses(folder: Path) -> dict[str, str]:
 def report(name: str, found: dict[str, str]) -> int:
     """Print the module's counts, score and surviving mutants; return the number of unexplained ones."""
     counts = Counter(found.values())
-    equivalent = {m for m in found if m in EQUIVALENT and found[m] not in KILLED}
+    equivalent = {m for m in found if m in EQUIVALENT and found[m] not in KILLED | {"not checked"}}
     killed = sum(1 for m, s in found.items() if s in KILLED)
-    live = [m for m, s in sorted(found.items()) if s not in KILLED and m not in equivalent and s != "skipped"]
+    #: "skipped" and "not checked" (outside an ``--only`` selection, or an interrupted run) are not scored
+    unscored = {"skipped", "not checked"}
+    live = [
+        m for m, s in sorted(found.items()) if s not in KILLED and m not in equivalent and s not in unscored
+    ]
     scored = killed + len(live)
     score = 100.0 * killed / scored if scored else 100.0
     print(f"{name}: {len(found)} mutants, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
@@ -222,15 +250,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all)")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--report-only", action="store_true", help="print the last run's results again")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="MUTANT",
+        help="run only these mutants (names or globs, e.g. 'rlver.train.learner.x_update*') in the "
+        "module's existing folder, keeping the others' results (one module)",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         print(f"error: unknown module {unknown[0]!r}; expected one of {', '.join(TARGETS)}", file=sys.stderr)
         return 2
+    if args.only and len(args.modules) != 1:
+        print("error: --only needs exactly one module", file=sys.stderr)
+        return 2
     for name in args.modules or list(TARGETS):
-        folder = workdir(name) if args.report_only else prepare(name, TARGETS[name])
+        keep = bool(args.only) and workdir(name).is_dir()
+        folder = workdir(name) if args.report_only else prepare(name, TARGETS[name], keep=keep)
         if not args.report_only:
-            done = mutmut(folder, "run", "--max-children", str(args.max_children))
+            done = mutmut(folder, "run", "--max-children", str(args.max_children), *(args.only or ()))
             if done.returncode != 0:
                 print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
                 print(f"error: mutmut run failed for {name} (exit {done.returncode})", file=sys.stderr)
