@@ -46,6 +46,7 @@ class Target:
     deselect: tuple[str, ...] = ()
 
 
+_ALG = "tests/train/test_train_algorithms.py"
 TARGETS: dict[str, Target] = {
     "rewards": Target(
         "src/rlver/env/rewards.py",
@@ -71,6 +72,18 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_kl_clamp.py",
             "tests/train/test_grpo_lone_sample.py",
             "tests/train/test_sequence_is_warning.py",
+            "tests/train/test_algorithms_mutants.py",
+        ),
+        # whole training steps (1-6 s each): they test the learner; the maths has direct tests here
+        (
+            f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
+            f"{_ALG}::test_target_kl_stops_the_remaining_minibatch_updates",
+            f"{_ALG}::test_one_sample_per_dialogue_takes_minibatches_optimiser_steps",
+            f"{_ALG}::test_a_partial_second_minibatch_is_off_policy",
+            f"{_ALG}::test_the_last_partial_minibatch_is_trained",
+            "tests/train/test_rollout_is.py::test_a_training_step_weighs_its_loss_and_logs_the_weights",
+            "tests/train/test_rollout_is.py::test_off_policy_minibatches_weigh_by_the_log_probs_from_before_the_update",
+            "tests/train/test_sequence_is_warning.py::test_a_run_warns_once_for_sequence_level_only",
         ),
     ),
     "learner": Target(
@@ -80,6 +93,8 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_train_algorithms.py",
             "tests/train/test_rollout_is.py",
             "tests/train/test_train_loop.py",
+            "tests/train/test_sequence_is_warning.py",
+            "tests/train/test_learner_mutants.py",
         ),
     ),
     "sampling": Target(
@@ -104,7 +119,38 @@ _CPU_ONLY = (
     "CPU only: .to(None) leaves a tensor where it is, on the CPU the tests run on (a GPU run fails at once)"
 )
 _USE_CACHE = "use_cache only decides whether the forward also returns a KV cache; the logits are the same"
+_S = "rlver.llm.sampling."
+_TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is dim -1"
+_FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
+_GUARD = "the zero-weight guard acts only on a device's parallel cumsum rounding: on a CPU a zero weight "
+_GUARD += "leaves the cdf unchanged, so searchsorted(right=True) never picks it (docstring)"
 EQUIVALENT: dict[str, str] = {
+    **{
+        _S + f"x_sample_tokens__mutmut_{n}": _TWO_D
+        for n in (10, 14, 21, 23, 35, 39, 53, 67, 81, 83, 98, 104, 111, 113)
+    },
+    **{_S + f"x_inverse_cdf__mutmut_{n}": _TWO_D for n in (3, 31, 39, 54, 58)},
+    **{_S + f"x_nucleus__mutmut_{n}": _TWO_D for n in (6, 13)},
+    **{
+        _S + f"x_sample_tokens__mutmut_{n}": "topk/sort: dim=-1 and sorted=True are the defaults"
+        for n in (51, 52, 64)
+    },
+    **{_S + f"x_row_uniforms__mutmut_{n}": _FLOAT32 for n in (3, 6, 13, 16)},
+    **{_S + f"x_row_uniforms__mutmut_{n}": _CPU_ONLY for n in (4, 7, 17)},
+    _S + "x_sample_tokens__mutmut_1": "top_p 2 as the default: any top_p >= 1 is off in both of its tests",
+    **{
+        _S + f"x_sample_tokens__mutmut_{n}": "top_p 1 after top_k: the nucleus then drops only tokens under "
+        "2**-24 of the row's mass, whose cdf step rounds to 0 in float32 (never drawn either way)"
+        for n in (85, 86)
+    },
+    _S
+    + "x_inverse_cdf__mutmut_20": "u.to(None): the product with the cdf's total promotes to its dtype anyway",
+    _S
+    + "x_inverse_cdf__mutmut_30": "the clamp never acts: the target is held below the total, so searchsorted "
+    "(right=True) returns at most vocab - 1",
+    **{_S + f"x_inverse_cdf__mutmut_{n}": _GUARD for n in (48, 50, 52)},
+    _S + "x_to_host__mutmut_3": "stacking int64 ids with float32 log-probs promotes to float32 anyway",
+    _S + "x_to_host__mutmut_4": "the log-probs sample_tokens returns are float32 already (logits.float())",
     _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
     _R + "x_mixed_rewards__mutmut_8": "delta_rewards ignores its spec argument",
     _R + "x_mixed_rewards__mutmut_18": _ZIP_SAME,
