@@ -195,6 +195,11 @@ EQUIVALENT: dict[str, str] = {
     },
 }
 
+#: A mutant's tests are stopped (a *timeout*, counted as killed) after this many times the clean run's
+#: time (+ 1 s) of wall clock. mutmut's default, 15, gives a mutant that loops forever in the policy
+#: queue's ``serve`` two minutes (of 7 s of tests); 5 still leaves a loaded 2-core box room.
+TIMEOUT_MULTIPLIER = 5
+
 #: mutmut's statuses that count as the tests seeing the change
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}
 
@@ -231,6 +236,7 @@ def prepare(name: str, target: Target, keep: bool = False) -> Path:
             f"pytest_add_cli_args = [{', '.join(map(_toml_str, pytest_args))}]",
             f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, selection))}]",
             "use_git_change_detection = false",
+            f"timeout_multiplier = {TIMEOUT_MULTIPLIER}",
             "",
         ]
     )
