@@ -1,0 +1,259 @@
+"""Tests that kill mutants of ``rlver.train.learner`` the first mutation run left alive (issue 42, item
+3; ``python bench/mutants.py learner``). A :class:`Learner` is built directly on the tiny model with
+hand-made samples (no rollout, no trainer: a fraction of a second each), so each property is checked
+against numbers worked out here: the padded batch, the scored tensors per row, the minibatch
+arithmetic, the averaged statistics, gradient clipping and the non-finite guard."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from rlver.models.tiny import tiny_model_and_tokenizer
+from rlver.train.algorithms import get_algorithm
+from rlver.train.batch import collate, policy_forward, value_forward
+from rlver.train.config import load_train_config
+from rlver.train.learner import (
+    Learner,
+    LearnerParts,
+    Sample,
+    TrainError,
+    clip_and_norm,
+    make_samples,
+    pad_batch,
+)
+from rlver.train.loading import build_models
+from rlver.train.optim import Optimisers
+from rlver.train.tokenize import TokenizedEpisode
+from test_env_rewards import make_episode
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def seq(n: int, prompt: int, k: int = 0, sampled: bool = False) -> TokenizedEpisode:
+    """``n`` tokens, the first ``prompt`` the prompt's and the rest one assistant turn ending at n - 1."""
+    ids = [(7 * i + 3 * k) % 40 + 5 for i in range(n)]
+    mask = [0] * prompt + [1] * (n - prompt)
+    logprobs: list[float | None] | None = None
+    if sampled:
+        logprobs = [None] * prompt + [-1.0] * (n - prompt)
+    return TokenizedEpisode(ids, mask, [n - 1], 1, sample_logprobs=logprobs)
+
+
+def sample(n: int, prompt: int, reward: float, profile: str, k: int = 0, sampled: bool = False) -> Sample:
+    episode = make_episode(30, [40]).model_copy(update={"profile_id": profile})
+    return Sample(episode, seq(n, prompt, k, sampled), [reward])
+
+
+def learner(tmp_path: Path, *sets: str, minibatch_samples: int = 1) -> Learner:
+    """A learner on fresh tiny models for ``tiny-offline`` with ``sets`` (``algorithm.name=...``...)."""
+    config = load_train_config("tiny-offline", list(sets))
+    algo = get_algorithm(config.algorithm.name)
+    models = build_models(config, tmp_path, needs_critic=algo.needs_critic)
+    torch.manual_seed(0)
+    parts = LearnerParts(
+        algo=algo, settings=config.algorithm, optim=config.optim, policy=models.policy,
+        reference=models.reference, critic=models.critic,
+        optimisers=Optimisers(models.policy, models.critic, config.optim, config.run.steps),
+        pad_id=int(models.tokenizer.pad_token_id), device=models.device, temperature=1.0,
+        minibatch_samples=minibatch_samples,
+    )  # fmt: skip
+    return Learner(parts)
+
+
+def four() -> list[Sample]:
+    """Four samples of different lengths in two groups, each group's rewards differing."""
+    return [
+        sample(9, 4, 1.0, "a", 0),
+        sample(6, 2, 0.0, "b", 1),
+        sample(11, 5, 0.5, "a", 2),
+        sample(7, 3, 2.0, "b", 3),
+    ]
+
+
+# ------------------------------------------------------------------------------------------ batch
+def test_pad_batch_by_hand() -> None:
+    """Row i's mask is its assistant mask shifted by one (the grid scores token t + 1 at t), each turn's
+    reward sits on its last token's grid position, and group ids follow the profiles' first appearance."""
+    b = pad_batch([sample(5, 2, 0.75, "q"), sample(3, 1, -1.0, "p"), sample(4, 2, 2.0, "q")])
+    assert b.mask.tolist() == [[0, 1, 1, 1], [1, 1, 0, 0], [0, 1, 1, 0]]
+    assert b.token_rewards.tolist() == [[0, 0, 0, 0.75], [0, -1.0, 0, 0], [0, 0, 2.0, 0]]
+    assert b.scores.tolist() == [0.75, -1.0, 2.0]
+    assert b.groups.tolist() == [0, 1, 0]
+
+
+def test_clip_and_norm() -> None:
+    """The gradient's norm before clipping; with a bound the gradient is scaled down to it; a model
+    without gradients has norm 0."""
+    layer = torch.nn.Linear(2, 1, bias=False)
+    assert clip_and_norm(layer, 1.0) == 0.0
+    layer.weight.grad = torch.tensor([[3.0, 4.0]])
+    assert clip_and_norm(layer, None) == pytest.approx(5.0)
+    assert layer.weight.grad.tolist() == [[3.0, 4.0]]  # no bound: untouched
+    assert clip_and_norm(layer, 1.0) == pytest.approx(5.0)
+    assert layer.weight.grad[0].tolist() == pytest.approx([0.6, 0.8], abs=1e-5)
+
+
+def test_the_minibatch_arithmetic(tmp_path: Path) -> None:
+    """Samples per optimiser step is at least 1; the count of steps rounds up and is at least 1."""
+    lone = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=0)
+    assert lone.minibatch_size() == 1 and lone.minibatch_count(0) == 1 and lone.minibatch_count(3) == 3
+    two = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=2)
+    assert [two.minibatch_count(n) for n in (1, 2, 3, 4)] == [1, 1, 2, 2]
+
+
+def test_the_nonfinite_guard_counts_in_a_row_and_stops_at_the_limit(tmp_path: Path) -> None:
+    """A finite norm resets the count; the run stops on the limit-th skipped step in a row, not after."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=2")
+    assert lr._skip_nonfinite({"a": math.inf}, 1) and lr.nonfinite_in_a_row == 1
+    assert not lr._skip_nonfinite({"a": 1.0}, 2) and lr.nonfinite_in_a_row == 0
+    assert lr._skip_nonfinite({"a": 1.0, "b": math.nan}, 3)
+    with pytest.raises(TrainError, match=r"step 4: 2 optimiser steps in a row .*\(b\)"):
+        lr._skip_nonfinite({"a": 1.0, "b": math.nan}, 4)
+
+
+def _alone(lr: Learner, s: Sample) -> torch.Tensor:
+    """``s``'s log-probs scored in a micro-batch of its own, without padding: ``[len - 1]``."""
+    mb = collate([s.seq], [0], lr.p.pad_id, lr.p.device)
+    with torch.no_grad():
+        return policy_forward(lr.p.policy, mb, lr.p.temperature)[0][0]
+
+
+# ---------------------------------------------------------------------------------------- scoring
+def test_scoring_fills_each_row_to_its_own_end(tmp_path: Path) -> None:
+    """Off-policy (two minibatches) with a critic: every row's old log-probs are what the policy gives the
+    sequence alone, its values are the critic's, and every position past the row's end stays 0."""
+    lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=2)
+    assert lr.p.critic is not None
+    with torch.no_grad():  # the value head starts at 0: give it weights, so that misplaced values show
+        for param in lr.p.critic.parameters():
+            if not param.abs().sum():
+                param.normal_(std=0.5)
+    samples = four()
+    b = lr.score(samples)
+    assert b.old_logp is not None and b.values is not None and b.ref_logp is None
+    for i, s in enumerate(samples):
+        end = len(s.seq) - 1
+        assert torch.allclose(b.old_logp[i, :end], _alone(lr, s), atol=1e-5)
+        assert b.old_logp[i, end:].abs().sum() == 0 and b.values[i, end:].abs().sum() == 0
+        mb = collate([s.seq], [0], lr.p.pad_id, lr.p.device)
+        assert torch.allclose(b.values[i, :end], value_forward(lr.p.critic, mb)[0], atol=1e-5)
+        assert b.advantages[i, end:].abs().sum() == 0 and b.returns is not None
+        assert b.returns[i, end:].abs().sum() == 0
+    # advantages and returns stand on the action tokens only (GAE over them)
+    assert ((b.advantages != 0) <= (b.mask > 0)).all() and (b.advantages != 0).any()
+    assert b.stats["train/advantage_abs_mean"] == pytest.approx(
+        float((b.advantages.abs() * b.mask).sum() / b.mask.sum())
+    )
+    assert "train/kl_ref" not in b.stats  # no KL term: no reference
+
+
+def test_on_policy_scores_nothing_and_a_kl_term_scores_the_reference(tmp_path: Path) -> None:
+    """One minibatch, one epoch, no KL: no forward pass before the update (old log-probs are the
+    update's own). A KL term needs the old and the reference log-probs, and logs their k1 mean."""
+    lr = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=4)
+    assert lr.on_policy(4) and lr.score(four()).scored == {}
+    kl = learner(tmp_path, "algorithm.name=grpo", "algorithm.kl_coef=0.1", minibatch_samples=4)
+    assert not kl.on_policy(4)
+    b = kl.score(four())
+    assert set(b.scored) == {"old_logp", "ref_logp"} and b.old_logp is not None and b.ref_logp is not None
+    k1 = float(((b.old_logp - b.ref_logp) * b.mask).sum() / b.mask.sum())
+    assert b.stats["train/kl_ref"] == pytest.approx(k1, abs=1e-7)
+    assert torch.equal(b.old_logp, b.ref_logp)  # the reference is the untrained policy: k1 = 0
+    assert kl.p.reference is not None
+
+
+# ----------------------------------------------------------------------------------------- update
+def test_an_on_policy_step_logs_minus_the_token_mean_advantage(tmp_path: Path) -> None:
+    """At ratio 1 the clipped surrogate is -A on each action token, so the logged policy loss is minus
+    the mean advantage over the minibatch's action tokens (each sample's own count: the normaliser is
+    the minibatch's assistant tokens on the shifted grid), and nothing is clipped."""
+    lr = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=4)
+    b = lr.score(four())
+    expected = -float((b.advantages * b.mask).sum() / b.mask.sum())
+    assert expected != 0.0
+    stats = lr.update(b, 1, torch.Generator().manual_seed(0))
+    assert stats["train/policy_loss"] == pytest.approx(expected, abs=1e-6)
+    assert stats["train/clip_fraction"] == 0.0 and stats["train/approx_kl"] == 0.0
+    assert stats["train/optimizer_steps"] == 1.0 and stats["train/nonfinite_skips"] == 0.0
+    assert "train/early_stopped" not in stats and stats["train/grad_norm_actor"] > 0
+
+
+def test_the_steps_statistics_are_means_over_its_minibatches(tmp_path: Path) -> None:
+    """Two epochs of two minibatches: four optimiser steps; each logged loss term is the mean of the
+    four minibatches' values, and the skipped-step count a sum."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.epochs=2", minibatch_samples=2)
+    b = lr.score(four())
+    seen: list[dict[str, float]] = []
+    real = lr._minibatch_step
+
+    def recorded(*args: Any) -> dict[str, float]:
+        seen.append(real(*args))
+        return seen[-1]
+
+    lr._minibatch_step = recorded  # type: ignore[method-assign]
+    stats = lr.update(b, 1, torch.Generator().manual_seed(0))
+    assert len(seen) == 4 and stats["train/optimizer_steps"] == 4.0
+    for key in ("train/policy_loss", "train/approx_kl", "train/entropy", "train/grad_norm_actor"):
+        assert stats[key] == pytest.approx(sum(s[key] for s in seen) / 4, rel=1e-6), key
+    assert stats["train/approx_kl"] > 0  # the later minibatches ran after a step: off-policy
+
+
+def test_target_kl_stops_after_the_minibatch_that_passed_it(tmp_path: Path) -> None:
+    """The first minibatch runs at ratio 1 (approx_kl 0, not above any target); the second, after one
+    optimiser step, passes a tiny target: two updates of the four, and the step says it stopped."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.epochs=2", "algorithm.target_kl=1e-9",
+                 minibatch_samples=2)  # fmt: skip
+    stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
+    assert stats["train/minibatch_updates"] == 2.0 == stats["train/optimizer_steps"]
+    assert stats["train/early_stopped"] == 1.0
+    calm = learner(tmp_path, "algorithm.name=grpo", "algorithm.epochs=2", "algorithm.target_kl=1e9",
+                   minibatch_samples=2)  # fmt: skip
+    stats = calm.update(calm.score(four()), 1, torch.Generator().manual_seed(0))
+    assert stats["train/minibatch_updates"] == 4.0 and stats["train/early_stopped"] == 0.0
+
+
+def test_truncated_is_weights_and_their_statistics(tmp_path: Path) -> None:
+    """Token TIS on-policy: each weight is min(exp(old - sampled), threshold) with the sampler's
+    log-prob -1 on every assistant token (the first, at position 0 of the shifted grid, is not
+    scored); the logged mean and clipped share are over the minibatch's action tokens."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.rollout_is=token",
+                 "algorithm.rollout_is_threshold=1.5", minibatch_samples=4)  # fmt: skip
+    samples = [sample(9, 4, 1.0, "a", 0, True), sample(7, 3, 0.0, "a", 1, True)]
+    weights, clipped, n = [], 0, 0
+    for s in samples:
+        old = _alone(lr, s)
+        action = torch.tensor(s.seq.assistant_mask[1:], dtype=torch.bool)
+        w = torch.exp(old[action] + 1.0)
+        weights.append(w.clamp(max=1.5))
+        clipped += int((w > 1.5).sum())
+        n += int(action.sum())
+    stats = lr.update(lr.score(samples), 1, torch.Generator().manual_seed(0))
+    assert stats["rollout/is_weight_mean"] == pytest.approx(float(torch.cat(weights).sum()) / n, rel=1e-5)
+    assert stats["rollout/is_clipped_frac"] == pytest.approx(clipped / n)
+
+
+# ---------------------------------------------------------------------------------------- samples
+def test_samples_per_dialogue_or_per_turn_and_the_untokenisable_counted() -> None:
+    """A dialogue without an assistant turn cannot be tokenised: counted, not trained. In the
+    thought-free layout (think, ``think_context: visible``) each assistant turn is a sample earning
+    the reward from its turn on (delta rewards 30 -> 45 -> 20 -> 70: 0.15, -0.25, 0.5, so 0.4, 0.25 and
+    0.5); otherwise one sample per dialogue earns each turn's reward on that turn."""
+    _, tokenizer = tiny_model_and_tokenizer(0)
+    ep = make_episode(30, [45, 20, 70], think=True, replies=["<think>a</think>x", "y", "<think>c</think>z"])
+    silent = make_episode(30, []).model_copy(update={"profile_id": "silent"})
+    sets = ["rollout.reward.mode=delta", "rollout.think=true"]
+    visible = load_train_config("tiny-offline", [*sets, "rollout.think_context=visible"]).rollout
+    samples, dropped = make_samples([ep, silent], tokenizer, visible, 4096)
+    assert dropped == 1 and len(samples) == 3
+    assert [s.rewards for s in samples] == [pytest.approx([r]) for r in (0.4, 0.25, 0.5)]
+    full = load_train_config("tiny-offline", [*sets, "rollout.think_context=full"]).rollout
+    (whole,), dropped = make_samples([silent, ep], tokenizer, full, 4096)
+    assert dropped == 1 and whole.rewards == pytest.approx([0.15, -0.25, 0.5])
