@@ -96,6 +96,8 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_learner_mutants.py",
         ),
+        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly
+        (f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",),
     ),
     "sampling": Target(
         "src/rlver/llm/sampling.py",
@@ -221,7 +223,7 @@ def workdir(name: str) -> Path:
     return ROOT / "build" / "mutants" / name
 
 
-def prepare(name: str, target: Target, keep: bool = False) -> Path:
+def prepare(name: str, target: Target, keep: bool = False, blank: tuple[str, ...] = ()) -> Path:
     """A fresh folder for ``name``: copies of src/ and tests/, and pyproject.toml with mutmut's block.
 
     ``keep``: refresh the copies but keep mutmut's state (``mutants/``: the results so far, which tests
@@ -238,6 +240,8 @@ def prepare(name: str, target: Target, keep: bool = False) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "src", out / "src", ignore=ignore)
     shutil.copytree(ROOT / "tests", out / "tests", ignore=ignore)
+    for test_file in blank:  # the score before these tests were written (--blank)
+        (out / test_file).write_text('"""Left empty for this run (bench/mutants.py --blank)."""\n')
     pytest_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", MARKERS, "-n", "0", "-q"]
     selection = [*target.tests, *(f"--deselect={test}" for test in target.deselect)]
     block = "\n".join(
@@ -335,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         help="run only these mutants (names or globs, e.g. 'rlver.train.learner.x_update*') in the "
         "module's existing folder, keeping the others' results (one module)",
     )
+    parser.add_argument(
+        "--blank",
+        nargs="+",
+        default=[],
+        metavar="TEST_FILE",
+        help="run with these test files empty in the copy: the score before they were written",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
@@ -346,7 +357,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.modules or list(TARGETS):
         keep = bool(args.only) and workdir(name).is_dir()
         earlier = statuses(workdir(name)) if keep else {}
-        folder = workdir(name) if args.report_only else prepare(name, TARGETS[name], keep=keep)
+        folder = (
+            workdir(name)
+            if args.report_only
+            else prepare(name, TARGETS[name], keep=keep, blank=tuple(args.blank))
+        )
         if not args.report_only:
             done = mutmut(folder, "run", "--max-children", str(args.max_children), *(args.only or ()))
             if done.returncode != 0:
