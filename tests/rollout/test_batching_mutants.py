@@ -1,19 +1,21 @@
 """Tests that kill mutants of ``rlver.rollout.batching`` the first mutation run left alive (issue 42, item
 3; ``python bench/mutants.py batching``): the batch time each answer carries, the error that stops the
-queue, and a finished batch leaving the set the queue waits on at close."""
+queue, a finished batch leaving the set the queue waits on at close, the settle on CPython's loop, and
+a failed policy call."""
 
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
-from rlver.llm.base import SamplingParams
+from rlver.llm.base import Completion, SamplingParams
 from rlver.records import Message
 from rlver.rollout import batching
-from rlver.rollout.batching import PolicyQueue, RolloutTimes
-from test_batching import AnswersAt, BatchSizes, FakeClock
+from rlver.rollout.batching import PolicyQueue, RolloutTimes, generate
+from test_batching import AnswersAt, BatchSizes, FakeClock, _requests_after_loop_turns
 
 HELLO = [Message(role="user", content="hi")]
 
@@ -76,3 +78,37 @@ def test_a_finished_batch_leaves_the_in_flight_set() -> None:
 
     queue = asyncio.run(run())
     assert queue.times.batches == 3 and queue.in_flight == set()
+
+
+def test_settle_waits_while_the_loop_has_work_up_to_its_limit() -> None:
+    """On CPython's loop the settle reads the ready queue: a user whose reply takes 300 loop turns (no
+    I/O) still joins the first batch, since the loop was never idle; the fixed 64 turns of a loop
+    without a readable queue would have started a batch of one."""
+    assert asyncio.run(_requests_after_loop_turns([0, 300])) == [2]
+
+
+class Failing(BatchSizes):
+    """A policy that raises, or answers fewer prompts than it was asked."""
+
+    def __init__(self, answers: int | None) -> None:
+        super().__init__()
+        self.answers = answers
+
+    async def complete_each(self, batch: Any, samplings: Any) -> list[Completion | BaseException]:
+        if self.answers is None:
+            raise ValueError("endpoint said 500")
+        return (await super().complete_each(batch, samplings))[: self.answers]
+
+
+def test_a_failed_call_fails_every_row_in_place() -> None:
+    """One error per prompt, so each dialogue of the batch ends with it and the others go on; a policy
+    that answers fewer prompts than asked is such a failure, said in numbers."""
+    prompts = [HELLO, HELLO, HELLO]
+    samplings = [SamplingParams()] * 3
+    raised = asyncio.run(generate(Failing(None), prompts, samplings))
+    assert len(raised) == 3 and all(
+        isinstance(e, ValueError) and str(e) == "endpoint said 500" for e in raised
+    )
+    short = asyncio.run(generate(Failing(1), prompts, samplings))
+    assert len(short) == 3 and all(isinstance(e, RuntimeError) for e in short)
+    assert str(short[0]) == "policy returned 1 completions for 3 prompts"
