@@ -112,3 +112,31 @@ def test_a_failed_call_fails_every_row_in_place() -> None:
     short = asyncio.run(generate(Failing(1), prompts, samplings))
     assert len(short) == 3 and all(isinstance(e, RuntimeError) for e in short)
     assert str(short[0]) == "policy returned 1 completions for 3 prompts"
+
+
+def test_settle_on_a_loop_without_a_readable_queue_waits_a_fixed_number_of_turns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A loop that keeps its ready queue elsewhere (uvloop) has no ``_ready``: the settle neither fails
+    nor returns at once, it lets the other coroutines run a fixed 64 turns (65 counted here: the
+    counter's first turn comes before the settle starts)."""
+
+    async def run() -> int:
+        turns, settled = 0, False
+
+        async def count() -> None:
+            nonlocal turns
+            while not settled:
+                turns += 1
+                await asyncio.sleep(0)
+
+        counter = asyncio.create_task(count())
+        await asyncio.sleep(0)
+        with monkeypatch.context() as m:
+            m.setattr(batching.asyncio, "get_running_loop", lambda: SimpleNamespace())
+            await batching.settle()
+        settled = True
+        await counter
+        return turns
+
+    assert asyncio.run(run()) == 65
