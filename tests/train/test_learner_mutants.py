@@ -257,3 +257,29 @@ def test_samples_per_dialogue_or_per_turn_and_the_untokenisable_counted() -> Non
     full = load_train_config("tiny-offline", [*sets, "rollout.think_context=full"]).rollout
     (whole,), dropped = make_samples([silent, ep], tokenizer, full, 4096)
     assert dropped == 1 and whole.rewards == pytest.approx([0.15, -0.25, 0.5])
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\(\)`")  # no optimiser step ran
+def test_nonfinite_gradients_skip_the_optimiser_step_and_are_summed(tmp_path: Path) -> None:
+    """Two minibatches whose gradients are NaN: neither optimiser step runs (the weights are as they
+    were), and ``train/nonfinite_skips`` counts both (a sum over the step, where the losses are means)."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=5", minibatch_samples=2)
+    params = [p for p in lr.p.policy.parameters() if p.requires_grad]
+    params[0].register_hook(lambda grad: grad * math.nan)
+    before = [p.detach().clone() for p in params]
+    stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
+    assert stats["train/nonfinite_skips"] == 2.0 and stats["train/optimizer_steps"] == 2.0
+    assert all(torch.equal(a, p) for a, p in zip(before, params, strict=True))
+    assert lr.nonfinite_in_a_row == 2
+
+
+def test_a_critics_loss_and_norm_are_logged_beside_the_actors(tmp_path: Path) -> None:
+    """PPO: the critic's value loss, clip share and gradient norm join the step's statistics."""
+    lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=4)
+    stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
+    assert stats["train/value_loss"] > 0 and stats["train/grad_norm_critic"] > 0
+    assert 0.0 <= stats["train/value_clip_fraction"] <= 1.0
+    grpo = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=4)
+    assert "train/grad_norm_critic" not in grpo.update(
+        grpo.score(four()), 1, torch.Generator().manual_seed(0)
+    )
