@@ -259,7 +259,7 @@ def test_samples_per_dialogue_or_per_turn_and_the_untokenisable_counted() -> Non
     assert dropped == 1 and whole.rewards == pytest.approx([0.15, -0.25, 0.5])
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\(\)`")  # no optimiser step ran
+@pytest.mark.filterwarnings("ignore:Detected call of:UserWarning")  # no optimiser step ran
 def test_nonfinite_gradients_skip_the_optimiser_step_and_are_summed(tmp_path: Path) -> None:
     """Two minibatches whose gradients are NaN: neither optimiser step runs (the weights are as they
     were), and ``train/nonfinite_skips`` counts both (a sum over the step, where the losses are means)."""
