@@ -136,6 +136,11 @@ _GUARD = "the zero-weight guard acts only on a device's parallel cumsum rounding
 _GUARD += "leaves the cdf unchanged, so searchsorted(right=True) never picks it (docstring)"
 EQUIVALENT: dict[str, str] = {
     **{
+        f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
+        "anything reads it"
+        for n in (3, 4)
+    },
+    **{
         "rlver.rollout.batching.xǁPolicyQueueǁ_run__mutmut_" + str(n): "zip's strict= only acts on unequal "
         "lengths; generate() returns one result per request (a wrong count becomes one error per row)"
         for n in (20, 23, 24)

@@ -140,3 +140,22 @@ def test_settle_on_a_loop_without_a_readable_queue_waits_a_fixed_number_of_turns
         return turns
 
     assert asyncio.run(run()) == 65
+
+
+def test_settle_on_an_idle_loop_returns_after_one_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing else can go on: the settle gives the loop one turn and returns, so a lone request
+    starts its batch at once instead of waiting out ``SETTLE_TURNS``."""
+    real_sleep = asyncio.sleep
+    turns: list[float] = []
+
+    async def counted(delay: float) -> None:
+        turns.append(delay)
+        await real_sleep(delay)
+
+    async def run() -> None:
+        with monkeypatch.context() as m:
+            m.setattr(batching.asyncio, "sleep", counted)
+            await batching.settle()
+
+    asyncio.run(run())
+    assert turns == [0]
