@@ -69,9 +69,10 @@ def test_what_each_algorithm_hands_verl() -> None:
     assert ppo.verl_overrides(PPOSettings(value_clip=0.3)) == {"critic.cliprange_value": 0.3}
     assert ppo.verl_overrides(PPOSettings(value_clip=None)) == {"critic.cliprange_value": 1e9}  # off
     assert ppo.verl_refusals(PPOSettings()) == []
-    (why,) = ppo.verl_refusals(PPOSettings(whiten_advantages=False))
-    assert why.startswith("algorithm.whiten_advantages=false: verl 0.9.1 always whitens")
-    assert why.endswith("use true with --engine verl")
+    assert ppo.verl_refusals(PPOSettings(whiten_advantages=False)) == [
+        "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
+        "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with --engine verl"
+    ]
     assert grpo.verl_overrides(GRPOSettings(grpo_scale_by_std=False)) == {
         "algorithm.norm_adv_by_std_in_grpo": False
     }
@@ -81,8 +82,10 @@ def test_what_each_algorithm_hands_verl() -> None:
         "algorithm.grpo_eps=0.01: verl 0.9.1 divides by (std + 1e-06) with no key to change it; "
         "use 1e-06 with --engine verl"
     )
-    assert lone.startswith("algorithm.grpo_lone_sample=zero: verl 0.9.1 gives a group of one its score")
-    assert lone.endswith("use raw with --engine verl")
+    assert lone == (
+        "algorithm.grpo_lone_sample=zero: verl 0.9.1 gives a group of one its score "
+        "(core_algos.compute_grpo_outcome_advantage) with no key to change it; use raw with --engine verl"
+    )
 
 
 # ------------------------------------------------------------------------------------ core maths
@@ -149,26 +152,22 @@ def test_the_upper_clip_bound_and_the_normalised_kl_diagnostic() -> None:
 
 
 def test_value_loss_clips_both_ways_and_normalises() -> None:
-    """V_clipped = V_old + clip(V - V_old, ±c): a value that fell by more than c is clipped too, one
-    that moved less is its own clipped value; the loss and its clip share divide by the normaliser."""
+    """V_clipped = V_old + clip(V - V_old, ±c), both ways; the loss and its clip share divide by the
+    normaliser; the default range is PPO's (0.2)."""
     values = torch.tensor([[0.3, -0.5]])
     old = torch.tensor([[0.2, 0.0]])
-    ret = torch.tensor([[0.0, 0.0]])
+    ret = torch.tensor([[0.0, -0.4]])
     mask = torch.ones(1, 2)
     out = core.value_loss(values, old, ret, mask, clip_range=0.2)
-    # tok0: moved +0.1, unclipped: .09 both; tok1: moved -0.5, clipped to -0.2: err .25, clipped .04
-    assert out.loss.item() == approx(0.5 * (0.09 + 0.25) / 2)
-    assert out.clip_fraction.item() == 0.0
-    assert core.value_loss(values, old, ret, mask).loss.item() == out.loss.item()  # 0.2: PPO's default
+    # tok0: moved +0.1, inside: err .09 both; tok1: fell 0.5, clipped to -0.2: err .01, clipped .04
+    assert out.loss.item() == approx(0.5 * (0.09 + 0.04) / 2)
+    assert out.clip_fraction.item() == approx(0.5)
+    assert core.value_loss(values, old, ret, mask).loss.item() == out.loss.item()
     assert PPOSettings().value_clip == 0.2
     by4 = core.value_loss(values, old, ret, mask, clip_range=0.2, normalizer=4)
-    assert by4.loss.item() == approx(out.loss.item() / 2)
-    # V_old 1, V 0.5, R 0.6: err .01; clipped V .8: err .04, the larger: counted, over 4 tokens
-    back = core.value_loss(torch.tensor([[0.5, 0.0]]), torch.tensor([[1.0, 0.0]]), torch.tensor([[0.6, 0.0]]),
-                           mask, 0.2, 4)  # fmt: skip
-    assert back.clip_fraction.item() == approx(0.25)
+    assert by4.loss.item() == approx(out.loss.item() / 2) and by4.clip_fraction.item() == approx(0.25)
     off = core.value_loss(values, old, ret, mask, clip_range=None, normalizer=4)
-    assert off.loss.item() == approx(0.5 * (0.09 + 0.25) / 4) and off.clip_fraction.item() == 0.0
+    assert off.loss.item() == approx(0.5 * (0.09 + 0.01) / 4) and off.clip_fraction.item() == 0.0
 
 
 def test_entropy_and_log_probs_over_the_last_axis_of_3d_logits() -> None:
@@ -253,9 +252,9 @@ def test_ppos_critic_loss_reads_its_clip_and_the_normaliser() -> None:
     assert terms.stats["value_loss"].item() == terms.loss.item()
     back = CriticLossInputs(mask, 4.0, torch.tensor([[0.5, 0.0]]), torch.tensor([[1.0, 0.0]]),
                             torch.tensor([[0.6, 0.0]]))  # fmt: skip
-    assert get_algorithm("ppo").critic_loss(back, PPOSettings(value_clip=0.1)).stats[
-        "value_clip_fraction"
-    ].item() == approx(0.25)  # clipped V .9: err .09 > .01
+    clipped = get_algorithm("ppo").critic_loss(back, PPOSettings(value_clip=0.1))
+    assert clipped.stats["value_clip_fraction"].item() == approx(0.25)  # clipped V .9: err .09 > .01
+    assert clipped.loss.item() == approx(0.5 * 0.09 / 4)  # (0.2, the default, would give V .8: .04)
 
 
 def test_the_registry_names_its_choices() -> None:
