@@ -15,6 +15,7 @@ import torch
 
 from rlver.models.tiny import tiny_model_and_tokenizer
 from rlver.train.algorithms import get_algorithm
+from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.batch import collate, policy_forward, value_forward
 from rlver.train.config import load_train_config
 from rlver.train.learner import (
@@ -22,6 +23,7 @@ from rlver.train.learner import (
     LearnerParts,
     Sample,
     TrainError,
+    ValueCritic,
     clip_and_norm,
     make_samples,
     pad_batch,
@@ -52,7 +54,7 @@ def sample(n: int, prompt: int, reward: float, profile: str, k: int = 0, sampled
     return Sample(episode, seq(n, prompt, k, sampled), [reward])
 
 
-def learner(tmp_path: Path, *sets: str, minibatch_samples: int = 1) -> Learner:
+def learner(tmp_path: Path, *sets: str, minibatch_samples: int = 1, temperature: float = 1.0) -> Learner:
     """A learner on fresh tiny models for ``tiny-offline`` with ``sets`` (``algorithm.name=...``...)."""
     config = load_train_config("tiny-offline", list(sets))
     algo = get_algorithm(config.algorithm.name)
@@ -62,7 +64,7 @@ def learner(tmp_path: Path, *sets: str, minibatch_samples: int = 1) -> Learner:
         algo=algo, settings=config.algorithm, optim=config.optim, policy=models.policy,
         reference=models.reference, critic=models.critic,
         optimisers=Optimisers(models.policy, models.critic, config.optim, config.run.steps),
-        pad_id=int(models.tokenizer.pad_token_id), device=models.device, temperature=1.0,
+        pad_id=int(models.tokenizer.pad_token_id), device=models.device, temperature=temperature,
         minibatch_samples=minibatch_samples,
     )  # fmt: skip
     return Learner(parts)
@@ -130,7 +132,9 @@ def _alone(lr: Learner, s: Sample) -> torch.Tensor:
 def test_scoring_fills_each_row_to_its_own_end(tmp_path: Path) -> None:
     """Off-policy (two minibatches) with a critic: every row's old log-probs are what the policy gives the
     sequence alone, its values are the critic's, and every position past the row's end stays 0."""
-    lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=2)
+    lr = learner(
+        tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=2, temperature=0.7
+    )
     assert lr.p.critic is not None
     with torch.no_grad():  # the value head starts at 0: give it weights, so that misplaced values show
         for param in lr.p.critic.parameters():
@@ -283,3 +287,51 @@ def test_a_critics_loss_and_norm_are_logged_beside_the_actors(tmp_path: Path) ->
     assert "train/grad_norm_critic" not in grpo.update(
         grpo.score(four()), 1, torch.Generator().manual_seed(0)
     )
+
+
+def test_a_lora_policys_reference_is_the_base_without_its_adapter(tmp_path: Path) -> None:
+    """LoRA keeps no frozen copy: the reference log-probs are the policy's with the adapter switched
+    off. Moving the adapter moves the old log-probs and leaves the reference's as they were."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.kl_coef=0.1", "model.lora.enabled=true",
+                 minibatch_samples=4)  # fmt: skip
+    assert lr.p.reference is None
+    before = lr.score(four())
+    assert before.ref_logp is not None and before.old_logp is not None
+    assert torch.allclose(before.ref_logp, before.old_logp, atol=1e-6)  # a fresh adapter is 0
+    with torch.no_grad():
+        for name, param in lr.p.policy.named_parameters():
+            if "lora_B" in name:
+                param.normal_(std=0.5)
+    after = lr.score(four())
+    assert after.old_logp is not None and after.ref_logp is not None
+    assert torch.equal(after.ref_logp, before.ref_logp)
+    assert (after.old_logp - before.old_logp).abs().max() > 1e-3
+
+
+def test_the_minibatch_order_comes_from_the_given_generator(tmp_path: Path) -> None:
+    """Two learners with the same weights and the same generator seed train the same, whatever the
+    global RNG has been doing (a resumed run replays its steps from the saved generator)."""
+    runs = []
+    for global_seed in (1, 2):
+        lr = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=2)
+        b = lr.score(four())
+        torch.manual_seed(global_seed)
+        runs.append(lr.update(b, 1, torch.Generator().manual_seed(5))["train/grad_norm_actor"])
+    assert runs[0] == runs[1]
+
+
+def test_the_critics_gradients_are_clipped_to_the_bound() -> None:
+    """``optim.max_grad_norm`` bounds the critic's gradient as it does the actor's."""
+    model = torch.nn.Linear(2, 1, bias=False)
+    critic = ValueCritic(model, get_algorithm("ppo"), PPOSettings())
+    model.weight.grad = torch.tensor([[3.0, 4.0]])
+    assert critic.clip_grad(1.0) == {"train/grad_norm_critic": pytest.approx(5.0)}
+    assert model.weight.grad[0].tolist() == pytest.approx([0.6, 0.8], abs=1e-5)
+
+
+def test_the_run_stops_naming_the_step_whose_gradients_were_not_finite(tmp_path: Path) -> None:
+    lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=1", minibatch_samples=4)
+    params = [p for p in lr.p.policy.parameters() if p.requires_grad]
+    params[0].register_hook(lambda grad: grad * math.nan)
+    with pytest.raises(TrainError, match=r"^step 7: 1 optimiser steps in a row"):
+        lr.update(lr.score(four()), 7, torch.Generator().manual_seed(0))
