@@ -139,6 +139,15 @@ _CPU_DEVICE = (
     "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
 )
 EQUIVALENT: dict[str, str] = {
+    **{
+        f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
+        "so the default of sums.get is never used"
+        for n in (67, 69)
+    },
+    "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
+    "logit_chunk_tokens (batch's policy_forward_70 likewise)",
+    "rlver.train.learner.xǁLearnerǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
+    "(target_kl > 0, and a minibatch's KL is 0 exactly only at ratio 1)",
     _A + "core.x_masked_sum__mutmut_1": "sum(dim=None) is the full sum, as sum()",
     **{
         _A + f"core.x_explained_variance__mutmut_{n}": "unbiased=None is falsy: the population variance"
