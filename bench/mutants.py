@@ -142,7 +142,7 @@ EQUIVALENT: dict[str, str] = {
     **{
         f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
         "so the default of sums.get is never used"
-        for n in (67, 69)
+        for n in (67, 69, 72)
     },
     "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
     "logit_chunk_tokens (batch's policy_forward_70 likewise)",
