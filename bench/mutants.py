@@ -139,6 +139,7 @@ _CPU_DEVICE = (
     "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
 )
 EQUIVALENT: dict[str, str] = {
+    "rlver.train.learner.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
     **{
         f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
         "so the default of sums.get is never used"
