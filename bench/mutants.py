@@ -139,6 +139,8 @@ _CPU_DEVICE = (
     "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
 )
 EQUIVALENT: dict[str, str] = {
+    "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
+    "None is falsy as False is",
     "rlver.train.learner.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
     **{
         f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "

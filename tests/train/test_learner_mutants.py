@@ -30,6 +30,7 @@ from rlver.train.learner import (
 )
 from rlver.train.loading import build_models
 from rlver.train.optim import Optimisers
+from rlver.train.perf import ModelFlops
 from rlver.train.tokenize import TokenizedEpisode
 from test_env_rewards import make_episode
 
@@ -278,10 +279,16 @@ def test_nonfinite_gradients_skip_the_optimiser_step_and_are_summed(tmp_path: Pa
 
 
 def test_a_critics_loss_and_norm_are_logged_beside_the_actors(tmp_path: Path) -> None:
-    """PPO: the critic's value loss, clip share and gradient norm join the step's statistics."""
+    """PPO: the critic's value loss, clip share and gradient norm join the step's statistics, and its
+    FLOPs the update's."""
     lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=4)
     stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
     assert stats["train/value_loss"] > 0 and stats["train/grad_norm_critic"] > 0
+    # the update's FLOPs (perf/mfu on a GPU) count the critic's forward and backward beside the policy's
+    lengths = [len(s.seq) for s in four()]
+    critic = getattr(lr.p.critic, "backbone", lr.p.critic)
+    both = [ModelFlops.of(lr.p.policy), ModelFlops.of(critic)]
+    assert lr.perf.flops == pytest.approx(sum(f.sequences(lengths) for f in both))
     assert 0.0 <= stats["train/value_clip_fraction"] <= 1.0
     grpo = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=4)
     assert "train/grad_norm_critic" not in grpo.update(
