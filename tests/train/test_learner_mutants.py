@@ -15,6 +15,7 @@ import torch
 
 from rlver.models.tiny import tiny_model_and_tokenizer
 from rlver.train.algorithms import get_algorithm
+from rlver.train.algorithms.base import AdvantageInputs
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.batch import collate, policy_forward, value_forward
 from rlver.train.config import load_train_config
@@ -342,3 +343,25 @@ def test_the_run_stops_naming_the_step_whose_gradients_were_not_finite(tmp_path:
     params[0].register_hook(lambda grad: grad * math.nan)
     with pytest.raises(TrainError, match=r"^step 7: 1 optimiser steps in a row"):
         lr.update(lr.score(four()), 7, torch.Generator().manual_seed(0))
+
+
+def test_ppos_kl_penalty_reaches_the_advantages(tmp_path: Path) -> None:
+    """PPO with a KL term, the policy moved off its frozen reference: the batch's advantages are PPO's
+    on the rewards minus ``kl_coef`` × k1(old ‖ ref) on every action token, to each row's last token."""
+    lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", "algorithm.kl_coef=0.1",
+                 minibatch_samples=4)  # fmt: skip
+    with torch.no_grad():
+        for param in lr.p.policy.parameters():
+            param.add_(0.05 * torch.randn_like(param))
+    b = lr.score(four())
+    assert b.old_logp is not None and b.ref_logp is not None and b.values is not None
+    k1 = (b.old_logp - b.ref_logp) * b.mask
+    assert b.stats["train/kl_ref"] == pytest.approx(float(k1.sum() / b.mask.sum()), abs=1e-7)
+    assert abs(b.stats["train/kl_ref"]) > 1e-4
+    paid = AdvantageInputs(
+        b.mask, b.token_rewards - 0.1 * k1, b.scores - 0.1 * k1.sum(dim=1), b.groups, b.values
+    )
+    want = lr.p.algo.advantages(paid, lr.a)
+    assert torch.allclose(b.advantages, want.advantages, atol=1e-6)
+    assert want.returns is not None and b.returns is not None
+    assert torch.allclose(b.returns, want.returns, atol=1e-6)
