@@ -76,7 +76,7 @@ def four() -> list[Sample]:
     """Four samples of different lengths in two groups, each group's rewards differing."""
     return [
         sample(9, 4, 1.0, "a", 0),
-        sample(6, 2, 0.0, "b", 1),
+        sample(6, 1, 0.0, "b", 1),  # the assistant from token 1: the grid's first position
         sample(11, 5, 0.5, "a", 2),
         sample(7, 3, 2.0, "b", 3),
     ]
@@ -365,3 +365,16 @@ def test_ppos_kl_penalty_reaches_the_advantages(tmp_path: Path) -> None:
     assert torch.allclose(b.advantages, want.advantages, atol=1e-6)
     assert want.returns is not None and b.returns is not None
     assert torch.allclose(b.returns, want.returns, atol=1e-6)
+
+
+def test_each_step_clips_both_models_gradients_to_the_bound(tmp_path: Path) -> None:
+    """``optim.max_grad_norm``: the logged norms are before clipping, and the gradients the optimiser
+    stepped with (left on the parameters after the last step) have the bound's norm."""
+    lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", "optim.max_grad_norm=0.001",
+                 minibatch_samples=4)  # fmt: skip
+    stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
+    assert lr.p.critic is not None
+    for model, key in [(lr.p.policy, "train/grad_norm_actor"), (lr.p.critic, "train/grad_norm_critic")]:
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        assert stats[key] > 0.01
+        assert float(torch.norm(torch.stack([g.norm() for g in grads]))) == pytest.approx(0.001, rel=1e-3)
