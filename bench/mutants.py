@@ -139,6 +139,7 @@ _CPU_DEVICE = (
     "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
 )
 EQUIVALENT: dict[str, str] = {
+    "rlver.train.learner.xǁBatchǁrows__mutmut_1": _CPU_ONLY,
     "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_33": "a wider `within` lets through only zeros: every "
     "registered algorithm's advantages and returns are 0 outside the mask already",
     "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "

@@ -113,14 +113,26 @@ def test_the_minibatch_arithmetic(tmp_path: Path) -> None:
     assert [two.minibatch_count(n) for n in (1, 2, 3, 4)] == [1, 1, 2, 2]
 
 
-def test_the_nonfinite_guard_counts_in_a_row_and_stops_at_the_limit(tmp_path: Path) -> None:
-    """A finite norm resets the count; the run stops on the limit-th skipped step in a row, not after."""
+def test_the_nonfinite_guard_counts_in_a_row_and_stops_at_the_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A finite norm resets the count; each skip is logged with the norms at fault; the run stops on
+    the limit-th skipped step in a row, not after, saying what to do."""
     lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=2")
     assert lr._skip_nonfinite({"a": math.inf}, 1) and lr.nonfinite_in_a_row == 1
     assert not lr._skip_nonfinite({"a": 1.0}, 2) and lr.nonfinite_in_a_row == 0
-    assert lr._skip_nonfinite({"a": 1.0, "b": math.nan}, 3)
-    with pytest.raises(TrainError, match=r"step 4: 2 optimiser steps in a row .*\(b\)"):
-        lr._skip_nonfinite({"a": 1.0, "b": math.nan}, 4)
+    with caplog.at_level("WARNING", logger="rlver.train.learner"):
+        assert lr._skip_nonfinite({"a": math.nan, "b": 1.0, "c": math.inf}, 3)
+    assert caplog.messages[-1:] == [
+        "step 3: non-finite gradient norm (a, c); optimiser step skipped (1 in a row, stop at 2)"
+    ]
+    with pytest.raises(TrainError) as stopped:
+        lr._skip_nonfinite({"a": 1.0, "b": math.nan, "c": math.inf}, 4)
+    assert str(stopped.value) == (
+        "step 4: 2 optimiser steps in a row had a non-finite gradient norm (b, c); the run stops "
+        "(optim.max_nonfinite_in_a_row=2). Lower optim.actor_lr / optim.critic_lr, or check the rewards "
+        "for inf/NaN"
+    )
 
 
 def _alone(lr: Learner, s: Sample) -> torch.Tensor:
