@@ -28,7 +28,7 @@ def test_the_defaults_filter_nothing() -> None:
 
 
 def test_a_prefix_that_reaches_top_p_exactly_is_the_nucleus() -> None:
-    """"Smallest prefix whose mass reaches top_p": 0.5 reaches 0.5, so the tokens after it go (binary
+    """The smallest prefix whose mass reaches top_p: 0.5 reaches 0.5, so the tokens after it go (binary
     fractions, so the sums are exact)."""
     kept = nucleus(torch.tensor([[0.5, 0.25, 0.25]]), 0.5)
     assert kept.tolist() == [[0.5, 0.0, 0.0]]
