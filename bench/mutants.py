@@ -139,6 +139,11 @@ _CPU_DEVICE = (
     "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
 )
 EQUIVALENT: dict[str, str] = {
+    **{f"rlver.train.learner.x_pad_batch__mutmut_{n}": _FLOAT32 for n in (8, 10)},
+    **{
+        f"rlver.train.learner.x_pad_batch__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
+        for n in (16, 18)
+    },
     "rlver.train.learner.xǁBatchǁrows__mutmut_1": _CPU_ONLY,
     "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_33": "a wider `within` lets through only zeros: every "
     "registered algorithm's advantages and returns are 0 outside the mask already",

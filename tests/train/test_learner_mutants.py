@@ -390,3 +390,13 @@ def test_each_step_clips_both_models_gradients_to_the_bound(tmp_path: Path) -> N
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         assert stats[key] > 0.01
         assert float(torch.norm(torch.stack([g.norm() for g in grads]))) == pytest.approx(0.001, rel=1e-3)
+
+
+def test_the_is_statistics_of_a_one_token_minibatch(tmp_path: Path) -> None:
+    """A minibatch holding a single action token: its weight mean is that token's weight (divided by
+    1, the count, not by the guard's floor)."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.rollout_is=token", minibatch_samples=1)
+    one = sample(4, 3, 1.0, "a", 0, True)  # assistant_mask [0, 0, 0, 1]: one action token on the grid
+    weight = min(math.exp(float(_alone(lr, one)[-1]) + 1.0), 2.0)
+    stats = lr.update(lr.score([one]), 1, torch.Generator().manual_seed(0))
+    assert stats["rollout/is_weight_mean"] == pytest.approx(weight, rel=1e-5)
