@@ -36,12 +36,17 @@ MARKERS = "not slow and not timing and not realmodel and not browser and not ver
 
 @dataclass(frozen=True)
 class Target:
-    """One module of the training core: what to mutate and which test files test it."""
+    """One module of the training core: what to mutate, which test files test it, and which of their
+    tests to leave out (``deselect``: pytest node ids of tests that run whole training steps, seconds
+    each, where faster tests of the same functions exist: every mutant of a function runs every
+    selected test that reaches it)."""
 
     source: str
     tests: tuple[str, ...]
+    deselect: tuple[str, ...] = ()
 
 
+_ALG = "tests/train/test_train_algorithms.py"
 TARGETS: dict[str, Target] = {
     "rewards": Target(
         "src/rlver/env/rewards.py",
@@ -67,6 +72,18 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_kl_clamp.py",
             "tests/train/test_grpo_lone_sample.py",
             "tests/train/test_sequence_is_warning.py",
+            "tests/train/test_algorithms_mutants.py",
+        ),
+        # whole training steps (1-6 s each): they test the learner; the maths has direct tests here
+        (
+            f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
+            f"{_ALG}::test_target_kl_stops_the_remaining_minibatch_updates",
+            f"{_ALG}::test_one_sample_per_dialogue_takes_minibatches_optimiser_steps",
+            f"{_ALG}::test_a_partial_second_minibatch_is_off_policy",
+            f"{_ALG}::test_the_last_partial_minibatch_is_trained",
+            "tests/train/test_rollout_is.py::test_a_training_step_weighs_its_loss_and_logs_the_weights",
+            "tests/train/test_rollout_is.py::test_off_policy_minibatches_weigh_by_the_log_probs_from_before_the_update",
+            "tests/train/test_sequence_is_warning.py::test_a_run_warns_once_for_sequence_level_only",
         ),
     ),
     "learner": Target(
@@ -76,15 +93,27 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_train_algorithms.py",
             "tests/train/test_rollout_is.py",
             "tests/train/test_train_loop.py",
+            "tests/train/test_sequence_is_warning.py",
+            "tests/train/test_learner_mutants.py",
         ),
+        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly
+        (f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",),
     ),
     "sampling": Target(
         "src/rlver/llm/sampling.py",
-        ("tests/llm/test_sampler_batched.py", "tests/llm/test_temperature_zero.py"),
+        (
+            "tests/llm/test_sampler_batched.py",
+            "tests/llm/test_temperature_zero.py",
+            "tests/llm/test_sampling_mutants.py",
+        ),
     ),
     "batching": Target(
         "src/rlver/rollout/batching.py",
-        ("tests/rollout/test_batching.py", "tests/rollout/test_rollout_overlap.py"),
+        (
+            "tests/rollout/test_batching.py",
+            "tests/rollout/test_rollout_overlap.py",
+            "tests/rollout/test_batching_mutants.py",
+        ),
     ),
 }
 
@@ -100,7 +129,95 @@ _CPU_ONLY = (
     "CPU only: .to(None) leaves a tensor where it is, on the CPU the tests run on (a GPU run fails at once)"
 )
 _USE_CACHE = "use_cache only decides whether the forward also returns a KV cache; the logits are the same"
+_S = "rlver.llm.sampling."
+_TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is dim -1"
+_FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
+_GUARD = "the zero-weight guard acts only on a device's parallel cumsum rounding: on a CPU a zero weight "
+_GUARD += "leaves the cdf unchanged, so searchsorted(right=True) never picks it (docstring)"
+_A = "rlver.train.algorithms."
+_CPU_DEVICE = (
+    "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
+)
 EQUIVALENT: dict[str, str] = {
+    **{f"rlver.train.learner.x_pad_batch__mutmut_{n}": _FLOAT32 for n in (8, 10)},
+    **{
+        f"rlver.train.learner.x_pad_batch__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
+        for n in (16, 18)
+    },
+    "rlver.train.learner.xǁBatchǁrows__mutmut_1": _CPU_ONLY,
+    "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_33": "a wider `within` lets through only zeros: every "
+    "registered algorithm's advantages and returns are 0 outside the mask already",
+    "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
+    "None is falsy as False is",
+    "rlver.train.learner.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
+    **{
+        f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
+        "so the default of sums.get is never used"
+        for n in (67, 69, 72)
+    },
+    "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
+    "logit_chunk_tokens (batch's policy_forward_70 likewise)",
+    "rlver.train.learner.xǁLearnerǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
+    "(target_kl > 0, and a minibatch's KL is 0 exactly only at ratio 1)",
+    _A + "core.x_masked_sum__mutmut_1": "sum(dim=None) is the full sum, as sum()",
+    **{
+        _A + f"core.x_explained_variance__mutmut_{n}": "unbiased=None is falsy: the population variance"
+        for n in (4, 18)
+    },
+    _A + "core.x_compact__mutmut_6": "argsort's default dim is -1, the T axis of the [B, T] mask",
+    _A + "core.x_compact__mutmut_8": "argsort of the bool mask orders it as its int8 copy does",
+    **{_A + f"core.x_compact__mutmut_{n}": _CPU_DEVICE for n in (25, 27)},
+    _A + "core.x_compact__mutmut_35": "GAE multiplies, sums and concatenates the bool mask as its float copy",
+    **{
+        _A
+        + f"core.x_group_advantages__mutmut_{n}": "lone acts only through lone == 'raw': any other default is 'zero'"
+        for n in (3, 4)
+    },
+    **{_A + f"core.x_group_advantages__mutmut_{n}": _CPU_DEVICE for n in (7, 9)},
+    _A
+    + "core.x_token_rewards__mutmut_18": "row[end] = r vs += r: turn ends are distinct positions of a zero grid",
+    **{
+        _A
+        + f"x_settings_for__mutmut_{n}": "dumping unset fields adds only defaults: the shared ones are the same in "
+        "every settings class, another algorithm's are dropped quietly at their defaults"
+        for n in (8, 9)
+    },
+    **{
+        f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
+        "anything reads it"
+        for n in (3, 4)
+    },
+    **{
+        "rlver.rollout.batching.xǁPolicyQueueǁ_run__mutmut_" + str(n): "zip's strict= only acts on unequal "
+        "lengths; generate() returns one result per request (a wrong count becomes one error per row)"
+        for n in (20, 23, 24)
+    },
+    **{
+        _S + f"x_sample_tokens__mutmut_{n}": _TWO_D
+        for n in (10, 14, 21, 23, 35, 39, 53, 67, 81, 83, 98, 104, 111, 113)
+    },
+    **{_S + f"x_inverse_cdf__mutmut_{n}": _TWO_D for n in (3, 31, 39, 54, 58)},
+    **{_S + f"x_nucleus__mutmut_{n}": _TWO_D for n in (6, 13)},
+    **{
+        _S + f"x_sample_tokens__mutmut_{n}": "topk/sort: dim=-1 and sorted=True are the defaults"
+        for n in (51, 52, 64)
+    },
+    **{_S + f"x_row_uniforms__mutmut_{n}": _FLOAT32 for n in (3, 6, 13, 16)},
+    **{_S + f"x_row_uniforms__mutmut_{n}": _CPU_ONLY for n in (4, 7, 17)},
+    _S + "x_sample_tokens__mutmut_1": "top_p 2 as the default: any top_p >= 1 is off in both of its tests",
+    **{
+        _S + f"x_sample_tokens__mutmut_{n}": "top_p 1 after top_k: the nucleus then drops only tokens under "
+        "2**-24 of the row's mass, whose cdf step rounds to 0 in float32 (never drawn either way)"
+        for n in (85, 86)
+    },
+    _S
+    + "x_inverse_cdf__mutmut_20": "u.to(None): the product with the cdf's total promotes to its dtype anyway",
+    _S
+    + "x_inverse_cdf__mutmut_30": "the clamp never acts: the target is held below the total, so searchsorted "
+    "(right=True) returns at most vocab - 1",
+    **{_S + f"x_inverse_cdf__mutmut_{n}": _GUARD for n in (48, 50, 52)},
+    _S + "x_to_host__mutmut_3": "stacking int64 ids with float32 log-probs promotes to float32 anyway",
+    _S + "x_to_host__mutmut_4": "the log-probs sample_tokens returns are float32 already (logits.float())",
     _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
     _R + "x_mixed_rewards__mutmut_8": "delta_rewards ignores its spec argument",
     _R + "x_mixed_rewards__mutmut_18": _ZIP_SAME,
@@ -145,6 +262,11 @@ EQUIVALENT: dict[str, str] = {
     },
 }
 
+#: A mutant's tests are stopped (a *timeout*, counted as killed) after this many times the clean run's
+#: time (+ 1 s) of wall clock. mutmut's default, 15, gives a mutant that loops forever in the policy
+#: queue's ``serve`` two minutes (of 7 s of tests); 5 still leaves a loaded 2-core box room.
+TIMEOUT_MULTIPLIER = 5
+
 #: mutmut's statuses that count as the tests seeing the change
 KILLED = {"killed", "timeout", "segfault", "caught by type check"}
 
@@ -153,16 +275,27 @@ def workdir(name: str) -> Path:
     return ROOT / "build" / "mutants" / name
 
 
-def prepare(name: str, target: Target) -> Path:
-    """A fresh folder for ``name``: copies of src/ and tests/, and pyproject.toml with mutmut's block."""
+def prepare(name: str, target: Target, keep: bool = False, blank: tuple[str, ...] = ()) -> Path:
+    """A fresh folder for ``name``: copies of src/ and tests/, and pyproject.toml with mutmut's block.
+
+    ``keep``: refresh the copies but keep mutmut's state (``mutants/``: the results so far, which tests
+    reach which function), so that ``--only`` re-runs some mutants against new tests and the rest of
+    the module keeps its verdicts (mutmut collects the new tests' coverage itself).
+    """
     out = workdir(name)
     if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+        for part in ("src", "tests") if keep else ():
+            shutil.rmtree(out / part, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "src", out / "src", ignore=ignore)
     shutil.copytree(ROOT / "tests", out / "tests", ignore=ignore)
+    for test_file in blank:  # the score before these tests were written (--blank)
+        (out / test_file).write_text('"""Left empty for this run (bench/mutants.py --blank)."""\n')
     pytest_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", MARKERS, "-n", "0", "-q"]
+    selection = [*target.tests, *(f"--deselect={test}" for test in target.deselect)]
     block = "\n".join(
         [
             "",
@@ -170,8 +303,9 @@ def prepare(name: str, target: Target) -> Path:
             'source_paths = ["src"]',
             f"only_mutate = [{_toml_str(target.source)}]",
             f"pytest_add_cli_args = [{', '.join(map(_toml_str, pytest_args))}]",
-            f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, target.tests))}]",
+            f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, selection))}]",
             "use_git_change_detection = false",
+            f"timeout_multiplier = {TIMEOUT_MULTIPLIER}",
             "",
         ]
     )
@@ -183,10 +317,19 @@ def _toml_str(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+#: mutmut forks each mutant's test run from a process that has already run the tests once. torch's
+#: CPU kernels use OpenMP (libgomp), which is not fork-safe: a child whose first large op (a
+#: ``log_softmax`` over a 50k vocabulary) opens a parallel region waits forever on the parent's
+#: thread team, and mutmut's wall-clock limit then records a *timeout*, counted as killed, for a
+#: mutant no test saw. One thread per process has no team to wait on (and suits ``--max-children``).
+SINGLE_THREADED = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def mutmut(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run the ``mutmut`` beside this Python (or ``$MUTMUT``) in ``folder``."""
+    """Run the ``mutmut`` beside this Python (or ``$MUTMUT``) in ``folder``, single-threaded."""
     exe = os.environ.get("MUTMUT") or str(Path(sys.executable).with_name("mutmut"))
-    return subprocess.run([exe, *args], cwd=folder, text=True, capture_output=True, check=False)
+    env = {**os.environ, **SINGLE_THREADED}
+    return subprocess.run([exe, *args], cwd=folder, text=True, capture_output=True, check=False, env=env)
 
 
 def statuses(folder: Path) -> dict[str, str]:
@@ -200,12 +343,29 @@ def statuses(folder: Path) -> dict[str, str]:
     return out
 
 
+def merged(found: dict[str, str], earlier: dict[str, str]) -> dict[str, str]:
+    """This run's statuses, and the earlier run's for the mutants this one did not test (``--only``).
+
+    mutmut resets every result when the test selection changes (a new test file), so the earlier
+    verdicts are read before the run and kept here. A kill stays a kill with more tests; an earlier
+    survivor not re-run stays a survivor.
+    """
+    kept = {m: earlier[m] for m, s in found.items() if s == "not checked" and m in earlier}
+    if kept:
+        print(f"({len(kept)} results kept from the previous run)")
+    return {**found, **kept}
+
+
 def report(name: str, found: dict[str, str]) -> int:
     """Print the module's counts, score and surviving mutants; return the number of unexplained ones."""
     counts = Counter(found.values())
-    equivalent = {m for m in found if m in EQUIVALENT and found[m] not in KILLED}
+    equivalent = {m for m in found if m in EQUIVALENT and found[m] not in KILLED | {"not checked"}}
     killed = sum(1 for m, s in found.items() if s in KILLED)
-    live = [m for m, s in sorted(found.items()) if s not in KILLED and m not in equivalent and s != "skipped"]
+    #: "skipped" and "not checked" (outside an ``--only`` selection, or an interrupted run) are not scored
+    unscored = {"skipped", "not checked"}
+    live = [
+        m for m, s in sorted(found.items()) if s not in KILLED and m not in equivalent and s not in unscored
+    ]
     scored = killed + len(live)
     score = 100.0 * killed / scored if scored else 100.0
     print(f"{name}: {len(found)} mutants, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
@@ -224,20 +384,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all)")
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--report-only", action="store_true", help="print the last run's results again")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="MUTANT",
+        help="run only these mutants (names or globs, e.g. 'rlver.train.learner.x_update*') in the "
+        "module's existing folder, keeping the others' results (one module)",
+    )
+    parser.add_argument(
+        "--blank",
+        nargs="+",
+        default=[],
+        metavar="TEST_FILE",
+        help="run with these test files empty in the copy: the score before they were written",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         print(f"error: unknown module {unknown[0]!r}; expected one of {', '.join(TARGETS)}", file=sys.stderr)
         return 2
+    if args.only and len(args.modules) != 1:
+        print("error: --only needs exactly one module", file=sys.stderr)
+        return 2
     for name in args.modules or list(TARGETS):
-        folder = workdir(name) if args.report_only else prepare(name, TARGETS[name])
+        keep = bool(args.only) and workdir(name).is_dir()
+        earlier = statuses(workdir(name)) if keep else {}
+        folder = (
+            workdir(name)
+            if args.report_only
+            else prepare(name, TARGETS[name], keep=keep, blank=tuple(args.blank))
+        )
         if not args.report_only:
-            done = mutmut(folder, "run", "--max-children", str(args.max_children))
+            done = mutmut(folder, "run", "--max-children", str(args.max_children), *(args.only or ()))
             if done.returncode != 0:
                 print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
                 print(f"error: mutmut run failed for {name} (exit {done.returncode})", file=sys.stderr)
                 return 1
-        report(name, statuses(folder))
+        report(name, merged(statuses(folder), earlier))
     return 0
 
 
