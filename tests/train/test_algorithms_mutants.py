@@ -9,6 +9,7 @@ import math
 import pytest
 import torch
 
+from rlver.registry import UnknownName
 from rlver.train.algorithms import core, get_algorithm, settings_for
 from rlver.train.algorithms.base import ActorLossInputs, AdvantageInputs, AlgorithmSettings, CriticLossInputs
 from rlver.train.algorithms.grpo import GRPOSettings
@@ -258,9 +259,9 @@ def test_ppos_critic_loss_reads_its_clip_and_the_normaliser() -> None:
 
 
 def test_the_registry_names_its_choices() -> None:
-    with pytest.raises(KeyError) as raised:
+    with pytest.raises(UnknownName) as raised:
         get_algorithm("dapo")
-    assert raised.value.args[0] == "unknown algorithm 'dapo'; choices: grpo, ppo"
+    assert str(raised.value) == "unknown algorithm 'dapo'; known: ppo, grpo"
 
 
 def test_settings_objects_pass_through_or_become_their_algorithms_class() -> None:
