@@ -180,8 +180,14 @@ EQUIVALENT: dict[str, str] = {
         _A
         + f"x_settings_for__mutmut_{n}": "dumping unset fields adds only defaults: the shared ones are the same in "
         "every settings class, another algorithm's are dropped quietly at their defaults"
-        for n in (8, 9)
+        for n in (8,)
     },
+    _A + "x_settings_for__mutmut_16": "and -> or in an assertion every entry meets (entry() always names "
+    "the settings class): it can fail only for a table entry built by hand without one",
+    _A + "base.xǁAlgorithmǁactor_loss__mutmut_28": "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the "
+    "same loss and gradient",
+    _A + "core.x_masked_mean__mutmut_16": "mask.sum(dim=None) is the full sum, as mask.sum()",
+    _A + "core.x_policy_loss__mutmut_46": "advantages <= 0 in the dual clip: at A = 0 both sides are 0",
     **{
         f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
         "anything reads it"

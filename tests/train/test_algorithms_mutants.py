@@ -274,3 +274,61 @@ def test_settings_objects_pass_through_or_become_their_algorithms_class() -> Non
     assert type(shared) is GRPOSettings and shared.kl_coef == 0.1
     with pytest.warns(FutureWarning, match=r"does nothing for algorithm\.name=grpo; it is ignored"):
         settings_for({"name": "grpo", "value_clip": 0.5})
+
+
+# -- survivors of the run on the merged tree (the trainer-level tests deselected) -----------------------
+
+
+def test_the_surrogates_log_ratio_is_bounded_at_20_both_ways() -> None:
+    """``policy_loss`` bounds ``logp - old_logp`` to ±20 before ``exp`` (a stale token cannot make the
+    ratio overflow): at +20.5 the unclipped term of a negative advantage is ``e^20``, at -20.5 that of
+    a positive one is ``-e^-20``; the bound sits at 20 exactly (a bound of 21 would pass 20.5 through)."""
+    mask, adv = torch.ones(1, 1), torch.tensor([[-1.0]])
+    old = torch.zeros(1, 1)
+    up = core.policy_loss(torch.tensor([[20.5]]), old, adv, mask)
+    assert up.loss.item() == approx(math.exp(20.0), rel=1e-6)  # max(e^20, 1.2): without a bound e^20.5
+    down = core.policy_loss(torch.tensor([[-20.5]]), old, -adv, mask)
+    assert down.loss.item() == approx(-math.exp(-20.0), rel=1e-6)  # max(-e^-20, -0.8); unbounded e^-20.5
+
+
+def test_the_clip_fraction_is_over_the_normaliser() -> None:
+    """A micro-batch's clip fraction is its share of the minibatch's tokens, as the loss is."""
+    logp = torch.log(torch.tensor([[1.5, 1.0]]))
+    adv, mask, old = torch.tensor([[1.0, 1.0]]), torch.ones(1, 2), torch.zeros(1, 2)
+    own = core.policy_loss(logp, old, adv, mask)
+    assert own.clip_fraction.item() == approx(0.5)  # the first token's ratio 1.5 is clipped
+    assert core.policy_loss(logp, old, adv, mask, normalizer=4).clip_fraction.item() == approx(0.25)
+
+
+def test_a_normaliser_of_one_divides_by_one() -> None:
+    """``max(normalizer, 1)``: a one-token minibatch's sum is its mean (a floor of 2 would halve it)."""
+    assert core.masked_mean(torch.tensor([3.0, 5.0]), torch.tensor([1.0, 0.0]), normalizer=1).item() == 3.0
+
+
+def test_actor_loss_hands_clip_eps_on() -> None:
+    """``clip_eps`` reaches the surrogate: a ratio of 1.15 is inside 1 ± 0.2 and clipped at 1 ± 0.1."""
+    logp = torch.log(torch.tensor([[1.15]]))
+    x = ActorLossInputs(
+        torch.ones(1, 1), 1.0, logp, torch.zeros(1, 1), torch.tensor([[1.0]]), torch.zeros(1, 1)
+    )
+    terms = get_algorithm("grpo").actor_loss(x, GRPOSettings(clip_eps=0.1, dual_clip=None))
+    assert terms.stats["policy_loss"].item() == approx(-1.1)  # max(-1.15, -1.1)
+
+
+def test_the_kl_loss_is_over_the_normaliser() -> None:
+    """GRPO's k3 loss term is a share of the minibatch's tokens, as the surrogate is."""
+    logp, ref = torch.tensor([[0.0, 0.0]]), torch.tensor([[math.log(2.0), 0.0]])
+    mask = torch.ones(1, 2)
+    x = ActorLossInputs(mask, 4.0, logp, logp.clone(), torch.zeros(1, 2), torch.zeros(1, 2), ref_logp=ref)
+    terms = get_algorithm("grpo").actor_loss(x, GRPOSettings(kl_coef=0.5))
+    k3 = 2.0 - 1.0 - math.log(2.0)  # exp(ref - logp) - (ref - logp) - 1 at ref - logp = log 2
+    assert terms.stats["kl_loss"].item() == approx(k3 / 4)
+    assert terms.loss.item() == approx(0.5 * k3 / 4)
+
+
+def test_every_algorithm_has_a_description() -> None:
+    """``--help`` and the registry's listing print each algorithm's one line."""
+    from rlver.train.algorithms import ALGORITHMS
+
+    for name in ALGORITHMS:
+        assert isinstance(ALGORITHMS.description(name), str) and ALGORITHMS.description(name).strip()
