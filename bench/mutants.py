@@ -182,6 +182,8 @@ EQUIVALENT: dict[str, str] = {
         "every settings class, another algorithm's are dropped quietly at their defaults"
         for n in (8,)
     },
+    _A + "x_entry__mutmut_2": "out of mutmut's reach: entry() runs when the package is imported, before "
+    "mutmut forks and switches a mutant on (test_every_algorithm_has_a_description checks the value)",
     _A + "x_settings_for__mutmut_16": "and -> or in an assertion every entry meets (entry() always names "
     "the settings class): it can fail only for a table entry built by hand without one",
     _A + "base.xǁAlgorithmǁactor_loss__mutmut_28": "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the "
