@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from types import SimpleNamespace
 
 import pytest
 
+from fake_clock import FakeClock
 from rlver.llm.base import Completion, MessagesLike, SamplingParams
 from rlver.llm.scripted import ScriptedChatModel
 from rlver.records import Message
@@ -68,23 +68,6 @@ def test_settle_gives_up_after_its_turn_limit(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(batching, "SETTLE_TURNS", 5)
     sizes = asyncio.run(_requests_after_loop_turns([0, 1, 400]))
     assert sizes[-1] == 1 and sum(sizes) == 3
-
-
-class FakeClock:
-    """``time.perf_counter`` as the test sets it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def perf_counter(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(batching, "time", SimpleNamespace(perf_counter=fake.perf_counter))
-    return fake
 
 
 def test_the_busy_clock_counts_overlapping_calls_once_from_the_first_start(clock: FakeClock) -> None:

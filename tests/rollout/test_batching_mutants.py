@@ -11,20 +11,14 @@ from typing import Any
 
 import pytest
 
+from fake_clock import FakeClock
 from rlver.llm.base import Completion, SamplingParams
 from rlver.records import Message
 from rlver.rollout import batching
 from rlver.rollout.batching import PolicyQueue, RolloutTimes, generate
-from test_batching import AnswersAt, BatchSizes, FakeClock, _requests_after_loop_turns
+from test_batching import AnswersAt, BatchSizes, _requests_after_loop_turns
 
 HELLO = [Message(role="user", content="hi")]
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
-    fake = FakeClock()
-    monkeypatch.setattr(batching, "time", SimpleNamespace(perf_counter=fake.perf_counter))
-    return fake
 
 
 def test_each_answer_carries_its_batchs_generation_time(clock: FakeClock) -> None:
