@@ -145,6 +145,14 @@ EQUIVALENT: dict[str, str] = {
         for n in (16, 18)
     },
     "rlver.train.learner.xǁBatchǁrows__mutmut_1": _CPU_ONLY,
+    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6": _CPU_ONLY,
+    "rlver.train.learner.x_make_samples__mutmut_17": "episode_turn_samples marks every sample it returns "
+    "meta['per_turn'] = True: the condition is always true",
+    **{
+        f"rlver.train.learner.x_make_samples__mutmut_{n}": "the cut episode holds exactly kept_turns turns, "
+        "so sample_rewards has no later turn to fold in: kept_turns changes nothing"
+        for n in (59, 62)
+    },
     "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_33": "a wider `within` lets through only zeros: every "
     "registered algorithm's advantages and returns are 0 outside the mask already",
     "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "

@@ -14,11 +14,11 @@ import pytest
 import torch
 
 from rlver.models.tiny import tiny_model_and_tokenizer
-from rlver.train.algorithms import get_algorithm
-from rlver.train.algorithms.base import AdvantageInputs
+from rlver.train.algorithms import core, get_algorithm
+from rlver.train.algorithms.base import ActorLossInputs, AdvantageInputs, LossTerms
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.batch import collate, policy_forward, value_forward
-from rlver.train.config import load_train_config
+from rlver.train.config import UpdateSettings, load_train_config
 from rlver.train.learner import (
     Learner,
     LearnerParts,
@@ -56,7 +56,13 @@ def sample(n: int, prompt: int, reward: float, profile: str, k: int = 0, sampled
     return Sample(episode, seq(n, prompt, k, sampled), [reward])
 
 
-def learner(tmp_path: Path, *sets: str, minibatch_samples: int = 1, temperature: float = 1.0) -> Learner:
+def learner(
+    tmp_path: Path,
+    *sets: str,
+    minibatch_samples: int = 1,
+    temperature: float = 1.0,
+    micro_batch_tokens: int = 16384,
+) -> Learner:
     """A learner on fresh tiny models for ``tiny-offline`` with ``sets`` (``algorithm.name=...``...)."""
     config = load_train_config("tiny-offline", list(sets))
     algo = get_algorithm(config.algorithm.name)
@@ -67,7 +73,7 @@ def learner(tmp_path: Path, *sets: str, minibatch_samples: int = 1, temperature:
         reference=models.reference, critic=models.critic,
         optimisers=Optimisers(models.policy, models.critic, config.optim, config.run.steps),
         pad_id=int(models.tokenizer.pad_token_id), device=models.device, temperature=temperature,
-        minibatch_samples=minibatch_samples,
+        minibatch_samples=minibatch_samples, update=UpdateSettings(micro_batch_tokens=micro_batch_tokens),
     )  # fmt: skip
     return Learner(parts)
 
@@ -400,3 +406,128 @@ def test_the_is_statistics_of_a_one_token_minibatch(tmp_path: Path) -> None:
     weight = min(math.exp(float(_alone(lr, one)[-1]) + 1.0), 2.0)
     stats = lr.update(lr.score([one]), 1, torch.Generator().manual_seed(0))
     assert stats["rollout/is_weight_mean"] == pytest.approx(weight, rel=1e-5)
+
+
+# ----------------------------------------------------------- second run's survivors (micro-batches)
+#: micro-batches of at most 16 padded tokens split ``four()`` (lengths 9, 6, 11, 7) into [11], [9], [7, 6]:
+#: three micro-batches, one of them two rows of different lengths
+SPLIT = 16
+
+
+def _moved(lr: Learner, std: float = 0.05) -> Learner:
+    """``lr`` with its policy moved off its (frozen) reference, so that the two disagree."""
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(3)
+        for param in lr.p.policy.parameters():
+            param.add_(std * torch.randn(param.shape, generator=gen))
+    return lr
+
+
+def test_grpos_kl_loss_is_k3_to_the_reference_over_the_minibatch(tmp_path: Path) -> None:
+    """GRPO puts ``kl_coef`` × k3(policy ‖ reference) in the loss: on a policy moved off its reference
+    the update logs ``kl_loss``, the minibatch's mean k3 over its action tokens, where the first (and
+    only) step's policy is the one that scored the batch; each micro-batch reads its own rows of the
+    reference log-probs, so a split minibatch gives the same number."""
+    lr = _moved(learner(tmp_path, "algorithm.name=grpo", "algorithm.kl_coef=0.1", minibatch_samples=4,
+                        micro_batch_tokens=SPLIT))  # fmt: skip
+    b = lr.score(four())
+    assert b.old_logp is not None and b.ref_logp is not None
+    want = float((core.kl_k3(b.old_logp, b.ref_logp) * b.mask).sum() / b.mask.sum())
+    assert want > 1e-4
+    stats = lr.update(b, 1, torch.Generator().manual_seed(0))
+    assert stats["train/kl_loss"] == pytest.approx(want, rel=1e-4)
+
+
+def test_the_update_scores_at_the_batchs_temperature(tmp_path: Path) -> None:
+    """Off-policy at temperature 0.7 (two minibatches: old log-probs scored before the update): the
+    first optimiser step runs on the policy that scored the batch, so its ratio is 1 on every token
+    (approx_kl 0, nothing clipped): the update's log-probs are at the same temperature as the old."""
+    lr = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=2, temperature=0.7)
+    b = lr.score(four())
+    assert b.old_logp is not None
+    seen: list[dict[str, float]] = []
+    real = lr._minibatch_step
+
+    def recorded(*args: Any) -> dict[str, float]:
+        seen.append(real(*args))
+        return seen[-1]
+
+    lr._minibatch_step = recorded  # type: ignore[method-assign]
+    lr.update(b, 1, torch.Generator().manual_seed(0))
+    assert seen[0]["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    assert seen[0]["train/clip_fraction"] == 0.0
+    assert seen[1]["train/approx_kl"] > 1e-6  # after a step: the check can see a moved policy
+
+
+def _entropies_seen(lr: Learner, monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
+    """The entropy tensors the algorithm's actor loss is given, one per micro-batch, as they come."""
+    seen: list[torch.Tensor] = []
+    real = lr.p.algo.actor_loss
+
+    def recorded(x: ActorLossInputs, settings: Any) -> LossTerms:
+        seen.append(x.entropy)
+        return real(x, settings)
+
+    monkeypatch.setattr(lr.p.algo, "actor_loss", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("coef", [0.0, 0.5])
+def test_the_entropy_carries_a_gradient_only_when_it_is_in_the_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coef: float
+) -> None:
+    """``entropy_coef`` 0: the entropy is a logged statistic, computed outside autograd (no graph kept
+    for it); any positive coefficient, 1 or below, puts it in the loss with its gradient."""
+    lr = learner(tmp_path, "algorithm.name=grpo", f"algorithm.entropy_coef={coef}", minibatch_samples=4)
+    seen = _entropies_seen(lr, monkeypatch)
+    lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
+    assert seen and all(e.requires_grad == (coef > 0) for e in seen)
+
+
+def test_an_entropy_bonus_is_the_gradient_when_the_advantages_are_zero(tmp_path: Path) -> None:
+    """Every sample of a group earning the same, GRPO's advantages are 0 and so is the surrogate's
+    gradient: without an entropy bonus the actor's gradient is 0; a bonus of 0.5 is all of it."""
+    even = [
+        sample(n, p, 1.0, g, k)
+        for k, (n, p, g) in enumerate([(9, 4, "a"), (6, 1, "b"), (11, 5, "a"), (7, 3, "b")])
+    ]
+    norms = []
+    for coef in (0.0, 0.5):
+        lr = learner(tmp_path, "algorithm.name=grpo", f"algorithm.entropy_coef={coef}", minibatch_samples=4)
+        b = lr.score(even)
+        assert b.advantages.abs().max() == 0
+        norms.append(lr.update(b, 1, torch.Generator().manual_seed(0))["train/grad_norm_actor"])
+    assert norms[0] == 0.0 and norms[1] > 1e-4
+
+
+def test_micro_batching_leaves_the_losses_and_gradients_as_one_pass_gives(tmp_path: Path) -> None:
+    """PPO on one minibatch, in one micro-batch or in three (rows of different lengths): each
+    micro-batch's actor and critic losses are sums over the minibatch's action-token count, so the
+    logged losses and both models' gradient norms are the one-pass ones."""
+    stats = []
+    for budget in (16384, SPLIT):
+        lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=4,
+                     micro_batch_tokens=budget)  # fmt: skip
+        stats.append(lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0)))
+    for key in ("train/policy_loss", "train/value_loss", "train/grad_norm_actor", "train/grad_norm_critic"):
+        assert stats[1][key] == pytest.approx(stats[0][key], rel=1e-4, abs=1e-6), key
+
+
+def test_per_turn_samples_keep_their_dialogue_and_fit_max_length() -> None:
+    """Thought-free layout with a tight ``max_length``: every turn sample fits it (its response cut),
+    each is its own turn's sequence and belongs to its dialogue (one group); two dialogues that cannot
+    be tokenised are both counted."""
+    _, tokenizer = tiny_model_and_tokenizer(0)
+    ep = make_episode(30, [45, 20, 70], think=True, replies=["<think>a</think>x", "y", "<think>c</think>z"])
+    sets = ["rollout.reward.mode=delta", "rollout.think=true", "rollout.think_context=visible"]
+    visible = load_train_config("tiny-offline", sets).rollout
+    roomy, _ = make_samples([ep], tokenizer, visible, 4096)
+    shortest = min(len(s.seq) for s in roomy)
+    silent = [make_episode(30, []).model_copy(update={"profile_id": f"silent{i}"}) for i in range(2)]
+    samples, dropped = make_samples([silent[0], ep, silent[1]], tokenizer, visible, shortest - 1)
+    assert dropped == 2 and samples
+    assert all(len(s.seq) <= shortest - 1 for s in samples)
+    assert samples[0].seq.truncated  # the first turn kept its prompt and lost its response's end
+    assert [s.seq.meta["turn"] for s in samples] == list(range(len(samples)))
+    assert all(s.episode is ep for s in samples)
+    assert pad_batch(samples).groups.tolist() == [0] * len(samples)
