@@ -163,6 +163,8 @@ EQUIVALENT: dict[str, str] = {
         "so the default of sums.get is never used"
         for n in (67, 69, 72)
     },
+    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_27": "chunk_tokens left at policy_forward's "
+    "default: the chunking is exact, the numbers do not depend on its size",
     "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
     "logit_chunk_tokens (batch's policy_forward_70 likewise)",
     "rlver.train.learner.xǁLearnerǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
