@@ -210,11 +210,8 @@ def test_an_on_policy_step_logs_minus_the_token_mean_advantage(tmp_path: Path) -
     assert "train/early_stopped" not in stats and stats["train/grad_norm_actor"] > 0
 
 
-def test_the_steps_statistics_are_means_over_its_minibatches(tmp_path: Path) -> None:
-    """Two epochs of two minibatches: four optimiser steps; each logged loss term is the mean of the
-    four minibatches' values, and the skipped-step count a sum."""
-    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.epochs=2", minibatch_samples=2)
-    b = lr.score(four())
+def record_minibatch_steps(lr: Learner) -> list[dict[str, float]]:
+    """The statistics of each optimiser step ``lr.update`` takes, in order (the list fills as it runs)."""
     seen: list[dict[str, float]] = []
     real = lr._minibatch_step
 
@@ -223,6 +220,15 @@ def test_the_steps_statistics_are_means_over_its_minibatches(tmp_path: Path) -> 
         return seen[-1]
 
     lr._minibatch_step = recorded  # type: ignore[method-assign]
+    return seen
+
+
+def test_the_steps_statistics_are_means_over_its_minibatches(tmp_path: Path) -> None:
+    """Two epochs of two minibatches: four optimiser steps; each logged loss term is the mean of the
+    four minibatches' values, and the skipped-step count a sum."""
+    lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.epochs=2", minibatch_samples=2)
+    b = lr.score(four())
+    seen = record_minibatch_steps(lr)
     stats = lr.update(b, 1, torch.Generator().manual_seed(0))
     assert len(seen) == 4 and stats["train/optimizer_steps"] == 4.0
     for key in ("train/policy_loss", "train/approx_kl", "train/entropy", "train/grad_norm_actor"):
@@ -445,14 +451,7 @@ def test_the_update_scores_at_the_batchs_temperature(tmp_path: Path) -> None:
     lr = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=2, temperature=0.7)
     b = lr.score(four())
     assert b.old_logp is not None
-    seen: list[dict[str, float]] = []
-    real = lr._minibatch_step
-
-    def recorded(*args: Any) -> dict[str, float]:
-        seen.append(real(*args))
-        return seen[-1]
-
-    lr._minibatch_step = recorded  # type: ignore[method-assign]
+    seen = record_minibatch_steps(lr)
     lr.update(b, 1, torch.Generator().manual_seed(0))
     assert seen[0]["train/approx_kl"] == pytest.approx(0.0, abs=1e-6)
     assert seen[0]["train/clip_fraction"] == 0.0
