@@ -50,15 +50,18 @@ FLAT_REWARD_KEYS = {"reward_mode": "mode", "format_penalty": "format_penalty", "
 FLAT_EVAL_RULE_KEYS = ("max_assistant_turns", "start_emotion")
 
 
+def _moved(old: str, new: str) -> None:
+    """Name an old key and its new place in a FutureWarning (shown to users, unlike a
+    DeprecationWarning). ``stacklevel`` points past this helper and the upgrade calling it."""
+    warnings.warn(f"{old} is deprecated: write it as {new}", FutureWarning, stacklevel=5)
+
+
 def _deprecated(where: str | None, keys: Iterable[str]) -> None:
-    """Name each old key and its new place in a FutureWarning (shown to users, unlike a
-    DeprecationWarning)."""
+    """Each flat rule key of block ``where`` and its place under ``where.rules``."""
     if where is None:
         return
     for key in keys:
-        warnings.warn(
-            f"{where}.{key} is deprecated: write it as {where}.rules.{key}", FutureWarning, stacklevel=4
-        )
+        _moved(f"{where}.{key}", f"{where}.rules.{key}")
 
 
 # -- the dialogue's rules ------------------------------------------------------------------------------
@@ -145,17 +148,14 @@ ROLLOUT_BACKEND_KNOBS = ("compile_decode",)
 
 def nest_backend_knobs(data: Any) -> Any:
     """``rollout.compile_decode`` → ``rollout.backend_settings.compile_decode``, with a FutureWarning
-    naming the new place when it was set (every older config.yaml holds the default, ``false``). A block with both keeps the flat value (it was set later, e.g. by ``--set``);
-    a backend whose settings have no such key refuses it there, by its new path."""
+    naming the new place when it was set (every older config.yaml holds the default, ``false``). A
+    block with both keeps the flat value (it was set later, e.g. by ``--set``); a backend whose
+    settings have no such key refuses it there, by its new path."""
     if not isinstance(data, Mapping) or not any(k in data for k in ROLLOUT_BACKEND_KNOBS):
         return data
     flat = {k: data[k] for k in ROLLOUT_BACKEND_KNOBS if k in data}
     for key in (k for k, v in flat.items() if v is not False):  # every old config.yaml wrote false
-        warnings.warn(
-            f"rollout.{key} is deprecated: write it as rollout.backend_settings.{key}",
-            FutureWarning,
-            stacklevel=4,
-        )
+        _moved(f"rollout.{key}", f"rollout.backend_settings.{key}")
     out = {k: v for k, v in data.items() if k not in flat}
     nested = out.get("backend_settings")
     out["backend_settings"] = {**nested, **flat} if isinstance(nested, Mapping) else nested or flat
@@ -201,9 +201,7 @@ def upgrade_update_keys(data: Any, defaults: Mapping[str, Any]) -> Any:
         return data
     for key, value in moved.items():
         if value != defaults[key]:
-            warnings.warn(
-                f"algorithm.{key} is deprecated: write it as update.{key}", FutureWarning, stacklevel=4
-            )
+            _moved(f"algorithm.{key}", f"update.{key}")
     update: Any = data.get("update")
     if hasattr(update, "model_dump"):  # an ``UpdateSettings`` given whole
         update = update.model_dump()
