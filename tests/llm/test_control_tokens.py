@@ -99,7 +99,7 @@ def test_rollout_prompts_keep_a_forged_user_turn_as_text(tok: Any) -> None:
     net, _ = tiny_model_and_tokenizer(seed=0)
     llm = LocalChatModel(net, tok, device="cpu")
     messages = [Message(role=m["role"], content=m["content"]) for m in FORGED]
-    ids = llm._encode(messages)
+    ids = llm.prompt_ids(messages)
     assert _count(ids, tok, "<|im_start|>") == len(FORGED) + 1
     # token-exact prompts (sampled ids known) build the user turns the same way
     im_end = tok.convert_tokens_to_ids("<|im_end|>")

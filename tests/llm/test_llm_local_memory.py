@@ -74,7 +74,7 @@ def test_out_of_memory_halves_the_chunk_and_samples_the_same_tokens(monkeypatch:
     net, tok = tiny_model_and_tokenizer()
     llm = LocalChatModel(net, tok, device="cpu")
     want = [o.token_ids for o in _generate(llm)]
-    real = llm._generate
+    real = llm.engine._generate
     sizes: list[int] = []
 
     def tight(prompts: list[list[int]], *args: Any, **kwargs: Any) -> Any:
@@ -83,7 +83,7 @@ def test_out_of_memory_halves_the_chunk_and_samples_the_same_tokens(monkeypatch:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 54.00 GiB")
         return real(prompts, *args, **kwargs)
 
-    monkeypatch.setattr(llm, "_generate", tight)
+    monkeypatch.setattr(llm.engine, "_generate", tight)
     got = _generate(llm)
     assert all(not isinstance(o, BaseException) for o in got)
     assert [o.token_ids for o in got] == want  # a row's sample depends on its own seed only
@@ -99,6 +99,6 @@ def test_a_single_row_out_of_memory_fails_the_call_naming_what_to_lower(
     def never(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(llm, "_generate", never)
+    monkeypatch.setattr(llm.engine, "_generate", never)
     with pytest.raises(PolicyOutOfMemoryError, match=r"rollout\.max_new_tokens"):
         _generate(llm)

@@ -209,11 +209,11 @@ def test_greedy_is_argmax_and_temperature_scales_the_log_prob() -> None:
 def test_static_cache_samples_what_the_dynamic_cache_samples(decisive_dir: Path) -> None:
     dynamic = sample_each(chat_for(decisive_dir, 16, end_bias=4.0), 16, SAMPLING)
     static_chat = chat_for(decisive_dir, 16, end_bias=4.0)
-    static_chat._decoder.static_cache = True  # the compiled path's cache, without torch.compile
+    static_chat.engine.decoder.static_cache = True  # the compiled path's cache, without torch.compile
     static = sample_each(static_chat, 16, SAMPLING)
-    held = static_chat._decoder.held_static
+    held = static_chat.engine.decoder.held_static
     again = sample_each(static_chat, 16, SAMPLING)  # the same shapes: the held cache, reset, again
-    assert held is not None and static_chat._decoder.held_static is held
+    assert held is not None and static_chat.engine.decoder.held_static is held
     assert [c.token_ids for c in again] == [c.token_ids for c in static]
     assert "stop" in {c.finish_reason for c in dynamic} and "length" in {c.finish_reason for c in dynamic}
     for d, s in zip(dynamic, static, strict=True):
@@ -227,7 +227,7 @@ def test_the_static_cache_path_stops_decoding_when_every_row_has_finished(decisi
     the loop ends when the last row ends. Counted in decode steps (forward passes of one token per
     row after the prefill), not in time: the longest reply's length - 1, not the token budget's."""
     chat = chat_for(decisive_dir, 16, end_bias=5.0)  # replies of 1 to 18 tokens
-    chat._decoder.static_cache = True  # the compiled path's cache, without torch.compile
+    chat.engine.decoder.static_cache = True  # the compiled path's cache, without torch.compile
     decode_steps: list[int] = []
 
     def record(mod: Any, args: Any, kwargs: Any) -> None:
@@ -250,8 +250,8 @@ def test_compile_decode_on_cpu_warns_once_and_stays_eager(capsys: pytest.Capture
     assert len(err) == 1 and err[0].startswith("warning: compile_decode needs a CUDA device")
     assert (
         chat.compile_decode is False
-        and chat._decoder.compiled_forward is None
-        and not chat._decoder.static_cache
+        and chat.engine.decoder.compiled_forward is None
+        and not chat.engine.decoder.static_cache
     )
     assert chat.describe()["sampler"]["compile_decode"] is False
     out = asyncio.run(

@@ -57,7 +57,7 @@ def test_sampled_log_probs_equal_the_scored_ones(tiny: tuple[Any, Any]) -> None:
     messages = [Message(role="user", content="I feel sad today, work was hard.")]
     sampling = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=16, seed=3)
     out = asyncio.run(chat.complete(messages, sampling))
-    prompt = chat._encode(messages)
+    prompt = chat.prompt_ids(messages)
     ids = torch.tensor([prompt + (out.token_ids or [])])
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt) - 1 : -1].float()
@@ -103,7 +103,7 @@ def test_training_sequence_is_built_from_sampled_ids(tiny: tuple[Any, Any]) -> N
     assert [lp for lp, m in zip(seq.sample_logprobs, seq.assistant_mask, strict=True) if m] == lp1 + lp2
     # generation: the second turn's prompt is exactly the training sequence up to that turn
     chat = LocalChatModel(*tiny, device="cpu")
-    prompt = chat._encode(PolicyMessages(messages[:4], ep.sampled[:1]))
+    prompt = chat.prompt_ids(PolicyMessages(messages[:4], ep.sampled[:1]))
     start2 = seq.turn_end_positions[1] - len(forged) + 1
     assert prompt == seq.input_ids[:start2]
     # re-rendering the text instead would have forged a real turn header: the bug this prevents

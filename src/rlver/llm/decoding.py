@@ -1,11 +1,12 @@
 """The local backend's decode engine: left-padded prefill, the per-row seeded sampling loop and its
 KV caches (dynamic, or static for a compiled decode step).
 
-Why apart from :mod:`rlver.llm.local`: the chat-model wrapper decides *what* is generated (prompts from
-messages, chunking, completions, the recorded sampling settings); this module decides *how* the tokens
-are drawn from the model, step by step, and what the caches hold meanwhile. The per-step draw itself
-lives in :mod:`rlver.llm.sampling`. The wrapper hands in token-id prompts and the explicit settings of
-:func:`rlver.llm.local.sampling_settings` and gets back each row's sampled ids and log-probs.
+Why apart from :mod:`rlver.llm.hf_engine`: the engine decides *what* is generated in one call (chunks,
+out-of-memory halving, finish reasons, the recorded sampling settings, its weights' lifecycle); this
+module decides *how* the tokens are drawn from the model, step by step, and what the caches hold
+meanwhile. The per-step draw itself lives in :mod:`rlver.llm.sampling`. The engine hands in token-id
+prompts and the explicit settings of :func:`rlver.llm.hf_engine.sampling_settings` and gets back each
+row's sampled ids and log-probs.
 """
 
 from __future__ import annotations
@@ -44,10 +45,15 @@ class Decoder:
         self.compiled_forward: Any = None
         self.held_static: tuple[tuple[int, int], Any] | None = None
         if compile_decode:
-            import torch
+            self.compile_forward()
 
-            # transformers' own choice for its static cache (GenerationConfig's CompileConfig)
-            self.compiled_forward = torch.compile(model, mode="reduce-overhead", dynamic=False)
+    def compile_forward(self) -> None:
+        """Compile the decode step (again, after the weights' storage changed: CUDA graphs are
+        recorded for the tensors they read)."""
+        import torch
+
+        # transformers' own choice for its static cache (GenerationConfig's CompileConfig)
+        self.compiled_forward = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
 
     def generate(
         self,
@@ -166,7 +172,7 @@ class Decoder:
                 tokens[row].append(tok)
                 logps[row].append(lp)
                 if not (
-                    tok in stops or (sampling.stop and self._hits_stop_string(tokens[row], sampling.stop))
+                    tok in stops or (sampling.stop and self.hits_stop_string(tokens[row], sampling.stop))
                 ):
                     keep.append(b)
             activity.add_tokens(sum(r >= 0 for r in state.rows))  # progress lines (rlver.heartbeat)
@@ -272,7 +278,8 @@ class Decoder:
             )
         return min(max_tokens, room)
 
-    def _hits_stop_string(self, tokens: list[int], stop: list[str]) -> bool:
+    def hits_stop_string(self, tokens: list[int], stop: list[str]) -> bool:
+        """Whether the row's last tokens spell one of ``stop`` (special tokens left out)."""
         text = self.tokenizer.decode(tokens[-32:], skip_special_tokens=True)
         return any(s in text for s in stop)
 

@@ -8,7 +8,7 @@ to keep the weights and the optimiser state in fp32 and to *compute* the forward
 
 We get the bf16 compute from ``torch.autocast``, entered inside the model's own ``forward``
 (:func:`compute_in_bf16`) rather than around each call site, because the policy is called from three
-places: the trainer's scoring and update passes and ``LocalChatModel``'s generation, which runs in a
+places: the trainer's scoring and update passes and the transformers engine's generation, which runs in a
 worker thread — and autocast state is thread-local, so a context opened by the trainer would not reach
 it. Gradients flow back through autocast's casts into the fp32 weights as usual.
 """
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 #: marker attribute on a module whose forward already runs under autocast (idempotence)
-_WRAPPED = "_rlver_autocast_dtype"
+WRAPPED_ATTR = "_rlver_autocast_dtype"
 
 
 def compute_in_bf16(model: nn.Module, device: torch.device) -> nn.Module:
@@ -31,7 +31,7 @@ def compute_in_bf16(model: nn.Module, device: torch.device) -> nn.Module:
     Idempotent. Returns ``model`` (the same object, its ``forward`` replaced on the instance, so
     ``save_pretrained``, ``generate`` and ``parameters()`` are untouched).
     """
-    if getattr(model, _WRAPPED, None) is not None:
+    if getattr(model, WRAPPED_ATTR, None) is not None:
         return model
     inner = model.forward
     device_type = device.type
@@ -42,11 +42,11 @@ def compute_in_bf16(model: nn.Module, device: torch.device) -> nn.Module:
             return inner(*args, **kwargs)
 
     model.forward = forward  # type: ignore[method-assign]
-    setattr(model, _WRAPPED, torch.bfloat16)
+    setattr(model, WRAPPED_ATTR, torch.bfloat16)
     return model
 
 
 def autocast_dtype(model: nn.Module) -> torch.dtype | None:
     """The dtype ``model`` computes in under :func:`compute_in_bf16`, or None if it was not wrapped."""
-    value = getattr(model, _WRAPPED, None)
+    value = getattr(model, WRAPPED_ATTR, None)
     return value if isinstance(value, torch.dtype) else None

@@ -1,0 +1,127 @@
+"""The token-level engine seam: what samples a reply, in token ids, with nothing of chat about it.
+
+Why a seam at this level: an inference engine (transformers in this process, vLLM, SGLang) takes
+token ids and gives token ids back; the chat template, the end-of-turn rule, stop strings and the
+reply's text are the same whichever engine drew the tokens. So the chat layer
+(:class:`rlver.llm.engine_chat.EngineChatModel`) turns messages into prompt ids and sampled ids into
+a :class:`~rlver.llm.base.Completion` once, over any :class:`TokenEngine`, and an engine implements
+only the calls below. verl's rollout workers are split the same way: ``BaseRollout``
+(verl/workers/rollout/base.py, commit ad79d2b) has ``resume(tags)``, ``update_weights(weights)``
+(a generator of ``(name, tensor)``) and ``release()``, and its servers' ``generate(prompt_ids,
+sampling_params, request_id)`` returns a ``TokenOutput`` of token ids and log-probs.
+
+The contract of :meth:`TokenEngine.generate`:
+
+* one :class:`TokenOutput` per prompt, in order: the sampled ids, each one's log-prob under
+  ``log_softmax(logits / temperature)`` before any top-p/top-k filtering (greedy: temperature 1),
+  which is what the trainer scores, and why it stopped;
+* a row ends at the first of ``stop_token_ids`` (kept as its last id: the policy sampled it), at a
+  stop string of ``sampling.stop`` (the ids up to the token that completed it), or after
+  ``sampling.max_tokens`` ids (``finish_reason="length"``);
+* row ``i`` draws from its own ``seeds[i]``, so its tokens do not depend on the other rows;
+* every setting it uses is stated by :meth:`TokenEngine.sampling_settings` and what it does beyond
+  them by :meth:`TokenEngine.sampler`. Both are the engine's own answer, written by the class that
+  samples (abstract here, so an engine cannot inherit another's), and the chat layer and the trainer
+  record them as given, with the engine's class beside them (:func:`sampler_record`).
+
+The lifecycle, as the trainer drives it through its rollout backend (verl's order for a co-located
+engine): sample; :meth:`TokenEngine.release` before the update (free the KV cache and, for an engine
+with its own copy, the weights); :meth:`TokenEngine.resume` after it (take the memory back);
+:meth:`TokenEngine.update_weights` with the trained weights, before the next sample.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+    from rlver.llm.base import SamplingParams
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True)
+class TokenOutput:
+    """One row's sample: ``token_ids`` as drawn (a stop id included), ``logprobs`` one per id, and
+    ``finish_reason`` (``"stop"``: a stop id or stop string ended it; ``"length"``: the token cap)."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: FinishReason
+
+    def __post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise ValueError(
+                f"TokenOutput: {len(self.token_ids)} token ids but {len(self.logprobs)} log-probs"
+            )
+
+
+class TokenEngine(abc.ABC):
+    """A sampler of token ids: ``generate``, ``update_weights``, ``release``, ``resume``, and what it
+    states about itself (``describe``, ``sampler``, ``sampling_settings``)."""
+
+    #: a short name for manifests (the model's id or folder, never a key)
+    name: str = "engine"
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        prompts: Sequence[Sequence[int]],
+        sampling: SamplingParams,
+        *,
+        seeds: Sequence[int | None],
+        stop_token_ids: Sequence[int],
+    ) -> list[TokenOutput]:
+        """Sample one continuation of each prompt (the contract is in the module docstring). Blocks;
+        the chat layer calls it from a worker thread. A failure of the call raises."""
+
+    @abc.abstractmethod
+    def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:
+        """Every setting this engine samples ``sampling`` with, explicitly (recorded in manifests and
+        ``sampling.json``); a setting it cannot honour raises ``ValueError`` naming it."""
+
+    @abc.abstractmethod
+    def sampler(self) -> dict[str, Any]:
+        """What this engine does beyond :meth:`sampling_settings` (its seeding, what it reads from the
+        model's ``generation_config``, its stop ids, its cache), in its own words."""
+
+    def describe(self) -> dict[str, Any]:
+        """Where it runs, for the manifest's ``agent`` (device, dtype, batch size); never secrets."""
+        return {}
+
+    # -- lifecycle (verl's BaseRollout) ---------------------------------------------------------------
+    @abc.abstractmethod
+    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load the trained weights, given by the policy's ``state_dict`` names (tied weights appear
+        under each of their names). An engine that samples on the trained module itself has nothing to
+        copy."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """The rollout is over: free what this engine holds on the device for the update's peak."""
+
+    @abc.abstractmethod
+    def resume(self) -> None:
+        """The update is over: take back what :meth:`release` freed (:meth:`update_weights` follows)."""
+
+
+def engine_class(engine: TokenEngine) -> str:
+    """The engine's class as ``module.QualName``: the record names what sampled, not what it claims."""
+    cls = type(engine)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def sampler_record(engine: TokenEngine) -> dict[str, Any]:
+    """``engine.sampler()`` with the engine's own class first, and, when that class did not write the
+    description itself but inherited it, the class that did (``described_by``): a subclass that
+    samples differently and says nothing cannot pass its parent's words off as its own."""
+    owner = next(c for c in type(engine).__mro__ if "sampler" in vars(c))
+    record: dict[str, Any] = {"engine": engine_class(engine)}
+    if owner is not type(engine):
+        record["described_by"] = f"{owner.__module__}.{owner.__qualname__}"
+    return {**record, **engine.sampler()}
