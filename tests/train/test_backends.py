@@ -1,14 +1,14 @@
 """The trainer's sampler is a rollout backend from a registry (``rollout.backend``,
 ``rlver.train.backends``): its own settings are read with its settings class when the config is read;
 a backend added at run time trains a step, released before the update and resumed and synced after it;
-a chat model that says nothing about its sampler is recorded as such; the memory guard adds what the
-backend holds; and ``--engine verl`` refuses a backend or a backend setting it would not honour."""
+the sampler is recorded in its engine's own words; the memory guard adds what the backend holds; and
+``--engine verl`` refuses a backend or a backend setting it would not honour."""
 
 from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,8 @@ from helpers import run_rlver
 from rlver.errors import ConfigError
 from rlver.integrations.verl.config import refuse_unsupported
 from rlver.integrations.verl.launch import load_verl_config
-from rlver.llm.base import ChatModel
+from rlver.llm.engine import TokenEngine
+from rlver.llm.hf_engine import HFEngine
 from rlver.llm.local import LocalChatModel
 from rlver.train.backends import BACKENDS
 from rlver.train.backends.base import BackendSettings, RolloutBackend
@@ -56,7 +57,10 @@ def registered() -> Iterator[list[str]]:
 def test_the_default_backend_and_an_unknown_one() -> None:
     r = load_train_config("tiny-offline").rollout
     assert r.backend == "hf" and "hf" in BACKENDS and r.backend_settings == HFSettings()
-    with pytest.raises(ConfigError, match=r"rollout\.backend.*unknown rollout backend 'vllm'.*known: hf"):
+    known = ", ".join(BACKENDS)
+    with pytest.raises(
+        ConfigError, match=rf"rollout\.backend.*unknown rollout backend 'vllm'.*known: {known}"
+    ):
         load_train_config("tiny-offline", ["rollout.backend=vllm"])
 
 
@@ -82,11 +86,23 @@ def test_the_old_place_of_compile_decode_still_loads() -> None:
     assert old.rollout.backend_settings == HFSettings()
 
 
-class _Unsaid(LocalChatModel):
-    """The local sampler, saying nothing about its sampler (as a remote engine's wrapper may not)."""
+class _CountingEngine(HFEngine):
+    """The hf engine on the policy, noting each lifecycle call; it writes no ``sampler()`` of its own."""
 
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "backend": "unsaid"}
+    calls: list[tuple[str, Any]]
+
+    def release(self) -> None:
+        self.calls.append(("release", None))
+        super().release()
+
+    def resume(self) -> None:
+        self.calls.append(("resume", None))
+        super().resume()
+
+    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        given = list(weights)
+        self.calls.append(("update_weights", given))
+        super().update_weights(given)
 
 
 class _CountingSettings(BackendSettings):
@@ -102,18 +118,11 @@ def test_a_backend_added_at_run_time_trains_a_step_in_its_lifecycle(
     class Counting(HFBackend):
         settings_class = _CountingSettings
 
-        def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> ChatModel:
+        def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> TokenEngine:
             calls.append(("build", self.settings.label))
-            return _Unsaid(policy, tokenizer, device=str(device), name="policy")  # type: ignore[arg-type]
-
-        def release(self) -> None:
-            calls.append(("release", None))
-
-        def resume(self) -> None:
-            calls.append(("resume", None))
-
-        def sync(self, policy: torch.nn.Module) -> None:
-            calls.append(("sync", policy))
+            engine = _CountingEngine(policy, tokenizer, device=str(device), name="policy")
+            engine.calls = calls
+            return engine
 
     BACKENDS.add("counting-hf", Counting, "the hf sampler, counting its lifecycle")
     registered.append("counting-hf")
@@ -124,14 +133,20 @@ def test_a_backend_added_at_run_time_trains_a_step_in_its_lifecycle(
     assert isinstance(trainer.backend, Counting) and trainer.chat is trainer.backend.chat
     before = {k: v.detach().clone() for k, v in trainer.policy.state_dict().items()}
     trainer.train()
-    assert [c[0] for c in calls] == ["build", "release", "resume", "sync"] and calls[0][1] == "mine"
-    assert calls[-1][1] is trainer.policy
+    assert [c[0] for c in calls] == ["build", "release", "resume", "update_weights"] and calls[0][1] == "mine"
+    synced = dict(calls[-1][1])  # the policy's weights by state_dict name, as views (nothing copied)
     after = trainer.policy.state_dict()
+    assert list(synced) == list(after)
+    assert all(synced[k].data_ptr() == after[k].data_ptr() for k in after)
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the update it synced changed weights
 
-    assert json.loads((tmp_path / "sampling.json").read_text())["sampler"] == {}  # said nothing: no KeyError
+    # the sampler's provenance is the engine's: its own class, and whose words describe it
+    sampler = json.loads((tmp_path / "sampling.json").read_text())["sampler"]
+    assert sampler["engine"] == f"{_CountingEngine.__module__}._CountingEngine"
+    assert sampler["described_by"] == "rlver.llm.hf_engine.HFEngine"
     manifest = json.loads((tmp_path / "transcript.jsonl").read_text().splitlines()[0])
     assert manifest["agent"]["rollout_backend"] == "counting-hf"
+    assert manifest["agent"]["sampler"]["engine"] == sampler["engine"]
     written = yaml.safe_load((tmp_path / "config.yaml").read_text())["rollout"]
     assert written["backend"] == "counting-hf" and written["backend_settings"] == {"label": "mine"}
     (step,) = read_metrics(tmp_path)
@@ -139,6 +154,35 @@ def test_a_backend_added_at_run_time_trains_a_step_in_its_lifecycle(
     for key in ("time/policy_s", "time/simulator_s", "time/policy_idle_s"):
         assert 0.0 <= step[key] <= rollout_s, (key, step[key], rollout_s)
     assert step["time/policy_s"] > 0 and step["time/simulator_s"] > 0
+
+
+def test_the_hf_backend_states_its_own_sampler(tmp_path: Path) -> None:
+    """``hf`` records the engine that sampled, in that engine's own words (no ``described_by``)."""
+    from rlver.train.trainer import Trainer
+
+    trainer = Trainer(load_train_config("tiny-offline", TINY_STEP), tmp_path)
+    sampler = trainer.backend.sampler()
+    assert sampler["engine"] == "rlver.llm.hf_engine.HFEngine" and "described_by" not in sampler
+    assert sampler["weights"] == "shared with the trained model" and sampler["generation_config"] == "ignored"
+    assert sampler["stop_token_ids"] == trainer.chat.stop_token_ids  # type: ignore[attr-defined]
+
+
+class _ChatOnly(RolloutBackend[BackendSettings]):
+    """A backend written against the old seam: its build returns a chat model, not an engine."""
+
+    def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> Any:
+        return LocalChatModel(policy, tokenizer, device=str(device))  # type: ignore[arg-type]
+
+
+def test_a_backend_that_builds_a_chat_model_is_refused_naming_the_seam(
+    tmp_path: Path, registered: list[str]
+) -> None:
+    from rlver.train.trainer import Trainer
+
+    BACKENDS.add("chat-only", _ChatOnly, "builds a chat model")
+    registered.append("chat-only")
+    with pytest.raises(TypeError, match=r"_ChatOnly\.build returned a LocalChatModel; .*TokenEngine"):
+        Trainer(load_train_config("tiny-offline", [*TINY_STEP, "rollout.backend=chat-only"]), tmp_path)
 
 
 class _Reserving(RolloutBackend[BackendSettings]):
@@ -195,8 +239,9 @@ def test_rlver_train_engine_verl_refuses_in_one_line(tmp_path: Path) -> None:
 
 def test_only_a_backend_imports_a_sampler() -> None:
     """The trainer and the CLI ask the backend for sampling settings and the sampler's description;
-    a sampler module (``rlver.llm.local`` and its decode engine) is imported only by a backend."""
-    samplers = ("rlver.llm.local", "rlver.llm.decoding")
+    a sampler module (``rlver.llm.local``, the transformers engine and its decode loop) is imported only
+    by a backend."""
+    samplers = ("rlver.llm.local", "rlver.llm.decoding", "rlver.llm.hf_engine")
     found = [
         str(edge)
         for folder in ("train", "cli")

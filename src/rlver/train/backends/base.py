@@ -1,18 +1,22 @@
 """What a rollout backend is: the policy's sampler for one training run, and its lifecycle.
 
 The trainer and ``rlver train`` know a backend only through this class; nothing above it imports a
-sampler's module (``rlver.llm.local``, a vLLM wrapper) itself. The lifecycle, as the trainer drives it
+sampler's module (``rlver.llm.hf_engine``, a vLLM wrapper) itself. A backend builds a
+:class:`~rlver.llm.engine.TokenEngine` (token ids in, sampled ids, log-probs and a finish reason out);
+this class puts the chat layer over it (:class:`~rlver.llm.engine_chat.EngineChatModel`: templates,
+stop rules, think) and drives its lifecycle, as the trainer asks
 (``rlver.train.trainer.Trainer.train_step``):
 
-1. **build** (:meth:`RolloutBackend.build`, once): the :class:`~rlver.llm.base.ChatModel` every rollout
-   and evaluation samples with, around the model being trained;
+1. **build** (:meth:`RolloutBackend.build`, once): the engine, around the model being trained or a
+   copy of it; :attr:`RolloutBackend.chat` is the chat layer every rollout and evaluation samples with;
 2. the step's rollout samples with :attr:`RolloutBackend.chat`;
-3. **release** (:meth:`RolloutBackend.release`): the rollout is over, the update comes; a co-located
-   engine frees what it holds on the device (its KV cache, its copy of the weights);
+3. **release** (:meth:`RolloutBackend.release` → ``engine.release()``): the rollout is over, the
+   update comes; a co-located engine frees what it holds on the device (its KV cache, its copy of the
+   weights);
 4. the update trains the policy;
-5. **resume** (:meth:`RolloutBackend.resume`) takes that memory back, then **sync**
-   (:meth:`RolloutBackend.sync`) loads the trained weights, before the evaluation and the next rollout
-   sample from them.
+5. **resume** (``engine.resume()``) takes that memory back, then **sync** (:meth:`RolloutBackend.sync`
+   → ``engine.update_weights(named weights of the policy)``) loads the trained weights, before the
+   evaluation and the next rollout sample from them.
 
 This is verl's order for a co-located engine: ``BaseRollout.release`` before the update,
 ``resume`` and ``update_weights`` after it (verl/workers/rollout/base.py, ``BaseRollout``, commit
@@ -27,13 +31,13 @@ What a backend states without being built (class methods, read at config and pre
 * :meth:`RolloutBackend.verl_refusals`: what ``--engine verl`` would not honour (verl samples with its
   own engine), refused before anything is written.
 
-And what it reports once built: :meth:`RolloutBackend.describe` (the run manifest's ``agent``),
-:meth:`RolloutBackend.sampler` (``sampling.json``'s ``sampler``: empty for a chat model that says
-nothing about it, never a KeyError) and :meth:`RolloutBackend.sampling_settings` (every sampling
-setting it uses, explicitly).
+And what it reports once built, each in the engine's own words (never a parent class's):
+:meth:`RolloutBackend.describe` (the run manifest's ``agent``), :meth:`RolloutBackend.sampler`
+(``sampling.json``'s ``sampler``: the engine's class and what it says it does) and
+:meth:`RolloutBackend.sampling_settings` (every sampling setting it uses, explicitly).
 
-Adding a backend = one module beside this one (a subclass and its settings class) + one line in
-:data:`rlver.train.backends.BACKENDS`.
+Adding a backend = one module beside this one (a subclass whose ``build`` returns its engine, and its
+settings class) + one line in :data:`rlver.train.backends.BACKENDS`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from rlver.llm.base import ChatModel, SamplingParams
+from rlver.llm.engine import TokenEngine
+from rlver.llm.engine_chat import EngineChatModel, generation_eos
+from rlver.llm.weights import named_weights
 
 if TYPE_CHECKING:
     import torch
@@ -62,8 +69,7 @@ S = TypeVar("S", bound=BackendSettings)
 
 class RolloutBackend(Generic[S]):
     """The policy's sampler for one run. A subclass sets :attr:`settings_class` (when it has knobs)
-    and :meth:`build`; an engine with its own copy of the weights also :meth:`sync`,
-    :meth:`release`, :meth:`resume` and :meth:`memory_bytes`."""
+    and :meth:`build` (its engine); the lifecycle calls reach the engine by default."""
 
     settings_class: ClassVar[type[BackendSettings]] = BackendSettings
 
@@ -79,23 +85,33 @@ class RolloutBackend(Generic[S]):
                 f"rollout.backend_settings is a {type(self.settings).__name__}, "
                 f"but {type(self).__name__} reads {self.settings_class.__name__}"
             )
-        self.chat: ChatModel = self.build(policy, tokenizer, device)
+        self.engine: TokenEngine = self.build(policy, tokenizer, device)
+        if not isinstance(self.engine, TokenEngine):
+            raise TypeError(
+                f"{type(self).__name__}.build returned a {type(self.engine).__name__}; "
+                "a rollout backend builds a rlver.llm.engine.TokenEngine"
+            )
+        #: the chat layer the rollouts and evaluations call, over the engine
+        self.chat: ChatModel = EngineChatModel(self.engine, tokenizer, eos_ids=generation_eos(policy))
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> ChatModel:
-        """The :class:`ChatModel` the rollouts call (once, when the trainer starts)."""
+    def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> TokenEngine:
+        """The :class:`TokenEngine` the rollouts sample with (once, when the trainer starts)."""
         raise NotImplementedError(f"{type(self).__name__}.build")
 
     def sync(self, policy: torch.nn.Module) -> None:
-        """After every update (and :meth:`resume`), with the trained model: an engine with its own copy
-        of the weights loads the new ones here. A sampler on the policy itself has nothing to do."""
+        """After every update (and :meth:`resume`): the engine takes the trained weights by name (an
+        engine on the trained module itself finds them in place and copies nothing)."""
+        self.engine.update_weights(named_weights(policy))
 
     def release(self) -> None:
-        """After the rollout, before the update: a co-located engine frees the device memory it holds
-        (KV cache, weights) for the update's peak. Nothing to free by default."""
+        """After the rollout, before the update: the engine frees the device memory it holds (KV
+        cache; its own copy of the weights) for the update's peak."""
+        self.engine.release()
 
     def resume(self) -> None:
-        """After the update, before :meth:`sync`: take back what :meth:`release` freed."""
+        """After the update, before :meth:`sync`: the engine takes back what :meth:`release` freed."""
+        self.engine.resume()
 
     # -- what it reports --------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
@@ -103,15 +119,13 @@ class RolloutBackend(Generic[S]):
         return {**self.chat.describe(), "rollout_backend": self.name}
 
     def sampler(self) -> dict[str, Any]:
-        """What the sampler does beyond :class:`SamplingParams` (``sampling.json``'s ``sampler``);
-        empty when the chat model does not say."""
-        sampler = self.chat.describe().get("sampler")
-        return dict(sampler) if isinstance(sampler, dict) else {}
+        """``sampling.json``'s ``sampler``: the engine's class, what the engine says it does beyond
+        :class:`SamplingParams`, and the chat layer's stop ids."""
+        return dict(self.chat.describe()["sampler"])
 
     def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:
-        """Every sampling setting the backend uses for ``sampling``, explicitly (run manifests). By
-        default the parameters as given; a sampler with fixed choices of its own states them."""
-        return sampling.model_dump(mode="json", exclude={"model_default"})
+        """Every sampling setting the engine uses for ``sampling``, explicitly (run manifests)."""
+        return self.engine.sampling_settings(sampling)
 
     # -- what it states before it is built --------------------------------------------------------
     @classmethod

@@ -1,14 +1,14 @@
-"""``hf``: the local sampler (:class:`~rlver.llm.local.LocalChatModel`, transformers in this process) on
-the very model being trained. It shares the policy's weights, so ``sync`` has nothing to copy, and its
-KV caches live only inside a ``generate`` call, so there is nothing to release before the update and
-the memory guard adds nothing for it.
+"""``hf``: the transformers engine (:class:`~rlver.llm.hf_engine.HFEngine`, this process) on the very
+model being trained. It shares the policy's weights, so ``sync`` finds them in place and copies
+nothing, and its KV caches live only inside a ``generate`` call (the static one of ``compile_decode``
+is dropped on release), so the memory guard adds nothing for it.
 
 Its one knob, ``rollout.backend_settings.compile_decode`` (before issue 44 ``rollout.compile_decode``,
 still read through ``rlver.migrate``): on CUDA, decode with a static KV cache and a ``torch.compile``d
 step (CUDA graphs); opt-in, since the first steps pay for compiling; on a CPU it warns once and decodes
 eagerly.
 
-``rlver.llm.local`` is imported only when the backend is built, so reading a config (which reads
+``rlver.llm.hf_engine`` is imported only when the backend is built, so reading a config (which reads
 :class:`HFSettings`) loads no model library.
 """
 
@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from rlver.llm.base import ChatModel, SamplingParams
 from rlver.train.backends.base import BackendSettings, RolloutBackend
 
 if TYPE_CHECKING:
     import torch
 
+    from rlver.llm.engine import TokenEngine
     from rlver.train.config import TrainConfig
 
 
@@ -38,23 +38,18 @@ class HFBackend(RolloutBackend[HFSettings]):
 
     settings_class = HFSettings
 
-    def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> ChatModel:
-        from rlver.llm.local import LocalChatModel
+    def build(self, policy: torch.nn.Module, tokenizer: Any, device: torch.device) -> TokenEngine:
+        from rlver.llm.hf_engine import HFEngine
 
-        return LocalChatModel(
-            policy,  # type: ignore[arg-type]
+        return HFEngine(
+            policy,
             tokenizer,
             device=str(device),
             max_batch_size=self.config.model.generation_batch_size,
             name="policy",
             compile_decode=self.settings.compile_decode,
+            shares_weights=True,
         )
-
-    def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:
-        """The local sampler's every setting (nothing from the model's generation_config)."""
-        from rlver.llm.local import sampling_settings
-
-        return sampling_settings(sampling)
 
     @classmethod
     def verl_refusals(cls, settings: HFSettings, config: TrainConfig) -> list[str]:
