@@ -45,6 +45,39 @@ def warn_failures(step: int, episodes: list[Episode]) -> None:
         )
 
 
+#: The sampling-vs-trainer log-prob gap past which a step warns that the trainer is not scoring what
+#: the sampler sampled: which metric, and its line, by the precision the model computes in.
+#: fp32: every token agrees to rounding (max 9.5e-7 on the tiny model, 1.7e-5 on SmolLM2-135M), so a
+#: single token 1e-3 off means another model sampled (the tiny model with its rotary ``inv_freq`` lost:
+#: max 3e-3 to 8e-3 a step while the mean stayed near 1e-3). bf16: the KV-cache decode and the
+#: trainer's one forward round differently, single tokens by up to 0.2, so the mean is read, 0.040-0.045
+#: a token on SmolLM2-135M (docs/training.md, "bf16: the gap that is left"); the line is about twice that.
+LOGPROB_GAP_WARN: dict[str, tuple[str, float]] = {
+    "float32": ("rollout/logprob_diff_max", 1e-3),
+    "bfloat16": ("rollout/logprob_diff_mean", 0.1),
+}
+
+
+def warn_logprob_gap(step: int, metrics: dict[str, Any], dtype: str) -> bool:
+    """Warn once a step when the sampling-vs-trainer log-prob gap passes :data:`LOGPROB_GAP_WARN` for
+    ``dtype`` (``model.dtype``); returns whether it warned."""
+    key, limit = LOGPROB_GAP_WARN[dtype]
+    gap = metrics.get(key)
+    if gap is None or gap <= limit:
+        return False
+    log.warning(
+        "step %d: the rollout log-prob gap %s is %.3g nats, above %g for model.dtype=%s: the trainer is "
+        "not scoring the model that sampled. Check that the rollout backend's engine loads every weight "
+        "on sync and keeps its buffers (rotary inv_freq) and tied weights through release and resume",
+        step,
+        key,
+        gap,
+        limit,
+        dtype,
+    )
+    return True
+
+
 def stop_if_too_many_failed(step: int, episodes: list[Episode], max_share: float) -> None:
     """Stop the run when more than ``max_share`` of a step's dialogues failed (the SAGE benchmark
     retries until it has a judgement; an update over the survivors would quietly change what is

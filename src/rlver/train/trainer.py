@@ -64,7 +64,13 @@ from rlver.train.learner import Learner, LearnerParts, Sample, TrainError, make_
 from rlver.train.loading import build_models
 from rlver.train.logger import MetricsLogger
 from rlver.train.optim import Optimisers
-from rlver.train.step_metrics import rollout_metrics, stop_if_too_many_failed, summarise_eval, warn_failures
+from rlver.train.step_metrics import (
+    rollout_metrics,
+    stop_if_too_many_failed,
+    summarise_eval,
+    warn_failures,
+    warn_logprob_gap,
+)
 from rlver.train.transcript_writer import (
     REPLY_COLUMNS,
     REPLY_TAG,
@@ -331,6 +337,7 @@ class Trainer:
             t0 = time.perf_counter()
             activity.set_phase(f"step {step}: update")
             metrics.update(self.learner.update(batch, step, torch.Generator().manual_seed(step_seed)))
+            warn_logprob_gap(step, metrics, cfg.model.dtype)  # the sampler and the trainer disagree
             self.backend.resume()  # before the evaluation and the next rollout sample again
             self.backend.sync(self.policy)  # a backend with its own copy of the weights takes the new ones
             t_update = time.perf_counter() - t0
