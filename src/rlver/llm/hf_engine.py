@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.errors import PolicyOutOfMemoryError
@@ -86,6 +87,16 @@ def own_copy(module: Any) -> Any:
         vars(twin).pop(WRAPPED_ATTR, None)
         compute_in_bf16(twin, next(twin.parameters()).device)
     return twin
+
+
+@dataclass(frozen=True)
+class _Call:
+    """What every chunk of one ``generate`` call shares: the explicit settings, the parameters they
+    came from, and the stop ids."""
+
+    settings: dict[str, Any]
+    sampling: SamplingParams
+    stops: set[int]
 
 
 class HFEngine(TokenEngine):
@@ -174,22 +185,15 @@ class HFEngine(TokenEngine):
         if not stop_token_ids:
             raise ValueError("generate: no stop token ids; a reply could only end at its token cap")
         self.weights.check_loaded()
-        settings = sampling_settings(sampling)
-        stops = set(stop_token_ids)
+        call = _Call(sampling_settings(sampling), sampling, set(stop_token_ids))
         out: list[TokenOutput] = []
         for start in range(0, len(prompts), self.max_batch_size):
             end = start + self.max_batch_size
-            chunk = [list(p) for p in prompts[start:end]]
-            out += self._generate_fitting(chunk, settings, sampling, list(seeds[start:end]), stops)
+            out += self._generate_fitting([list(p) for p in prompts[start:end]], list(seeds[start:end]), call)
         return out
 
     def _generate_fitting(
-        self,
-        prompts: list[list[int]],
-        settings: dict[str, Any],
-        sampling: SamplingParams,
-        seeds: list[int | None],
-        stops: set[int],
+        self, prompts: list[list[int]], seeds: list[int | None], call: _Call
     ) -> list[TokenOutput]:
         """:meth:`_generate`, halving the chunk on out-of-memory until it fits.
 
@@ -199,7 +203,7 @@ class HFEngine(TokenEngine):
         does not fit fails the step with the settings to lower.
         """
         try:
-            return self._generate(prompts, settings, sampling, seeds, stops)
+            return self._generate(prompts, seeds, call)
         except Exception as exc:
             if not is_out_of_memory(exc):
                 raise
@@ -208,25 +212,18 @@ class HFEngine(TokenEngine):
         if len(prompts) == 1:
             raise PolicyOutOfMemoryError(
                 f"the policy ran out of memory generating one reply of {len(prompts[0])} prompt tokens "
-                f"+ up to {sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
+                f"+ up to {call.sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
                 "or the dialogue's length (rollout.rules.max_assistant_turns), or use a larger device"
             )
         half = len(prompts) // 2
-        first = self._generate_fitting(prompts[:half], settings, sampling, seeds[:half], stops)
-        return first + self._generate_fitting(prompts[half:], settings, sampling, seeds[half:], stops)
+        first = self._generate_fitting(prompts[:half], seeds[:half], call)
+        return first + self._generate_fitting(prompts[half:], seeds[half:], call)
 
-    def _generate(
-        self,
-        prompts: list[list[int]],
-        settings: dict[str, Any],
-        sampling: SamplingParams,
-        seeds: list[int | None],
-        stops: set[int],
-    ) -> list[TokenOutput]:
+    def _generate(self, prompts: list[list[int]], seeds: list[int | None], call: _Call) -> list[TokenOutput]:
         """One run of the decode loop over ``prompts``, each row's ids with why it ended."""
-        tokens, logps = self.decoder.generate(prompts, settings, sampling, seeds, stops)
+        tokens, logps = self.decoder.generate(prompts, call.settings, call.sampling, seeds, call.stops)
         return [
-            TokenOutput(toks, lps, self._finish_reason(toks, sampling, stops))
+            TokenOutput(toks, lps, self._finish_reason(toks, call.sampling, call.stops))
             for toks, lps in zip(tokens, logps, strict=True)
         ]
 
