@@ -176,3 +176,27 @@ def _module_registries() -> set[str]:
 def test_every_registry_in_the_package_is_walked_here() -> None:
     walked = {c.where for c in CASES.values()} | {"rlver.cli:COMMANDS"}
     assert _module_registries() == walked
+
+
+def test_every_registry_names_its_built_in_entries_lazily() -> None:
+    """Each built-in entry of every module-level table names its target and settings class as
+    ``"module:attr"`` (or has none), so adding one is a module plus a line: the table's module imports
+    no entry's module, and an entry's module may import the table's without a cycle."""
+    import importlib
+
+    eager = []
+    for where in sorted(_module_registries()):
+        module, name = where.split(":")
+        table: Registry[Any] = getattr(importlib.import_module(module), name)
+        for entry in table.entries():
+            for part in ("target", "settings"):
+                value = getattr(entry, part)
+                if value is not None and not isinstance(value, str):
+                    eager.append(f"{where} {entry.name!r}: {part} {value!r}")
+    assert not eager, "name these as 'module:attr':\n" + "\n".join(eager)
+
+
+def test_each_algorithm_entry_names_the_class_of_its_name() -> None:
+    for name in ALGORITHMS:
+        algorithm = ALGORITHMS.get(name)
+        assert algorithm.name == name and ALGORITHMS.settings_class(name) is algorithm.settings_class

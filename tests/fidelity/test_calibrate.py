@@ -26,6 +26,7 @@ from rlver.fidelity.calibrate import (
     replay_simulator_for,
 )
 from rlver.records import Message
+from rlver.simulator.factory import kind_names
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.published import read_published
@@ -181,9 +182,8 @@ def test_replay_reports_a_trajectory_the_protocol_cannot_reproduce(tmp_path: Pat
 def test_bad_simulator_name_is_exit_code_2(tmp_path: Path) -> None:
     path = write_synthetic(tmp_path / "m_result.jsonl")
     proc = cli(str(path), "--simulator", "magic", "--out", str(tmp_path / "o"))
-    assert (
-        proc.returncode == 2 and "unknown simulator kind 'magic'; known: replay, offline, llm" in proc.stderr
-    )
+    known = ", ".join(kind_names(from_spec=False))  # calibrate offers every kind, replay too
+    assert proc.returncode == 2 and f"unknown simulator kind 'magic'; known: {known}" in proc.stderr
 
 
 # -- offline ----------------------------------------------------------------------------------------

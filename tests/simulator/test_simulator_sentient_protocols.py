@@ -150,7 +150,8 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
 
 def test_a_protocol_by_name_and_an_unknown_one() -> None:
     assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
-    known = "known: sage, sage-published, rlver-published, rlver-v1"
+    assert PROTOCOLS.names()[:4] == ("sage", "sage-published", "rlver-published", "rlver-v1")
+    known = f"known: {', '.join(PROTOCOLS)}"
     with pytest.raises(ConfigError, match=f"^unknown protocol 'nope'; {known}$"):
         SentientSimulator(object(), protocol="nope")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown protocol 'sag'; did you mean 'sage'"):

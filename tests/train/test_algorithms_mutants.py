@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from rlver.registry import UnknownName
-from rlver.train.algorithms import core, get_algorithm, settings_for
+from rlver.train.algorithms import ALGORITHMS, core, get_algorithm, settings_for
 from rlver.train.algorithms.base import ActorLossInputs, AdvantageInputs, AlgorithmSettings, CriticLossInputs
 from rlver.train.algorithms.grpo import GRPOSettings
 from rlver.train.algorithms.ppo import PPOSettings
@@ -261,7 +261,8 @@ def test_ppos_critic_loss_reads_its_clip_and_the_normaliser() -> None:
 def test_the_registry_names_its_choices() -> None:
     with pytest.raises(UnknownName) as raised:
         get_algorithm("dapo")
-    assert str(raised.value) == "unknown algorithm 'dapo'; known: ppo, grpo"
+    assert str(raised.value) == f"unknown algorithm 'dapo'; known: {', '.join(ALGORITHMS)}"
+    assert ALGORITHMS.names()[:2] == ("ppo", "grpo")
 
 
 def test_settings_objects_pass_through_or_become_their_algorithms_class() -> None:

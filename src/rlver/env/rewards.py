@@ -15,14 +15,16 @@ for episodes run in think mode), on the turn that broke the format.
 The episode reward is *defined* as the sum of the turn rewards, so the two cannot disagree. An episode
 without an assistant reply (its user failed to open) is worth 0 in every mode.
 
-Adding a mode: write ``def my_mode(episode, spec) -> list[float]`` (one value per assistant turn) and
-add one line to :data:`REWARD_MODES` (a :class:`~rlver.registry.Registry`); configs can then say
-``reward: {mode: my_mode}``, and an unknown mode is refused in the registry's one wording.
+Adding a mode: write ``def my_mode(episode, spec) -> list[float]`` (one value per assistant turn), here
+or in a module of its own, and add one line to :data:`REWARD_MODES` (a lazy
+:class:`~rlver.registry.Registry`: ``_mode("my_mode", "what it is", "my_mode", module=...)``); configs
+can then say ``reward: {mode: my_mode}``, and an unknown mode is refused in the registry's one wording.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -97,13 +99,19 @@ def mixed_rewards(episode: Episode, spec: RewardSpec) -> list[float]:
     return [w * f + (1.0 - w) * d for f, d in zip(final, delta, strict=True)]
 
 
+def _mode(name: str, description: str, function: str, module: str = "rlver.env.rewards") -> Entry[Any]:
+    """A reward mode's registry line, its function named lazily (``module:function``): a mode in a
+    module of its own (which imports this one for :class:`RewardSpec`) is one line here, no import."""
+    return Entry(name, description, f"{module}:{function}")
+
+
 #: Reward mode → its per-turn function (one value per assistant turn, before the format penalty).
 REWARD_MODES: Registry[Callable[[Episode, RewardSpec], list[float]]] = Registry(
     "reward mode",
     [
-        Entry("final", "final emotion / 100 on the last reply (published)", final_rewards),
-        Entry("delta", "each appraisal's emotion change / 100 on the reply it judged", delta_rewards),
-        Entry("mixed", "mixed_weight x final + (1 - mixed_weight) x delta, turn by turn", mixed_rewards),
+        _mode("final", "final emotion / 100 on the last reply (published)", "final_rewards"),
+        _mode("delta", "each appraisal's emotion change / 100 on the reply it judged", "delta_rewards"),
+        _mode("mixed", "mixed_weight x final + (1 - mixed_weight) x delta, turn by turn", "mixed_rewards"),
     ],
 )
 

@@ -5,10 +5,12 @@ own settings class; the interface and the shared settings in ``base.py``, the sh
 ``core.py``. Adding an algorithm, with or without settings of its own: write
 ``rlver/train/algorithms/<name>.py`` (a subclass of :class:`~rlver.train.algorithms.base.Algorithm`, and
 of :class:`~rlver.train.algorithms.base.AlgorithmSettings` named by its ``settings_class``) and add one
-line below (:func:`entry`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`: ``algorithm.name`` in a
-config is checked against it, so an unknown name is a config error in the registry's one wording
-("unknown algorithm 'gpro'; did you mean 'grpo'? known: ppo, grpo"), and the rest of the
-``algorithm:`` block is read with that entry's settings class (:func:`settings_for`).
+line below (:func:`lazy`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry` of lazy entries: this
+module imports no algorithm, so an algorithm's module may import this package, and a config imports
+only the algorithm it names. ``algorithm.name`` in a config is checked against it, so an unknown name is
+a config error in the registry's one wording ("unknown algorithm 'gpro'; did you mean 'grpo'? known:
+ppo, grpo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
+(:func:`settings_for`).
 """
 
 from __future__ import annotations
@@ -20,20 +22,26 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from rlver.migrate import drop_other_algorithms_keys
 from rlver.registry import Entry, Registry
 from rlver.train.algorithms.base import Algorithm, AlgorithmSettings
-from rlver.train.algorithms.grpo import GRPO
-from rlver.train.algorithms.ppo import PPO
+
+
+def lazy(name: str, description: str, module: str, cls: str) -> Entry[type[Algorithm[Any]]]:
+    """The registry line of class ``cls`` in ``rlver.train.algorithms.<module>`` (its ``name`` is
+    ``name``), and of its ``settings_class``; both imported when the algorithm is first asked for."""
+    ref = f"rlver.train.algorithms.{module}:{cls}"
+    return Entry(name, description, ref, f"{ref}.settings_class")
 
 
 def entry(algorithm: type[Algorithm[Any]], description: str) -> Entry[type[Algorithm[Any]]]:
-    """The registry row of ``algorithm``: its ``name``, and its ``settings_class`` as the settings."""
+    """The registry row of an algorithm class at hand (one registered at run time): its ``name``, and
+    its ``settings_class`` as the settings."""
     return Entry(algorithm.name, description, algorithm, algorithm.settings_class)
 
 
 ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
     "algorithm",
     [
-        entry(PPO, "a critic, per-token rewards, GAE advantages"),
-        entry(GRPO, "no critic; each dialogue's score against its group's"),
+        lazy("ppo", "a critic, per-token rewards, GAE advantages", "ppo", "PPO"),
+        lazy("grpo", "no critic; each dialogue's score against its group's", "grpo", "GRPO"),
     ],
 )
 
