@@ -36,7 +36,18 @@ from helpers import run_rlver
 REPO = Path(__file__).resolve().parents[1]
 ADDITIONS = Path(__file__).resolve().parent / "data" / "additions"
 #: what the copy holds: the checkout's tracked kinds of files, without environments or caches
-COPIED = ("src", "tests", "bench", "docs", "pyproject.toml", "README.md", "Makefile", "LICENSE")
+COPIED = (
+    "src",
+    "tests",
+    "bench",
+    "docs",
+    ".ci",
+    "pyproject.toml",
+    "README.md",
+    "Makefile",
+    "LICENSE",
+    ".gitignore",
+)
 COPIED_FILES = ("constraints.txt", "constraints-verl.txt", "constraints-floor.txt")
 
 
@@ -57,8 +68,7 @@ ROWS = [
     Addition(
         "a simulator kind", "simulator_kind.py.txt", "src/rlver/simulator/stern.py",
         "src/rlver/simulator/spec.py", "KINDS",
-        '        SimulatorKind("stern", "a hard offline user", "rlver.simulator.stern:build", '
-        '"rlver.simulator.stern:SternSpec"),',
+        '        SimulatorKind("stern", "hard to please", "rlver.simulator.stern:build", "rlver.simulator.stern:Spec"),',
     ),
     Addition(
         "a sentient protocol", "protocol.py.txt", "src/rlver/simulator/sentient/protocols/brief.py",
@@ -159,7 +169,8 @@ def test_every_row_of_the_table_is_drilled_and_the_table_is_what_it_counts() -> 
     for addition in ROWS:
         assert (ADDITIONS / addition.template).is_file(), addition.template
         text = (REPO / addition.registry_file).read_text(encoding="utf-8")
-        assert with_line(text, addition.registry, addition.line).count(addition.line) == 1
+        added = with_line(text, addition.registry, addition.line)
+        assert added.count(addition.line) == text.count(addition.line) + 1, addition.row
 
 
 @pytest.mark.slow

@@ -194,9 +194,3 @@ def test_every_registry_names_its_built_in_entries_lazily() -> None:
                 if value is not None and not isinstance(value, str):
                     eager.append(f"{where} {entry.name!r}: {part} {value!r}")
     assert not eager, "name these as 'module:attr':\n" + "\n".join(eager)
-
-
-def test_each_algorithm_entry_names_the_class_of_its_name() -> None:
-    for name in ALGORITHMS:
-        algorithm = ALGORITHMS.get(name)
-        assert algorithm.name == name and ALGORITHMS.settings_class(name) is algorithm.settings_class

@@ -95,10 +95,11 @@ class EngineChatModel(ChatModel):
         self.stop_token_ids = stop_token_ids(tokenizer, eos_ids)
 
     def describe(self) -> dict[str, Any]:
+        where = {k: v for k, v in self.engine.describe().items() if k not in ("name", "backend", "sampler")}
         return {
             "name": self.name,
             "backend": type(self).__name__,
-            **self.engine.describe(),
+            **where,
             "sampler": {**sampler_record(self.engine), "stop_token_ids": list(self.stop_token_ids)},
         }
 

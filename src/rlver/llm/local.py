@@ -41,8 +41,6 @@ class LocalChatModel(EngineChatModel):
     ) -> None:
         """``compile_decode``: on CUDA, decode with a static KV cache and a ``torch.compile``d step
         (CUDA graphs); elsewhere one ``warning:`` line on stderr and the eager path."""
-        if getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError("the tokenizer has no chat template; a chat model needs one")
         engine = HFEngine(
             model,
             tokenizer,
