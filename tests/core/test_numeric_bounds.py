@@ -35,7 +35,9 @@ from rlver.integrations.verl.settings import DialogueTask
 from rlver.rollout.runner import RolloutConfig
 from rlver.seeding import MAX_SEED
 from rlver.simulator.factory import KINDS
+from rlver.simulator.sentient.protocols import PROTOCOLS
 from rlver.train.algorithms import ALGORITHMS
+from rlver.train.backends import BACKENDS
 from rlver.train.config import resolve_config_path
 
 #: Numbers with no upper bound, and why any finite size is usable (a legal, if unwise, choice; the
@@ -141,7 +143,18 @@ def _walk(model: type[BaseModel], root: type[BaseModel], prefix: str, context: t
 ROOTS = (VerlTrainConfig, EvalConfig, RolloutConfig, DialogueTask)
 
 
+def import_every_registered_class() -> None:
+    """The tables name their entries lazily, and the walk sees a subclass only once it is imported: so
+    import every registered class first, and the table is the same when the cases are collected and
+    when they run, whatever another test imported in between (an addition's own settings class)."""
+    for table in (ALGORITHMS, KINDS, PROTOCOLS, BACKENDS):
+        for entry in table.entries():
+            entry.load()
+            entry.settings_class()
+
+
 def numeric_rows() -> list[Row]:
+    import_every_registered_class()
     rows: dict[str, Row] = {}
     for root in ROOTS:
         _walk(root, root, "", (), rows)
