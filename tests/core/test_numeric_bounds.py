@@ -82,6 +82,7 @@ NO_LOWER_BOUND: dict[str, str] = {}
 #: Overrides a row of this model's fields needs beside its own (a simulator kind's model, ...).
 CONTEXT_BY_PREFIX = {
     "simulator.model.": ("simulator.kind=llm", "simulator.model.model=m", "simulator.model.api_key_env="),
+    "simulator.protocol.": ("simulator.kind=llm", "simulator.model.model=m", "simulator.model.api_key_env="),
 }
 
 
@@ -113,13 +114,21 @@ def _subclasses(model: type[BaseModel]) -> list[type[BaseModel]]:
 
 
 def _kind_context(cls: type[BaseModel], prefix: str) -> tuple[str, ...]:
-    """The ``name=``/``kind=`` override that selects a subclass's block (an algorithm, a kind)."""
+    """The override that selects a subclass's block, read from its registry: an algorithm's or a
+    protocol's ``name=``, a simulator kind's ``kind=``, a rollout backend's ``backend=`` beside its
+    ``backend_settings``."""
     for name, algo in ALGORITHMS.items():
         if algo.settings_class is cls:
             return (f"{prefix}name={name}",)
+    for entry in PROTOCOLS.entries():
+        if entry.settings_class() is cls:
+            return (f"{prefix}name={entry.name}",)
     for kind in KINDS.entries():
         if kind.settings_class() is cls and kind.name != "offline":
             return (f"{prefix}kind={kind.name}",)
+    for name, backend in BACKENDS.items():
+        if backend.settings_class is cls:
+            return (f"{prefix.removesuffix('backend_settings.')}backend={name}",)
     return ()
 
 
