@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepare what one device call needs beside the tree, into .gpu/ (git-ignored: add `/.gpu/` to
-# .git/info/exclude): the wheels the GPU image lacks, SmolLM2's tokenizer files (3.5 MB) and the
+# Prepare what one device call needs beside the tree, into .gpu/ (git-ignored, so name it in the
+# call's carry): the wheels the GPU image lacks, SmolLM2's tokenizer files (3.5 MB) and the
 # published prompts the grpo-think step reads. Then, on the device, from the repo root:
 #   bash bench/gpu_device_run.sh        (carry .gpu; it runs gpu-bench, then the suite on CUDA)
 set -euo pipefail
