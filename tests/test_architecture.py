@@ -251,3 +251,25 @@ def test_the_cycle_check_finds_a_lazy_loop_and_ignores_type_only_imports(tmp_pat
     )
     (tmp_path / "eval" / "c2.py").write_text("from rlver.eval.c import z\n", encoding="utf-8")
     assert import_cycles(module_graph(tmp_path)) == [["rlver.eval.a", "rlver.eval.b"]]
+
+
+def test_rlver_never_imports_the_verifiers_environment() -> None:
+    """``src/rlver_sentient`` (the verifiers environment) sits above rlver: it imports rlver, and no
+    rlver module imports it, so the core never needs verifiers."""
+    found = []
+    for path in _modules(SRC):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [
+                f"src/rlver/{path.relative_to(SRC)}:{node.lineno}"
+                for n in names
+                if n.startswith("rlver_sentient")
+            ]
+    assert not found, found

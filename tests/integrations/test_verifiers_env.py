@@ -168,6 +168,18 @@ def test_bad_settings_are_refused_before_any_rollout() -> None:
         SentientTasksetConfig(id="rlver-sentient", max_turns=100_000)
 
 
+def test_the_settings_resolve_as_rlver_eval_resolves_them() -> None:
+    """On the SAGE profiles an LLM user asks SAGE's own questions and the agent gets SAGE's prompt."""
+    sage = SentientTasksetConfig(id="rlver-sentient", simulator="llm", sim_model="deepseek-chat")
+    assert sage.simulator_spec.protocol.name == "sage-published"
+    assert sage.dialogue.agent_prompt == "sage-published"
+    assert sage.dialogue.rules.max_assistant_turns == 10 and sage.dialogue.rules.start_emotion == 40
+    own = SentientTasksetConfig(id="rlver-sentient", profiles="en-test", protocol="training", think=True)
+    assert own.simulator_spec.kind == "offline" and own.dialogue.agent_prompt == "neutral"
+    assert own.dialogue.think and own.dialogue.rules.max_assistant_turns == 8
+    assert own.dialogue.rules.start_emotion == 30
+
+
 async def _concurrent(url: str, profiles: int, rollouts: int) -> tuple[list[Any], list[float]]:
     """``profiles`` x ``rollouts`` episodes at once on this loop, as vf-eval runs them in-process;
     the loop's lag, sampled every 5 ms while they run."""
