@@ -141,6 +141,36 @@ def test_the_llm_user_route_matches_rlver_eval(tmp_path: Path) -> None:
         )
 
 
+def test_think_text_is_handled_as_rlver_eval_handles_it(tmp_path: Path) -> None:
+    """Think then say: the user never sees the thought, and later turns see only earlier replies'
+    visible text (the published rule), in both routes."""
+    with FakeChatServer(varied_policy_and_simulator) as server:
+        episodes = vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "en-test", "--env.taskset.limit", "2",
+            "--env.taskset.think", "true", "--env.taskset.max-turns", "3", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_verifiers = policy_requests(server)
+        server.requests.clear()
+        ours = rlver_eval(
+            server.url, "run", "--profiles", "en-test", "--simulator", "offline", "--limit", "2", "--think",
+            "--set", "env.rules.max_assistant_turns=3", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_rlver = policy_requests(server)
+    assert sent_by_verifiers == sent_by_rlver
+    later_turns = [r for r in sent_by_verifiers if r.count('"assistant"') >= 1]
+    assert later_turns and not any("They seem to need" in r for r in later_turns)  # visible text only
+    for profile_id, reward, emotions, end, _ in map(outcome, episodes):
+        ep = ours[profile_id]
+        assert (reward, emotions, end) == (
+            ep.final_emotion / 100,
+            [float(e) for e in ep.emotions],
+            ep.end_reason,
+        )
+    [trace] = episodes[0]["traces"]
+    sampled = [n["message"]["content"] for n in trace["nodes"] if n["sampled"]]
+    assert len(sampled) == trace["metrics"]["turns"] and all(r.startswith("<think>") for r in sampled)
+
+
 def test_only_the_assistant_samples_and_the_user_is_never_trainable(tmp_path: Path) -> None:
     with FakeChatServer(varied_policy_and_simulator) as server:
         episodes = vf_eval(

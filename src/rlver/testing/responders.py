@@ -52,11 +52,14 @@ def varied_policy_and_simulator(request: dict[str, Any]) -> str:
     """Like :func:`policy_and_simulator`, but the policy's reply is one of :data:`VARIED_POLICY_TEXTS`
     chosen by a hash of every message it was sent: two runs that send the policy the same context get
     the same replies, and any difference in what it is sent (a system prompt, an earlier turn) changes
-    the dialogue from there on."""
+    the dialogue from there on. Asked to think first, it writes a ``<think>`` block before the reply."""
     if request.get("model") != "policy":
         return SIMULATOR_TEXT
     context = json.dumps(
         [[m.get("role"), m.get("content")] for m in request.get("messages", [])], ensure_ascii=False
     )
     digest = int.from_bytes(hashlib.sha256(context.encode()).digest()[:4], "big")
-    return VARIED_POLICY_TEXTS[digest % len(VARIED_POLICY_TEXTS)]
+    reply = VARIED_POLICY_TEXTS[digest % len(VARIED_POLICY_TEXTS)]
+    if "<think>" in context:  # asked to think first (think then say): a thought the user must not see
+        return f"<think>They seem to need reply {digest % 97}.</think>{reply}"
+    return reply
