@@ -67,7 +67,11 @@ class SentientTasksetConfig(vf.TasksetConfig):
                 "the simulator's key in it, or leave sim_key_var out for an endpoint that needs no key"
             )
         try:  # validated now, so a bad setting fails before any rollout, in one line
-            self.rlver_config  # noqa: B018 (the profile set is read when the tasks load)
+            self.rlver_config  # noqa: B018
+            if "profiles" in self.model_fields_set:
+                # a set named on the command line is read now (a missing download is one line); the
+                # default is read when the tasks load, since verifiers also validates a bare {id}
+                self.selected_profiles  # noqa: B018
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"])

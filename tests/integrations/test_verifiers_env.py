@@ -196,6 +196,8 @@ def test_bad_settings_are_refused_before_any_rollout() -> None:
         )
     with pytest.raises(ValidationError, match="max_assistant_turns"):
         SentientTasksetConfig(id="rlver-sentient", max_turns=100_000)
+    with pytest.raises(ValidationError, match="no-such-set"):
+        SentientTasksetConfig(id="rlver-sentient", profiles="no-such-set")
 
 
 def test_the_settings_resolve_as_rlver_eval_resolves_them() -> None:
