@@ -28,6 +28,7 @@ from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
+from rlver.extras import require_extra
 from rlver.protocol import EVALUATION
 from rlver.simulator.emotion import tier_of
 from rlver.simulator.factory import build_simulator, kinds
@@ -108,6 +109,7 @@ def _build_policy(
     from rlver.llm.spec import ModelSpec
 
     if local is not None:
+        require_extra("train", "--local")
         if local.is_dir():  # a training run or checkpoint folder: its latest policy
             from rlver.train.export import resolve_model_folder
 

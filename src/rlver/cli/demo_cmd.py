@@ -16,6 +16,7 @@ import typer
 from rlver.cli import checks
 from rlver.cli.safe_text import clean
 from rlver.errors import ConfigError
+from rlver.extras import require_extra
 
 if TYPE_CHECKING:
     from rlver.demo import DemoResult
@@ -50,6 +51,7 @@ def demo_command(
     ),
 ) -> None:
     """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
+    require_extra("train", "rlver demo")
     from rlver.demo import DEMO_STEPS, run_demo
 
     if steps is not None and minutes is not None:

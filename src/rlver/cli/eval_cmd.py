@@ -29,6 +29,7 @@ from rlver.cli.simulator_flags import (
 )
 from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
 from rlver.errors import ConfigError, InputError, Problem, did_you_mean
+from rlver.extras import require_extra
 from rlver.heartbeat import activity, duration, eta, heartbeat, say_line
 from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
@@ -191,7 +192,10 @@ def eval_command(
     layers = [ConfigLayer(str(config), data, config)] if config is not None else []
     cfg = load_layers(EvalConfig, [*layers, ConfigLayer("flags", flags, flags=EVAL_FLAGS)], set_)
     _check_out(cfg.out_dir)
+    if cfg.agent is None:  # agent_tiny: the tiny model, built and run in this process
+        require_extra("train", "--agent-tiny")
     if cfg.agent is not None and cfg.agent.kind == "local":
+        require_extra("train", "--agent-local" if agent_local else f"agent.model {cfg.agent.model!r}")
         from rlver.llm.factory import check_model_source
 
         check_model_source(cfg.agent.model, "--agent-local" if agent_local else "agent.model")
@@ -215,6 +219,7 @@ def _agent_block(
     if local and (base_url or model):
         raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")
     if local:
+        require_extra("train", "--agent-local")
         # A local folder is recorded by its absolute path: the manifest must name the model whatever
         # the working directory of a later --resume or reader (a hub id stays as given).
         path = Path(local).expanduser()

@@ -16,6 +16,7 @@ import typer
 
 from rlver.cli import checks, simulator_flags
 from rlver.errors import ConfigError, RlverError
+from rlver.extras import require_extra
 from rlver.heartbeat import activity, heartbeat, step_reporter
 from rlver.interrupt import Interrupted
 
@@ -58,6 +59,7 @@ def train_command(
     sim_key_env: str | None = simulator_flags.SIM_KEY_ENV,
 ) -> None:
     """Train a policy with PPO or GRPO against simulated users."""
+    require_extra("train", "rlver train")
     sim = simulator_flags.simulator_overrides(model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
     overrides = sim + list(set_) + ([f"run.steps={steps}"] if steps else [])
     if engine == "verl":
@@ -228,6 +230,7 @@ def export_command(
     ),
 ) -> None:
     """Export a checkpoint as a plain Hugging Face model folder (LoRA merged)."""
+    require_extra("train", "rlver export")
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ConfigError(f"--dtype {dtype!r}: choose float32, bfloat16 or float16")
     from rlver.train.export import export_checkpoint

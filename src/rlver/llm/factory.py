@@ -64,6 +64,9 @@ def build_openai(spec: ModelSpec) -> ChatModel:
 
 def build_local(spec: ModelSpec) -> ChatModel:
     """``kind: local``: the model loaded in this process (checked first: a clear error, not a trace)."""
+    from rlver.extras import require_extra
+
+    require_extra("train", f"a local model ({spec.model})")
     from rlver.llm.local import LocalChatModel
     from rlver.models.reference import resolve_reference
 
