@@ -18,7 +18,7 @@ from conftest import SHARED_DATA
 from helpers import run_rlver
 from rlver.env.dialogue import EnvConfig
 from rlver.errors import RlverError
-from rlver.eval.explain import ROWS, Difference, explain, explain_manifest, judge_name
+from rlver.eval.explain import ROWS, Difference, Explanation, explain, explain_manifest, judge_name
 from rlver.eval.runner import agent_prompt_record
 from rlver.llm.base import SamplingParams
 from rlver.manifest import RunManifest
@@ -27,6 +27,13 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_MD = ROOT / "docs" / "protocol.md"
 RELEASED = ROOT.parent / "shared" / "data" / "sage_released"
+
+
+def _but_the_cap(found: Explanation | list[Difference]) -> list[Difference]:
+    """The differences other than the agent's reply cap, which every benchmark run has: rlver sends
+    one (8,192 tokens unless set), SAGE sends none."""
+    differences = found.differences if isinstance(found, Explanation) else found
+    return [d for d in differences if d.row != "agent-max-tokens"]
 
 
 def _write_run(folder: Path, manifest: RunManifest) -> Path:
@@ -115,8 +122,10 @@ def test_tiny_run_from_30_names_the_start_emotion_with_its_row(tmp_path: Path) -
 
 def test_a_run_as_published_has_no_difference_and_each_change_is_named(tmp_path: Path) -> None:
     same = explain(_write_run(tmp_path / "same", _as_published()))
-    assert same.differences == [], same.text()
-    assert "follows the published benchmark protocol" in same.text()
+    assert _but_the_cap(same) == [], same.text()
+    (cap,) = same.differences  # rlver sends a reply cap (8,192 unless set); SAGE's call_npc sends none
+    assert (cap.setting, cap.run, cap.row) == ("agent reply cap", "8,192 tokens sent", "agent-max-tokens")
+    assert "1 setting differs from the published benchmark protocol" in same.text()
     assert [d.setting for d in same.unknown] == ["simulator sampling"]  # SAGE did not record it
     assert "prompt files: sage/simulator_response.py sha256 027a3e" in same.text()
     coached = EnvConfig.evaluation(think=True, think_context="full", agent_prompt="coaching")
@@ -237,7 +246,7 @@ def test_gpt_4o_mini_is_another_judge(tmp_path: Path) -> None:
     (line,) = [d for d in mini.differences if d.row == "simulator"]
     assert line.run == "LLM gpt-4o-mini"
     dated = explain(_write_run(tmp_path / "dated", _as_published(simulator=_llm_user("gpt-4o-2024-08-06"))))
-    assert dated.differences == [], dated.text()
+    assert _but_the_cap(dated) == [], dated.text()
 
 
 SAGE_FILE = RELEASED.parent / "sage_test_profiles.jsonl"
@@ -255,17 +264,17 @@ def test_the_published_profile_file_by_path_is_the_published_set(tmp_path: Path)
     if train.is_file():
         assert profile_ids_sha256(load_profiles(train)) == PUBLISHED_PROFILE_IDS["rlver-train"]
     by_ids = _as_published(profiles=str(tmp_path / "gone" / "profiles.jsonl"), profile_ids_sha256=ids)
-    assert explain(_write_run(tmp_path / "ids", by_ids)).differences == []
+    assert _but_the_cap(explain(_write_run(tmp_path / "ids", by_ids))) == []
     # an older manifest without the ids: the file named is read, and its content decides
     copy = tmp_path / "my_copy.jsonl"
     copy.write_bytes(SAGE_FILE.read_bytes())
-    assert explain(_write_run(tmp_path / "file", _as_published(profiles=str(copy)))).differences == []
+    assert _but_the_cap(explain(_write_run(tmp_path / "file", _as_published(profiles=str(copy))))) == []
     other = tmp_path / "other.jsonl"
     other.write_bytes(b"".join(SAGE_FILE.read_bytes().splitlines(keepends=True)[1:]))  # 99 of them
-    found = explain(_write_run(tmp_path / "other", _as_published(profiles=str(other)))).differences
+    found = _but_the_cap(explain(_write_run(tmp_path / "other", _as_published(profiles=str(other)))))
     assert [d.row for d in found] == ["profiles"]
     renamed = _as_published(profiles="sage", profile_ids_sha256="0" * 64)  # the name, other content
-    (line,) = explain(_write_run(tmp_path / "renamed", renamed)).differences
+    (line,) = _but_the_cap(explain(_write_run(tmp_path / "renamed", renamed)))
     assert line.row == "profiles" and "profile ids sha256 000000000000" in line.run
 
 
@@ -279,7 +288,7 @@ def test_prompt_files_and_the_protocols_source_are_named() -> None:
     }
     published = _as_published(agent_prompt=record).to_json()
     text = explain_manifest(published, "hand-made").text()
-    assert "follows the published benchmark protocol" in text, text
+    assert "1 setting differs from the published benchmark protocol" in text, text  # the reply cap
     lines = [line.strip() for line in text.splitlines()]
     assert (
         "simulator prompt files: sage/simulator_response.py sha256 027a3e000000…, "
@@ -287,7 +296,7 @@ def test_prompt_files_and_the_protocols_source_are_named() -> None:
     ) in lines
     assert "agent prompt file: sage/npc_response.py sha256 9f9f9f9f9f9f…" in lines
     own = _as_published(simulator=_llm_user(published=False), agent_prompt=agent_prompt_record(env))
-    found = {d.setting: d for d in explain_manifest(own.to_json()).differences}
+    found = {d.setting: d for d in _but_the_cap(explain_manifest(own.to_json()))}
     assert set(found) == {"simulator prompts", "simulator answer format", "agent prompt"}
     assert (found.pop("agent prompt").run, "neutral") == ("neutral", "neutral")  # rlver's words for SAGE's
     assert "rlver's paraphrase" in found["simulator prompts"].run
@@ -341,6 +350,8 @@ WALK_VALUES: dict[str, list[object]] = {
     "simulator.model.model": ["gpt-4o-mini"],
     "profiles": ["en-test"],
     "env.system_prompt": ["You are a helpful assistant."],
+    # a partial block is merged onto the simulator's defaults, so an empty one changes nothing
+    "simulator.sampling": [{"temperature": 0.5}],
 }
 #: Fields that can only change together with another (``model_default`` sends no temperature).
 WALK_WITH: dict[str, dict[str, object]] = {
@@ -354,7 +365,7 @@ SEVEN = {
     "simulator.difficulty": "user-behaviour",
     "simulator.prompt_language": "language",
     "env.language": "language",
-    "env.max_reply_chars": "reply-chars",
+    "env.max_reply_chars": "reply-chars",  # no-effect under a published-text protocol (quoted uncut)
     "env.think": "agent-prompt",
 }
 
@@ -526,7 +537,8 @@ def test_every_non_default_setting_is_named_or_listed(
         silent += [f"{kind}: {p}" for p, lines in changed.items() if not lines and not _listed(p, kind)]
         if kind == "llm":
             for path, row in SEVEN.items():
-                assert any(f"docs/protocol.md row {row}" in line for line in changed[path]), (
+                rows = (row, "no-effect")  # a setting the run's simulator never reads is named as such
+                assert any(f"docs/protocol.md row {r}" in line for line in changed[path] for r in rows), (
                     path,
                     changed[path],
                 )

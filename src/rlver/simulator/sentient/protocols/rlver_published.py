@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from rlver.errors import ConfigError
 from rlver.records import Appraisal, Message
@@ -143,6 +143,18 @@ class RlverPublishedProtocol(PublishedTextProtocol):
     """``rlver-published``: the published training simulator's prompts and parsing, fetched."""
 
     name: Literal["rlver-published"] = "rlver-published"
+    #: The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the
+    #: dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, whose
+    #: ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: ``planning_reply``
+    #: moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, :235), so the prompt's
+    #: number (dsv3 :178) stays the start. ``current``: the emotion at that turn, as SAGE shows it.
+    appraisal_emotion: Literal["start", "current"] = "start"
 
     prompt_version: ClassVar[str] = "rlver-published"
     simulator: ClassVar[PublishedSimulator] = RLVER_TRAINING
+
+    def appraisal_emotion_shown(self, start_emotion: int) -> int | None:
+        return start_emotion if self.appraisal_emotion == "start" else None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "appraisal_emotion": self.appraisal_emotion}

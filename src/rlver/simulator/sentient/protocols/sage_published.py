@@ -130,12 +130,11 @@ SAGE = PublishedSimulator(
 
 
 class SagePublishedProtocol(PublishedTextProtocol):
-    """``sage-published``: SAGE's own prompts and parsing, from the fetched files; the simulator is
-    shown the agent's whole reply and the goodbye is checked first, as in SAGE's loop."""
+    """``sage-published``: SAGE's own prompts and parsing, from the fetched files; the goodbye is
+    checked first, as in SAGE's loop."""
 
     name: Literal["sage-published"] = "sage-published"
 
     prompt_version: ClassVar[str] = "sage-published"
     simulator: ClassVar[PublishedSimulator] = SAGE
-    shows_whole_reply: ClassVar[bool] = True
     goodbye_first: ClassVar[bool] = True
