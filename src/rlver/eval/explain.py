@@ -208,9 +208,10 @@ def explain_manifest(
         found += _hidden_thoughts(manifest, episodes)
     differences = [d for d in found if d.published != "unknown"]
     unknown = [d for d in found if d.published == "unknown"]
-    reference = (
-        "the published training run (RLVER)" if training else "the published benchmark protocol (SAGE)"
-    )
+    reference = "the published benchmark protocol (SAGE)"
+    if training:
+        preset = (manifest.published_run or {}).get("preset")
+        reference = f"the published training run (RLVER{', preset ' + preset if preset else ''})"
     return Explanation(
         where,
         reference,
@@ -421,6 +422,15 @@ def _published_differences(
                 "simulator prompts",
                 f"{protocol}: published text of the other run",
                 published_text,
+                "simulator-options",
+            )
+        )
+    if protocol == "rlver-published" and described.get("appraisal_emotion") == "current":
+        found.append(
+            Difference(
+                "appraisal prompt's emotion",
+                "the emotion at that turn (simulator.protocol.appraisal_emotion: current)",
+                "the dialogue's start emotion, every turn (the role's emo_point is never updated, dsv3 :85, :178)",
                 "simulator-options",
             )
         )

@@ -31,6 +31,7 @@ from rlver.protocol import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_publish
 from rlver.rollout.runner import RolloutConfig
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
+from rlver.simulator.sentient.protocols import SentientProtocol
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
@@ -413,8 +414,8 @@ class TrainConfig(_Strict):
         if self.eval.protocol != "benchmark" or spec.kind != "llm":
             return spec
         published = asks_published_text(self.eval.profiles, spec.kind)
-        protocol = {"name": BENCHMARK_TEXT} if published else {}  # {}: the default protocol
-        return SimulatorSpec.model_validate({**spec.model_dump(), "protocol": protocol})
+        protocol = SentientProtocol.model_validate({"name": BENCHMARK_TEXT} if published else {})
+        return spec.model_copy(update={"protocol": protocol})  # {} above: the default protocol
 
     def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:
         """The local runner's settings: :meth:`env_config`, the group size and the reward spec."""

@@ -9,8 +9,9 @@ not published), and the settings that differ go into the manifest's ``published_
 
 Settings that other rows of ``rlver explain`` compare from the manifest's own records (the dialogue's
 rules, the simulator, the agent prompt, think mode, the profiles, the held-out evaluation) and settings
-that do not change what is trained are not compared here: :data:`NOT_COMPARED` names each with its
-reason (``tests/eval/test_explain.py`` walks every field of a training config against it).
+that do not change what is trained are not compared here: :data:`NAMED_ELSEWHERE` and
+:data:`NOT_SCORED` name each (``tests/eval/test_explain.py`` walks every field of a training config
+against them).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from rlver.train.config import TrainConfig, load_train_config
 #: The algorithms a published run used; any other is compared with the PPO preset.
 PUBLISHED_ALGORITHMS = ("ppo", "grpo")
 
-#: Settings left out of the comparison, each with the reason (a dotted path, or a prefix ending in ``.``).
-NOT_COMPARED: dict[str, str] = {
+#: Settings that do not change what is trained, each with the reason (a dotted path, or a prefix
+#: ending in ``.``): not compared, and not named by ``rlver explain``.
+NOT_SCORED: dict[str, str] = {
     "model.tiny_seed": "read only for model.path tiny (the path is compared)",
     "model.tiny_size": "read only for model.path tiny (the path is compared)",
     "model.device": "where the model runs",
@@ -35,17 +37,10 @@ NOT_COMPARED: dict[str, str] = {
     "model.lora.target_modules": "read only with model.lora.enabled, which is compared (then it is compared too)",
     "update.": "how the update fits the device's memory, not the maths",
     "optim.max_nonfinite_in_a_row": "when a run whose gradients broke stops",
-    "rollout.profiles": "rlver explain's profiles row",
-    "rollout.rules.": "rlver explain's rule rows (start-emotion, turn-limit, end-rules)",
-    "rollout.think": "rlver explain's agent-prompt and think-context rows",
-    "rollout.think_context": "rlver explain's think-context row",
-    "rollout.agent_prompt": "rlver explain's agent-prompt row",
     "rollout.simulator_concurrency": "simulator calls in flight; each dialogue's calls run in order",
     "rollout.backend": "which engine samples the replies (seeded the same way)",
     "rollout.backend_settings.": "how the rollout engine runs",
     "rollout.max_failed_share": "when a run whose dialogues fail stops",
-    "simulator.": "rlver explain's simulator rows",
-    "eval.": "rlver explain's held-out row",
     "run.seed": "which random draws a run makes",
     "run.checkpoint_every": "when checkpoints are written",
     "run.keep_checkpoints": "how many checkpoints are kept",
@@ -56,6 +51,16 @@ NOT_COMPARED: dict[str, str] = {
     "run.reply_table_every": "which sample replies are logged",
     "run.memory_guard": "a check before the run, not the run",
     "run.device_memory_gib": "a check before the run, not the run",
+}
+#: Settings ``rlver explain`` compares from the manifest's other records, by its row: not compared here.
+NAMED_ELSEWHERE: dict[str, str] = {
+    "rollout.profiles": "profiles",
+    "rollout.rules.": "start-emotion, turn-limit, end-rules",
+    "rollout.think": "the preset compared with (think or not)",
+    "rollout.think_context": "think-context",
+    "rollout.agent_prompt": "agent-prompt",
+    "simulator.": "simulator, simulator-options, simulator-sampling, user-behaviour, language, retries",
+    "eval.": "held-out",
 }
 
 
@@ -75,9 +80,9 @@ def _leaves(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: value}
 
 
-def not_compared(path: str) -> str | None:
-    """Why ``path`` is left out of the comparison, or None when it is compared."""
-    for key, why in NOT_COMPARED.items():
+def listed(path: str, table: dict[str, str]) -> str | None:
+    """``path``'s entry in ``table`` (by its path or a prefix ending in ``.``), or None."""
+    for key, why in table.items():
         if path == key or (key.endswith(".") and path.startswith(key)):
             return why
     return None
@@ -93,7 +98,9 @@ def published_run(cfg: TrainConfig) -> dict[str, Any]:
     lora = cfg.model.lora.enabled
     differences = {}
     for path in sorted(set(run) | set(published)):
-        if not_compared(path) and not (lora and path.startswith("model.lora.")):
+        if listed(path, NAMED_ELSEWHERE) or (
+            listed(path, NOT_SCORED) and not (lora and path.startswith("model.lora."))
+        ):
             continue
         if run.get(path) != published.get(path):
             differences[path] = {"run": run.get(path), "published": published.get(path)}

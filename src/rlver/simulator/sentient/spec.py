@@ -50,6 +50,14 @@ class SentientSpec(SimulatorSpec):
     def accepted_keys(cls) -> set[str]:
         return super().accepted_keys() | _protocol_option_keys()
 
+    @model_validator(mode="after")
+    def _sampling_in_full(self) -> SentientSpec:
+        """The sampling the simulator will use (:func:`simulator_sampling`), stated in full: a spec
+        written out (``config.yaml``, a manifest) reloads to the same sampling. Left to the model's
+        block, a written default (temperature 1.0) would read as stated and replace 0.7 on resume."""
+        self.sampling = simulator_sampling(self)
+        return self
+
     def inert_settings(self) -> dict[str, str]:
         found = {}
         if self.seed != SimulatorSpec.model_fields["seed"].default:
