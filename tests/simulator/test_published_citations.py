@@ -134,10 +134,10 @@ def _span(lines: str) -> tuple[int, int]:
 
 #: Per fetched file and cited lines, what those lines hold.
 TOKENS: dict[tuple[str, str], str] = {
-    ('rlver/hard_player_simulator_dsv3.py', '91'): 'role["topic"]',
-    ('sage/simulator_response.py', '48'): 'role["topic"]',
-    ('rlver/hard_player_simulator_dsv3.py', '394-395'): 'PlayerSimulator(self.save_dir)',
-    ('rlver/hard_player_simulator_dsv3.py', '68-69'): 'self.chat_player(self.role)',
+    ("rlver/hard_player_simulator_dsv3.py", "91"): 'role["topic"]',
+    ("sage/simulator_response.py", "48"): 'role["topic"]',
+    ("rlver/hard_player_simulator_dsv3.py", "394-395"): "PlayerSimulator(self.save_dir)",
+    ("rlver/hard_player_simulator_dsv3.py", "68-69"): "self.chat_player(self.role)",
     ("sage/simulator_response.py", "82"): "emotion变化",
     ("sage/simulator_response.py", "89"): "emotion变化",
     ("rlver/hard_player_simulator_dsv3.py", "138"): "emotion变化",
