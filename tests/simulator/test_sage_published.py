@@ -186,6 +186,22 @@ def _dialogue_of(records: list[dict[str, Any]]) -> Callable[[dict[str, Any]], in
     return which
 
 
+def run_sage_published_eval(responder: Any, folder: Path, *flags: str) -> list[dict[str, Any]]:
+    """``rlver eval`` of ``folder/profiles.jsonl`` with SAGE's prompts on both sides, the agent and
+    the judge answered by ``responder`` on a local server; the requests it received."""
+    with FakeChatServer(responder) as server:
+        done = run_rlver(
+            "eval", *flags, "--agent-base-url", server.url, "--agent-model", "policy",
+            "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
+            "--profiles", str(folder / "profiles.jsonl"), "--sim-protocol", "sage-published",
+            "--agent-prompt", "sage-published", "--out", "run", "--no-report",
+            cwd=folder,
+        )  # fmt: skip
+        requests = list(server.requests)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return requests
+
+
 def test_an_eval_sends_sages_own_requests_byte_for_byte(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -208,16 +224,7 @@ def test_an_eval_sends_sages_own_requests_byte_for_byte(
     npc = exec_published(code / "npc_response.py", monkeypatch, stub)
 
     head = published_text.sage_texts().appraisal_template[:40]
-    with FakeChatServer(ReleasedJudge(records, head)) as server:
-        done = run_rlver(
-            "eval", "--agent-base-url", server.url, "--agent-model", "policy",
-            "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
-            "--profiles", str(tmp_path / "profiles.jsonl"), "--sim-protocol", "sage-published",
-            "--agent-prompt", "sage-published", "--out", "run", "--no-report",
-            cwd=tmp_path,
-        )  # fmt: skip
-        requests = list(server.requests)
-    assert done.returncode == 0, done.stderr[-3000:]
+    requests = run_sage_published_eval(ReleasedJudge(records, head), tmp_path)
 
     which = _dialogue_of(records)
     compared = 0
@@ -296,16 +303,7 @@ def test_a_think_eval_sends_the_documented_layout(
             return think_reply(sum(m["role"] == "assistant" for m in messages) + 1)
         return judge(messages[0]["content"])
 
-    with FakeChatServer(answer) as server:
-        done = run_rlver(
-            "eval", "--think", "--agent-base-url", server.url, "--agent-model", "policy",
-            "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
-            "--profiles", str(tmp_path / "profiles.jsonl"), "--sim-protocol", "sage-published",
-            "--agent-prompt", "sage-published", "--out", "run", "--no-report",
-            cwd=tmp_path,
-        )  # fmt: skip
-        requests = list(server.requests)
-    assert done.returncode == 0, done.stderr[-3000:]
+    requests = run_sage_published_eval(answer, tmp_path, "--think")
 
     class Loop:  # SAGE's call_llm for both files: the agent's reply, or the judge's answer
         k = 0

@@ -33,8 +33,9 @@ def _protocol_option_keys() -> set[str]:
 
 
 class SentientSpec(SimulatorSpec):
-    """An LLM plays the user. ``sampling`` overrides the simulator's sampling (default: the model
-    spec's sampling when set explicitly, else temperature 0.7)."""
+    """An LLM plays the user. ``sampling``: the keys given (here, else in the model spec's own
+    ``sampling``) on top of the simulator's defaults (temperature 0.7); once read, it states the whole
+    sampling the simulator uses (:func:`simulator_sampling`)."""
 
     kind: Literal["llm"] = "llm"
     model: ModelSpec
