@@ -21,7 +21,7 @@ import io
 import os
 import re
 import tokenize
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -358,7 +358,10 @@ REPO_TOKENS: dict[tuple[str, str], str] = {
 }
 
 
-def _check(files: dict[str, str], tokens: dict[tuple[str, str], str], read: object) -> list[str]:
+def _check(
+    files: dict[str, str], tokens: dict[tuple[str, str], str], read: Callable[[str], str]
+) -> list[str]:
+    """Every citation of ``files`` whose lines do not hold its token, or that has none."""
     wrong = []
     for where, name, lines in citations():
         if name is None:
@@ -371,7 +374,7 @@ def _check(files: dict[str, str], tokens: dict[tuple[str, str], str], read: obje
         if token is None:
             wrong.append(f"{where}: {name}:{lines} has no token in the test's table {key}")
             continue
-        text = read(files[name])  # type: ignore[operator]
+        text = read(files[name])
         first, last = _span(lines)
         cited = "\n".join(text.splitlines()[first - 1 : last])
         if token not in cited:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from helpers import run_rlver
+from helpers import published_training_argv, run_rlver
 from rlver.simulator.sentient import published_text
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.native import read_transcript
@@ -128,19 +128,12 @@ def test_a_training_rollout_sends_the_published_player_simulators_requests(
         return answers[-1]
 
     with FakeChatServer(answer) as server:
-        done = run_rlver(
-            "train", "--config", "tiny-offline", "--steps", "1", "--out", "run",
-            "--set", "simulator.kind=llm", "--set", "simulator.protocol.name=rlver-published",
-            "--set", "simulator.model.model=sim", "--set", f"simulator.model.base_url={server.url}",
-            "--set", "simulator.model.api_key_env=", "--set", "rollout.rules.preset=published_training",
-            "--set", "rollout.rules.max_assistant_turns=8", "--set", "rollout.agent_prompt=rlver-published",
-            "--set", "rollout.profiles=train.jsonl", "--set", "rollout.batch_size=2",
-            "--set", "rollout.n_per_profile=4", "--set", "rollout.max_new_tokens=12",
-            "--set", "model.max_length=8192", "--set", "eval.profiles=held_out.jsonl",
-            "--set", "eval.protocol=training", "--set", "eval.at_start=false", "--set", "eval.every=0",
-            "--set", "eval.samples_per_profile=1", "--set", "run.progress=false",
-            "--set", "run.tensorboard=false", cwd=tmp_path, timeout=900,
+        argv = published_training_argv(
+            server.url, "rollout.rules.max_assistant_turns=8", "rollout.batch_size=2",
+            "rollout.n_per_profile=4", "rollout.max_new_tokens=12", "model.max_length=8192",
+            "eval.profiles=held_out.jsonl", "eval.protocol=training",
         )  # fmt: skip
+        done = run_rlver(*argv, cwd=tmp_path, timeout=900)
         requests = list(server.requests)
     assert done.returncode == 0, done.stderr[-3000:]
     episodes = read_transcript(tmp_path / "run" / "transcript.jsonl").episodes

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from helpers import run_rlver
+from helpers import published_training_argv, run_rlver
 from rlver.env.dialogue import EnvConfig
 from rlver.eval.config import EvalConfig
 from rlver.testing.openai_server import FakeChatServer
@@ -123,19 +123,12 @@ def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
     )
     sim = ("--sim-base-url", "URL", "--sim-model", "sim", "--sim-key-env", "")
     with FakeChatServer(TwoFormatJudge(*heads)) as server:
-        done = run_rlver(
-            "train", "--config", "tiny-offline", "--steps", "1", "--out", "run",
-            "--set", "simulator.kind=llm", "--set", "simulator.protocol.name=rlver-published",
-            "--set", "simulator.model.model=sim", "--set", f"simulator.model.base_url={server.url}",
-            "--set", "simulator.model.api_key_env=", "--set", "rollout.rules.preset=published_training",
-            "--set", "rollout.rules.max_assistant_turns=1", "--set", "rollout.agent_prompt=rlver-published",
-            "--set", "rollout.profiles=train.jsonl", "--set", "rollout.batch_size=2",
-            "--set", "rollout.n_per_profile=2", "--set", "rollout.max_new_tokens=8",
-            "--set", "eval.profiles=sage", "--set", "eval.protocol=benchmark", "--set", "eval.limit=3",
-            "--set", "eval.at_start=false", "--set", "eval.every=0", "--set", "eval.samples_per_profile=1",
-            "--set", "eval.temperature=1.0", "--set", "run.progress=false", "--set", "run.tensorboard=false",
-            cwd=tmp_path, timeout=900,
+        argv = published_training_argv(
+            server.url, "rollout.rules.max_assistant_turns=1", "rollout.batch_size=2",
+            "rollout.n_per_profile=2", "rollout.max_new_tokens=8", "eval.profiles=sage",
+            "eval.protocol=benchmark", "eval.limit=3", "eval.temperature=1.0",
         )  # fmt: skip
+        done = run_rlver(*argv, cwd=tmp_path, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
         players = [
             json.loads(r)["player"]
