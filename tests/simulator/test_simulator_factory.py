@@ -215,8 +215,13 @@ def test_old_flat_blocks_still_load() -> None:
     assert spec.protocol.name == "sage" and spec.protocol.shown()["magnitude_rubric"]
     assert spec.protocol.shown()["show_traits"] and not spec.protocol.shown()["tier_bands"]
     # a flat rlver-v1 dump carried the sage options too (all false): they are ignored
-    v1 = SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "show_traits": False})
+    v1 = SimulatorSpec.model_validate(
+        {**flat, "protocol": "rlver-v1", "show_traits": False, "magnitude_rubric": False}
+    )
     assert v1.model_dump()["protocol"] == {"name": "rlver-v1"}
+    # one set under a protocol that does not read it would do nothing: refused, naming its owner
+    with pytest.raises(ValidationError, match="show_traits=True is a setting of protocol sage"):
+        SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "magnitude_rubric": False})
     offline = SimulatorSpec.model_validate({**flat, "kind": "offline", "model": None, "embed": False})
     assert isinstance(offline, OfflineSpec) and offline.learned
     # the current shape round-trips

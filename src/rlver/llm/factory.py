@@ -31,6 +31,7 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
     """
     build: Builder = KINDS.get(spec.kind)
     model = build(spec)
+    model.retry_empty = spec.retry_empty
     if spec.cache:
         from rlver.llm.cache import CachedChatModel
 

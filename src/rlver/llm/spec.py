@@ -98,6 +98,10 @@ class ModelSpec(BaseModel):
     api_key_env: str | None = "OPENAI_API_KEY"
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=5, ge=1, le=50)
+    #: Where an empty answer is taken as an answer (the agent under test, a published-text simulator):
+    #: ask again, up to ``max_attempts``, while it stays empty. Default: taken at the first call, as
+    #: SAGE calls its agent and its judge once.
+    retry_empty: bool = False
     concurrency: int = Field(default=32, ge=1, le=MAX_COUNT)
     cache: str | None = None  # sqlite file for the response cache (replay); None = no cache
     sampling: SamplingParams = Field(default_factory=SamplingParams)

@@ -48,6 +48,7 @@ from rlver.records import Episode
 from rlver.rollout.batching import RolloutTimes
 from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts
+from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import build_simulator
 from rlver.train.algorithms import get_algorithm
 from rlver.train.backends import build_rollout_backend
@@ -125,6 +126,9 @@ class Trainer:
         self.backend = build_rollout_backend(config, self.policy, self.tokenizer, self.device)
         self.chat = self.backend.chat
         self.simulator = build_simulator(config.simulator)
+        #: the held-out evaluation's user: the one ``rlver eval`` builds (``TrainConfig.eval_simulator``)
+        eval_spec = config.eval_simulator()
+        self.eval_simulator = self.simulator if eval_spec == config.simulator else build_simulator(eval_spec)
         self.train_profiles, self.eval_profiles = self._load_profiles()
         #: the offline user's veto detectors on the policy's replies, every step (``hack/*`` metrics)
         self.hack_watch = HackWatch(self.train_profiles)
@@ -153,7 +157,7 @@ class Trainer:
             training_manifest(
                 config, self.out, agent=self.backend.describe(),
                 sampling=self.backend.sampling_settings(self._sampling(config.rollout.temperature)),
-                simulator=self.simulator.describe(),
+                simulator=self.simulator.describe(), reply_cut=self.simulator.cuts_reply,
             ),
             every=config.run.transcript_every,
             resume_step=self.step if checkpoint else None,
@@ -260,23 +264,25 @@ class Trainer:
     ) -> list[Episode]:
         self.policy.eval()
         temperature = self.cfg.eval.temperature if evaluation else self.cfg.rollout.temperature
+        simulator = self.eval_simulator if evaluation else self.simulator
         with torch.no_grad():
             return asyncio.run(
                 self._closing(
+                    simulator,
                     run_rollouts(
                         self.chat,
-                        self.simulator,
+                        simulator,
                         profiles,
                         self.cfg.rollout_config(evaluation=evaluation),
                         self._sampling(temperature),
                         seed=seed,
                         times=times,
-                    )
+                    ),
                 )
             )
 
-    async def _closing(self, rollouts: Awaitable[list[Episode]]) -> list[Episode]:
-        """Run ``rollouts``, then close the simulator's HTTP client on the same event loop.
+    async def _closing(self, simulator: UserSimulator, rollouts: Awaitable[list[Episode]]) -> list[Episode]:
+        """Run ``rollouts``, then close ``simulator``'s HTTP client on the same event loop.
 
         Each batch runs in its own ``asyncio.run``; a client left open when its loop ends is never
         closed and aiohttp prints "Unclosed client session" at exit (after a failed run, too).
@@ -285,7 +291,7 @@ class Trainer:
         try:
             return await rollouts
         finally:
-            closer = getattr(self.simulator, "aclose", None)
+            closer = getattr(simulator, "aclose", None)
             if closer is not None:
                 await closer()
 
