@@ -34,12 +34,16 @@ class SvgFigure:
     legend: list[str]
     axis_labels: list[str]
     series: dict[int, Series]
+    colors: dict[int, str]  # each series' colour, from the chart's CSS
     width: float
     height: float
 
     def named(self, legend_entry: str) -> Series:
         """The series drawn under ``legend_entry`` (pygal numbers series in legend order)."""
         return self.series.get(self.legend.index(legend_entry), Series())
+
+    def color(self, legend_entry: str) -> str:
+        return self.colors[self.legend.index(legend_entry)]
 
 
 def _local(tag: object) -> str:
@@ -112,12 +116,15 @@ def read_figure(svg: str) -> SvgFigure:
                 s.bars.append(tuple(float(e.get(k, "0")) for k in ("x", "y", "width", "height")))  # type: ignore[misc]
             elif tag == "text":
                 s.values.append(e.text or "")
+    css = "".join(e.text or "" for e in root.iter() if _local(e.tag) == "style")
+    colors = {int(i): c for i, c in re.findall(r"\.color-(\d+) a:visited\{stroke:([^;}]+)", css)}
     return SvgFigure(
         title=title,
         axis_titles=axis_titles,
         legend=legend,
         axis_labels=axis_labels,
         series=series,
+        colors=colors,
         width=float(root.get("width", "0")),
         height=float(root.get("height", "0")),
     )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rlver.charts import FAILURE_COLOR, SUCCESS_COLOR
 from rlver.eval import plots
 from rlver.eval.judge import CAPABILITIES, CAPABILITY_LABELS, JudgeSummary
 from rlver.eval.metrics import Metrics, compute_metrics
@@ -61,6 +62,10 @@ def test_trajectory_draws_each_runs_mean_inside_its_band_and_the_outcome_marks()
         upper, lower = band[1 : 1 + len(line)], band[1 + len(line) : -1][::-1]
         for (_, y), (_, hi), (_, lo) in zip(line, upper, lower, strict=True):
             assert hi - 0.01 <= y <= lo + 0.01  # the mean lies between its 75th and 25th percentiles
+    # a run's band and mean share its colour; runs differ; success is green, failure red
+    assert [fig.color(f"{name} (25th–75th)") == fig.color(name) for name, _ in runs] == [True, True]
+    assert fig.color(BASE) != fig.color(TRAINED)
+    assert (fig.color("success (≥ 100)"), fig.color("failure (< 10)")) == (SUCCESS_COLOR, FAILURE_COLOR)
     success, failure = fig.named("success (≥ 100)").lines[0], fig.named("failure (< 10)").lines[0]
     assert len(set(_ys(success))) == 1 and len(set(_ys(failure))) == 1 and success[0][1] < failure[0][1]
 

@@ -44,48 +44,45 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
+def _level(y: float, x_from: float, x_to: float) -> list[tuple[float, float]]:
+    """A horizontal reference line, as a two-point series."""
+    return [(x_from, y), (x_to, y)]
+
+
 def trajectory_svg(runs: Sequence[tuple[str, Metrics]]) -> str:
     """Mean emotion per turn with an interquartile band; ended dialogues carried forward."""
-    turns = max((len(m.trajectory) for _, m in runs), default=1)
+    last = max(1, max((len(m.trajectory) for _, m in runs), default=1) - 1)
     fig = chart(
         pygal.XY,
         title="Emotion trajectory (mean, band = 25th–75th percentile)",
-        colors=[c for i in range(len(runs)) for c in (palette_color(i),) * 2]
-        + [SUCCESS_COLOR, FAILURE_COLOR],
+        # each run's band and its mean in the run's colour, then the two outcome marks
+        colors=[
+            *(palette_color(i) for i in range(len(runs)) for _ in ("band", "mean")),
+            SUCCESS_COLOR,
+            FAILURE_COLOR,
+        ],
         opacity=0.15,
         x_title="turn (0 = start; after k appraisals)",
         y_title="emotion",
         range=(0, 105),
-        xrange=(0, max(1, turns - 1)),
-        x_labels=integer_ticks(0, max(1, turns - 1)),
+        xrange=(0, last),
+        x_labels=integer_ticks(0, last),
         y_labels=[0, 20, 40, 60, 80, 100],
         dots_size=2.5,
     )
     for name, m in runs:
-        x = range(len(m.trajectory))
-        upper = list(zip(x, m.trajectory_p75, strict=False))
-        lower = list(zip(x, m.trajectory_p25, strict=False))[::-1]
-        # the band: along the 75th percentile and back along the 25th, filled (pygal closes it at y=0
-        # on the first turn, a line of no width)
-        fig.add(
-            f"{_label(name)} (25th–75th)",
-            upper + lower,
-            fill=True,
-            show_dots=False,
-            stroke_style={"width": 0},
-        )
-        fig.add(_label(name), list(zip(x, m.trajectory, strict=True)))
+        turns = range(len(m.trajectory))
+        # the band: along the 75th percentile and back along the 25th, filled (pygal closes the path
+        # through y=0 at the first turn, a line of no width)
+        band = [
+            *zip(turns, m.trajectory_p75, strict=True),
+            *reversed(list(zip(turns, m.trajectory_p25, strict=True))),
+        ]
+        fig.add(f"{_label(name)} (25th–75th)", band, fill=True, show_dots=False, stroke_style={"width": 0})
+        fig.add(_label(name), list(zip(turns, m.trajectory, strict=True)))
+    fig.add(f"success (≥ {SUCCESS_AT})", _level(SUCCESS_AT, 0, last), show_dots=False, stroke_style=DASHED)
     fig.add(
-        f"success (≥ {SUCCESS_AT})",
-        [(0, SUCCESS_AT), (max(1, turns - 1), SUCCESS_AT)],
-        show_dots=False,
-        stroke_style=DASHED,
-    )
-    fig.add(
-        f"failure (< {FAILURE_BELOW})",
-        [(0, FAILURE_BELOW), (max(1, turns - 1), FAILURE_BELOW)],
-        show_dots=False,
-        stroke_style=DASHED,
+        f"failure (< {FAILURE_BELOW})", _level(FAILURE_BELOW, 0, last), show_dots=False, stroke_style=DASHED
     )
     return render(fig)
 
@@ -293,10 +290,9 @@ def hack_rates_svg(history: Sequence[dict[str, Any]]) -> str | None:
     for key in keys:
         values = [(h["step"], 100 * v if isinstance(v := h.get(key), int | float) else None) for h in rows]
         fig.add(key.removeprefix("hack/"), values, stroke_style=None if key in WATCHED else DOTTED)
-    mark = 100 * HACK_THRESHOLD
     fig.add(
         f"{HACK_THRESHOLD:.0%} mark",
-        [(min(steps), mark), (max(steps), mark)],
+        _level(100 * HACK_THRESHOLD, min(steps), max(steps)),
         show_dots=False,
         stroke_style=DASHED,
     )

@@ -214,7 +214,8 @@ def figures(summary: dict[str, Any], predictions: Sequence[dict[str, Any]]) -> t
         show_legend=False,
         x_title="mean recorded change per turn",
         y_title="mean predicted change per turn",
-        margin_right=140,  # a file's label beside the rightmost point
+        # room for a file's label beside the rightmost point (about 6 px a character at 10 px)
+        margin_right=20 + 6 * max((len(labels[r["path"]]) for r in rows), default=0),
         width=700,
         height=560,
     )
