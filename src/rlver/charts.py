@@ -109,9 +109,9 @@ def chart(
 ) -> ChartT:
     """A pygal chart of ``kind`` (``pygal.XY``, ``pygal.Bar``, ...) set up static, in the report's style.
 
-    ``colors``, ``opacity``, ``dot_opacity`` and ``major_guides`` go to :func:`style`; ``config`` is pygal's own
-    (``x_title``, ``range``, ``x_labels``, ...); legends go below the plot
-    and are never cut (run names are cut by the caller, to a length it chooses).
+    ``colors``, ``opacity``, ``dot_opacity`` and ``major_guides`` go to :func:`style`; ``config`` is
+    pygal's own (``x_title``, ``range``, ``x_labels``, ...). Legends go below the plot and are never cut
+    (run names are cut by the caller, to a length it chooses).
     """
     settings: dict[str, Any] = {
         "legend_at_bottom": True,
