@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "registry": 0,  # the one registry type every table of choices is built from (issue 44)
     "migrate": 0,  # every older shape of a config block or manifest, upgraded at read time
     "tables": 0,  # terminal tables that are never cut (eval, calibrate)
+    "charts": 0,  # static SVG charts (pygal): the report's figures and calibrate's
     "extras": 0,  # which optional extras are installed; the one refusal when a command needs one
     "llm": 1,
     "models": 1,

@@ -13,6 +13,7 @@ import pytest
 
 from rlver.eval.judge import CAPABILITIES, parse_judgement
 from rlver.testing.openai_server import FakeChatServer
+from svg_check import inline_figures, read_figure
 from test_report import make_episode, write_run
 
 
@@ -127,7 +128,8 @@ def test_rlver_judge_end_to_end(tmp_path: Path) -> None:
     html = (run / "report.html").read_text(encoding="utf-8")
     assert "Capability analysis" in html
     # trajectory + histogram + radar + coordinate; no success/failure bars: no dialogue succeeded or failed
-    assert html.count("data:image/png;base64,") == 4
+    titles = [read_figure(svg).title for svg in inline_figures(html)]
+    assert titles[2:] == ["Capabilities (LLM judge, 1–5)", "Social cognition coordinate"] and len(titles) == 4
     assert "p1 was fine" not in html and "empathic_depth was fine" in html
 
 

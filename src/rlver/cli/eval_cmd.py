@@ -3,7 +3,7 @@
 The commands that only read finished runs (``score``, ``report``, ``judge``) are in
 :mod:`rlver.cli.results_cmd`.
 
-Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command functions so that
+Heavy imports (torch, transformers, the report's plots, numpy) happen inside the command functions so that
 ``rlver --help`` stays fast.
 """
 
