@@ -79,7 +79,12 @@ NO_LOWER_BOUND: dict[str, str] = {}
 
 #: Overrides a row of this model's fields needs beside its own (a simulator kind's model, ...).
 CONTEXT_BY_PREFIX = {
-    "simulator.model.": ("simulator.kind=llm", "simulator.model.model=m", "simulator.model.api_key_env="),
+    "simulator.model.": (
+        "simulator.kind=llm",
+        "simulator.model.model=m",
+        "simulator.model.base_url=http://127.0.0.1:9/v1",
+        "simulator.model.api_key_env=",
+    ),
 }
 
 

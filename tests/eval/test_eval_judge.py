@@ -135,7 +135,9 @@ def test_judge_needs_a_run_folder(tmp_path: Path) -> None:
     f = tmp_path / "x.jsonl"
     f.write_text("{}\n")
     proc = subprocess.run(
-        [sys.executable, "-m", "rlver", "judge", str(f), "--judge-model", "m"],
+        [sys.executable, "-m", "rlver", "judge", str(f), "--judge-model", "m", "--judge-base-url",
+         "http://127.0.0.1:9/v1"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "expected a run folder" in proc.stderr

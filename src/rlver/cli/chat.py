@@ -329,6 +329,7 @@ def chat_command(
             Problem("--set", None, None, "sets the simulated user's options; --play-user has none")
         )
     if play_user:
+        checks.endpoint_given("--model", model, "--model-base-url", model_base_url)
         key_env = "OPENAI_API_KEY" if api_key_env is None else (api_key_env or None)
         policy = _build_policy(model_base_url, model, local, key_env)
         asyncio.run(

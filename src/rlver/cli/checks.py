@@ -115,6 +115,16 @@ def key_env(flag: str) -> Callable[[str], str]:
     return parse
 
 
+def endpoint_given(model_flag: str, model: str | None, url_flag: str, url: str | None) -> None:
+    """Refuse a model named without the endpoint that serves it (exit 2, before any work): rlver has
+    no default endpoint (:func:`rlver.llm.spec.no_endpoint`, the rule's one wording, which a config's
+    model spec is checked against too). ``url`` is the flag's value or the config's."""
+    if model and not url:
+        from rlver.llm.spec import no_endpoint
+
+        raise ConfigError(no_endpoint(f"{model_flag} {model!r}", url_flag))
+
+
 def nothing_to_resume(out: Path) -> None:
     """Say, in one plain line, that ``--resume`` found no run in ``out`` and a new one starts.
 

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
-from rlver.errors import InputError, NothingFinished, Problem, RlverError
+from rlver.errors import EXIT_CODES_HELP, EXIT_SOME_FAILED, InputError, NothingFinished, Problem, RlverError
 from rlver.io import dumps_strict
 from rlver.profiles.sets import load_profile_set
 from rlver.simulator.behaviours import get_behaviour
@@ -152,6 +152,8 @@ def _battery_command(
         raise RlverError(
             f"--strict: adversarial probes earned a positive change: {', '.join(report['exploited'])}"
         )
+    if report["errors"]:  # partial: some cells failed (exit 3, as eval and judge)
+        raise typer.Exit(EXIT_SOME_FAILED)
 
 
 def _probe(
@@ -210,4 +212,4 @@ def _probe(
 
 def register(app: typer.Typer) -> None:
     """Add ``rlver probe`` to the root app."""
-    app.command("probe")(_probe)
+    app.command("probe", epilog=EXIT_CODES_HELP)(_probe)
