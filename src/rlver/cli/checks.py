@@ -225,7 +225,7 @@ def finite(flag: str, *, positive: bool = False) -> Callable[[float | None], flo
     return check
 
 
-def seed_option(default: int | None = 0, help_text: str | None = None) -> Any:
+def seed_option(default: int | None, help_text: str) -> Any:
     """``--seed``: an integer from 0 to :data:`rlver.seeding.MAX_SEED` (what numpy's seeding takes),
     refused while the command line is read, as every seed setting of a config is."""
     from rlver.seeding import MAX_SEED

@@ -29,7 +29,7 @@ from rlver.cli.simulator_flags import (
 )
 from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
 from rlver.errors import EXIT_CODES_HELP, EXIT_SOME_FAILED, ConfigError, did_you_mean
-from rlver.heartbeat import activity, duration, eta, heartbeat, say_line
+from rlver.heartbeat import Pace, activity, duration, heartbeat, say_line
 from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.sentient.protocols import PROTOCOLS
@@ -101,6 +101,7 @@ EVAL_FLAGS = {
     "seed": "--seed",
     "sampling.temperature": "--agent-temperature",
     "sampling.max_tokens": "--agent-max-tokens",
+    "env.system_prompt": "--system-prompt",
 }
 
 
@@ -474,16 +475,17 @@ def _say(line: str) -> None:
 
 def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[Any], None], Any]:
     """Plain lines for a log: one as each dialogue ends (done/total, mean, elapsed, time left at the
-    pace so far), and :func:`rlver.heartbeat.heartbeat` lines in between. On stderr, beside the
-    summary, as the bar is: stdout stays free for what a script reads."""
-    first: list[int] = []
+    pace between endings: :class:`rlver.heartbeat.Pace`), and :func:`rlver.heartbeat.heartbeat` lines
+    in between. On stderr, beside the summary, as the bar is: stdout stays free for what a script
+    reads."""
+    pace = Pace()
 
     def show(p: Any) -> None:
         done = p.finished + p.failed
         mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
-        elapsed = time.perf_counter() - started
-        ran = done - first[0] if first else done
-        left = eta(elapsed, ran, p.total - (first[0] if first else 0))
+        now = time.perf_counter()
+        elapsed = now - started
+        left = pace.left(done, p.total, now)
         say_line(
             _say,
             f"  eval {done}/{p.total} dialogues  mean emotion {mean}  failed {p.failed}  "
@@ -491,7 +493,6 @@ def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[An
         )
 
     def start(p: Any) -> None:
-        first.append(p.already_done)
         if p.already_done:
             _say(f"resuming: {p.already_done} of {p.total} dialogues already finished")
         activity.set_phase(f"generating ({p.total - p.already_done} dialogues to run)")

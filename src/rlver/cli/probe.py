@@ -174,8 +174,10 @@ def _probe(
     behaviour: str | None = sim_flags.BEHAVIOUR,
     difficulty: str | None = sim_flags.DIFFICULTY,
     set_: list[str] = sim_flags.SET,
-    start_emotion: int = typer.Option(40, "--start-emotion", min=0, max=100),
-    seed: int = checks.seed_option(0),
+    start_emotion: int = typer.Option(
+        40, "--start-emotion", min=0, max=100, help="The user's emotion before each probe reply (0-100)."
+    ),
+    seed: int = checks.seed_option(0, "Seed of the simulated user's appraisals."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     strict: bool = typer.Option(
         False, "--strict", help="Exit 1 if any adversarial probe earns a positive change."

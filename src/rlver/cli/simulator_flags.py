@@ -51,6 +51,13 @@ SIM_MODEL: Any = typer.Option(
     "--sim-model",
     help="Simulator model id (the leaderboard used DeepSeek-V3); implies --simulator llm.",
 )
+#: ``rlver train``'s ``--sim-model``: train has no ``--simulator`` flag, so its help says what it sets.
+TRAIN_SIM_MODEL: Any = typer.Option(
+    None,
+    "--sim-model",
+    help="Simulator model id: sets simulator.kind=llm and simulator.model.model (the config's base URL "
+    "and key variable stay unless --sim-base-url or --sim-key-env is given).",
+)
 SIM_KEY_ENV: Any = typer.Option(
     None,
     "--sim-key-env",

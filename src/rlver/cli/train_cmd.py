@@ -54,7 +54,7 @@ def train_command(
         False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
     ),
     sim_base_url: str | None = simulator_flags.SIM_BASE_URL,
-    sim_model: str | None = simulator_flags.SIM_MODEL,
+    sim_model: str | None = simulator_flags.TRAIN_SIM_MODEL,
     sim_key_env: str | None = simulator_flags.SIM_KEY_ENV,
 ) -> None:
     """Train a policy with PPO or GRPO against simulated users."""
