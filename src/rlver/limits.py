@@ -4,7 +4,7 @@ Why bounds at all: a request far beyond what a run can do was accepted and faile
 --n-per-profile 100000000 --limit 1`` spent four minutes listing its dialogues, grew to 7.6 GB and then
 needed two minutes to exit after SIGTERM; a 2 MB persona was accepted and would have been quoted into
 every simulator prompt. Each bound here is checked before any model loads or folder is made, and its
-message says the limit and where it comes from (docs/users.md, "Limits").
+message says the limit and where it comes from (docs/reliability.md, "Limits").
 
 - :data:`MAX_TEXT_CHARS`: one text field (a profile's persona, background, goal, hidden need, opening
   line; an agent's system prompt, inline or ``@file``). The longest field of the 600 published

@@ -100,7 +100,7 @@ def test_rlver_judge_end_to_end(tmp_path: Path) -> None:
             "--judge-model", "fake-judge", "--judge-key-env", "",
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 3, proc.stderr  # p3's judgement was given up: a partial result
         served = server.served
         assert served == 1 + 2 + 2  # p1 once, p2 re-asked once, p3 re-asked once then given up
         assert "<think>" not in json.dumps(server.requests)
@@ -121,7 +121,7 @@ def test_rlver_judge_end_to_end(tmp_path: Path) -> None:
 
         # Re-running costs nothing: finished verdicts are skipped, the failed one replays from the cache.
         again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, check=False)
-        assert again.returncode == 0, again.stderr
+        assert again.returncode == 3, again.stderr  # still partial: the same answer from the cache
         assert server.served == served
 
     html = (run / "report.html").read_text(encoding="utf-8")

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from rlver.config import MAX_COUNT
 from rlver.llm.base import SamplingParams
+from rlver.migrate import OPENAI_BASE_URL
 from rlver.registry import Entry, Registry
 
 #: What an environment variable's name looks like (POSIX): a key pasted in its place does not.
@@ -60,17 +61,15 @@ def check_base_url(url: str | None) -> str | None:
     return url
 
 
-#: OpenAI's own endpoint: named in the refusal below for whoever means it, never used unasked.
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-
-
 def no_endpoint(subject: str, url_flag: str) -> str:
     """The one wording of the rule "no silent default endpoint": a model reached over the network
     needs the endpoint that serves it, given by the user (``subject``: the model and where it was
     named; ``url_flag``: the flag or config key that takes the endpoint).
 
     Why a rule: ``--sim-model`` or ``--agent-model`` without a base URL quietly called OpenAI's public
-    endpoint; it failed 46 s later (a key for another server, or none) and left a run folder.
+    endpoint; it failed 46 s later (a key for another server, or none) and left a run folder. OpenAI's
+    own (:data:`rlver.migrate.OPENAI_BASE_URL`, where specs without one went before) is named here
+    for whoever means it, never used unasked; a spec recorded before reads as sent there.
     """
     return (
         f"{subject} has no endpoint: give {url_flag} (OpenAI's own is {OPENAI_BASE_URL}); rlver calls "
