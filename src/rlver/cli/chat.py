@@ -341,12 +341,8 @@ def chat_command(
         help="Env variable holding the key ('' for none; default OPENAI_API_KEY, if set).",
         parser=checks.key_env("--api-key-env"),
     ),
-    temperature: float = typer.Option(
-        0.7,
-        "--temperature",
-        min=0.0,
-        callback=checks.finite("--temperature"),
-        help="With --play-user: the model's sampling temperature.",
+    temperature: float = checks.temperature_option(
+        0.7, "With --play-user: the model's sampling temperature."
     ),
     show_thoughts: bool = typer.Option(
         False, "--show-thoughts", help="With --play-user: print the model's <think>."

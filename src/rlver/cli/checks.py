@@ -225,6 +225,12 @@ def finite(flag: str, *, positive: bool = False) -> Callable[[float | None], flo
     return check
 
 
+def temperature_option(default: float, help_text: str) -> Any:
+    """``--temperature`` of a command that samples a model (chat, judge, profiles generate): a finite
+    number from 0, refused while the command line is read."""
+    return typer.Option(default, "--temperature", min=0.0, callback=finite("--temperature"), help=help_text)
+
+
 def seed_option(default: int | None, help_text: str) -> Any:
     """``--seed``: an integer from 0 to :data:`rlver.seeding.MAX_SEED` (what numpy's seeding takes),
     refused while the command line is read, as every seed setting of a config is."""

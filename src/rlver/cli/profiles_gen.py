@@ -71,12 +71,8 @@ def generate_cmd(
         None, "--max-attempts", min=1, help="Model calls allowed in this run (default 3 x missing + 10)."
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Model calls in flight at once."),
-    temperature: float = typer.Option(
-        1.0,
-        "--temperature",
-        min=0.0,
-        callback=checks.finite("--temperature"),
-        help="Sampling temperature of the model that writes the profiles.",
+    temperature: float = checks.temperature_option(
+        1.0, "Sampling temperature of the model that writes the profiles."
     ),
     max_tokens: int = typer.Option(
         2048, "--max-tokens", min=64, help="Most tokens the model may write for one profile (>= 64)."

@@ -201,9 +201,7 @@ def judge_command(
         parser=checks.key_env("--judge-key-env"),
     ),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Judge calls in flight."),
-    temperature: float = typer.Option(
-        0.0, "--temperature", min=0.0, callback=checks.finite("--temperature"), help="Judge temperature."
-    ),
+    temperature: float = checks.temperature_option(0.0, "Judge temperature."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Judge only the first N dialogues."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the response cache (judge_cache.sqlite)."
