@@ -31,6 +31,7 @@ LAYERS: dict[str, int] = {
     "interrupt": 0,
     "heartbeat": 0,
     "registry": 0,  # the one registry type every table of choices is built from (issue 44)
+    "limits": 0,  # the sizes rlver accepts: a text field, the dialogues one run holds
     "migrate": 0,  # every older shape of a config block or manifest, upgraded at read time
     "tables": 0,  # terminal tables that are never cut (eval, calibrate)
     "charts": 0,  # static SVG charts (pygal): the report's figures and calibrate's

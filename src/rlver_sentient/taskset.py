@@ -28,8 +28,14 @@ from rlver.simulator.factory import SimulatorSpec
 from rlver_sentient.exchange import SentientState
 
 #: The agent's placeholder in the rlver config the settings are validated as: verifiers' client is the
-#: agent (``-m``, ``--client.*``); rlver builds no agent here.
-_VERIFIERS_AGENT = {"kind": "openai", "model": "verifiers-client", "api_key_env": None}
+#: agent (``-m``, ``--client.*``); rlver builds no agent here, so its endpoint is a name that resolves
+#: nowhere (``.invalid``, RFC 2606): an openai spec must name one.
+_VERIFIERS_AGENT = {
+    "kind": "openai",
+    "model": "verifiers-client",
+    "base_url": "http://verifiers-client.invalid/v1",
+    "api_key_env": None,
+}
 
 
 class SentientTasksetConfig(vf.TasksetConfig):
@@ -91,7 +97,9 @@ class SentientTasksetConfig(vf.TasksetConfig):
         simulator: dict[str, Any] = {"kind": self.simulator}
         if self.simulator == "llm":
             if not self.sim_model:
-                raise ValueError("simulator llm needs sim_model (and sim_base_url for a non-OpenAI endpoint)")
+                raise ValueError(
+                    "simulator llm needs sim_model and sim_base_url (rlver has no default endpoint)"
+                )
             simulator["model"] = {
                 "kind": "openai",
                 "model": self.sim_model,

@@ -79,11 +79,17 @@ NO_LOWER_BOUND: dict[str, str] = {}
 
 #: Overrides a row of this model's fields needs beside its own (a simulator kind's model, ...).
 CONTEXT_BY_PREFIX = {
-    "simulator.model.": ("simulator.kind=llm", "simulator.model.model=m", "simulator.model.api_key_env="),
+    "simulator.model.": (
+        "simulator.kind=llm",
+        "simulator.model.model=m",
+        "simulator.model.base_url=http://127.0.0.1:9/v1",
+        "simulator.model.api_key_env=",
+    ),
     # a published-text protocol's option (parse_attempts), under that protocol
     "simulator.protocol.": (
         "simulator.kind=llm",
         "simulator.model.model=m",
+        "simulator.model.base_url=http://127.0.0.1:9/v1",
         "simulator.model.api_key_env=",
         "simulator.protocol.name=sage-published",
     ),

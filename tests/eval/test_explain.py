@@ -56,7 +56,12 @@ def _llm_user(
     """A real LLM user's description; ``published``: as the published-text protocol describes itself."""
     described = build_simulator(
         SimulatorSpec.model_validate(
-            {"kind": "llm", "model": {"model": model}, "cache": None, "protocol": "sage"}
+            {
+                "kind": "llm",
+                "model": {"model": model, "base_url": "https://api.deepseek.com/v1"},
+                "cache": None,
+                "protocol": "sage",
+            }
         )
     ).describe()
     if published:

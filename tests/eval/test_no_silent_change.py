@@ -51,7 +51,8 @@ def test_a_written_config_reads_back_to_the_same_simulator_sampling(tmp_path: Pa
     out whole, must not read as stated and replace the simulator's 0.7."""
     from rlver.train.config import load_train_config
 
-    sets = ["simulator.kind=llm", "simulator.model.model=m", "simulator.sampling.max_tokens=512"]
+    sets = ["simulator.kind=llm", "simulator.model.model=m", "simulator.model.base_url=http://127.0.0.1:9/v1"]
+    sets += ["simulator.sampling.max_tokens=512"]
     config = load_train_config("tiny-offline", sets)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
     again = load_train_config(str(tmp_path / "config.yaml"))

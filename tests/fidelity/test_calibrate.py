@@ -451,6 +451,8 @@ def test_sim_option_turns_on_a_sage_prompt_option_and_is_recorded(tmp_path: Path
         "llm",
         "--sim-model",
         "m",
+        "--sim-base-url",
+        "http://127.0.0.1:9/v1",
         "--sim-option",
         "bands",
         "--out",

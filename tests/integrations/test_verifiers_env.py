@@ -202,7 +202,12 @@ def test_bad_settings_are_refused_before_any_rollout() -> None:
 
 def test_the_settings_resolve_as_rlver_eval_resolves_them() -> None:
     """On the SAGE profiles an LLM user asks SAGE's own questions and the agent gets SAGE's prompt."""
-    sage = SentientTasksetConfig(id="rlver-sentient", simulator="llm", sim_model="deepseek-chat")
+    sage = SentientTasksetConfig(
+        id="rlver-sentient",
+        simulator="llm",
+        sim_model="deepseek-chat",
+        sim_base_url="https://api.deepseek.com/v1",
+    )
     assert sage.simulator_spec.protocol.name == "sage-published"
     assert sage.dialogue.agent_prompt == "sage-published"
     assert sage.dialogue.rules.max_assistant_turns == 10 and sage.dialogue.rules.start_emotion == 40

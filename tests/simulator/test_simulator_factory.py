@@ -107,9 +107,19 @@ def test_greedy_simulator_is_cached_and_replays(fake_server: FakeChatServer, tmp
 
 
 def test_model_spec_sampling_is_used_when_set() -> None:
-    spec = SimulatorSpec(kind="llm", model=ModelSpec(model="m", sampling=SamplingParams(temperature=0.2)))
+    spec = SimulatorSpec(
+        kind="llm",
+        model=ModelSpec(
+            model="m", base_url="http://127.0.0.1:9/v1", sampling=SamplingParams(temperature=0.2)
+        ),
+    )
     assert simulator_sampling(spec).temperature == 0.2
-    assert simulator_sampling(SimulatorSpec(kind="llm", model=ModelSpec(model="m"))) == DEFAULT_SAMPLING
+    assert (
+        simulator_sampling(
+            SimulatorSpec(kind="llm", model=ModelSpec(model="m", base_url="http://127.0.0.1:9/v1"))
+        )
+        == DEFAULT_SAMPLING
+    )
 
 
 def test_spec_errors_are_clear() -> None:
@@ -202,7 +212,7 @@ def test_old_flat_blocks_still_load() -> None:
     """Configs and run manifests written before the specs were split: one flat block, every option."""
     flat = {
         "kind": "llm",
-        "model": {"model": "m"},
+        "model": {"model": "m", "base_url": "http://127.0.0.1:9/v1"},
         "embed": False,  # the offline user's options: accepted and ignored, as the flat spec did
         "learned": True,
         "protocol": "sage",

@@ -99,11 +99,24 @@ def summary_lines(result: DemoResult) -> list[str]:
         *(clean("  " + line) for line in example["before"]),
         "the same user after training:",
         *(clean("  " + line) for line in example["after"]),
+        *_fragments_note([*example["before"], *example["after"]]),
         "",
         f"wall {s['wall_s']:.0f} s, peak memory {s['peak_rss_mb']:.0f} MB",
         f"report: {result.report_html}  (Markdown: {result.report_md})",
     ]
     return lines
+
+
+def _fragments_note(lines: list[str]) -> list[str]:
+    """A line saying what the replacement character in the replies is, when there is one: the tiny
+    model writes byte-level tokens, and bytes that form no character decode to U+FFFD, which read as
+    an encoding fault (mojibake) rather than as the model's broken text the vetoes count."""
+    if not any("\ufffd" in line for line in lines):
+        return []
+    return [
+        "  (\ufffd marks bytes the model wrote that form no character: its broken text, which the "
+        "broken_text veto counts; not an encoding fault)"
+    ]
 
 
 def register(app: typer.Typer) -> None:

@@ -41,11 +41,12 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlver.config import MAX_COUNT
 from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
+from rlver.limits import text_too_long
 from rlver.llm.base import Completion
 from rlver.migrate import nest_flat_rules
 from rlver.profiles.schema import Language, Profile
@@ -98,6 +99,14 @@ class EnvConfig(BaseModel):
     def _read_older_shapes(cls, data: Any) -> Any:
         # flat rule keys (``max_assistant_turns=3``, an older file's ``env:``): rlver.migrate
         return nest_flat_rules(data, EVALUATION)
+
+    @field_validator("system_prompt")
+    @classmethod
+    def _prompt_not_too_long(cls, value: str | None) -> str | None:
+        why = text_too_long(len(value)) if value is not None else None
+        if why:
+            raise ValueError(why)
+        return value
 
     @classmethod
     def evaluation(cls, **overrides: Any) -> EnvConfig:

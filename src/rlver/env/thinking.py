@@ -248,14 +248,15 @@ def read_prompt_file(path: str) -> str:
     """
     from pathlib import Path
 
-    file = Path(path).expanduser()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
+    from rlver.errors import InputError
+    from rlver.io import read_text_file
+
+    if not Path(path).expanduser().is_file():
+        reason = "a folder" if Path(path).expanduser().is_dir() else "no such file"
         raise ValueError(
             f"{path!r} is neither {', '.join(AGENT_PROMPT_NAMES)} nor a readable text file ({reason})"
-        ) from None
-    if not text.strip():
-        raise ValueError(f"{path}: the prompt file is empty")
-    return text
+        )
+    try:
+        return read_text_file(path)
+    except InputError as exc:  # not UTF-8, empty, too long: said as a value error of the setting
+        raise ValueError(str(exc)) from None

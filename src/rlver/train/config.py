@@ -26,6 +26,7 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
+from rlver.limits import check_dialogues
 from rlver.migrate import nest_flat_eval_rules, upgrade_rollout, upgrade_update_keys
 from rlver.protocol import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.rollout.runner import RolloutConfig
@@ -36,7 +37,10 @@ from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.backends.base import BackendSettings
-from rlver.train.batch import LOGIT_CHUNK_TOKENS
+
+#: Default positions per chunk of the log-prob/entropy computation (``update.logit_chunk_tokens``;
+#: ``rlver.train.batch.policy_forward``). Here, not beside that code, so reading a config needs no torch.
+LOGIT_CHUNK_TOKENS = 1024
 
 
 class _Strict(BaseModel):
@@ -366,6 +370,11 @@ class TrainConfig(_Strict):
                 f"algorithm.minibatches={self.algorithm.minibatches} must be at most rollout.batch_size="
                 f"{r.batch_size}: a mini-batch holds at least one profile's dialogues"
             )
+        check_dialogues(
+            r.dialogues_per_step,
+            f"rollout.batch_size {r.batch_size} x rollout.n_per_profile {r.n_per_profile}",
+            "a step holds them all at once; lower either",
+        )
         if self.optim.warmup_steps > self.run.steps:
             raise ValueError(
                 f"optim.warmup_steps={self.optim.warmup_steps} must be at most run.steps={self.run.steps}: "

@@ -297,7 +297,8 @@ class Trainer:
 
     def evaluate_episodes(self) -> list[Episode]:
         """The held-out dialogues (fixed seed; the training random stream is left untouched)."""
-        activity.set_phase(f"held-out evaluation of {len(self.eval_profiles)} dialogues")
+        n = len(self.eval_profiles) * self.cfg.eval.samples_per_profile
+        activity.set_phase(f"held-out evaluation of {n} dialogues")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.eval.seed)
             return self._run_dialogues(self.eval_profiles, evaluation=True, seed=self.cfg.eval.seed)
@@ -317,7 +318,10 @@ class Trainer:
 
         # 1. rollout: dialogues with the policy, then drop the failed ones and tokenise the rest
         profiles = profiles_at(self.train_profiles, self.data_position, r.profiles_per_step, cfg.run.seed)
-        activity.set_phase(f"step {step}: rollout of {len(profiles)} dialogues")
+        activity.set_phase(
+            f"step {step}: rollout of {len(profiles) * r.n_per_profile} dialogues "
+            f"({len(profiles)} profiles x {r.n_per_profile})"
+        )
         times = RolloutTimes()
         episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed, times=times)
         t_rollout = time.perf_counter() - t_start

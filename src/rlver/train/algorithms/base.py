@@ -25,20 +25,23 @@ and computes, for the local trainer, its advantages (:meth:`Algorithm.advantages
 :meth:`Algorithm.critic_loss` when it trains a critic). ``rlver.integrations.verl.config`` reads the
 attributes. Adding an algorithm = one new file beside this one + one line in
 :data:`rlver.train.algorithms.ALGORITHMS`.
+
+The tensor maths (``core``, and torch with it) are imported inside the methods that compute: a
+config's ``algorithm:`` block is read with the settings classes alone, so ``rlver train`` refuses a
+bad value before torch is imported (seconds, not the minute torch takes on a loaded machine).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.config import MAX_COUNT
-from rlver.train.algorithms import core
 
-Tensor = torch.Tensor
+if TYPE_CHECKING:  # the settings classes are read with every config: torch only where tensors are
+    from torch import Tensor
 
 
 class AlgorithmSettings(BaseModel):
@@ -200,6 +203,8 @@ class Algorithm(Generic[S]):
             or inputs.old_logp is None
         ):
             return inputs
+        from rlver.train.algorithms import core
+
         penalty = settings.kl_coef * core.kl_k1(inputs.old_logp, inputs.ref_logp) * inputs.mask
         return replace(
             inputs, token_rewards=inputs.token_rewards - penalty, scores=inputs.scores - penalty.sum(dim=1)
@@ -209,6 +214,8 @@ class Algorithm(Generic[S]):
         """The clipped surrogate (weighted by ``x.is_weights`` under truncated importance sampling)
         − ``entropy_coef`` × entropy (logged either way), + ``kl_coef`` × k3(policy ‖ reference) when
         ``kl_in == "loss"`` (verl's ``use_kl_loss`` with ``low_var_kl``)."""
+        from rlver.train.algorithms import core
+
         out = core.policy_loss(
             x.logp, x.old_logp, x.advantages, x.mask,
             clip_eps=settings.clip_eps, clip_eps_high=settings.clip_eps_high, normalizer=x.normalizer,
