@@ -77,7 +77,8 @@ class AlgorithmSettings(BaseModel):
         "with one per assistant turn (think_context visible), as verl counts (docs/protocol.md)",
     )
     #: CleanRL's ``target_kl``: a step's remaining minibatch updates are skipped once one minibatch's
-    #: approximate KL (``train/approx_kl``) passes it. ``None``: every update runs.
+    #: approximate KL (``train/approx_kl``, k3 as CleanRL's; not ``train/ppo_kl``, verl's k1) passes
+    #: it. ``None``: every update runs.
     target_kl: float | None = Field(
         default=None, gt=0.0, description="stop the step's updates once approx_kl passes this (null: off)"
     )
@@ -222,6 +223,7 @@ class Algorithm(Generic[S]):
             "policy_loss": out.loss,
             "clip_fraction": out.clip_fraction,
             "approx_kl": out.approx_kl,
+            "ppo_kl": out.ppo_kl,
             "entropy": entropy,
         }
         if self.kl_in == "loss" and settings.kl_coef > 0 and x.ref_logp is not None:
