@@ -21,6 +21,7 @@ from rlver.migrate import drop_other_algorithms_keys
 from rlver.registry import Entry, Registry
 from rlver.train.algorithms.base import Algorithm, AlgorithmSettings
 from rlver.train.algorithms.grpo import GRPO
+from rlver.train.algorithms.mapo import MAPO
 from rlver.train.algorithms.ppo import PPO
 
 
@@ -34,6 +35,7 @@ ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
     [
         entry(PPO, "a critic, per-token rewards, GAE advantages"),
         entry(GRPO, "no critic; each dialogue's score against its group's"),
+        entry(MAPO, "no critic; each turn's return, normalised within the turn and over the batch"),
     ],
 )
 
