@@ -75,9 +75,11 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_grpo_lone_sample.py",
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_algorithms_mutants.py",
+            "tests/train/test_mapo.py",
         ),
         # whole training steps (1-6 s each): they test the learner; the maths has direct tests here
         (
+            "tests/train/test_mapo.py::test_a_training_step_in_each_layout",
             f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
             f"{_ALG}::test_target_kl_stops_the_remaining_minibatch_updates",
             f"{_ALG}::test_one_sample_per_dialogue_takes_minibatches_optimiser_steps",
@@ -97,9 +99,14 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_train_loop.py",
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_learner_mutants.py",
+            "tests/train/test_mapo.py",
         ),
-        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly
-        (f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",),
+        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly;
+        # MAPO's training steps: its layouts test builds the padded batch directly
+        (
+            f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
+            "tests/train/test_mapo.py::test_a_training_step_in_each_layout",
+        ),
     ),
     "sampling": Target(
         "src/rlver/llm/sampling.py",
