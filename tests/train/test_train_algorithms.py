@@ -219,7 +219,7 @@ def test_every_algorithm_declares_what_both_engines_need() -> None:
 
 
 def test_unknown_algorithm_is_a_config_error_naming_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"algorithm\.name.*unknown algorithm 'dapo'; known: ppo, grpo"):
+    with pytest.raises(ConfigError, match=r"algorithm\.name.*unknown algorithm 'dapo'; known: ppo, grpo, mapo"):
         load_train_config("tiny-offline", ["algorithm.name=dapo"])
     with pytest.raises(UnknownName, match="unknown algorithm 'gpro'; did you mean 'grpo'"):
         get_algorithm("gpro")
@@ -446,7 +446,7 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
             return Advantages(core.broadcast_to_tokens(per_seq, inputs.mask), None, {})
 
     add_for_test(monkeypatch, ALGORITHMS, entry(LeaveOneOut, "a leave-one-out baseline"))
-    with pytest.raises(ConfigError, match="known: ppo, grpo, rloo"):
+    with pytest.raises(ConfigError, match="known: ppo, grpo, mapo, rloo"):
         load_train_config("tiny-offline", ["algorithm.name=nope"])
     with pytest.raises(ConfigError, match=r"algorithm\.baseline_weight"):
         load_train_config("tiny-offline", ["algorithm.name=rloo", "algorithm.baseline_weight=-1"])

@@ -7,7 +7,7 @@ own settings class; the interface and the shared settings in ``base.py``, the sh
 of :class:`~rlver.train.algorithms.base.AlgorithmSettings` named by its ``settings_class``) and add one
 line below (:func:`entry`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`: ``algorithm.name`` in a
 config is checked against it, so an unknown name is a config error in the registry's one wording
-("unknown algorithm 'gpro'; did you mean 'grpo'? known: ppo, grpo"), and the rest of the
+("unknown algorithm 'gpro'; did you mean 'grpo'? known: ppo, grpo, mapo"), and the rest of the
 ``algorithm:`` block is read with that entry's settings class (:func:`settings_for`).
 """
 
