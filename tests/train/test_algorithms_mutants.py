@@ -260,8 +260,8 @@ def test_ppos_critic_loss_reads_its_clip_and_the_normaliser() -> None:
 
 def test_the_registry_names_its_choices() -> None:
     with pytest.raises(UnknownName) as raised:
-        get_algorithm("dapo")
-    assert str(raised.value) == "unknown algorithm 'dapo'; known: ppo, grpo, mapo"
+        get_algorithm("reinforce")
+    assert str(raised.value) == "unknown algorithm 'reinforce'; known: ppo, grpo, mapo"
 
 
 def test_settings_objects_pass_through_or_become_their_algorithms_class() -> None:

@@ -219,8 +219,10 @@ def test_every_algorithm_declares_what_both_engines_need() -> None:
 
 
 def test_unknown_algorithm_is_a_config_error_naming_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"algorithm\.name.*unknown algorithm 'dapo'; known: ppo, grpo, mapo"):
-        load_train_config("tiny-offline", ["algorithm.name=dapo"])
+    with pytest.raises(
+        ConfigError, match=r"algorithm\.name.*unknown algorithm 'reinforce'; known: ppo, grpo, mapo"
+    ):
+        load_train_config("tiny-offline", ["algorithm.name=reinforce"])
     with pytest.raises(UnknownName, match="unknown algorithm 'gpro'; did you mean 'grpo'"):
         get_algorithm("gpro")
 

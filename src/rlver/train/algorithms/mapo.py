@@ -52,12 +52,12 @@ class MAPOSettings(AlgorithmSettings):
 
     name: str = "mapo"
     mapo_turn_weight: float = Field(
-        default=0.4, ge=0.0, description="weight of the turn-level normalised return (MAPO's 0.4)"
+        default=0.4, ge=0.0, le=1.0, description="weight of the turn-level normalised return (MAPO's 0.4)"
     )
     mapo_batch_weight: float = Field(
-        default=0.6, ge=0.0, description="weight of the batch-level normalised return (MAPO's 0.6)"
+        default=0.6, ge=0.0, le=1.0, description="weight of the batch-level normalised return (MAPO's 0.6)"
     )
-    mapo_eps: float = Field(default=1e-6, gt=0.0, description="added to each std before dividing")
+    mapo_eps: float = Field(default=1e-6, gt=0.0, le=1.0, description="added to each std before dividing")
 
     @model_validator(mode="after")
     def _some_weight(self) -> MAPOSettings:
