@@ -160,7 +160,7 @@ EQUIVALENT: dict[str, str] = {
         "so sample_rewards has no later turn to fold in: kept_turns changes nothing"
         for n in (59, 62)
     },
-    "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_33": "a wider `within` lets through only zeros: every "
+    "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_43": "a wider `within` lets through only zeros: every "
     "registered algorithm's advantages and returns are 0 outside the mask already",
     "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
     "None is falsy as False is",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import torch
 from rlver.errors import ConfigError
 from rlver.train.algorithms import get_algorithm
 from rlver.train.algorithms.base import AdvantageInputs
-from rlver.train.algorithms.mapo import MAPOSettings
+from rlver.train.algorithms.mapo import MAPOSettings, monte_carlo_returns
 from rlver.train.config import load_train_config
 from rlver.train.learner import make_samples, pad_batch, turn_indices
 from rlver.train.tokenize import TokenizedEpisode
@@ -98,6 +99,24 @@ def test_a_weight_of_zero_leaves_one_level_and_gamma_discounts_later_turns() -> 
     assert [by_turn[(d, 0)] for d in range(3)] == approx([0.4 * v for v in z0], abs=1e-6)
     with pytest.raises(ValueError, match="both 0"):
         MAPOSettings(mapo_turn_weight=0.0, mapo_batch_weight=0.0)
+
+
+def test_monte_carlo_returns_by_hand() -> None:
+    """Dialogue 0: rewards 0.1, 0.2 (gamma 0.5: 0.2 at turn 1, 0.1 + 0.5 x 0.2 = 0.2 at turn 0);
+    dialogue 1: one turn of -0.3. Nothing follows a dialogue's last turn."""
+    keys, g = monte_carlo_returns({0: {0: 0.1, 1: 0.2}, 1: {0: -0.3}}, 0.5)
+    assert dict(zip(keys, g.tolist(), strict=True)) == approx({(0, 1): 0.2, (0, 0): 0.2, (1, 0): -0.3})
+
+
+def test_inputs_without_their_turns_are_refused() -> None:
+    """Inputs built without ``dialogues`` or ``turn_index`` (the learner fills both) are an error naming
+    them; a ``dialogues`` tensor of the wrong length too (one id per sample)."""
+    inputs = _whole_layout([[0.1], [0.2]], [0, 0])
+    for missing in ("dialogues", "turn_index"):
+        with pytest.raises(ValueError, match=r"needs AdvantageInputs\.dialogues and \.turn_index"):
+            MAPO.advantages(replace(inputs, **{missing: None}), MAPOSettings())
+    with pytest.raises(ValueError, match="zip"):
+        MAPO.advantages(replace(inputs, dialogues=torch.arange(3)), MAPOSettings())
 
 
 def _episodes() -> list:

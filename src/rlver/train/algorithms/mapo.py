@@ -69,6 +69,16 @@ class MAPOSettings(AlgorithmSettings):
         return self
 
 
+def turns_of(inputs: AdvantageInputs) -> tuple[Tensor, Tensor]:
+    """``inputs.dialogues`` and ``inputs.turn_index``; a ValueError when they were not filled (inputs
+    built by hand: the learner fills both)."""
+    if inputs.dialogues is None or inputs.turn_index is None:
+        raise ValueError(
+            "mapo needs AdvantageInputs.dialogues and .turn_index (rlver.train.learner fills both)"
+        )
+    return inputs.dialogues, inputs.turn_index
+
+
 def turn_rewards_by_dialogue(inputs: AdvantageInputs) -> dict[int, dict[int, float]]:
     """Each dialogue's reward per assistant turn, ``{dialogue: {turn: r}}``, from the token rewards.
 
@@ -76,12 +86,12 @@ def turn_rewards_by_dialogue(inputs: AdvantageInputs) -> dict[int, dict[int, flo
     (``inputs.per_turn``) earns the reward from its turn on, so ``r_k`` is its sum less the next turn's
     sample's; a dialogue whose late turns did not fit keeps their reward on its last kept turn (as a
     cut whole dialogue does, ``rlver.env.rewards.sample_rewards``)."""
-    assert inputs.dialogues is not None and inputs.turn_index is not None, "the learner fills the turns"
+    dialogues, turn_index = turns_of(inputs)
     summed: dict[int, dict[int, float]] = defaultdict(dict)
     on = inputs.mask > 0
     for b in range(inputs.mask.shape[0]):
-        d = int(inputs.dialogues[b])
-        turns, rewards = inputs.turn_index[b][on[b]], inputs.token_rewards[b][on[b]]
+        d = int(dialogues[b])
+        turns, rewards = turn_index[b][on[b]], inputs.token_rewards[b][on[b]]
         for k in torch.unique(turns).tolist():
             summed[d][k] = summed[d].get(k, 0.0) + float(rewards[turns == k].sum())
     if not inputs.per_turn:
@@ -96,7 +106,8 @@ def turn_rewards_by_dialogue(inputs: AdvantageInputs) -> dict[int, dict[int, flo
 def monte_carlo_returns(
     rewards: dict[int, dict[int, float]], gamma: float
 ) -> tuple[list[tuple[int, int]], Tensor]:
-    """Every (dialogue, turn) and its return ``G = r + gamma * G_next``, as a flat float64 tensor."""
+    """Every (dialogue, turn) and its return ``G = r + gamma * G_next`` (0 after the last turn), as a flat
+    tensor."""
     keys: list[tuple[int, int]] = []
     returns: list[float] = []
     for d, by_turn in rewards.items():
@@ -105,7 +116,7 @@ def monte_carlo_returns(
             running = by_turn[k] + gamma * running
             keys.append((d, k))
             returns.append(running)
-    return keys, torch.tensor(returns, dtype=torch.float64)
+    return keys, torch.tensor(returns)
 
 
 def _normalised(values: Tensor, eps: float) -> Tensor:
@@ -126,9 +137,9 @@ class MAPO(Algorithm[MAPOSettings]):
     settings_class = MAPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: MAPOSettings) -> Advantages:
-        assert inputs.dialogues is not None and inputs.turn_index is not None, "the learner fills the turns"
+        dialogues, turn_index = turns_of(inputs)
         keys, g = monte_carlo_returns(turn_rewards_by_dialogue(inputs), settings.gamma)
-        group_of = dict(zip(inputs.dialogues.tolist(), inputs.groups.tolist(), strict=True))
+        group_of = dict(zip(dialogues.tolist(), inputs.groups.tolist(), strict=True))
         cells: dict[tuple[int, int], list[int]] = defaultdict(list)  # (group, turn) -> its returns
         for i, (d, k) in enumerate(keys):
             cells[(group_of[d], k)].append(i)
@@ -138,9 +149,9 @@ class MAPO(Algorithm[MAPOSettings]):
         batch_level = _normalised(g, settings.mapo_eps)
         mixed = settings.mapo_turn_weight * turn_level + settings.mapo_batch_weight * batch_level
         # a (dialogue, turn) table, read at every action token's dialogue and turn
-        table = torch.zeros(int(inputs.dialogues.max()) + 1, int(inputs.turn_index.max()) + 1)
+        table = torch.zeros(int(dialogues.max()) + 1, int(turn_index.max()) + 1)
         table[[d for d, _ in keys], [k for _, k in keys]] = mixed.float()
-        at_tokens = table[inputs.dialogues.unsqueeze(1), inputs.turn_index.clamp(min=0)]
+        at_tokens = table[dialogues.unsqueeze(1), turn_index.clamp(min=0)]
         lone = sum(1 for members in cells.values() if len(members) < 2)
         stats = {"train/turn_groups": float(len(cells)), "train/lone_turn_groups": float(lone)}
         return Advantages(at_tokens * (inputs.mask > 0), None, stats)
