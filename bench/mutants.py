@@ -202,6 +202,12 @@ EQUIVALENT: dict[str, str] = {
     _A + "base.xǁAlgorithmǁactor_loss__mutmut_28": "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the "
     "same loss and gradient",
     _A + "core.x_masked_mean__mutmut_16": "mask.sum(dim=None) is the full sum, as mask.sum()",
+    **{
+        _A
+        + f"mapo.xǁMAPOǁadvantages__mutmut_{n}": "a (dialogue, turn) table a row or a column larger: the extra "
+        "one is never read (every lookup is of a dialogue and turn that exists)"
+        for n in (45, 48)
+    },
     _A + "core.x_policy_loss__mutmut_46": "advantages <= 0 in the dual clip: at A = 0 both sides are 0",
     **{
         f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "

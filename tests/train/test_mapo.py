@@ -113,7 +113,7 @@ def test_inputs_without_their_turns_are_refused() -> None:
     them; a ``dialogues`` tensor of the wrong length too (one id per sample)."""
     inputs = _whole_layout([[0.1], [0.2]], [0, 0])
     for missing in ("dialogues", "turn_index"):
-        with pytest.raises(ValueError, match=r"needs AdvantageInputs\.dialogues and \.turn_index"):
+        with pytest.raises(ValueError, match=r"^mapo needs AdvantageInputs\.dialogues and \.turn_index \("):
             MAPO.advantages(replace(inputs, **{missing: None}), MAPOSettings())
     with pytest.raises(ValueError, match="zip"):
         MAPO.advantages(replace(inputs, dialogues=torch.arange(3)), MAPOSettings())

@@ -93,7 +93,7 @@ def turn_rewards_by_dialogue(inputs: AdvantageInputs) -> dict[int, dict[int, flo
         d = int(dialogues[b])
         turns, rewards = turn_index[b][on[b]], inputs.token_rewards[b][on[b]]
         for k in torch.unique(turns).tolist():
-            summed[d][k] = summed[d].get(k, 0.0) + float(rewards[turns == k].sum())
+            summed[d][k] = float(rewards[turns == k].sum())  # a turn is in one sample only
     if not inputs.per_turn:
         return dict(summed)
     out: dict[int, dict[int, float]] = {}
