@@ -282,8 +282,7 @@ def _signal_in_the_evaluation(trainer: object, at_step: int, after_replies: int)
     return answered
 
 
-@pytest.mark.slow  # two tiny runs with an evaluation after each step, in-process: ~30 s on the 2-core box
-@pytest.mark.usefixtures("_own_signals")
+@pytest.mark.usefixtures("_own_signals")  # three tiny runs in-process: 3 s at load 3, 25 s at load 8
 def test_a_signal_in_the_evaluation_cuts_it_short_and_keeps_the_step(tmp_path: Path) -> None:
     """SIGINT during step 2's held-out evaluation: the evaluation stops there (its other dialogues are
     never answered), the stop is under way with the watchdog armed, step 2 is logged and saved without

@@ -21,7 +21,24 @@ Power, measured on the 2-core dev box (one run per cell, ``RLVER_LEARNING_SEEDS=
 -s -rA tests/train/test_train_learning.py``; the table and the runs are in
 docs/notes/2026-11-28-training-round5.md). Held-out gain (after - before, before 13.1 for every run):
 
-LEARNING_TABLE
+===========================================  ====================================================  ========
+run                                          gain by seed 0 1 2 3 4 5 6 7 8 9                      passes
+===========================================  ====================================================  ========
+GRPO                                         +5.7 +7.8 +0.8 +6.6 +4.4 +3.4 +5.4 +5.9 +8.7 +5.9     10 of 10
+PPO                                          +5.4 +4.6 +5.1 +3.6 +6.9 +7.8 +6.2 +4.0 +3.2 +2.1      9 of 10
+  its critic gap (criterion 4)               .013 .022 .024 .018 .005 .017 .011 .025 .014 .008
+MAPO (``rollout.reward.mode=delta``)         +7.6 +3.4 +2.8 +6.3 -0.2 +1.4 +5.7 +7.5 +5.8 +2.7      9 of 10
+PPO, each turn's reward on its first token   +1.4 -0.6 +1.1 -0.9 +1.8                               0 of 5
+  its critic gap                             .066 .052 .077 .049 .078
+PPO, value targets from whitened advantages  +3.5 +5.8 +2.4 +3.0 +2.2                               0 of 5
+  its critic gap                             .179 .159 .101 .211 .198
+GRPO, advantages' sign flipped               -2.1 -2.4 -1.9 -2.3 -2.4                               0 of 5
+MAPO, learning rate 0 / advantages 0 /       +0.0 (after == before, bit for bit)                    0 of 1
+  optimiser step skipped                     each
+===========================================  ====================================================  ========
+
+(PPO seed 9 misses the margin, +2.1; MAPO seed 4 falls, -0.2. GRPO's row equals issue 42's table to the
+tenth: the code it runs did not change. GRPO's do-nothing controls: issue 42's table, 0 of 5 each.)
 
 So: GRPO, PPO and MAPO pass on at least 9 of 10 seeds; PPO's two credit/critic bugs fail on every seed
 measured (seeds 0-4): the reward on each turn's first token by the margin (its largest gain +1.8, the
@@ -34,7 +51,7 @@ code's gains and the bugs': a reviewer's machine, whose CPU kernels give other n
 land a seed on the other side (issue 33 saw that).
 
 The mask mutations (every token, one early, one late, shifted at collation) train one step and fail the
-trained-token counts at that step, for every algorithm. Bugs are planted by monkeypatching the code
+trained-token counts at that step, for GRPO and PPO (seeds 0-4 measured, issue 23). Bugs are planted by monkeypatching the code
 under test (the mask builder where the learner calls it, ``collate`` where the learner imports it, the
 algorithms' functions), never by editing source; fixed seeds make each run deterministic on CPU.
 The history of these margins (issues 23, 33, 42) is in that note.
