@@ -156,18 +156,51 @@ def test_both_layouts_give_each_turn_the_same_advantage(gamma: float) -> None:
 
 
 def test_the_learner_finds_each_action_tokens_turn() -> None:
-    """Token ids 0..9: turn 0 is tokens 2-3 (end 3), turn 1 tokens 6-8 (end 8); on the shifted grid
-    (position p is token p + 1) that is positions 1-2 and 5-7. A per-turn sample is its one turn."""
-    whole = TokenizedEpisode(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [3, 8], 2)
-    one_turn = TokenizedEpisode(
-        list(range(6)), [0, 0, 0, 1, 1, 0], [4], 1, meta={"per_turn": True, "turn": 2}
-    )
-    mask = torch.zeros(2, 9)
-    mask[0, :9] = torch.tensor(whole.assistant_mask[1:], dtype=torch.float32)
-    mask[1, :5] = torch.tensor(one_turn.assistant_mask[1:], dtype=torch.float32)
-    out = turn_indices([whole, one_turn], mask)
+    """Row 0, token ids 0..9: turn 0 is tokens 2-3 (end 3), turn 1 tokens 6-8 (end 8); on the shifted
+    grid (position p is token p + 1) positions 1-2 and 5-7. Row 1: two turns with one token between
+    (ends 2 and 5: positions 0-1 and 3-4). Row 2: an action token past the last turn end counts to that
+    turn. Row 3: a per-turn sample is its one turn."""
+    seqs = [
+        TokenizedEpisode(list(range(10)), [0, 0, 1, 1, 0, 0, 1, 1, 1, 0], [3, 8], 2),
+        TokenizedEpisode(list(range(6)), [0, 1, 1, 0, 1, 1], [2, 5], 2),
+        TokenizedEpisode(list(range(5)), [0, 1, 1, 0, 1], [2], 1),
+        TokenizedEpisode(list(range(6)), [0, 0, 0, 1, 1, 0], [4], 1, meta={"per_turn": True, "turn": 2}),
+    ]
+    mask = torch.zeros(4, 9)
+    for i, q in enumerate(seqs):
+        mask[i, : len(q) - 1] = torch.tensor(q.assistant_mask[1:], dtype=torch.float32)
+    out = turn_indices(seqs, mask)
+    assert out.dtype == torch.long
     assert out[0].tolist() == [-1, 0, 0, -1, -1, 1, 1, 1, -1]
-    assert out[1].tolist() == [-1, -1, 2, 2, -1, -1, -1, -1, -1]
+    assert out[1].tolist() == [0, 0, -1, 1, 1, -1, -1, -1, -1]
+    assert out[2].tolist() == [0, 0, -1, 0, -1, -1, -1, -1, -1]
+    assert out[3].tolist() == [-1, -1, 2, 2, -1, -1, -1, -1, -1]
+
+
+@pytest.mark.parametrize("layout", ["full", "visible"])
+def test_the_learner_hands_mapo_the_turns(layout: str, tmp_path: Path) -> None:
+    """``Learner.score`` passes each sample's dialogue, turns and layout to the algorithm: in either
+    layout every turn's advantage is the one MAPO gives the whole-dialogue batch by hand."""
+    from rlver.models.tiny import tiny_model_and_tokenizer
+    from test_learner_mutants import learner
+
+    _, tokenizer = tiny_model_and_tokenizer(0)
+    sets = ["algorithm.name=mapo", "rollout.reward.mode=delta", "rollout.think=true"]
+    full = load_train_config("tiny-offline", [*sets, "rollout.think_context=full"]).rollout
+    b = pad_batch(make_samples(_episodes(), tokenizer, full, 4096)[0])
+    by_hand = AdvantageInputs(
+        b.mask, b.token_rewards, b.scores, b.groups, dialogues=b.dialogues, turn_index=b.turn_index
+    )
+    expected = _per_turn(MAPO.advantages(by_hand, MAPOSettings()).advantages, by_hand)
+    rollout = load_train_config("tiny-offline", [*sets, f"rollout.think_context={layout}"]).rollout
+    samples, _ = make_samples(_episodes(), tokenizer, rollout, 4096)
+    lr = learner(tmp_path, *sets)
+    scored = lr.score(samples)
+    inputs = AdvantageInputs(
+        scored.mask, scored.token_rewards, scored.scores, scored.groups,
+        dialogues=scored.dialogues, turn_index=scored.turn_index,
+    )  # fmt: skip
+    assert _per_turn(scored.advantages, inputs) == approx(expected, abs=1e-5)
 
 
 def test_the_config_refuses_what_mapo_cannot_use() -> None:

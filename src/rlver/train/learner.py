@@ -174,15 +174,16 @@ def turn_indices(seqs: list[TokenizedEpisode], mask: Tensor) -> Tensor:
     """``[B, T]``: the assistant turn (0, 1, ...) each action token of the padded batch belongs to, -1
     off the action tokens. A per-turn sample (``meta["turn"]``) is that one turn; a whole dialogue's
     turn ``k`` is its action tokens up to the ``k``-th turn end (position ``end - 1`` on the shifted
-    grid), after the one before."""
+    grid), after the one before; action tokens after its last turn end (none in what ``make_samples``
+    builds) count to its last turn."""
     out = torch.full(mask.shape, -1, dtype=torch.long)
     for i, q in enumerate(seqs):
         positions = (mask[i] > 0).nonzero(as_tuple=True)[0]
         if q.meta.get("per_turn"):
             out[i, positions] = int(q.meta["turn"])
             continue
-        ends = torch.tensor([e - 1 for e in q.turn_end_positions], dtype=torch.long)
-        out[i, positions] = torch.searchsorted(ends, positions).clamp(max=max(len(ends) - 1, 0))
+        ends = torch.tensor(q.turn_end_positions) - 1  # every trained sample has a turn end
+        out[i, positions] = torch.searchsorted(ends, positions).clamp(max=len(ends) - 1)
     return out
 
 
