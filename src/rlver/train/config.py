@@ -346,12 +346,20 @@ class TrainConfig(_Strict):
         return self
 
     @model_validator(mode="after")
-    def _groups_big_enough(self) -> TrainConfig:
+    def _what_the_algorithm_needs(self) -> TrainConfig:
+        """What the algorithm needs of the rollouts: groups of ``min_group_size``, a reward mode it can use."""
         algo = ALGORITHMS.get(self.algorithm.name)
         if self.rollout.n_per_profile < algo.min_group_size:
             raise ValueError(
                 f"algorithm.name={algo.name} needs rollout.n_per_profile >= {algo.min_group_size} "
                 f"(got {self.rollout.n_per_profile}): a group of one has no baseline to compare with"
+            )
+        mode = self.rollout.reward.mode
+        if algo.reward_modes is not None and mode not in algo.reward_modes:
+            raise ValueError(
+                f"algorithm.name={algo.name} credits each assistant turn with its own reward: "
+                f"rollout.reward.mode must be one of {', '.join(sorted(algo.reward_modes))} (got {mode}, "
+                "which puts the whole reward on the last turn)"
             )
         return self
 

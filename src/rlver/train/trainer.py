@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlver.config import mask_secret_values, redacted
 from rlver.heartbeat import activity
-from rlver.interrupt import finish_first, winding_down
+from rlver.interrupt import finish_first, interruptible, signalled_during, winding_down
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.llm.sampling import scoring_temperature
@@ -75,6 +75,9 @@ from rlver.train.transcript_writer import (
 )
 
 log = logging.getLogger(__name__)
+
+#: how the held-out evaluation's phase begins (``activity.phase``): a Ctrl-C during it cuts it short
+EVALUATION_PHASE = "held-out evaluation"
 
 
 def seed_everything(seed: int) -> None:
@@ -137,6 +140,8 @@ class Trainer:
         self.data_position = 0
         #: after a Ctrl-C: what became of the step in flight and what was saved (``rlver train`` says it)
         self.interrupt_note = ""
+        #: a Ctrl-C cut the last finished step's held-out evaluation short (``train_step``)
+        self.evaluation_cut = False
         #: the RNG states at the end of the last finished step: a checkpoint written after an
         #: abandoned step holds these, as one written right after the step would
         self.rng_at_step_end: dict[str, Any] | None = None
@@ -297,8 +302,8 @@ class Trainer:
 
     def evaluate_episodes(self) -> list[Episode]:
         """The held-out dialogues (fixed seed; the training random stream is left untouched)."""
-        n = len(self.eval_profiles) * self.cfg.eval.samples_per_profile
-        activity.set_phase(f"held-out evaluation of {n} dialogues")
+        dialogues = len(self.eval_profiles) * self.cfg.eval.samples_per_profile
+        activity.set_phase(f"{EVALUATION_PHASE} of {dialogues} dialogues")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.eval.seed)
             return self._run_dialogues(self.eval_profiles, evaluation=True, seed=self.cfg.eval.seed)
@@ -325,6 +330,7 @@ class Trainer:
         times = RolloutTimes()
         episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed, times=times)
         t_rollout = time.perf_counter() - t_start
+        activity.set_phase(f"step {step}: tokenising {len(episodes)} dialogues")
         self.backend.release()  # a co-located engine frees its memory for the update
         self.transcript.record(step, episodes)  # before the update: a step that fails keeps its dialogues
         samples, metrics = self._trainable(step, episodes)
@@ -336,7 +342,8 @@ class Trainer:
         t_score = time.perf_counter() - t0
 
         # 4. update, evaluation and log: a Ctrl-C from here on lets the step finish (the weights would
-        # otherwise belong to no step), then stops; one before this point abandons the step instead
+        # otherwise belong to no step), then stops; one before this point abandons the step instead.
+        # The held-out evaluation is not part of the step: a Ctrl-C cuts it short (interruptible).
         with finish_first():
             t0 = time.perf_counter()
             activity.set_phase(f"step {step}: update")
@@ -364,11 +371,17 @@ class Trainer:
                     "data/position": self.data_position,
                 }
             )
-            self._evaluate_if_due(step, metrics)
-            metrics["time/step_s"] = time.perf_counter() - t_start
-            self._log_replies(step, episodes)
-            self.logger.log(step, metrics)
-            self.rng_at_step_end = rng_state()  # what a checkpoint of this step holds
+            try:
+                with interruptible():
+                    self._evaluate_if_due(step, metrics)
+            except KeyboardInterrupt:  # the step is whole: it is logged and saved without its evaluation
+                self.evaluation_cut = signalled_during().startswith(EVALUATION_PHASE)
+                raise
+            finally:
+                metrics["time/step_s"] = time.perf_counter() - t_start
+                self._log_replies(step, episodes)
+                self.logger.log(step, metrics)
+                self.rng_at_step_end = rng_state()  # what a checkpoint of this step holds
         return metrics
 
     def _log_replies(self, step: int, episodes: list[Episode]) -> None:
@@ -467,11 +480,15 @@ class Trainer:
         try:
             return self.train_step()
         except KeyboardInterrupt:
+            # what was running when the signal came, not what ran last (the update's signal is raised
+            # once it has finished, the evaluation's after the step's metrics were written)
+            doing = (signalled_during() or activity.phase).removeprefix(f"step {before + 1}: ")
             if self.step == before:
-                doing = activity.phase.removeprefix(f"step {before + 1}: ")
                 fate = f"step {before + 1} was abandoned (the signal came during its {doing})"
+            elif self.evaluation_cut:
+                fate = f"step {self.step} finished; the signal cut its {doing} short"
             else:
-                fate = f"step {self.step} finished first (the signal came during its update)"
+                fate = f"step {self.step} finished first (the signal came during its {doing})"
             self.interrupt_note = fate + self._save_interrupted()
             raise
 

@@ -7,7 +7,7 @@ own settings class; the interface and the shared settings in ``base.py``, the sh
 of :class:`~rlver.train.algorithms.base.AlgorithmSettings` named by its ``settings_class``) and add one
 line below (:func:`entry`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`: ``algorithm.name`` in a
 config is checked against it, so an unknown name is a config error in the registry's one wording
-("unknown algorithm 'gpro'; did you mean 'grpo'? known: ppo, grpo"), and the rest of the
+("unknown algorithm 'gpro'; did you mean 'grpo'? known: ppo, grpo, mapo"), and the rest of the
 ``algorithm:`` block is read with that entry's settings class (:func:`settings_for`).
 """
 
@@ -21,6 +21,7 @@ from rlver.migrate import drop_other_algorithms_keys
 from rlver.registry import Entry, Registry
 from rlver.train.algorithms.base import Algorithm, AlgorithmSettings
 from rlver.train.algorithms.grpo import GRPO
+from rlver.train.algorithms.mapo import MAPO
 from rlver.train.algorithms.ppo import PPO
 
 
@@ -34,6 +35,7 @@ ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
     [
         entry(PPO, "a critic, per-token rewards, GAE advantages"),
         entry(GRPO, "no critic; each dialogue's score against its group's"),
+        entry(MAPO, "no critic; each turn's return, normalised within the turn and over the batch"),
     ],
 )
 

@@ -80,7 +80,8 @@ class AlgorithmSettings(BaseModel):
         "with one per assistant turn (think_context visible), as verl counts (docs/protocol.md)",
     )
     #: CleanRL's ``target_kl``: a step's remaining minibatch updates are skipped once one minibatch's
-    #: approximate KL (``train/approx_kl``) passes it. ``None``: every update runs.
+    #: approximate KL (``train/approx_kl``, k3 as CleanRL's; not ``train/ppo_kl``, verl's k1) passes
+    #: it. ``None``: every update runs.
     target_kl: float | None = Field(
         default=None, gt=0.0, description="stop the step's updates once approx_kl passes this (null: off)"
     )
@@ -103,6 +104,14 @@ class AdvantageInputs:
     episode reward per dialogue ``[B]``; ``groups`` a group id per dialogue ``[B]`` (the profile it was
     sampled for). ``values``/``old_logp``/``ref_logp`` are ``None`` when not computed (no critic, on-policy
     without KL, no KL).
+
+    Where the turns are, for an algorithm that credits each assistant turn on its own (``mapo.py``):
+    ``dialogues`` ``[B]`` says which dialogue each sample comes from (the samples of one dialogue share
+    it: one per assistant turn in the thought-free layout), ``turn_index`` ``[B, T]`` the assistant turn
+    (0, 1, ...) of the dialogue each action token belongs to (-1 elsewhere), and ``per_turn`` whether
+    each sample is one turn earning the reward from its turn on (``learner.make_samples``), so that its
+    token rewards sum to a return rather than to one turn's reward. ``None``: not filled (inputs built
+    by hand for an algorithm that does not read them).
     """
 
     mask: Tensor
@@ -112,6 +121,9 @@ class AdvantageInputs:
     values: Tensor | None = None
     old_logp: Tensor | None = None
     ref_logp: Tensor | None = None
+    dialogues: Tensor | None = None
+    turn_index: Tensor | None = None
+    per_turn: bool = False
 
 
 @dataclass
@@ -183,6 +195,9 @@ class Algorithm(Generic[S]):
     needs_critic: ClassVar[bool]
     kl_in: ClassVar[Literal["reward", "loss"]]
     min_group_size: ClassVar[int] = 1
+    #: the ``rollout.reward.mode`` values it can learn from (``None``: any); config validation refuses
+    #: the others (an algorithm whose credit is each turn's own reward has nothing to use under ``final``)
+    reward_modes: ClassVar[frozenset[str] | None] = None
     verl_adv_estimator: ClassVar[str]
     #: own settings handled by :meth:`verl_overrides` / :meth:`verl_refusals` (see :func:`unmapped_knobs`)
     verl_knobs: ClassVar[frozenset[str]] = frozenset()
@@ -229,6 +244,7 @@ class Algorithm(Generic[S]):
             "policy_loss": out.loss,
             "clip_fraction": out.clip_fraction,
             "approx_kl": out.approx_kl,
+            "ppo_kl": out.ppo_kl,
             "entropy": entropy,
         }
         if self.kl_in == "loss" and settings.kl_coef > 0 and x.ref_logp is not None:
