@@ -1,5 +1,7 @@
 # The two commands in the README. Each creates .venv if needed and installs rlver into it with
-# constraints.txt, which keeps torch at the CPU build on machines without a GPU.
+# constraints.txt, which keeps torch at the CPU build on machines without a GPU. `make setup` installs
+# the [train] extra (torch, transformers, peft) the demo trains with; plain `pip install -e .` is the
+# light core (make light-test).
 PYTHON ?= python3
 VENV ?= .venv
 PIP := $(VENV)/bin/pip
@@ -7,14 +9,14 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: mutants models demo test setup setup-dev lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
+.PHONY: mutants models demo test setup setup-dev light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
 setup: $(VENV)/bin/activate
-	$(PIP) install -q -c $(CONSTRAINTS) -e .
+	$(PIP) install -q -c $(CONSTRAINTS) -e ".[train]"
 
 setup-dev: $(VENV)/bin/activate
 	$(PIP) install -q -c $(CONSTRAINTS) -e ".[dev]"
@@ -88,7 +90,32 @@ embed-test: embed-setup
 	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/core/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
 		"tests/fidelity/test_probe.py::test_embed_flag_probes_the_embedding_user_or_names_the_extra"
 
-test: setup-dev browser-check lint typecheck pytest embed-test verl-test
+# The light core in a real venv of its own: `pip install -c constraints.txt -e .` (no extra), rebuilt
+# from scratch whenever pyproject.toml or constraints.txt changes; tests/test_light_install.py checks
+# that it holds no torch, its size, an endpoint benchmark with its report, and train's refusal.
+LIGHT_VENV ?= .venv-light
+$(LIGHT_VENV)/installed: pyproject.toml $(CONSTRAINTS)
+	rm -rf $(LIGHT_VENV)
+	$(PYTHON) -m venv $(LIGHT_VENV)
+	$(LIGHT_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e .
+	touch $@
+
+light-setup: $(LIGHT_VENV)/installed
+
+light-test: setup-dev light-setup
+	RLVER_LIGHT_VENV=$(LIGHT_VENV) $(VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_light_install.py
+
+# The verifiers environment (src/rlver_sentient) against the real verifiers 0.4.0, which needs Python
+# >= 3.11 and pulls its own stack (openai, mcp, numpy >= 2.1): a venv of its own, with the light core
+# (no torch) and the test tools.
+VERIFIERS_VENV ?= .venv-verifiers
+verifiers-setup: $(VERIFIERS_VENV)/bin/activate
+	$(VERIFIERS_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[verifiers,test]"
+
+verifiers-test: verifiers-setup
+	$(VERIFIERS_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verifiers_env.py
+
+test: setup-dev browser-check lint typecheck pytest embed-test verl-test light-test verifiers-test
 
 # The lowest versions pyproject.toml allows for transformers, tokenizers and peft (constraints-floor.txt),
 # in their own venv: a floor in pyproject must be one the suite passes on (docs/reliability.md,
@@ -110,7 +137,7 @@ bench: setup-dev bench-setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .venv-floor .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .venv-floor .venv-light .venv-verifiers .pytest_cache .mypy_cache .ruff_cache
 
 # One step of `rlver train` on CUDA (bf16) for the tiny model and SmolLM2 (fetched first with
 # `rlver models fetch smollm2-135m-instruct`), LoRA and full, PPO and GRPO: tokens/s, peak GPU memory,

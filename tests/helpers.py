@@ -135,6 +135,20 @@ def run_rlver(
     return proc
 
 
+def published_training_argv(url: str, *sets: str) -> list[str]:
+    """``rlver train`` of one ``tiny-offline`` step on ``train.jsonl`` (published rows) into ``run/``,
+    with the published training rules, prompt and simulator (``rlver-published`` at ``url``); ``sets``
+    add ``--set`` overrides (the rollout's size, the held-out evaluation)."""
+    published = (
+        "simulator.kind=llm", "simulator.protocol.name=rlver-published", "simulator.model.model=sim",
+        f"simulator.model.base_url={url}", "simulator.model.api_key_env=",
+        "rollout.rules.preset=published_training", "rollout.agent_prompt=rlver-published",
+        "rollout.profiles=train.jsonl", "eval.at_start=false", "eval.every=0", "eval.samples_per_profile=1",
+        "run.progress=false", "run.tensorboard=false",
+    )  # fmt: skip
+    return train_argv("run", *published, *sets, steps=1)
+
+
 def endpoint_eval_argv(url: str, *extra: str) -> list[str]:
     """``rlver eval`` of an agent and an LLM simulator both served at ``url`` (a test server), on the
     English test users, 3 replies each, into ``run/``; ``extra`` adds flags."""

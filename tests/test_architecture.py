@@ -31,8 +31,11 @@ LAYERS: dict[str, int] = {
     "interrupt": 0,
     "heartbeat": 0,
     "registry": 0,  # the one registry type every table of choices is built from (issue 44)
+    "limits": 0,  # the sizes rlver accepts: a text field, the dialogues one run holds
     "migrate": 0,  # every older shape of a config block or manifest, upgraded at read time
     "tables": 0,  # terminal tables that are never cut (eval, calibrate)
+    "charts": 0,  # static SVG charts (pygal): the report's figures and calibrate's
+    "extras": 0,  # which optional extras are installed; the one refusal when a command needs one
     "llm": 1,
     "models": 1,
     "embedding": 1,
@@ -250,3 +253,25 @@ def test_the_cycle_check_finds_a_lazy_loop_and_ignores_type_only_imports(tmp_pat
     )
     (tmp_path / "eval" / "c2.py").write_text("from rlver.eval.c import z\n", encoding="utf-8")
     assert import_cycles(module_graph(tmp_path)) == [["rlver.eval.a", "rlver.eval.b"]]
+
+
+def test_rlver_never_imports_the_verifiers_environment() -> None:
+    """``src/rlver_sentient`` (the verifiers environment) sits above rlver: it imports rlver, and no
+    rlver module imports it, so the core never needs verifiers."""
+    found = []
+    for path in _modules(SRC):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [
+                f"src/rlver/{path.relative_to(SRC)}:{node.lineno}"
+                for n in names
+                if n.startswith("rlver_sentient")
+            ]
+    assert not found, found

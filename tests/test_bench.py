@@ -199,3 +199,18 @@ def test_learned_appraisal_learning_curve_names_what_it_cannot_use(tmp_path: Pat
         proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True, timeout=120)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr
         assert all(part in proc.stderr for part in expected), proc.stderr
+
+
+def test_the_cuda_mutants_are_mutmuts_own() -> None:
+    """``bench/cuda_mutants.py`` writes each CPU-untestable mutant as one changed line, for a GPU machine
+    without mutmut; regenerated here from the current source by mutmut's own mutator, each must still
+    be the named mutant's change (an edit that renumbers them fails this before a GPU run is wasted)."""
+    pytest.importorskip("mutmut")
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "cuda_mutants.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "14 of 14 line mutants are mutmut's" in proc.stdout

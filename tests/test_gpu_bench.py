@@ -43,6 +43,7 @@ def test_gpu_bench_plumbing_on_cpu_with_a_toy_shape(tmp_path: Path) -> None:
     from rlver.models.tiny import tiny_model_dir
 
     argv = ["--device", "cpu", "--preset", "toy", "--tokenizer", str(tiny_model_dir()), "--batches", "2"]
+    argv += ["--profile-batch", "2"]
     proc = _run(*argv, "--new-tokens", "4", "--runs", "1", "--skip", "step", "smollm2", out=tmp_path)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     result = json.loads((tmp_path / "gpu_bench_cpu.json").read_text())
@@ -55,3 +56,35 @@ def test_gpu_bench_plumbing_on_cpu_with_a_toy_shape(tmp_path: Path) -> None:
         compiled["sampler_median"] / eager["generate_median"]
     )
     assert "step" not in result and result["params_b"] > 0
+    for side in ("sampler", "generate"):  # the profile sees the sampler's worker-thread decode too
+        top = result["profile"][side]["top_host"]
+        assert any(row["op"] == "aten::mm" and row["calls"] > 0 for row in top), top
+
+
+def test_the_step_without_the_published_prompts_is_skipped_before_the_model_is_built(tmp_path: Path) -> None:
+    """A GPU machine has no network: the grpo-think step reads the published training prompts, so their
+    absence is said first and the step recorded as skipped, instead of a failed step minutes later."""
+    from rlver.models.tiny import tiny_model_dir
+
+    env = {k: v for k, v in os.environ.items() if k != "RLVER_SHARED_DATA"}
+    env.update(
+        RLVER_BENCH_OUT=str(tmp_path / "out"), RLVER_DATA_DIR=str(tmp_path / "empty"), OMP_NUM_THREADS="1"
+    )
+    argv = [
+        "--device",
+        "cpu",
+        "--preset",
+        "toy",
+        "--tokenizer",
+        str(tiny_model_dir()),
+        "--skip",
+        "decode",
+        "smollm2",
+    ]
+    proc = subprocess.run([sys.executable, str(BENCH / "gpu_bench.py"), *argv], env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("gpu-bench: warning: the step is skipped") and "system_prompt.py" in first
+    result = json.loads((tmp_path / "out" / "gpu_bench_cpu.json").read_text())
+    assert "rlver/system_prompt.py" in result["step"]["skipped"] and "metrics" not in result["step"]

@@ -192,7 +192,7 @@ def test_eval_sends_the_key_but_never_writes_it(server: FakeChatServer, eval_run
     from rlver.transcripts.native import read_transcript
 
     work, proc = eval_run
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 3, proc.stderr[-3000:]  # two dialogues are rejected on purpose: partial
     assert _sent(server, "RLVER_CANARY_AGENT") and _sent(server, "RLVER_CANARY_SIM")
     episodes = {ep.profile_id: ep for ep in read_transcript(work / "run" / "transcript.jsonl").episodes}
     rejected = [episodes["secret-0"], episodes["secret-1"]]
@@ -216,7 +216,7 @@ def test_score_report_and_judge_never_write_the_key(
         ],
         work,
     )  # fmt: skip
-    assert judge.returncode == 0, judge.stderr[-3000:]  # one dialogue is rejected on purpose
+    assert judge.returncode == 3, judge.stderr[-3000:]  # one dialogue is rejected on purpose: partial
     assert "/ failed 1 dialogue(s)" in judge.stdout + judge.stderr
     assert _sent(server, "RLVER_CANARY_JUDGE")
     judged = [json.loads(line) for line in (run / "judge.jsonl").read_text().splitlines() if line.strip()]
@@ -326,7 +326,8 @@ def test_config_show_masks_keys(tmp_path: Path) -> None:
             {
                 "agent": {"model": "m", "base_url": "http://user:hunter2-password@127.0.0.1:9/v1",
                           "api_key_env": "RLVER_CANARY_AGENT"},
-                "simulator": {"kind": "llm", "model": {"model": "s", "api_key_env": "RLVER_CANARY_SIM"}},
+                "simulator": {"kind": "llm", "model": {"model": "s", "base_url": "http://127.0.0.1:9/v1",
+                                                       "api_key_env": "RLVER_CANARY_SIM"}},
             }
         ),
         encoding="utf-8",
@@ -349,7 +350,7 @@ def test_probe_never_prints_the_key(server: FakeChatServer, tmp_path: Path) -> N
         ],
         tmp_path,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.returncode == 3, proc.stderr[-2000:]  # the rejected profile's cells failed: partial
     assert f"Bearer {KEYS['RLVER_CANARY_SIM']}" in server.authorizations[before:]
     assert "request_rejected" in proc.stdout and "***" in proc.stdout  # the rejection, key cut out
     assert_no_key(proc, tmp_path)
@@ -362,10 +363,13 @@ def test_key_env_must_be_a_variable_name_and_errors_mask_tokens() -> None:
     from rlver.llm.spec import ModelSpec
 
     key = KEYS["RLVER_CANARY_SIM"]
-    assert ModelSpec(model="m", api_key_env="DEEPSEEK_API_KEY").api_key_env == "DEEPSEEK_API_KEY"
-    assert ModelSpec(model="m", api_key_env=None).api_key_env is None
+    url = "http://127.0.0.1:9/v1"
+    assert (
+        ModelSpec(model="m", base_url=url, api_key_env="DEEPSEEK_API_KEY").api_key_env == "DEEPSEEK_API_KEY"
+    )
+    assert ModelSpec(model="m", base_url=url, api_key_env=None).api_key_env is None
     with pytest.raises(ConfigError) as info:
-        load_config(EvalConfig, None, ["agent.model=m", f"agent.api_key_env={key}"])
+        load_config(EvalConfig, None, ["agent.model=m", f"agent.base_url={url}", f"agent.api_key_env={key}"])
     assert "agent.api_key_env" in str(info.value) and CANARY not in str(info.value)
     assert mask_secret_tokens(f"bad value {key}!") == "bad value ***!"
     assert mask_secret_tokens("temperature 0.7, model sk-short") == "temperature 0.7, model sk-short"

@@ -122,7 +122,7 @@ def test_offline_download_and_bad_inputs_are_clear_errors(tmp_path: Path) -> Non
     env_url = "http://127.0.0.1:1"  # nothing listens there: "offline"
     proc = rlver("data", "download", "sage-test", "--dest", "data", "--base-url", env_url, cwd=tmp_path)
     assert proc.returncode == 1
-    assert "could not reach" in proc.stderr and "copy the file manually" in proc.stderr
+    assert "could not reach" in proc.stderr and "--from FOLDER" in proc.stderr
     proc = rlver("score", "missing-run", cwd=tmp_path)
     assert proc.returncode == 2 and "missing-run" in proc.stderr
     proc = rlver("audit", tmp_path, cwd=tmp_path)  # a folder that is not a run

@@ -16,7 +16,7 @@ from typing import Annotated, Any, NamedTuple, TypeVar, get_args, get_origin
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rlver.errors import ConfigError, nearest
+from rlver.errors import ConfigError, Problem, nearest
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -267,7 +267,10 @@ def _describe(
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     allowed = allowed_range(model, loc) if err["type"] in _NUMBER_ERRORS else None
     tail = f"; allowed: {allowed}" if allowed else ""
-    return f"{head}: {mask_secret_tokens(err['msg'])} (got {shown}){tail}"
+    message = mask_secret_tokens(str(err["msg"]).removeprefix("Value error, "))
+    if err["type"] == "value_error" and err.get("input") is None:
+        return f"{head}: {message}{tail}"  # a setting left out: nothing was given to show
+    return f"{head}: {message} (got {shown}){tail}"
 
 
 def _format_validation_error(
@@ -280,6 +283,19 @@ def _format_validation_error(
     return f"invalid configuration ({len(problems)} problems):\n" + "\n".join(f"  {p}" for p in problems)
 
 
+def yaml_problem(path: str | Path, exc: yaml.YAMLError) -> Problem:
+    """A YAML parser's error as one :class:`Problem`, ``file:line:col: not valid YAML: what``, instead
+    of pyyaml's five-line dump with its ``"<unicode string>"`` and a caret. A tab gets its fix."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    message = f"not valid YAML: {problem}" + (f" ({context})" if context else "")
+    if "\\t" in problem:  # pyyaml quotes a tab as backslash-t
+        message += "; YAML indents with spaces, not tabs"
+    line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+    return Problem(str(path), line, None, message, column=column)
+
+
 def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     """Read a YAML file whose top level must be a mapping; every failure is a ``ConfigError`` naming
     the file (missing, unreadable, not UTF-8, not YAML, absurdly nested, not a mapping)."""
@@ -288,7 +304,7 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(str(yaml_problem(path, exc))) from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not valid UTF-8") from None
     except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting

@@ -11,31 +11,53 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import get_close_matches
 
+#: Exit codes a script can tell apart (``rlver --help`` and the README list them; one home here):
+#: every unit of work finished (dialogues of ``eval``, judge calls of ``judge``, cells of ``probe``).
+EXIT_OK = 0
+#: Nothing finished (:class:`NothingFinished`), or another failure at run time.
+EXIT_FAILED = 1
+#: Bad input (a flag, a setting, a file), refused in one ``error:`` line before any work.
+EXIT_BAD_INPUT = 2
+#: The run finished but some of its units failed: its results are partial (``--resume`` or a rerun
+#: retries them). Distinct from 1 so that a script can tell a partial run from a good or a dead one.
+EXIT_SOME_FAILED = 3
+#: Interrupted: 128 + the signal, as the shell counts (130 Ctrl-C, 143 SIGTERM); what finished is kept.
+EXIT_CODES_HELP = (
+    "Exit codes: 0 all finished; 3 finished, but some dialogues (judge calls, probe cells) failed; "
+    "1 none finished, or another failure; 2 bad input, refused before any work; 130/143 stopped by "
+    "Ctrl-C/SIGTERM, what finished kept."
+)
+
 
 class RlverError(Exception):
     """Base of every error the CLI reports without a traceback."""
 
-    exit_code: int = 1
+    exit_code: int = EXIT_FAILED
 
 
 @dataclass
 class Problem:
-    """One problem in one place of an input file: rendered as ``file:line: field: problem``."""
+    """One problem in one place of an input file: rendered as ``file:line: field: problem`` (``file:line:col:``
+    when the column is known)."""
 
     path: str
     line: int | None
     field: str | None
     message: str
+    #: the column on ``line`` (1-based), where the reader knows it: ``file:line:col:`` as compilers say
+    column: int | None = None
 
     def __str__(self) -> str:
         where = self.path if self.line is None else f"{self.path}:{self.line}"
+        if self.line is not None and self.column is not None:
+            where += f":{self.column}"
         return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
 
 
 class InputError(RlverError):
     """An input file (profiles, transcripts, config) is malformed. Carries every problem found."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
     def __init__(self, problems: list[Problem] | Problem, summary: str | None = None) -> None:
         self.problems = [problems] if isinstance(problems, Problem) else list(problems)
@@ -50,7 +72,7 @@ class InputError(RlverError):
 class ConfigError(RlverError):
     """A configuration key is unknown or has the wrong type."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
 
 class DownloadError(RlverError):
@@ -61,7 +83,7 @@ class PolicyOutOfMemoryError(RlverError):
     """The policy could not generate even one reply in memory: the step fails instead of dropping the
     dialogue (which would bias training towards short dialogues). The message names what to lower."""
 
-    exit_code = 2
+    exit_code = EXIT_BAD_INPUT
 
 
 class NothingFinished(RlverError):
@@ -69,10 +91,11 @@ class NothingFinished(RlverError):
 
     Exit code 1: the input was fine but every unit of work failed (a dead endpoint, a wrong model
     name). The message is one line saying why and where the per-item errors are recorded; a run
-    where only *some* items failed is not an error (its summary shows ``n finished / m failed``).
+    where only *some* items failed is not an error (its summary shows ``n finished / m failed``) and
+    exits :data:`EXIT_SOME_FAILED`.
     """
 
-    exit_code = 1
+    exit_code = EXIT_FAILED
 
 
 class LLMError(RlverError):

@@ -14,9 +14,14 @@ signals turns into a traceback or a hang.
 
 Work that must not be cut in half (a training step's update, which leaves weights of no step when
 broken into) runs inside :func:`finish_first`: a first signal there is noted, not raised; the work
-finishes, and ``KeyboardInterrupt`` is raised when the block ends. Saving what finished (a checkpoint
-of a large model takes longer than :data:`GRACE_S`) runs inside :func:`winding_down`, which holds the
-watchdog off.
+finishes, and ``KeyboardInterrupt`` is raised when the block ends. A part of such a block that may be
+cut (the held-out evaluation after a step's update: the step is whole without it) runs inside
+:func:`interruptible`, where a signal stops it at once, watchdog armed, as outside the block. Saving
+what finished (a checkpoint of a large model takes longer than :data:`GRACE_S`) runs inside
+:func:`winding_down`, which holds the watchdog off.
+
+:func:`signalled_during` names what the process was doing (``heartbeat.activity.phase``) when the
+first signal came, so a command's message names that, not whatever ran last.
 
 Exit codes follow the shell: 130 for SIGINT, 143 for SIGTERM.
 """
@@ -32,6 +37,7 @@ from collections.abc import Iterator
 from types import FrameType
 
 from rlver.errors import RlverError
+from rlver.heartbeat import activity
 
 #: Set by the first SIGINT/SIGTERM; decode loops and long waits poll it.
 stop_requested = threading.Event()
@@ -46,6 +52,10 @@ _finish_depth = 0
 _stop_after_block = threading.Event()
 #: How many :func:`winding_down` blocks are open (the watchdog waits while any is).
 _winding = 0
+#: How many :func:`interruptible` blocks are open (a signal inside one is raised at once).
+_cuttable = 0
+#: ``activity.phase`` when the first signal arrived ("" before any).
+_phase_at_signal = ""
 
 
 class StopGeneration(KeyboardInterrupt):
@@ -97,13 +107,14 @@ _finished = threading.Event()
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    global _exit_code
+    global _exit_code, _phase_at_signal
     if stop_requested.is_set() or _stop_after_block.is_set():
         sys.stderr.write("stopping: saving what finished (the current step ends first)...\n")
         sys.stderr.flush()
         return
     _exit_code = 128 + signum
-    if _finish_depth:
+    _phase_at_signal = activity.phase
+    if _finish_depth and not _cuttable:
         # inside work that must finish: say so, let it finish, raise when the block ends
         _stop_after_block.set()
         sys.stderr.write("stopping: the step in flight finishes first, then it is saved...\n")
@@ -111,6 +122,12 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         return
     _begin_stop()
     raise KeyboardInterrupt
+
+
+def signalled_during() -> str:
+    """What the process was doing (``heartbeat.activity.phase``) when the first signal arrived; "" if
+    none has."""
+    return _phase_at_signal
 
 
 def stop_pending() -> bool:
@@ -139,6 +156,23 @@ def finish_first() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside a :func:`finish_first` block, a part a signal may cut short (the held-out evaluation after
+    a step's update): a signal inside raises ``KeyboardInterrupt`` at once and arms the watchdog, as
+    outside the block; one noted earlier in the block skips the part (raised on entry)."""
+    global _cuttable
+    if _stop_after_block.is_set():
+        _stop_after_block.clear()  # noted in the work before: raised here instead of at the block's end
+        _begin_stop()
+        raise KeyboardInterrupt
+    _cuttable += 1
+    try:
+        yield
+    finally:
+        _cuttable -= 1
+
+
+@contextlib.contextmanager
 def winding_down() -> Iterator[None]:
     """Hold the watchdog off while what finished is saved (a large checkpoint takes minutes)."""
     global _winding
@@ -155,9 +189,10 @@ def graceful_stop() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _exit_code
+    global _exit_code, _phase_at_signal
     stop_requested.clear()  # a process that runs several commands (tests) starts each one afresh
     _stop_after_block.clear()
+    _phase_at_signal = ""
     _finished.clear()
     _exit_code = 130
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -54,6 +54,40 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def read_text_file(path: str | os.PathLike[str]) -> str:
+    """A text file a user names for one text field (``--system-prompt @FILE``, ``--agent-prompt FILE``,
+    ``rollout.agent_prompt``): UTF-8, not empty, at most :data:`rlver.limits.MAX_TEXT_CHARS`.
+
+    Each refusal is one :class:`InputError` naming the file (and, for bytes that are not UTF-8, the
+    line and column where they are): a Latin-1 file was a 52-line traceback. A file far over the
+    bound is refused from its size, without reading it.
+    """
+    from rlver.limits import MAX_TEXT_CHARS, text_too_long
+
+    file = Path(path).expanduser()
+    try:
+        size = file.stat().st_size
+        raw = file.read_bytes() if size <= 4 * MAX_TEXT_CHARS else b""  # UTF-8: at most 4 bytes a character
+    except OSError as exc:
+        raise InputError(Problem(str(file), None, None, f"cannot read: {exc.strerror or exc}")) from None
+    if size > 4 * MAX_TEXT_CHARS:
+        limit = f"a text field holds at most {MAX_TEXT_CHARS:,} characters"
+        raise InputError(Problem(str(file), None, None, f"{size:,} bytes; {limit}"))
+    try:
+        text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start]
+        line, col = before.count(b"\n") + 1, exc.start - (before.rfind(b"\n") + 1) + 1
+        not_utf8 = f"not UTF-8 (byte 0x{raw[exc.start]:02x}); save it as UTF-8"
+        raise InputError(Problem(str(file), line, None, not_utf8, column=col)) from None
+    if not text.strip():
+        raise InputError(Problem(str(file), None, None, "empty file: no text to use"))
+    too_long = text_too_long(len(text))
+    if too_long:
+        raise InputError(Problem(str(file), None, None, too_long))
+    return text
+
+
 def _fsync_dir(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)

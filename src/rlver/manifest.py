@@ -97,6 +97,14 @@ class RunManifest(BaseModel):
     reward: RewardSpec | None = None
     #: The protocol in words (``benchmark protocol: 10 replies from 40, ...``).
     protocol: str | None = None
+    #: What the simulated user is shown of a reply and what the agent's later turns see of it
+    #: (``EnvConfig.reply_layout``); None in manifests written before it was recorded.
+    reply_layout: dict[str, Any] | None = None
+    #: A training run: the published preset it is compared with and the settings that differ
+    #: (``train/published_run.published_run``).
+    published_run: dict[str, Any] | None = None
+    #: A training run: how its held-out score was measured (protocol, profiles, user, agent prompt).
+    held_out: dict[str, Any] | None = None
     profiles: str | list[str] | None = None
     limit: int | None = None
     n_profiles: int | None = None

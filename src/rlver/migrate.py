@@ -24,7 +24,8 @@ The shapes read here (each written by a released rlver; the commit that changed 
   environment's flat rule keys (read by :func:`stated_env_rules`).
 * a manifest's recorded settings compared on ``rlver eval --resume``, as this version writes them
   (:func:`upgrade_recorded_setting`: flat rules, ``think_context`` before issue 36, sampling before
-  ``model_default``, one flat simulator block);
+  ``model_default``, one flat simulator block, a model spec without ``base_url`` from before there
+  was no default endpoint: :func:`recorded_endpoint`);
 * what a manifest left out because it was the default then (:func:`recorded_think_context`,
   :func:`recorded_max_quoted_chars`: the defaults before issue 36), read by ``rlver explain``.
 
@@ -268,11 +269,30 @@ def upgrade_recorded_setting(
             return read_now["env"](value)
         if key == "agent_sampling" and isinstance(value, Mapping):
             return read_now["agent_sampling"](value)
+        if key == "agent_spec":
+            return recorded_endpoint(value)
         if key == "simulator_spec":
+            if isinstance(value, Mapping) and isinstance(value.get("model"), Mapping):
+                value = {**value, "model": recorded_endpoint(value["model"])}
             return read_now["simulator_spec"](value)
     except ValueError:
         pass  # not a settings block this version reads: compared as recorded
     return value
+
+
+#: Where an ``openai`` model spec without ``base_url`` was sent before rlver refused such a spec
+#: (the client's default then): what a spec recorded at that time means. :mod:`rlver.llm.spec` names
+#: it in the refusal.
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+
+def recorded_endpoint(spec: Any) -> Any:
+    """A recorded model spec (a manifest's ``agent_spec``, a ``simulator_spec``'s ``model``) with the
+    endpoint it was sent to: an ``openai`` spec (the default kind) without ``base_url`` went to
+    :data:`OPENAI_BASE_URL`. Anything else is returned as it is."""
+    if not isinstance(spec, Mapping) or spec.get("kind", "openai") != "openai" or "model" not in spec:
+        return spec
+    return spec if spec.get("base_url") else {**spec, "base_url": OPENAI_BASE_URL}
 
 
 #: What manifests written before issue 36 left unsaid because it was the default then.

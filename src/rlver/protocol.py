@@ -35,6 +35,20 @@ TRAINING_START = 30
 SUCCESS_AT = 100
 FAILURE_BELOW = 10
 
+#: The benchmark's text: on SAGE's own profile set (``sage``) an LLM user is asked SAGE's own questions and
+#: the agent gets SAGE's own system prompt, both read from the fetched files (``sage-published``); every
+#: other set keeps rlver's ``sage`` protocol and the neutral prompt (SAGE has no English prompts). The
+#: one decision ``rlver eval`` (``eval/config.published_benchmark``) and the in-training benchmark
+#: evaluation (``TrainConfig.eval_simulator``) read, so the two send the same requests.
+BENCHMARK_PROFILES = "sage"
+BENCHMARK_TEXT = "sage-published"
+
+
+def asks_published_text(profiles: str, simulator_kind: str | None) -> bool:
+    """Whether a benchmark run on ``profiles`` with a ``simulator_kind`` user sends SAGE's own text."""
+    return profiles == BENCHMARK_PROFILES and simulator_kind == "llm"
+
+
 #: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with
 #: ``appraise_final_reply``), as SAGE/test_npc.py:93 does. ``after_user_exceeds``: the published
 #: training check, made after the user's reply with ``turns > max_assistant_turns``

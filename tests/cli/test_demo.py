@@ -14,6 +14,7 @@ import pytest
 
 from rlver.simulator.offline.scoring import HARD_FLAGS
 from rlver.transcripts.native import read_transcript
+from svg_check import inline_figures, read_figure
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -130,12 +131,15 @@ def test_demo_writes_report_and_transcripts_as_the_readme_quotes(tmp_path: Path)
     assert opening.startswith("user: ") and opening == summary["example"]["after"][0]
     # one page: the standard report of the two evaluations with the demo's summary on top
     page = (out / "report.html").read_text()
-    assert "data:image/png;base64," in page and "<script" not in page
+    assert "<script" not in page
+    (curve, *_) = (read_figure(svg) for svg in inline_figures(page))
+    assert curve.legend[:2] == ["training dialogues", "training (5-step mean)"]
+    assert curve.legend[2].startswith("held-out score") and len(curve.named(curve.legend[2]).dots) >= 2
     assert "before training" in page and "Paired comparison" in page and 'id="summary"' in page
     assert page.count('id="featured-') == 2 and "Spearman" in page
     md = (out / "report.md").read_text()
-    assert "report_files/reward_curve.png" in md and opening in md
-    assert (out / "report_files" / "reward_curve.png").stat().st_size > 1000
+    assert "report_files/reward_curve.svg" in md and opening in md
+    assert read_figure((out / "report_files" / "reward_curve.svg").read_text(encoding="utf-8")) == curve
     assert (out / "run" / "metrics.jsonl").exists()
 
 
@@ -207,50 +211,6 @@ def test_the_readme_agreement_figures_are_the_artefacts() -> None:
         )
         at = concepts.index(lead)
         assert quoted in concepts[at : at + 200], f"README.md after {lead!r} should quote {quoted!r}"
-
-
-def test_reward_curve_and_chinese_labels_draw_with_or_without_a_cjk_font(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Plots fall back to an installed CJK font for Chinese text, and say nothing (no warning per
-    missing glyph) when there is none: a report never fails over a font."""
-    import warnings
-
-    import matplotlib
-    from matplotlib import font_manager
-
-    from rlver.eval import plots
-    from rlver.eval.metrics import compute_metrics
-    from rlver.records import Episode, Message
-
-    ep = Episode(
-        profile_id="zh-1", messages=[Message(role="user", content="你好")], start_emotion=30, final_emotion=40
-    )
-    runs = [("训练之后 (after training)", compute_metrics([ep]))]
-    history = [{"step": s, "rollout/reward_mean": 0.2 + 0.01 * s} for s in range(1, 12)]
-    family = plots.cjk_font()
-    if family is not None:  # installed (fonts-noto-cjk): appended to the sans-serif fallback list
-        assert family in plots.CJK_FONT_FAMILIES and family in matplotlib.rcParams["font.sans-serif"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert (
-            plots.reward_curve_png(history, [{"step": 0, "score": 20.0}, {"step": 11, "score": 31.0}])[:4]
-            == b"\x89PNG"
-        )
-        assert plots.trajectory_png(runs)[:4] == b"\x89PNG"
-    # no CJK font installed: nothing is found, nothing is added, and drawing Chinese is still quiet
-    monkeypatch.setattr(
-        font_manager.fontManager,
-        "ttflist",
-        [f for f in font_manager.fontManager.ttflist if f.name == "DejaVu Sans"],
-    )
-    monkeypatch.setitem(matplotlib.rcParams, "font.sans-serif", ["DejaVu Sans"])
-    assert plots.cjk_font() is None
-    plots._use_cjk_fallback()
-    assert matplotlib.rcParams["font.sans-serif"] == ["DejaVu Sans"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert plots.trajectory_png(runs)[:4] == b"\x89PNG"
 
 
 def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:

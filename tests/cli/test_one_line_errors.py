@@ -234,7 +234,7 @@ FILE_ARGS: dict[str, list[str]] = {
 }
 #: Where each command takes a folder.
 FOLDER_ARGS: dict[str, list[str]] = {
-    "judge": ["judge", "{}", "--judge-model", "m"],
+    "judge": ["judge", "{}", "--judge-model", "m", "--judge-base-url", "http://127.0.0.1:9/v1"],
     "export": ["export", "{}", "exported"],
     "probe-from-run": ["probe", "--from-run", "{}"],
     "eval-agent-local": ["eval", "--agent-local", "{}", "--profiles", "bundled-test", "--out", "x"],

@@ -31,7 +31,9 @@ from rlver.train.backends import BACKENDS
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
 SHOW = ("config", "show", "tiny-offline")
-LLM_USER = ("--set", "simulator.kind=llm", "--set", "simulator.model.model=m")
+LLM_USER = (
+    "--set", "simulator.kind=llm", "--set", "simulator.model.model=m", "--set", "simulator.model.base_url=http://127.0.0.1:9/v1",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,18 @@ NO_LOWER_BOUND: dict[str, str] = {}
 
 #: Overrides a row of this model's fields needs beside its own (a simulator kind's model, ...).
 CONTEXT_BY_PREFIX = {
-    "simulator.model.": ("simulator.kind=llm", "simulator.model.model=m", "simulator.model.api_key_env="),
-    "simulator.protocol.": ("simulator.kind=llm", "simulator.model.model=m", "simulator.model.api_key_env="),
+    "simulator.model.": (
+        "simulator.kind=llm",
+        "simulator.model.model=m",
+        "simulator.model.base_url=http://127.0.0.1:9/v1",
+        "simulator.model.api_key_env=",
+    ),
+    "simulator.protocol.": (
+        "simulator.kind=llm",
+        "simulator.model.model=m",
+        "simulator.model.base_url=http://127.0.0.1:9/v1",
+        "simulator.model.api_key_env=",
+    ),
 }
 
 
@@ -407,6 +417,25 @@ def _info(metadata: list[Any]) -> FieldInfo:
     return info
 
 
+def _flag_annotation(param: Any) -> Any:
+    """The Python type a flag was declared with: typer's descriptor where this typer records one, else
+    read back from the click type (typer releases differ in what they keep; the GPU machine's did not
+    keep ``type_descriptor``, and this test then found no numeric flag at all)."""
+    import click
+
+    descriptor = getattr(param, "type_descriptor", None)
+    if descriptor is not None and getattr(descriptor, "annotation", None) is not None:
+        return descriptor.annotation
+    if getattr(param, "is_flag", False):
+        return bool
+    kind = getattr(param, "type", None)
+    if isinstance(kind, click.types.IntParamType):
+        return int
+    if isinstance(kind, click.types.FloatParamType):
+        return float
+    return None
+
+
 def numeric_flags() -> list[Flag]:
     import typer
 
@@ -420,8 +449,7 @@ def numeric_flags() -> list[Flag]:
                 walk(sub, [*path, name])
             return
         for param in cmd.params:
-            descriptor = getattr(param, "type_descriptor", None)
-            annotation = getattr(descriptor, "annotation", None)
+            annotation = _flag_annotation(param)
             if annotation is bool or not _numeric(annotation):
                 continue
             command, flag = " ".join(path), param.opts[0]

@@ -195,14 +195,38 @@ def test_think_is_stripped_before_the_simulator_and_format_errors_counted() -> N
     asyncio.run(run())
 
 
-def test_no_think_mode_still_hides_stray_reasoning_but_counts_no_error() -> None:
+def test_without_think_mode_a_reply_holding_a_think_block_reaches_the_user_as_written() -> None:
+    """SAGE's loop and RLVER's no-think rollout hand the simulator the agent's reply as it is
+    (test_npc.py:113-115, vllm_rollout_spmd.py:496-504): no think mode, nothing is cut or counted."""
     sim, llm = simulator_for([1] * 5)
+    reply = "<think>SHOWN</think>Okay. "
 
     async def run() -> None:
         env = DialogueEnv(sim, EnvConfig(max_assistant_turns=2))
         await env.reset(PROFILE)
-        await env.step("<think>HIDDEN</think>Okay.")
+        result = await env.step(reply)
+        assert result.info["visible"] == reply
         assert env.episode.format_errors == 0
+        assert env.messages_for_policy()[-2].content == reply
+
+    asyncio.run(run())
+    assert any("SHOWN" in text for call in llm.calls for text in call)
+
+
+def test_think_mode_shows_the_user_and_the_later_turns_the_text_after_the_published_tag() -> None:
+    """The think layout (vllm_rollout_spmd_think.py:402-406, :555-556): the user sees the text after
+    the last ``</think>``; with ``think_context: visible`` the policy's later turns see the same."""
+    sim, llm = simulator_for([1] * 5)
+
+    async def run() -> None:
+        env = DialogueEnv(sim, EnvConfig(max_assistant_turns=3, think=True))
+        await env.reset(PROFILE)
+        first = await env.step("<think>HIDDEN</think> Okay. ")
+        assert first.info["visible"] == "Okay."
+        second = await env.step("<THINK>NOT A TAG</THINK>Fine.")  # another spelling is text the user sees
+        assert second.info["visible"] == "<THINK>NOT A TAG</THINK>Fine."
+        history = [m.content for m in env.messages_for_policy() if m.role == "assistant"]
+        assert history == ["Okay.", "<THINK>NOT A TAG</THINK>Fine."]
 
     asyncio.run(run())
     assert not any("HIDDEN" in text for call in llm.calls for text in call)

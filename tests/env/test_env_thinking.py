@@ -118,7 +118,8 @@ def test_one_leading_block_is_exactly_split(thought: str, reply: str) -> None:
         ("plain reply, no tags", "plain reply, no tags"),
         ("<think>a</think>b<think>c</think> d ", "d"),  # the text after the LAST closing tag
         ("thought with the tag in the prompt</think>\nReply.", "Reply."),
-        ("<THINK>a</ Think >Reply", "Reply"),
+        ("<THINK>a</ Think >Reply", "<THINK>a</ Think >Reply"),  # the published spelling only
+        ("<think>a</thinking>Reply ", "<think>a</thinking>Reply "),  # raw, as the rollout passes it
         ("<think>a</think>", ""),
     ],
 )

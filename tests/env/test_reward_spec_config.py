@@ -35,7 +35,7 @@ def test_one_mapping_for_training_and_evaluation_dialogues() -> None:
     cfg = load_train_config("grpo-think")
     train, held_out = cfg.rollout_config(), cfg.rollout_config(evaluation=True)
     assert train.env == cfg.env_config() and held_out.env == cfg.env_config(evaluation=True)
-    assert held_out.env == eval_env(cfg.env_config(), cfg.eval)
+    assert held_out.env == eval_env(cfg.env_config(), cfg.eval, cfg.simulator.kind)
     assert (train.n_per_profile, held_out.n_per_profile) == (
         cfg.rollout.n_per_profile,
         cfg.eval.samples_per_profile,

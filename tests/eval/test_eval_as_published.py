@@ -84,7 +84,7 @@ def test_resume_reruns_a_failed_dialogue_and_a_partial_score_says_so(tmp_path: P
             server.url, "--limit", "2", "--batch-size", "1", "--set", "agent.max_attempts=1"
         )
         first = run_rlver(*args, cwd=tmp_path)
-        assert first.returncode == 0, first.stderr[-3000:]
+        assert first.returncode == 3, first.stderr[-3000:]  # some dialogues failed: a partial run
         metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
         assert (metrics["n"], metrics["failed"], metrics["complete"]) == (1, 1, False)
         assert "PARTIAL score" in first.stderr and "(partial)" in first.stderr
@@ -116,6 +116,24 @@ def test_an_empty_agent_reply_is_appraised_not_failed(tmp_path: Path) -> None:
     appraised = [t for t in episode.user_turns if t.appraisal is not None]
     assert len(appraised) == 2  # 3 replies, the last never appraised
     assert [m.content for m in episode.messages if m.role == "assistant"] == ["", "", ""]
+
+
+def test_an_empty_agent_reply_takes_one_call_unless_retries_are_asked_for(tmp_path: Path) -> None:
+    """SAGE calls its agent once (npc_response.py:22) and the empty answer is the reply; the client's
+    retries of an empty answer (5 attempts) are ``agent.retry_empty``'s, named by ``rlver explain``."""
+
+    def responder(request: dict[str, Any]) -> str:
+        return "" if request.get("model") == "policy" else SIMULATOR_TEXT
+
+    for folder, sets, calls in (("once", (), 3), ("retried", ("--set", "agent.retry_empty=true"), 15)):
+        (tmp_path / folder).mkdir()
+        with FakeChatServer(responder) as server:
+            done = run_rlver(*endpoint_eval_argv(server.url, "--limit", "1", *sets), cwd=tmp_path / folder)
+            policy = [r for r in server.requests if r["model"] == "policy"]
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert len(policy) == calls, folder  # 3 replies: one call each, or 5 (max_attempts) each
+        explained = run_rlver("explain", "run", cwd=tmp_path / folder).stdout
+        assert ("agent's empty reply: asked again" in explained) == bool(sets), explained
 
 
 @pytest.mark.slow  # 8 s CPU, 24 s on the shared 2-core box (issue 26)

@@ -165,13 +165,23 @@ FLAT_V1 = {
 
 @pytest.mark.parametrize("flat", [FLAT_OFFLINE, FLAT_V1], ids=["offline", "llm-v1"])
 def test_a_run_recorded_with_the_flat_spec_still_resumes(flat: dict) -> None:
-    """The settings check reads a recorded spec as this version writes it: same settings, no mismatch."""
+    """The settings check reads a recorded spec as this version writes it: same settings, no mismatch.
+    A model recorded without ``base_url`` (from before a model needed one) went to OpenAI's endpoint,
+    which a resume must now name."""
     from rlver.config import redacted
     from rlver.eval.runner import _check_resume
+    from rlver.migrate import OPENAI_BASE_URL
     from rlver.simulator.factory import SimulatorSpec
 
-    now = redacted(SimulatorSpec.model_validate(flat).model_dump(mode="json"))
+    named = {**flat, "model": {**flat["model"], "base_url": OPENAI_BASE_URL}} if flat["model"] else flat
+    now = redacted(SimulatorSpec.model_validate(named).model_dump(mode="json"))
     assert "embed" not in now or flat["kind"] == "offline"
     assert _check_resume({"simulator_spec": flat}, {"simulator_spec": now}) == []
     changed = {**flat, "max_change": 6}
     assert _check_resume({"simulator_spec": changed}, {"simulator_spec": now}) == ["simulator_spec"]
+    if flat["model"]:  # another endpoint is another run
+        elsewhere = {**flat, "model": {**flat["model"], "base_url": "http://127.0.0.1:9/v1"}}
+        assert _check_resume({"simulator_spec": elsewhere}, {"simulator_spec": now}) == ["simulator_spec"]
+        agent = {"kind": "openai", "model": "m", "base_url": None, "api_key_env": None}
+        agent_now = {**agent, "base_url": OPENAI_BASE_URL}
+        assert _check_resume({"agent_spec": agent}, {"agent_spec": agent_now}) == []

@@ -18,7 +18,7 @@ from conftest import SHARED_DATA
 from helpers import run_rlver
 from rlver.env.dialogue import EnvConfig
 from rlver.errors import RlverError
-from rlver.eval.explain import ROWS, Difference, explain, explain_manifest, judge_name
+from rlver.eval.explain import ROWS, Difference, Explanation, explain, explain_manifest, judge_name
 from rlver.eval.runner import agent_prompt_record
 from rlver.llm.base import SamplingParams
 from rlver.manifest import RunManifest
@@ -27,6 +27,13 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL_MD = ROOT / "docs" / "protocol.md"
 RELEASED = ROOT.parent / "shared" / "data" / "sage_released"
+
+
+def _but_the_cap(found: Explanation | list[Difference]) -> list[Difference]:
+    """The differences other than the agent's reply cap, which every benchmark run has: rlver sends
+    one (8,192 tokens unless set), SAGE sends none."""
+    differences = found.differences if isinstance(found, Explanation) else found
+    return [d for d in differences if d.row != "agent-max-tokens"]
 
 
 def _write_run(folder: Path, manifest: RunManifest) -> Path:
@@ -49,7 +56,12 @@ def _llm_user(
     """A real LLM user's description; ``published``: as the published-text protocol describes itself."""
     described = build_simulator(
         SimulatorSpec.model_validate(
-            {"kind": "llm", "model": {"model": model}, "cache": None, "protocol": "sage"}
+            {
+                "kind": "llm",
+                "model": {"model": model, "base_url": "https://api.deepseek.com/v1"},
+                "cache": None,
+                "protocol": "sage",
+            }
         )
     ).describe()
     if published:
@@ -115,8 +127,10 @@ def test_tiny_run_from_30_names_the_start_emotion_with_its_row(tmp_path: Path) -
 
 def test_a_run_as_published_has_no_difference_and_each_change_is_named(tmp_path: Path) -> None:
     same = explain(_write_run(tmp_path / "same", _as_published()))
-    assert same.differences == [], same.text()
-    assert "follows the published benchmark protocol" in same.text()
+    assert _but_the_cap(same) == [], same.text()
+    (cap,) = same.differences  # rlver sends a reply cap (8,192 unless set); SAGE's call_npc sends none
+    assert (cap.setting, cap.run, cap.row) == ("agent reply cap", "8,192 tokens sent", "agent-max-tokens")
+    assert "1 setting differs from the published benchmark protocol" in same.text()
     assert [d.setting for d in same.unknown] == ["simulator sampling"]  # SAGE did not record it
     assert "prompt files: sage/simulator_response.py sha256 027a3e" in same.text()
     coached = EnvConfig.evaluation(think=True, think_context="full", agent_prompt="coaching")
@@ -237,7 +251,7 @@ def test_gpt_4o_mini_is_another_judge(tmp_path: Path) -> None:
     (line,) = [d for d in mini.differences if d.row == "simulator"]
     assert line.run == "LLM gpt-4o-mini"
     dated = explain(_write_run(tmp_path / "dated", _as_published(simulator=_llm_user("gpt-4o-2024-08-06"))))
-    assert dated.differences == [], dated.text()
+    assert _but_the_cap(dated) == [], dated.text()
 
 
 SAGE_FILE = RELEASED.parent / "sage_test_profiles.jsonl"
@@ -255,17 +269,17 @@ def test_the_published_profile_file_by_path_is_the_published_set(tmp_path: Path)
     if train.is_file():
         assert profile_ids_sha256(load_profiles(train)) == PUBLISHED_PROFILE_IDS["rlver-train"]
     by_ids = _as_published(profiles=str(tmp_path / "gone" / "profiles.jsonl"), profile_ids_sha256=ids)
-    assert explain(_write_run(tmp_path / "ids", by_ids)).differences == []
+    assert _but_the_cap(explain(_write_run(tmp_path / "ids", by_ids))) == []
     # an older manifest without the ids: the file named is read, and its content decides
     copy = tmp_path / "my_copy.jsonl"
     copy.write_bytes(SAGE_FILE.read_bytes())
-    assert explain(_write_run(tmp_path / "file", _as_published(profiles=str(copy)))).differences == []
+    assert _but_the_cap(explain(_write_run(tmp_path / "file", _as_published(profiles=str(copy))))) == []
     other = tmp_path / "other.jsonl"
     other.write_bytes(b"".join(SAGE_FILE.read_bytes().splitlines(keepends=True)[1:]))  # 99 of them
-    found = explain(_write_run(tmp_path / "other", _as_published(profiles=str(other)))).differences
+    found = _but_the_cap(explain(_write_run(tmp_path / "other", _as_published(profiles=str(other)))))
     assert [d.row for d in found] == ["profiles"]
     renamed = _as_published(profiles="sage", profile_ids_sha256="0" * 64)  # the name, other content
-    (line,) = explain(_write_run(tmp_path / "renamed", renamed)).differences
+    (line,) = _but_the_cap(explain(_write_run(tmp_path / "renamed", renamed)))
     assert line.row == "profiles" and "profile ids sha256 000000000000" in line.run
 
 
@@ -279,7 +293,7 @@ def test_prompt_files_and_the_protocols_source_are_named() -> None:
     }
     published = _as_published(agent_prompt=record).to_json()
     text = explain_manifest(published, "hand-made").text()
-    assert "follows the published benchmark protocol" in text, text
+    assert "1 setting differs from the published benchmark protocol" in text, text  # the reply cap
     lines = [line.strip() for line in text.splitlines()]
     assert (
         "simulator prompt files: sage/simulator_response.py sha256 027a3e000000…, "
@@ -287,7 +301,7 @@ def test_prompt_files_and_the_protocols_source_are_named() -> None:
     ) in lines
     assert "agent prompt file: sage/npc_response.py sha256 9f9f9f9f9f9f…" in lines
     own = _as_published(simulator=_llm_user(published=False), agent_prompt=agent_prompt_record(env))
-    found = {d.setting: d for d in explain_manifest(own.to_json()).differences}
+    found = {d.setting: d for d in _but_the_cap(explain_manifest(own.to_json()))}
     assert set(found) == {"simulator prompts", "simulator answer format", "agent prompt"}
     assert (found.pop("agent prompt").run, "neutral") == ("neutral", "neutral")  # rlver's words for SAGE's
     assert "rlver's paraphrase" in found["simulator prompts"].run
@@ -342,10 +356,22 @@ WALK_VALUES: dict[str, list[object]] = {
     "profiles": ["en-test"],
     "env.system_prompt": ["You are a helpful assistant."],
 }
+
+
+def _companions(path: str, table: dict[str, dict[str, object]]) -> dict[str, object]:
+    """What must change with ``path``: its entry in ``table``; for the model's own sampling block,
+    ``simulator.sampling`` unset (a read spec states its sampling in full there, and that wins)."""
+    if path.startswith("simulator.model.sampling."):
+        return {"simulator.sampling": None, **table.get(path, {})}
+    return table.get(path, {})
+
+
 #: Fields that can only change together with another (``model_default`` sends no temperature).
 WALK_WITH: dict[str, dict[str, object]] = {
     "agent.sampling.temperature": {"agent.sampling.model_default": False},
     "agent.sampling.top_p": {"agent.sampling.model_default": False},
+    # model_default sends no temperature or top_p: a block of that alone
+    "simulator.sampling.model_default": {"simulator.sampling": {"model_default": True}},
 }
 #: The seven settings issue 41 found explain silent on, and the row that names each.
 SEVEN = {
@@ -354,7 +380,7 @@ SEVEN = {
     "simulator.difficulty": "user-behaviour",
     "simulator.prompt_language": "language",
     "env.language": "language",
-    "env.max_reply_chars": "reply-chars",
+    "env.max_reply_chars": "reply-chars",  # no-effect under a published-text protocol (quoted uncut)
     "env.think": "agent-prompt",
 }
 
@@ -454,6 +480,7 @@ def _walk(base: dict[str, object], kind: str, only: str = "") -> tuple[dict[str,
     start = EvalConfig.model_validate(base)
     before = _explained(start)
     dumped = start.model_dump(mode="json", exclude_unset=True)
+    assert _explained(EvalConfig.model_validate(dumped)) == before  # the walk starts where it says
     changed: dict[str, list[str]] = {}
     stuck = []
     for path, annotation, value in _leaves(start):
@@ -464,7 +491,7 @@ def _walk(base: dict[str, object], kind: str, only: str = "") -> tuple[dict[str,
             continue
         for candidate in _candidates(path, annotation, value):
             block = json.loads(json.dumps(dumped))
-            for other, companion in {path: candidate, **WALK_WITH.get(path, {})}.items():
+            for other, companion in {path: candidate, **_companions(path, WALK_WITH)}.items():
                 _set(block, other, companion)
             try:
                 config = EvalConfig.model_validate(block)
@@ -526,7 +553,8 @@ def test_every_non_default_setting_is_named_or_listed(
         silent += [f"{kind}: {p}" for p, lines in changed.items() if not lines and not _listed(p, kind)]
         if kind == "llm":
             for path, row in SEVEN.items():
-                assert any(f"docs/protocol.md row {row}" in line for line in changed[path]), (
+                rows = (row, "no-effect")  # a setting the run's simulator never reads is named as such
+                assert any(f"docs/protocol.md row {r}" in line for line in changed[path] for r in rows), (
                     path,
                     changed[path],
                 )
@@ -534,3 +562,117 @@ def test_every_non_default_setting_is_named_or_listed(
     assert not silent, f"explain is silent on these settings and NOT_SCORED does not list them: {silent}"
     stale = sorted(set(NOT_SCORED) - walked)
     assert not stale, f"NOT_SCORED lists settings a run does not have: {stale}"
+
+
+# ------------------------------------------------------------- every training setting is named or listed
+#: Values for training fields whose type alone does not give a valid non-default one.
+TRAIN_WALK_VALUES: dict[str, list[object]] = {
+    **WALK_VALUES,
+    "rollout.profiles": ["en-train"],
+    "rollout.agent_prompt": ["coaching"],
+    "eval.profiles": ["en-train"],
+    "eval.rules": [{"max_assistant_turns": 4}],
+    "model.path": ["tiny"],
+    "algorithm.name": ["ppo"],
+    "optim.betas": [[0.9, 0.99]],
+    "rollout.reward.mode": ["delta"],
+}
+TRAIN_WALK_WITH: dict[str, dict[str, object]] = {
+    **WALK_WITH,
+    "simulator.kind": {"simulator": {"kind": "offline"}},
+    # model_default sends no temperature or top_p: a block of that alone
+    "simulator.model.sampling.model_default": {"simulator.model.sampling": {"model_default": True}},
+    "optim.warmup_steps": {"optim.actor_warmup_ratio": 0.0, "optim.critic_warmup_ratio": 0.0},
+}
+
+
+def _train_listed(path: str) -> bool:
+    """Listed as not changing what is trained: the training comparison's own list, or a setting of
+    how the simulator is reached (the eval walk's list)."""
+    from rlver.eval.explain import NOT_SCORED
+    from rlver.train.published_run import NOT_SCORED as TRAIN_NOT_SCORED
+    from rlver.train.published_run import listed
+
+    return listed(path, TRAIN_NOT_SCORED) is not None or (
+        path.startswith("simulator.") and path in NOT_SCORED
+    )
+
+
+def _train_explained(config: object, out: Path) -> list[str]:
+    """``rlver explain``'s lines, its head included, for a manifest written as ``rlver train`` writes it."""
+    from rlver.llm.base import SamplingParams
+    from rlver.train.config import TrainConfig
+    from rlver.train.transcript_writer import training_manifest
+
+    assert isinstance(config, TrainConfig)
+    simulator = build_simulator(config.simulator)
+    r = config.rollout
+    sampling = SamplingParams(temperature=r.temperature, top_p=r.top_p, max_tokens=r.max_new_tokens)
+    manifest = training_manifest(
+        config, out, agent={"name": config.model.path}, sampling=sampling.model_dump(mode="json"),
+        simulator=simulator.describe(), reply_cut=simulator.cuts_reply,
+    )  # fmt: skip
+    return explain_manifest(manifest.to_json()).text().splitlines()
+
+
+def test_every_non_default_training_setting_is_named_or_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every field of a training config, set to a value other than the published preset's, changes
+    what ``explain`` says of the run (head included: the preset it is compared with) or is listed as
+    not changing what is trained (``train/published_run.NOT_SCORED``, the simulator's serving)."""
+    from pydantic import ValidationError
+
+    from rlver.train.config import TrainConfig, load_train_config
+
+    monkeypatch.setenv("RLVER_CACHE_DIR", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    sets: list[str] = []
+    if (SHARED_DATA / "published_code" / "rlver").is_dir():  # the preset as it is: the fetched text
+        monkeypatch.setenv("RLVER_SHARED_DATA", str(SHARED_DATA))
+    else:  # a fresh clone: rlver's own protocol and prompt, each field walked the same way
+        sets = ["simulator.protocol=sage", "rollout.agent_prompt=published", "eval.profiles=en-test"]
+    start = load_train_config("grpo-think", sets)
+    before = _train_explained(start, tmp_path)
+    dumped = start.model_dump(mode="json")
+    assert (
+        _train_explained(TrainConfig.model_validate(dumped), tmp_path) == before
+    )  # config.yaml reloads the same
+    silent, stuck = [], []
+    for path, annotation, value in _leaves(start):
+        if _train_listed(path):
+            continue
+        for candidate in TRAIN_WALK_VALUES.get(path) or _candidates(path, annotation, value):
+            block = json.loads(json.dumps(dumped))
+            for other, companion in {path: candidate, **_companions(path, TRAIN_WALK_WITH)}.items():
+                _set(block, other, companion)
+            try:
+                after = _train_explained(TrainConfig.model_validate(block), tmp_path)
+            except (ValidationError, RlverError):
+                continue
+            if after == before:
+                silent.append(path)
+            break
+        else:
+            stuck.append(path)
+    assert not stuck, f"no valid non-default value (add one to TRAIN_WALK_VALUES): {stuck}"
+    assert not silent, f"explain is silent on these training settings and no list names them: {silent}"
+
+
+def test_a_training_run_names_its_model_batch_steps_length_and_group_size_per_algorithm(
+    tmp_path: Path,
+) -> None:
+    """The tiny preset against the published GRPO run: the model, batch size, steps and max_length
+    are named, and its 4 dialogues per profile are GRPO's published n (PPO's is 1)."""
+    from rlver.train.config import load_train_config
+
+    tiny = load_train_config("tiny-offline")
+    lines = _train_explained(tiny, tmp_path)
+    text = "\n".join(lines)
+    assert "preset grpo-nothink" in lines[0]
+    for setting in ("model.path: tiny", "rollout.batch_size: 8", "run.steps: 30", "model.max_length: 2048"):
+        assert f"  {setting} (published: " in text, (setting, text)
+    assert "rollout.n_per_profile" not in text and "dialogues per profile" not in text  # 4 is GRPO's n
+    ppo = "\n".join(_train_explained(load_train_config("tiny-offline", ["algorithm.name=ppo"]), tmp_path))
+    assert "rollout.n_per_profile: 4 (published: 1, preset ppo-nothink)" in ppo
+    assert "in-training evaluation: training protocol: 2 replies from 30 on en-test" in text

@@ -16,6 +16,7 @@ from rlver.manifest import RunManifest
 from rlver.records import Appraisal, Episode, Message, UserTurn
 from rlver.simulator.emotion import tier_of
 from rlver.transcripts.native import TranscriptWriter
+from svg_check import inline_figures, read_figure
 
 EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
 
@@ -118,8 +119,16 @@ def test_report_is_self_contained_and_escaped(two_runs: tuple[Path, Path], tmp_p
     # no external assets: every image is inline, nothing is fetched
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)
     assert "<link" not in html.lower()
-    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(images) == 3 and all(len(i) > 2000 for i in images)
+    # the figures are inline SVG, each naming both runs in its legend or on its axis
+    figures = [read_figure(svg) for svg in inline_figures(html)]
+    assert [f.title for f in figures] == [
+        "Emotion trajectory (mean, band = 25th–75th percentile)",
+        "Final emotion",
+        "Success and failure per run",
+    ]
+    for fig in figures:
+        names = [*fig.legend, *fig.axis_labels]
+        assert "baseline" in names and any(n.startswith("trained <script>alert(") for n in names)
     # content: metrics, paired comparison, per-profile links to dialogues, appraisal, collapsed think
     assert "Paired comparison" in html
     assert 'href="#r1-p1-0"' in html and 'id="r1-p1-0"' in html
@@ -129,9 +138,9 @@ def test_report_is_self_contained_and_escaped(two_runs: tuple[Path, Path], tmp_p
     assert "By behaviour" in html
     md = out.with_suffix(".md").read_text(encoding="utf-8")
     assert "| baseline |" in md and "Paired comparison" in md
-    for name in ("trajectory", "final_histogram", "outcomes"):
-        assert (tmp_path / "cmp_files" / f"{name}.png").stat().st_size > 2000
-        assert f"cmp_files/{name}.png" in md
+    for name, fig in zip(("trajectory", "final_histogram", "outcomes"), figures, strict=True):
+        assert f"cmp_files/{name}.svg" in md  # the same figure, written beside the Markdown
+        assert read_figure((tmp_path / "cmp_files" / f"{name}.svg").read_text(encoding="utf-8")) == fig
     assert "<script>" not in md
 
 
@@ -143,6 +152,21 @@ def _chromium() -> str | None:
     return None
 
 
+def screenshot(browser: str, page: Path, shot: Path, size: tuple[int, int]) -> bytes:
+    """Headless Chromium's picture of ``page`` (a local file, nothing fetched), as PNG bytes."""
+    with tempfile.TemporaryDirectory() as profile_dir:
+        subprocess.run(
+            [
+                browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile_dir}",
+                f"--screenshot={shot}", f"--window-size={size[0]},{size[1]}", page.resolve().as_uri(),
+            ],
+            capture_output=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert shot.exists(), "chromium wrote no screenshot"
+    return shot.read_bytes()
+
+
 @pytest.mark.browser
 def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
     browser = _chromium()
@@ -152,16 +176,7 @@ def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_pa
     proc = _rlver("report", str(two_runs[0]), str(two_runs[1]), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     shot = tmp_path / "shot.png"
-    with tempfile.TemporaryDirectory() as profile_dir:
-        subprocess.run(
-            [
-                browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile_dir}",
-                f"--screenshot={shot}", "--window-size=1280,2000", out.resolve().as_uri(),
-            ],
-            capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
-    assert shot.exists(), "chromium wrote no screenshot"
+    screenshot(browser, out, shot, (1280, 2000))
     from PIL import Image
 
     with Image.open(shot) as im:
@@ -201,7 +216,7 @@ def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report
     """An orchestrating command (the demo) adds its summary to the standard report instead of writing a
     page of its own: paragraphs and featured dialogues are escaped like everything else, the preface's
     figures are embedded and written beside the Markdown twin, and the standard sections stay."""
-    from rlver.eval.plots import reward_curve_png
+    from rlver.eval.plots import reward_curve_svg
     from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
     from rlver.eval.runs import load_run
 
@@ -209,7 +224,7 @@ def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report
     curve = Figure(
         "reward_curve",
         "reward curve",
-        reward_curve_png([{"step": s, "rollout/reward_mean": 0.2 + 0.01 * s} for s in range(1, 8)], [{"step": 0, "score": 20.0}]),
+        reward_curve_svg([{"step": s, "rollout/reward_mean": 0.2 + 0.01 * s} for s in range(1, 8)], [{"step": 0, "score": 20.0}]),
     )  # fmt: skip
     featured = runs[1].episodes[0]
     preface = Preface(
@@ -222,13 +237,14 @@ def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report
     assert "<script" not in html.lower() and "held-out score went up &lt;script&gt;" in html
     assert html.index('id="summary"') < html.index('id="metrics"') < html.index('id="dialogues"')
     assert 'id="featured-r1-p1-0"' in html and 'id="r1-p1-0"' in html  # featured copy and the full list
-    images = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', html)
-    assert len(images) == 4  # the reward curve + the three standard figures
+    figures = [read_figure(svg) for svg in inline_figures(html)]
+    assert len(figures) == 4  # the reward curve + the three standard figures
+    assert "held-out score" in figures[0].legend[-1]
     assert "Paired comparison" in html
     md = md_path.read_text(encoding="utf-8")
+    assert "demo_files/reward_curve.svg" in md
     assert (
-        "demo_files/reward_curve.png" in md
-        and (tmp_path / "demo_files" / "reward_curve.png").stat().st_size > 1000
+        read_figure((tmp_path / "demo_files" / "reward_curve.svg").read_text(encoding="utf-8")) == figures[0]
     )
     lines = dialogue_lines(featured)
     assert lines[0] == "user: opening of p1" and lines[1].startswith("assistant: reply 0")

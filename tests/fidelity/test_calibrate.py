@@ -30,6 +30,7 @@ from rlver.simulator.factory import kind_names
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.published import read_published
+from svg_check import inline_figures, read_figure
 
 SCENE = "他最近和家人吵架了。\n####隐藏主题:\n希望被理解"
 CHANGE_OF = {"GOOD": 5, "BAD": -5, "MEH": 0, "GREAT": 10, "AWFUL": -10}
@@ -160,7 +161,16 @@ def test_replay_reproduces_every_appraisal_and_trajectory(tmp_path: Path) -> Non
     }
     assert all(x["predicted_change"] == x["recorded_change"] for x in lines)
     html = (out / "calibration.html").read_text()
-    assert html.count("data:image/png;base64,") == 2
+    scatter, ranking = (read_figure(svg) for svg in inline_figures(html))
+    # every prediction equals its recorded change: each point lies on the diagonal drawn beside them
+    (diagonal,) = scatter.named("predicted = recorded").lines
+    (x0, y0), (x1, y1) = diagonal
+    turns = scatter.series[0]
+    assert scatter.legend[0].startswith("turns (area = count") and turns.dots
+    for x, y in turns.dots:
+        assert y == pytest.approx(y0 + (x - x0) * (y1 - y0) / (x1 - x0), abs=0.01)
+    assert ranking.title == "Model ranking (Spearman –)"  # one file: no ranking, its point drawn and named
+    assert len(ranking.series[0].dots) == 1 and ranking.series[0].values == ["m"]
     assert "model-ranking Spearman" in proc.stdout
 
 
@@ -441,6 +451,8 @@ def test_sim_option_turns_on_a_sage_prompt_option_and_is_recorded(tmp_path: Path
         "llm",
         "--sim-model",
         "m",
+        "--sim-base-url",
+        "http://127.0.0.1:9/v1",
         "--sim-option",
         "bands",
         "--out",

@@ -269,6 +269,7 @@ def test_rollout_compile_decode_reaches_the_sampler_and_the_run_records(
     assert load_train_config("tiny-offline").rollout.backend_settings.compile_decode is False  # opt-in
     overrides = [
         "rollout.backend_settings.compile_decode=true",
+        "model.device=cpu",  # the warning is for a model off CUDA, also where CUDA is at hand
         "run.steps=1",
         "run.progress=false",
         "run.tensorboard=false",

@@ -94,7 +94,9 @@ def test_offline_error_says_where_to_copy(tmp_path: Path) -> None:
         download(SPEC, tmp_path, base_url=url, timeout_s=5)
     text = str(info.value)
     assert f"could not reach {url}/new/place/demo.jsonl" in text
-    assert f"copy the file manually to {tmp_path / 'demo_profiles.jsonl'}" in text
+    # what a user without network can do: every way to give rlver the files, named
+    for way in ("rlver data download demo --from FOLDER", "`--base-url`", "RLVER_SHARED_DATA"):
+        assert way in text, text
 
 
 def test_not_found_anywhere_lists_urls(serve: tuple[Path, str], tmp_path: Path) -> None:
@@ -157,5 +159,5 @@ def test_cli_downloads_real_file_and_rejects_corrupt_one(
     assert (
         offline.returncode == 1
         and "could not reach" in offline.stderr
-        and "copy the file manually" in offline.stderr
+        and "rlver data download rlver-train --from FOLDER" in offline.stderr
     )

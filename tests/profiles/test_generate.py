@@ -565,6 +565,8 @@ def test_cli_errors_are_clear(tmp_path: Path, fake_server: FakeChatServer) -> No
             str(tmp_path / "o.jsonl"),
             "--model",
             "m",
+            "--base-url",
+            fake_server.url,
             "--seed-topics",
             str(missing),
         ],

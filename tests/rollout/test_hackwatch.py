@@ -95,17 +95,8 @@ def test_hack_metrics_reach_a_tiny_offline_runs_metrics(tmp_path: Path) -> None:
 
 
 def test_the_reward_curve_marks_the_first_crossing() -> None:
-    import matplotlib.pyplot as plt
-
-    from rlver.eval.plots import _mark_hacking
+    from rlver.eval.plots import hacking_mark
 
     history = [{"step": s, "rollout/reward_mean": 0.2, "hack/veto_rate": 0.1 * s} for s in range(1, 6)]
-    fig, ax = plt.subplots()
-    _mark_hacking(ax, history)
-    (line,) = ax.get_lines()
-    assert list(line.get_xdata()) == [3, 3] and "veto_rate > 20% from step 3" in str(line.get_label())
-    fig2, ax2 = plt.subplots()
-    _mark_hacking(ax2, history[:2])  # never above the threshold: nothing drawn
-    assert ax2.get_lines() == []
-    plt.close(fig)
-    plt.close(fig2)
+    assert hacking_mark(history, 10.0, 30.0) == ("veto_rate > 20% from step 3", [(3, 10.0), (3, 30.0)])
+    assert hacking_mark(history[:2], 10.0, 30.0) is None  # never above the threshold: nothing drawn

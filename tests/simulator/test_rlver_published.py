@@ -39,14 +39,22 @@ class Unparsed(BaseException):
     """The published loop would ask again: the answer did not parse."""
 
 
-def exec_training_simulator(shared_data: Path, monkeypatch: pytest.MonkeyPatch, stub: Any) -> Any:
+def training_simulator_class(shared_data: Path, monkeypatch: pytest.MonkeyPatch, stub: Any) -> Any:
+    """The fetched file's ``PlayerSimulator`` class, its ``call_api`` replaced by ``stub``: the file is
+    repaired as rlver repairs it (``call_api``'s docstring) and its prompts import gets a stand-in."""
     path = shared_data / "published_code" / "rlver" / "hard_player_simulator_dsv3.py"
     source = published_text._repair_call_api(path.read_text(encoding="utf-8"))
     prompts = types.ModuleType("verl.workers.rollout.vllm_rollout.system_prompt")
     for name in ("verl", "verl.workers", "verl.workers.rollout", "verl.workers.rollout.vllm_rollout"):
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     monkeypatch.setitem(sys.modules, prompts.__name__, prompts)
-    cls = exec_source(source, path, monkeypatch, stub, call="call_api")["PlayerSimulator"]
+    return exec_source(source, path, monkeypatch, stub, call="call_api")["PlayerSimulator"]
+
+
+def exec_training_simulator(shared_data: Path, monkeypatch: pytest.MonkeyPatch, stub: Any) -> Any:
+    """A ``PlayerSimulator`` made without its ``__init__`` (which reads a profile file and calls the
+    model), with the state ``__init__`` would set."""
+    cls = training_simulator_class(shared_data, monkeypatch, stub)
     simulator = cls.__new__(cls)
     simulator.emo_count = dict(published_text.training_texts().tiers)
     simulator.header = {}

@@ -14,6 +14,7 @@ second ``{{target}}`` replace a no-op, as it is once the first has run), and ``n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import types
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from helpers import run_rlver
+from rlver.env.thinking import system_prompt
 from rlver.eval.report import run_setup
 from rlver.manifest import RunManifest
 from rlver.simulator.sentient import published_text
@@ -184,6 +186,22 @@ def _dialogue_of(records: list[dict[str, Any]]) -> Callable[[dict[str, Any]], in
     return which
 
 
+def run_sage_published_eval(responder: Any, folder: Path, *flags: str) -> list[dict[str, Any]]:
+    """``rlver eval`` of ``folder/profiles.jsonl`` with SAGE's prompts on both sides, the agent and
+    the judge answered by ``responder`` on a local server; the requests it received."""
+    with FakeChatServer(responder) as server:
+        done = run_rlver(
+            "eval", *flags, "--agent-base-url", server.url, "--agent-model", "policy",
+            "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
+            "--profiles", str(folder / "profiles.jsonl"), "--sim-protocol", "sage-published",
+            "--agent-prompt", "sage-published", "--out", "run", "--no-report",
+            cwd=folder,
+        )  # fmt: skip
+        requests = list(server.requests)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return requests
+
+
 def test_an_eval_sends_sages_own_requests_byte_for_byte(
     shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -206,16 +224,7 @@ def test_an_eval_sends_sages_own_requests_byte_for_byte(
     npc = exec_published(code / "npc_response.py", monkeypatch, stub)
 
     head = published_text.sage_texts().appraisal_template[:40]
-    with FakeChatServer(ReleasedJudge(records, head)) as server:
-        done = run_rlver(
-            "eval", "--agent-base-url", server.url, "--agent-model", "policy",
-            "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
-            "--profiles", str(tmp_path / "profiles.jsonl"), "--sim-protocol", "sage-published",
-            "--agent-prompt", "sage-published", "--out", "run", "--no-report",
-            cwd=tmp_path,
-        )  # fmt: skip
-        requests = list(server.requests)
-    assert done.returncode == 0, done.stderr[-3000:]
+    requests = run_sage_published_eval(ReleasedJudge(records, head), tmp_path)
 
     which = _dialogue_of(records)
     compared = 0
@@ -242,3 +251,104 @@ def test_an_eval_sends_sages_own_requests_byte_for_byte(
     setup = run_setup(RunManifest.read(manifest))  # the report's header says which text ran
     assert "sage-published: sage/simulator_response.py sha256 027a3eca735e" in setup["simulator prompts"]
     assert setup["agent prompt"].startswith("sage/npc_response.py (sha256 a2345b4728a4")
+
+
+def think_reply(k: int) -> str:
+    """The agent's k-th reply under ``--think``: a thought and a reply, a thought cut at the token cap
+    (no ``</think>``), another spelling of the tag (text, not a tag), and text on both sides."""
+    return (
+        f"<think>第{k}句，先想想他的感受</think>\n我在听，慢慢说。{k}",
+        f"<think>第{k}句还没想完",
+        f"<THINK>第{k}句大写</THINK>嗯，明白。",
+        f"先说一句{k}<think>中间想一下</think> 再说一句{k} ",
+    )[k % 4]
+
+
+def shown_in_think_layout(raw: str) -> str:
+    """The documented think layout (docs/protocol.md, "The reply layout"; RLVER
+    vllm_rollout_spmd_think.py:402-406): the text after the last ``</think>``, stripped, else the reply."""
+    return raw.split("</think>")[-1].strip() if "</think>" in raw else raw
+
+
+class ThinkJudge:
+    """A deterministic judge in SAGE's format: the change and the reply depend on the whole prompt."""
+
+    def __init__(self, appraisal_head: str) -> None:
+        self.head = appraisal_head
+
+    def __call__(self, prompt: str) -> str:
+        digest = int(hashlib.sha256(prompt.encode()).hexdigest(), 16)
+        if prompt.startswith(self.head):
+            change = ("+5", "-5", "+10", "0", "-10")[digest % 5]
+            return f"Content:\n理解{digest % 9}\nTargetCompletion:\n一半\nActivity:\n想\nAnalyse:\n还行\nChange:\n{change}"
+        return f"Thinking:\n想一想\nResponse:\n嗯，{digest % 100}。"
+
+
+def test_a_think_eval_sends_the_documented_layout(
+    shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--think`` under ``sage-published``: the simulator is shown, and the agent's later turns see,
+    the text after each reply's last ``</think>`` (one history, as in SAGE's loop, holding what the
+    think rollout shows); SAGE's system prompt gains rlver's think instruction, which says exactly that.
+    Compared request by request with SAGE's own ``chat_player`` and ``call_npc`` fed that history."""
+    rows = [
+        json.loads(line) for line in (shared_data / "sage_test_profiles.jsonl").read_text().splitlines()[:3]
+    ]
+    (tmp_path / "profiles.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    judge = ThinkJudge(published_text.sage_texts().appraisal_template[:40])
+
+    def answer(request: dict[str, Any]) -> str:
+        messages = request["messages"]
+        if request["model"] == "policy":
+            return think_reply(sum(m["role"] == "assistant" for m in messages) + 1)
+        return judge(messages[0]["content"])
+
+    requests = run_sage_published_eval(answer, tmp_path, "--think")
+
+    class Loop:  # SAGE's call_llm for both files: the agent's reply, or the judge's answer
+        k = 0
+        prompts: list[Any] = []
+
+        def __call__(self, prompt: Any) -> str:
+            self.prompts.append(prompt)
+            return think_reply(self.k) if isinstance(prompt, list) else judge(prompt)
+
+    loop = Loop()
+    code = shared_data / "published_code" / "sage"
+    simulator = exec_published(code / "simulator_response.py", monkeypatch, loop)  # type: ignore[arg-type]
+    npc = exec_published(code / "npc_response.py", monkeypatch, loop)  # type: ignore[arg-type]
+    instruction = system_prompt(True, "zh", "sage-published").removeprefix(published_text.sage_agent_prompt())
+    thoughts_hidden = 0
+    for row in rows:
+        player: dict[str, Any] = {
+            "emo_point": 40, "emo_state": "Emotion-B", "player": row["player"], "scene": row["scene"],
+            "history": [{"role": "user", "content": row["first_talk"], "emotion-point": 40}], "target": 0,
+        }  # fmt: skip
+        agent_expected, simulator_expected = [], []
+        for k in range(1, 11):  # SAGE's loop (test_npc.py:90-115) with the layout's history
+            loop.k, loop.prompts = k, []
+            npc["call_npc"](player["history"])
+            system, *rest = loop.prompts[0]
+            agent_expected.append([{**system, "content": system["content"] + instruction}, *rest])
+            shown = shown_in_think_layout(think_reply(k))
+            thoughts_hidden += shown != think_reply(k)
+            player["history"].append({"role": "assistant", "content": shown})
+            if k == 10:
+                break  # the 10th reply is never appraised
+            loop.prompts = []
+            player = simulator["chat_player"](player)
+            simulator_expected += [[{"role": "user", "content": p}] for p in loop.prompts]
+            last = player["history"][-1]
+            if any(w in last["content"] for w in GOODBYE) or not 10 <= last["emotion-point"] < 100:
+                break
+        mine = [r for r in requests if row["first_talk"] in json.dumps(r["messages"], ensure_ascii=False)]
+        assert [r["messages"] for r in mine if r["model"] == "policy"] == agent_expected, row["id"]
+        assert [r["messages"] for r in mine if r["model"] == "sim"] == simulator_expected, row["id"]
+    assert thoughts_hidden >= 6  # replies whose thoughts the layout kept from both sides
+    assert "</think>" in instruction  # the instruction names the tag
+    manifest = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest
+    assert manifest["reply_layout"] == {
+        "simulator": "after_think",
+        "agent_history": "after_think",
+        "cut_at": None,
+    }

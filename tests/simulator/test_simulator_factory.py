@@ -107,9 +107,19 @@ def test_greedy_simulator_is_cached_and_replays(fake_server: FakeChatServer, tmp
 
 
 def test_model_spec_sampling_is_used_when_set() -> None:
-    spec = SimulatorSpec(kind="llm", model=ModelSpec(model="m", sampling=SamplingParams(temperature=0.2)))
+    spec = SimulatorSpec(
+        kind="llm",
+        model=ModelSpec(
+            model="m", base_url="http://127.0.0.1:9/v1", sampling=SamplingParams(temperature=0.2)
+        ),
+    )
     assert simulator_sampling(spec).temperature == 0.2
-    assert simulator_sampling(SimulatorSpec(kind="llm", model=ModelSpec(model="m"))) == DEFAULT_SAMPLING
+    assert (
+        simulator_sampling(
+            SimulatorSpec(kind="llm", model=ModelSpec(model="m", base_url="http://127.0.0.1:9/v1"))
+        )
+        == DEFAULT_SAMPLING
+    )
 
 
 def test_spec_errors_are_clear() -> None:
@@ -206,7 +216,7 @@ def test_old_flat_blocks_still_load() -> None:
     """Configs and run manifests written before the specs were split: one flat block, every option."""
     flat = {
         "kind": "llm",
-        "model": {"model": "m"},
+        "model": {"model": "m", "base_url": "http://127.0.0.1:9/v1"},
         "embed": False,  # the offline user's options: accepted and ignored, as the flat spec did
         "learned": True,
         "protocol": "sage",
@@ -219,8 +229,13 @@ def test_old_flat_blocks_still_load() -> None:
     assert spec.protocol.name == "sage" and spec.protocol.shown()["magnitude_rubric"]
     assert spec.protocol.shown()["show_traits"] and not spec.protocol.shown()["tier_bands"]
     # a flat rlver-v1 dump carried the sage options too (all false): they are ignored
-    v1 = SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "show_traits": False})
+    v1 = SimulatorSpec.model_validate(
+        {**flat, "protocol": "rlver-v1", "show_traits": False, "magnitude_rubric": False}
+    )
     assert v1.model_dump()["protocol"] == {"name": "rlver-v1"}
+    # one set under a protocol that does not read it would do nothing: refused, naming its owner
+    with pytest.raises(ValidationError, match="show_traits=True is a setting of protocol sage"):
+        SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "magnitude_rubric": False})
     offline = SimulatorSpec.model_validate({**flat, "kind": "offline", "model": None, "embed": False})
     assert isinstance(offline, OfflineSpec) and offline.learned
     # the current shape round-trips

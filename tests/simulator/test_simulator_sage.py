@@ -174,7 +174,9 @@ def test_prompts_are_append_only_across_turns(fake_server: FakeChatServer) -> No
 
 
 def test_spec_defaults_to_sage_and_manifest_records_options() -> None:
-    spec = SimulatorSpec.model_validate({"kind": "llm", "model": {"model": "m"}, "cache": None})
+    spec = SimulatorSpec.model_validate(
+        {"kind": "llm", "model": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}, "cache": None}
+    )
     assert isinstance(spec, SentientSpec) and isinstance(spec.protocol, SageProtocol)
     assert not spec.protocol.magnitude_rubric and not spec.protocol.difficulty_paragraph
     described = build_simulator(spec).describe()
@@ -227,7 +229,13 @@ def test_each_option_shows_what_sage_did_not_and_all_on_is_the_old_layout(
 
 def test_spec_options_reach_the_prompts_and_the_manifest() -> None:
     spec = SimulatorSpec.model_validate(
-        {"kind": "llm", "model": {"model": "m"}, "cache": None, "show_traits": True, "tier_bands": True}
+        {
+            "kind": "llm",
+            "model": {"model": "m", "base_url": "http://127.0.0.1:9/v1"},
+            "cache": None,
+            "show_traits": True,
+            "tier_bands": True,
+        }
     )
     sim = build_simulator(spec)
     assert isinstance(sim, SentientSimulator)

@@ -92,9 +92,21 @@ class TerseProtocol(V1Protocol):
     prompt_version: ClassVar[str] = "terse-v1"
 
     def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+        self,
+        profile: Profile,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        language: str,
+        start_emotion: int,
     ) -> ProtocolDialogue:
-        inner = super().dialogue(profile, difficulty=difficulty, behaviour=behaviour, language=language)
+        inner = super().dialogue(
+            profile,
+            difficulty=difficulty,
+            behaviour=behaviour,
+            language=language,
+            start_emotion=start_emotion,
+        )
         assert isinstance(inner, V1Dialogue)
         return TerseDialogue(inner, self.max_words)
 

@@ -333,3 +333,14 @@ def test_every_algorithm_has_a_description() -> None:
 
     for name in ALGORITHMS:
         assert isinstance(ALGORITHMS.description(name), str) and ALGORITHMS.description(name).strip()
+
+
+def test_ppo_kl_is_k1_of_old_and_new_over_the_minibatchs_tokens() -> None:
+    """``ppo_kl`` (verl's ``actor/ppo_kl``): mean(old - new log-prob), positive when the new policy finds
+    the tokens less likely (by 0.5 and 0.25 here: 0.375), over the given normaliser (8 tokens: 0.1875)."""
+    old = torch.tensor([[-1.0, -2.0, 0.0]])
+    new = old - torch.tensor([[0.5, 0.25, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    adv = torch.zeros(1, 3)
+    assert core.policy_loss(new, old, adv, mask).ppo_kl.item() == approx(0.375)
+    assert core.policy_loss(new, old, adv, mask, normalizer=4.0).ppo_kl.item() == approx(0.1875)

@@ -117,6 +117,25 @@ def test_a_model_without_a_plain_body_and_head_is_scored_through_its_forward(
     assert entropy is None
 
 
+@pytest.mark.parametrize("scaling", [2, 2.0, 0.5])
+def test_a_model_whose_logits_are_scaled_is_scored_through_its_own_forward(scaling: float) -> None:
+    """A Granite model divides its head's logits by ``config.logits_scaling``; ``head(body(x))`` alone
+    would lose that. Only the values that change nothing (``None``, 1, 1.0) may take the split path;
+    2 and 2.0 must not (an int or a float in the config, each against its own entry of that list)."""
+    from transformers import GraniteConfig, GraniteForCausalLM
+
+    torch.manual_seed(0)
+    config = GraniteConfig(
+        vocab_size=16, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=32, logits_scaling=scaling,
+    )  # fmt: skip
+    model = GraniteForCausalLM(config).eval()
+    mb = collate([LONG, SHORT], [0, 1], pad_id=0, device=CPU)
+    with torch.no_grad():
+        logp, _ = policy_forward(model, mb, 1.0)
+    assert torch.allclose(logp, _reference(model, 1.0), atol=1e-6)
+
+
 def test_under_bf16_the_split_forward_computes_as_the_models_own_forward() -> None:
     """``compute_in_bf16`` wraps the model's forward; the chunked path calls body and head directly, so
     it must enter the same autocast (``_compute_region``): bit-equal to the wrapped forward here, where

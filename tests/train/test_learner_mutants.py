@@ -145,7 +145,7 @@ def _alone(lr: Learner, s: Sample) -> torch.Tensor:
     """``s``'s log-probs scored in a micro-batch of its own, without padding: ``[len - 1]``."""
     mb = collate([s.seq], [0], lr.p.pad_id, lr.p.device)
     with torch.no_grad():
-        return policy_forward(lr.p.policy, mb, lr.p.temperature)[0][0]
+        return policy_forward(lr.p.policy, mb, lr.p.temperature)[0][0].cpu()
 
 
 # ---------------------------------------------------------------------------------------- scoring
@@ -165,10 +165,10 @@ def test_scoring_fills_each_row_to_its_own_end(tmp_path: Path) -> None:
     assert b.old_logp is not None and b.values is not None and b.ref_logp is None
     for i, s in enumerate(samples):
         end = len(s.seq) - 1
-        assert torch.allclose(b.old_logp[i, :end], _alone(lr, s), atol=1e-5)
+        assert torch.allclose(b.old_logp[i, :end].cpu(), _alone(lr, s), atol=1e-5)
         assert b.old_logp[i, end:].abs().sum() == 0 and b.values[i, end:].abs().sum() == 0
         mb = collate([s.seq], [0], lr.p.pad_id, lr.p.device)
-        assert torch.allclose(b.values[i, :end], value_forward(lr.p.critic, mb)[0], atol=1e-5)
+        assert torch.allclose(b.values[i, :end].cpu(), value_forward(lr.p.critic, mb)[0].cpu(), atol=1e-5)
         assert b.advantages[i, end:].abs().sum() == 0 and b.returns is not None
         assert b.returns[i, end:].abs().sum() == 0
     # advantages and returns stand on the action tokens only (GAE over them)
@@ -425,7 +425,7 @@ def _moved(lr: Learner, std: float = 0.05) -> Learner:
     with torch.no_grad():
         gen = torch.Generator().manual_seed(3)
         for param in lr.p.policy.parameters():
-            param.add_(std * torch.randn(param.shape, generator=gen))
+            param.add_(std * torch.randn(param.shape, generator=gen).to(param.device))
     return lr
 
 

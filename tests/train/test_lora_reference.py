@@ -115,9 +115,11 @@ def test_the_lora_reference_is_the_base_after_the_adapter_moves(tmp_path: Path, 
     )  # fmt: skip
     learner = Learner(parts)
     assert "ref_logp" in learner._scorers(4)
-    ids = torch.arange(5, 45).reshape(2, 20)
-    mb = MicroBatch([0, 1], ids, torch.ones_like(ids), torch.ones((2, 19)))
-    base = AutoModelForCausalLM.from_pretrained(models.base, dtype=torch_dtype(dtype)).eval()
+    ids = torch.arange(5, 45, device=models.device).reshape(2, 20)  # on the policy's device (CUDA too)
+    mb = MicroBatch([0, 1], ids, torch.ones_like(ids), torch.ones((2, 19), device=models.device))
+    base = (
+        AutoModelForCausalLM.from_pretrained(models.base, dtype=torch_dtype(dtype)).to(models.device).eval()
+    )
     models.policy.eval()
     with torch.no_grad():
         policy_before = policy_forward(models.policy, mb, 0.7)[0]

@@ -130,9 +130,11 @@ def test_a_configured_device_size_is_used_and_named(tmp_path: Path) -> None:
 
 
 def test_rlver_train_refuses_before_loading_weights(tmp_path: Path) -> None:
-    """The folder has config.json and no weights: a load would fail differently, so exit 2 with the
-    memory figures proves the check came first."""
+    """The folder has config.json and an empty weights file: a load would fail differently, so exit 2
+    with the memory figures proves the check came first. (With no weights file at all, the model's
+    folder is refused first: a setting is checked before the device is asked.)"""
     folder = _model_folder(tmp_path)
+    (folder / "model.safetensors").write_bytes(b"")
     argv = ["train", "--config", "grpo-think", "--steps", "1", "--out", str(tmp_path / "run")]
     for item in (f"model.path={folder}", *OFFLINE, "model.device=cpu", "run.device_memory_gib=40"):
         argv += ["--set", item]

@@ -138,7 +138,8 @@ def _same_step(
 def test_the_update_logs_padding_and_no_mfu_on_cpu(tmp_path: Path) -> None:
     from rlver.train.trainer import Trainer
 
-    trainer = Trainer(load_train_config("tiny-offline", ONE_STEP), tmp_path)
+    # on the CPU even where CUDA is at hand (a CUDA run logs perf/mfu: that is the point)
+    trainer = Trainer(load_train_config("tiny-offline", [*ONE_STEP, "model.device=cpu"]), tmp_path)
     metrics = trainer.train_step()
     assert "perf/mfu" not in metrics  # a CPU has no peak: absent, not 0
     assert 0.0 <= metrics["perf/padding_share"] < 0.5

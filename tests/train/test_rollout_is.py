@@ -55,6 +55,20 @@ def test_the_weights_multiply_each_tokens_clipped_loss() -> None:
     assert logp.grad[0].tolist() == pytest.approx([-1.5 / 4, 0.25, -2 * math.exp(-1.8) / 4, -0.125, 0.0])
 
 
+def test_the_weights_multiply_the_loss_after_the_dual_clip() -> None:
+    """verl 0.9.1 caps a negative-advantage token's loss at ``-A·c`` first, then weighs it
+    (``compute_policy_loss_vanilla``: ``pg_losses * rollout_is_weights`` after the dual clip). A token
+    with A = -1, ratio 5 and weight 2: max(5, 1.2) = 5, capped at c = 3, weighed: 6. Weighing first
+    would give min(10, 3) = 3, and a weight could never raise a capped token's loss."""
+    logp = torch.log(torch.tensor([[5.0, 5.0, 0.5]]))
+    old, mask = torch.zeros(1, 3), torch.ones(1, 3)
+    adv = torch.tensor([[-1.0, 1.0, -1.0]])
+    weights = torch.tensor([[2.0, 2.0, 0.5]])
+    out = policy_loss(logp, old, adv, mask, clip_eps=0.2, dual_clip=3.0, is_weights=weights)
+    # tok0: min(max(5, 1.2), 3) x 2 = 6; tok1: max(-5, -1.2) x 2 = -2.4; tok2: max(.5, .8) x .5 = .4
+    assert out.loss.item() == pytest.approx((6.0 - 2.4 + 0.4) / 3)
+
+
 @pytest.mark.parametrize("name", ["ppo", "grpo"])
 def test_off_by_default_and_the_loss_is_bit_identical(name: str) -> None:
     """Off (the default), the loss is the unweighted one exactly; weights of 1 change no bit either."""

@@ -83,6 +83,24 @@ def test_gae_skips_user_tokens_and_scatters_back() -> None:
     assert adv[1].tolist() == approx([0.2025, 0.45, 1.0, 0, 0, 0], abs=1e-6)
 
 
+@pytest.mark.parametrize("whiten", [True, False])
+def test_ppo_value_targets_are_the_returns_before_whitening(whiten: bool) -> None:
+    """The critic learns the GAE returns (advantage + value, from the advantages as GAE computed them);
+    whitening rescales only what the policy sees. Targets rebuilt from the whitened advantages would
+    teach the critic a unit-variance quantity unrelated to the rewards (verl 0.9.1 computes ``returns``
+    before ``masked_whiten``, ``core_algos.compute_gae_advantage_return``). Same row as the hand
+    computation above."""
+    mask = torch.tensor([[0, 1, 1, 0, 1, 1]], dtype=torch.float32)
+    rewards = torch.tensor([[0, 0, 0.5, 0, 0, 1.0]])
+    values = torch.tensor([[9.0, 0.1, 0.2, 9.0, 0.3, 0.4]])
+    inputs = AdvantageInputs(mask, rewards, rewards.sum(dim=1), torch.tensor([0]), values=values)
+    out = get_algorithm("ppo").advantages(inputs, PPOSettings(gamma=0.9, lam=0.5, whiten_advantages=whiten))
+    assert out.returns is not None
+    assert out.returns[0].tolist() == approx([0, 0.503325, 0.9185, 0, 0.63, 1.0], abs=1e-6)
+    raw = torch.tensor([[0, 0.403325, 0.7185, 0, 0.33, 0.6]])
+    assert torch.allclose(out.advantages, masked_whiten(raw, mask) if whiten else raw, atol=1e-6)
+
+
 def test_gae_gamma_lambda_one_is_reward_to_go_minus_value() -> None:
     mask = torch.tensor([[1, 0, 1, 1]], dtype=torch.float32)
     rewards = torch.tensor([[0.2, 0, 0, 0.7]])
@@ -147,6 +165,23 @@ def test_value_loss_with_clipping() -> None:
     assert out.clip_fraction.item() == approx(1 / 3)
     unclipped = value_loss(values, old, ret, mask, clip_range=None)
     assert unclipped.loss.item() == approx(0.5 * (1.0 + 0.25 + 0.0) / 3)
+
+
+def test_the_value_clip_fraction_counts_only_tokens_the_clip_moved() -> None:
+    """Every new value within ``clip_range`` of its old value: nothing is clipped, so the fraction is 0
+    exactly. ``V_old + clamp(V - V_old)`` rounds away from ``V`` by an ulp when ``V`` is much smaller
+    than ``V_old`` and counted that noise as clipping (5.2 % of these tokens); the clamp of ``V`` itself
+    does not."""
+    g = torch.Generator().manual_seed(0)
+    values = 1e-3 * torch.randn(64, 48, generator=g)  # a young critic: values near 0
+    old = values + 0.19 * (2 * torch.rand(64, 48, generator=g) - 1)  # within ±0.2 of the new values
+    returns = torch.randn(64, 48, generator=g)
+    mask = (torch.rand(64, 48, generator=g) > 0.2).float()
+    assert value_loss(values, old, returns, mask, clip_range=0.2).clip_fraction.item() == 0.0
+    moved = old + 0.3 * torch.sign(torch.randn(64, 48, generator=g))  # every token past the bound
+    frac = value_loss(moved, old, returns, mask, clip_range=0.2).clip_fraction.item()
+    err, err_clipped = (moved - returns) ** 2, (old + 0.2 * torch.sign(moved - old) - returns) ** 2
+    assert frac == approx(masked_mean((err_clipped > err).float(), mask).item())
 
 
 def test_entropy_logprobs_and_kl() -> None:
@@ -285,7 +320,7 @@ def test_each_algorithm_computes_its_loss_terms() -> None:
     assert grpo.loss.item() == pytest.approx(
         (surrogate - bonus + 0.1 * masked_mean(kl_k3(logp, ref), mask)).item()
     )
-    assert set(grpo.stats) == {"policy_loss", "clip_fraction", "approx_kl", "entropy", "kl_loss"}
+    assert set(grpo.stats) == {"policy_loss", "clip_fraction", "approx_kl", "ppo_kl", "entropy", "kl_loss"}
     ppo = get_algorithm("ppo").actor_loss(x, s)  # PPO's KL sits in the reward, not in the loss
     assert ppo.loss.item() == pytest.approx((surrogate - bonus).item()) and "kl_loss" not in ppo.stats
     values, returns = torch.randn(3, 6, generator=g), torch.randn(3, 6, generator=g)

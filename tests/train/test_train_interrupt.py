@@ -26,7 +26,7 @@ import torch
 from safetensors.torch import load_file
 
 from helpers import TINY_TRAIN_SETS, popen_with_ctrl_c, train_argv
-from rlver.interrupt import finish_first, graceful_stop, stop_requested
+from rlver.interrupt import finish_first, graceful_stop, interruptible, signalled_during, stop_requested
 
 STEPS = 6
 #: no checkpoint before the end: the issue's case, where a Ctrl-C used to lose every finished step
@@ -185,6 +185,30 @@ def test_a_signal_outside_finish_first_is_raised_at_once() -> None:
     assert done == []
 
 
+@pytest.mark.usefixtures("_own_signals")
+def test_an_interruptible_part_of_a_finish_first_block_is_cut_at_once() -> None:
+    """Inside ``finish_first``, ``interruptible`` raises a signal at once (the watchdog armed), and a
+    signal noted earlier in the block skips it; ``signalled_during`` names the phase it came in."""
+    from rlver.heartbeat import activity
+
+    done = []
+    activity.set_phase("held-out evaluation of 2 dialogues")
+    with pytest.raises(KeyboardInterrupt), graceful_stop(), finish_first(), interruptible():
+        os.kill(os.getpid(), signal.SIGINT)
+        done.append("after the signal")
+    assert done == [] and stop_requested.is_set()
+    assert signalled_during() == "held-out evaluation of 2 dialogues"
+    stop_requested.clear()
+    activity.set_phase("step 1: update")
+    with pytest.raises(KeyboardInterrupt), graceful_stop(), finish_first():
+        os.kill(os.getpid(), signal.SIGINT)
+        done.append("the rest of the update")
+        activity.set_phase("held-out evaluation of 2 dialogues")
+        with interruptible():
+            done.append("the evaluation")
+    assert done == ["the rest of the update"] and signalled_during() == "step 1: update"
+
+
 @pytest.mark.slow  # three tiny runs in-process: 22 s on the shared 2-core box at load 8
 @pytest.mark.usefixtures("_own_signals")
 def test_a_signal_in_the_update_lets_the_step_finish_and_saves_it(tmp_path: Path) -> None:
@@ -224,3 +248,98 @@ def test_a_signal_in_the_update_lets_the_step_finish_and_saves_it(tmp_path: Path
     resumed.train()
     a, b = straight.policy.state_dict(), resumed.policy.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ"
+
+
+# -- a Ctrl-C during the in-training evaluation cuts it short; the message names the phase ----------
+#: an evaluation after every step: 4 held-out dialogues of two replies
+EVAL_SETS = (*SETS, "run.steps=3", "eval.every=1", "eval.limit=2", "eval.samples_per_profile=2")
+
+
+def _signal_in_the_evaluation(trainer: object, at_step: int, after_replies: int) -> list[str]:
+    """Make the simulated users of step ``at_step``'s evaluation send SIGINT once they have answered
+    ``after_replies`` replies; returns the phase seen at each answer (the answers given)."""
+    from rlver.heartbeat import activity
+
+    simulator = trainer.simulator  # type: ignore[attr-defined]
+    start = simulator.start
+    answered: list[str] = []
+
+    def start_user(*args: object, **kwargs: object) -> object:
+        user = start(*args, **kwargs)
+        respond = user.respond
+
+        async def signalled_respond(reply: str) -> object:
+            if trainer.step == at_step and activity.phase.startswith("held-out"):  # type: ignore[attr-defined]
+                answered.append(activity.phase)
+                if len(answered) == after_replies:
+                    os.kill(os.getpid(), signal.SIGINT)
+            return await respond(reply)
+
+        user.respond = signalled_respond
+        return user
+
+    simulator.start = start_user
+    return answered
+
+
+@pytest.mark.usefixtures("_own_signals")  # three tiny runs in-process: 3 s at load 3, 25 s at load 8
+def test_a_signal_in_the_evaluation_cuts_it_short_and_keeps_the_step(tmp_path: Path) -> None:
+    """SIGINT during step 2's held-out evaluation: the evaluation stops there (its other dialogues are
+    never answered), the stop is under way with the watchdog armed, step 2 is logged and saved without
+    held-out numbers, the message names the evaluation, and resuming gives the uninterrupted weights."""
+    import threading
+
+    from rlver.train.config import load_train_config
+    from rlver.train.logger import read_metrics
+    from rlver.train.trainer import Trainer
+
+    torch.set_num_threads(1)
+    cfg = load_train_config("tiny-offline", list(EVAL_SETS))
+    straight = Trainer(cfg, tmp_path / "a")
+    straight.train()
+
+    trainer = Trainer(cfg, tmp_path / "b")
+    answered = _signal_in_the_evaluation(trainer, at_step=2, after_replies=2)
+    with pytest.raises(KeyboardInterrupt), graceful_stop():
+        trainer.train()
+    assert trainer.step == 2 and trainer.evaluation_cut
+    assert len(answered) <= 4, answered  # of 8 replies the evaluation would have answered (4 x 2)
+    assert stop_requested.is_set()
+    assert "rlver-interrupt-watchdog" in {t.name for t in threading.enumerate()}
+    note = trainer.interrupt_note
+    assert note.startswith("step 2 finished; the signal cut its held-out evaluation of 4 dialogues short")
+    assert f"saved step 2 to {tmp_path / 'b' / 'checkpoints' / 'step_000002'}" in note, note
+    logged = read_metrics(tmp_path / "b")
+    assert [r["step"] for r in logged] == [1, 2]
+    assert "eval/score" in logged[0] and not any(k.startswith("eval/") for k in logged[1]), logged[1]
+
+    stop_requested.clear()
+    resumed = Trainer(cfg, tmp_path / "b", resume=True)
+    assert resumed.step == 2
+    resumed.train()
+    a, b = straight.policy.state_dict(), resumed.policy.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ"
+
+
+@pytest.mark.usefixtures("_own_signals")
+def test_a_signal_in_the_update_skips_the_evaluation_and_names_the_update(tmp_path: Path) -> None:
+    """SIGINT inside step 1's update, an evaluation due after it: the step finishes, the evaluation is
+    skipped, and the message names the update (the phase when the signal came, not the last one)."""
+    from rlver.train.config import load_train_config
+    from rlver.train.trainer import Trainer
+
+    torch.set_num_threads(1)
+    trainer = Trainer(load_train_config("tiny-offline", list(EVAL_SETS)), tmp_path)
+    update = trainer.learner.update
+
+    def signalled_update(*args: object, **kwargs: object) -> dict:
+        os.kill(os.getpid(), signal.SIGINT)
+        return update(*args, **kwargs)  # type: ignore[arg-type]
+
+    trainer.learner.update = signalled_update  # type: ignore[method-assign]
+    evaluated: list[int] = []
+    trainer.evaluate = lambda: evaluated.append(trainer.step) or {}  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt), graceful_stop():
+        trainer.train()
+    assert trainer.step == 1 and evaluated == [] and not trainer.evaluation_cut
+    assert trainer.interrupt_note.startswith("step 1 finished first (the signal came during its update)")

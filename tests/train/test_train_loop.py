@@ -76,12 +76,29 @@ def test_presets_load_and_bad_keys_are_named() -> None:
         load_train_config("no-such-preset")
 
 
+#: A warm-up and a cosine decay, the critic with its own rate and a longer warm-up (the published presets
+#: warm up the actor over 2 % and the critic over 5 % of the steps): a resume that restored the
+#: optimisers but not the schedulers would restart both warm-ups at rate 0, which a constant schedule
+#: cannot show.
+SCHEDULED = (
+    "optim.schedule=cosine",
+    "optim.actor_warmup_ratio=0.25",  # 1 of 4 steps
+    "optim.critic_warmup_ratio=0.5",  # 2 of 4 steps
+    "optim.critic_lr=0.01",
+)
+
+
 @pytest.mark.slow  # 8 s CPU, 27 s on the shared 2-core box (issue 26)
 def test_resume_is_bit_for_bit(tmp_path: Path) -> None:
-    """2 steps + resume 2 steps == 4 steps straight: same weights (policy, LoRA, critic), same logs."""
+    """2 steps + resume 2 steps == 4 steps straight: same weights (policy, LoRA, critic), same logs,
+    with a warm-up and cosine decay whose rates at each step are ``lr_lambda``'s (0-indexed)."""
+    from rlver.train.optim import lr_lambda
     from rlver.train.trainer import Trainer
 
-    extra = ["algorithm.name=ppo", "model.lora.enabled=true", "model.lora.r=4", "algorithm.kl_coef=0.05"]
+    extra = [
+        "algorithm.name=ppo", "model.lora.enabled=true", "model.lora.r=4", "algorithm.kl_coef=0.05",
+        *SCHEDULED,
+    ]  # fmt: skip
     straight = Trainer(_config(*extra), tmp_path / "a")
     straight.train()
     first = Trainer(_config(*extra), tmp_path / "b")
@@ -99,6 +116,10 @@ def test_resume_is_bit_for_bit(tmp_path: Path) -> None:
     logs_a, logs_b = read_metrics(tmp_path / "a"), read_metrics(tmp_path / "b")
     assert [r["step"] for r in logs_b] == [1, 2, 3, 4]
     assert _stable(logs_a) == _stable(logs_b)
+    actor, critic = lr_lambda("cosine", 1, 4), lr_lambda("cosine", 2, 4)
+    assert [r["train/lr_actor"] for r in logs_b] == pytest.approx([0.02 * actor(n) for n in range(4)])
+    assert [r["train/lr_critic"] for r in logs_b] == pytest.approx([0.01 * critic(n) for n in range(4)])
+    assert [r["train/lr_critic"] for r in logs_b][:2] == [0.0, 0.005]  # the critic's own warm-up
     # every logged quantity the docs promise is there
     keys = set(logs_a[-1])
     for key in (

@@ -93,7 +93,7 @@ def test_inspect_audit_score_and_report_read_a_train_folder(run_dir: Path, tmp_p
     for text in ("Reward curve", "hack/* rates per step", "Early: step 1", "Late: step 2", "T · step 2"):
         assert text in page, text
     assert page.count('id="featured-') == 2 and 'class="featured"' in page  # side by side
-    assert {p.name for p in (tmp_path / "r_files").iterdir()} >= {"reward_curve.png", "hack_rates.png"}
+    assert {p.name for p in (tmp_path / "r_files").iterdir()} >= {"reward_curve.svg", "hack_rates.svg"}
 
 
 def test_tensorboard_gets_a_table_of_sample_replies(run_dir: Path) -> None:

@@ -65,8 +65,10 @@ def audit_command(
             status = (
                 "OK" if r.ok else f"{len(r.findings)} inconsistenc{'y' if len(r.findings) == 1 else 'ies'}"
             )
+            failed = f" (and {r.failed} failed record(s), not counted as dialogues)" if r.failed else ""
             typer.echo(
-                f"{r.path} ({r.format}): {r.dialogues} dialogues, {r.appraisals} appraisals checked: {status}"
+                f"{r.path} ({r.format}): {r.dialogues} dialogues{failed}, {r.appraisals} appraisals "
+                f"checked: {status}"
             )
     if total:
         raise AuditFailed(

@@ -18,7 +18,9 @@ typed by hand follows the same rules; this module reads the lines and prints the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -28,6 +30,8 @@ from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
+from rlver.extras import require_extra
+from rlver.interrupt import Interrupted
 from rlver.protocol import EVALUATION
 from rlver.simulator.emotion import tier_of
 from rlver.simulator.factory import build_simulator, kinds
@@ -44,10 +48,17 @@ if TYPE_CHECKING:
 QUIT_WORDS = ("/quit", "/exit", "/q")
 
 
+#: Whether a prompt (``You: ``) is on the screen with no line typed after it yet: a stop then starts
+#: its message on a new line instead of after the prompt.
+_prompt_open = threading.Event()
+
+
 def _read_line(prompt: str) -> str | None:
     """One line from stdin (None at end of input); works with pipes as well as terminals."""
+    _prompt_open.set()  # before the prompt shows: a stop in between still ends its line
     typer.echo(prompt, nl=False)
     line = sys.stdin.readline()
+    _prompt_open.clear()
     if not line:
         typer.echo("")
         return None
@@ -57,10 +68,37 @@ def _read_line(prompt: str) -> str | None:
     return line
 
 
+async def _read_in_background(prompt: str) -> str | None:
+    """:func:`_read_line` in a daemon thread. Not ``asyncio.to_thread``: at Ctrl-C, ``asyncio.run``
+    waits for its executor's threads, and this one waits on the keyboard; the command then hung until
+    the interrupt watchdog ended it 30 s later."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str | None] = loop.create_future()
+
+    def settle(result: str | None, error: BaseException | None) -> None:
+        if answer.done():
+            return
+        if error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(result)
+
+    def read() -> None:
+        try:
+            line, error = _read_line(prompt), None
+        except Exception as exc:  # stdin closed under us: the loop gets it
+            line, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the command ended meanwhile
+            loop.call_soon_threadsafe(settle, line, error)
+
+    threading.Thread(target=read, name="rlver-chat-input", daemon=True).start()
+    return await answer
+
+
 async def _ask(prompt: str) -> str | None:
     """The next non-empty line, or None when the person quits or input ends."""
     while True:
-        line = await asyncio.to_thread(_read_line, prompt)
+        line = await _read_in_background(prompt)
         if line is None or line.strip().lower() in QUIT_WORDS:
             return None
         if line.strip():
@@ -108,6 +146,7 @@ def _build_policy(
     from rlver.llm.spec import ModelSpec
 
     if local is not None:
+        require_extra("train", "--local")
         if local.is_dir():  # a training run or checkpoint folder: its latest policy
             from rlver.train.export import resolve_model_folder
 
@@ -285,7 +324,7 @@ def chat_command(
         "Most assistant replies (default 10)."
     ),
     max_turns_old: int | None = checks.OLD_MAX_TURNS,
-    seed: int = checks.seed_option(0),
+    seed: int = checks.seed_option(0, "Seed of the simulated user's replies (its sampling and its choices)."),
     think: bool = typer.Option(False, "--think", help="Think-then-say mode."),
     play_user: bool = typer.Option(False, "--play-user", help="You play the user against a model."),
     model_base_url: str | None = typer.Option(
@@ -304,7 +343,9 @@ def chat_command(
         help="Env variable holding the key ('' for none; default OPENAI_API_KEY, if set).",
         parser=checks.key_env("--api-key-env"),
     ),
-    temperature: float = typer.Option(0.7, "--temperature", min=0.0, callback=checks.finite("--temperature")),
+    temperature: float = checks.temperature_option(
+        0.7, "With --play-user: the model's sampling temperature."
+    ),
     show_thoughts: bool = typer.Option(
         False, "--show-thoughts", help="With --play-user: print the model's <think>."
     ),
@@ -329,28 +370,31 @@ def chat_command(
             Problem("--set", None, None, "sets the simulated user's options; --play-user has none")
         )
     if play_user:
+        checks.endpoint_given("--model", model, "--model-base-url", model_base_url)
         key_env = "OPENAI_API_KEY" if api_key_env is None else (api_key_env or None)
         policy = _build_policy(model_base_url, model, local, key_env)
-        asyncio.run(
-            _play_user(
-                policy,
-                think=think,
-                language=language,
-                max_turns=max_turns,
-                temperature=temperature,
-                show_thoughts=show_thoughts,
-                save=save,
-            )
+        dialogue = _play_user(
+            policy,
+            think=think,
+            language=language,
+            max_turns=max_turns,
+            temperature=temperature,
+            show_thoughts=show_thoughts,
+            save=save,
         )
-        return
-    chosen = _pick_profile(profile, profile_file, language)
-    sim = _build_simulator(simulator, (sim_model, sim_base_url, sim_key_env), difficulty, seed, set_)
-    asyncio.run(
-        _closing(
+    else:
+        chosen = _pick_profile(profile, profile_file, language)
+        sim = _build_simulator(simulator, (sim_model, sim_base_url, sim_key_env), difficulty, seed, set_)
+        dialogue = _closing(
             sim,
             _play_assistant(chosen, sim, think=think, start=start, max_turns=max_turns, seed=seed, save=save),
         )
-    )
+    try:
+        asyncio.run(dialogue)
+    except KeyboardInterrupt:
+        if _prompt_open.is_set():  # "You: ^C": the message goes on a line of its own
+            typer.echo("")
+        raise Interrupted("interrupted: the dialogue ended here" + (", not saved" if save else "")) from None
 
 
 def register(app: typer.Typer) -> None:

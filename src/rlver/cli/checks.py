@@ -115,6 +115,16 @@ def key_env(flag: str) -> Callable[[str], str]:
     return parse
 
 
+def endpoint_given(model_flag: str, model: str | None, url_flag: str, url: str | None) -> None:
+    """Refuse a model named without the endpoint that serves it (exit 2, before any work): rlver has
+    no default endpoint (:func:`rlver.llm.spec.no_endpoint`, the rule's one wording, which a config's
+    model spec is checked against too). ``url`` is the flag's value or the config's."""
+    if model and not url:
+        from rlver.llm.spec import no_endpoint
+
+        raise ConfigError(no_endpoint(f"{model_flag} {model!r}", url_flag))
+
+
 def nothing_to_resume(out: Path) -> None:
     """Say, in one plain line, that ``--resume`` found no run in ``out`` and a new one starts.
 
@@ -215,7 +225,13 @@ def finite(flag: str, *, positive: bool = False) -> Callable[[float | None], flo
     return check
 
 
-def seed_option(default: int | None = 0, help_text: str | None = None) -> Any:
+def temperature_option(default: float, help_text: str) -> Any:
+    """``--temperature`` of a command that samples a model (chat, judge, profiles generate): a finite
+    number from 0, refused while the command line is read."""
+    return typer.Option(default, "--temperature", min=0.0, callback=finite("--temperature"), help=help_text)
+
+
+def seed_option(default: int | None, help_text: str) -> Any:
     """``--seed``: an integer from 0 to :data:`rlver.seeding.MAX_SEED` (what numpy's seeding takes),
     refused while the command line is read, as every seed setting of a config is."""
     from rlver.seeding import MAX_SEED

@@ -28,13 +28,36 @@ def download_cmd(
         help="Raw-file root to fetch from instead of Tencent/digitalhuman on GitHub.",
         parser=checks.base_url("--base-url"),
     ),
+    source: Path | None = typer.Option(
+        None,
+        "--from",
+        help="Take the files from this folder instead of the network (offline): as released (the "
+        "repository's paths, or the files side by side) or as rlver stores them (a mirror of a data "
+        "folder). Each is checked against its sha256; every missing file is named at once.",
+    ),
     force: bool = typer.Option(False, "--force", help="Download even if a verified copy exists."),
 ) -> None:
     """Download a published profile file and the published code that goes with it (the prompts a
-    benchmark or training run sends), check each sha256 and store it under its published name."""
-    from rlver.profiles.download import DATA_FILES, find_data_file, sha256_of
-    from rlver.profiles.published_code import CODE_OF_SET, PUBLISHED_CODE, download_set, find_published
+    benchmark or training run sends), check each sha256 and store it under its published name.
 
+    Without network: --from FOLDER takes copies from a folder, --base-url a mirror of the raw files,
+    or RLVER_SHARED_DATA names a folder that already holds them as rlver stores them."""
+    from rlver.errors import ConfigError
+    from rlver.profiles.download import DATA_FILES, find_data_file, sha256_of
+    from rlver.profiles.published_code import (
+        CODE_OF_SET,
+        PUBLISHED_CODE,
+        copy_set,
+        download_set,
+        find_published,
+    )
+
+    if source is not None:
+        if base_url is not None:
+            raise ConfigError("give --from FOLDER or --base-url URL, not both")
+        for path in copy_set(name, source, dest):
+            typer.echo(f"{name}: verified and stored at {path}")
+        return
     if dest is None and not force and name in DATA_FILES:
         # A verified copy anywhere on the search path (e.g. $RLVER_SHARED_DATA) is what eval/train use:
         # say so instead of failing offline.

@@ -16,6 +16,7 @@ import typer
 from rlver.cli import checks
 from rlver.cli.safe_text import clean
 from rlver.errors import ConfigError
+from rlver.extras import require_extra
 
 if TYPE_CHECKING:
     from rlver.demo import DemoResult
@@ -50,6 +51,7 @@ def demo_command(
     ),
 ) -> None:
     """Offline end-to-end demo: tiny model → evaluate → train (GRPO) → evaluate → report."""
+    require_extra("train", "rlver demo")
     from rlver.demo import DEMO_STEPS, run_demo
 
     if steps is not None and minutes is not None:
@@ -97,11 +99,24 @@ def summary_lines(result: DemoResult) -> list[str]:
         *(clean("  " + line) for line in example["before"]),
         "the same user after training:",
         *(clean("  " + line) for line in example["after"]),
+        *_fragments_note([*example["before"], *example["after"]]),
         "",
         f"wall {s['wall_s']:.0f} s, peak memory {s['peak_rss_mb']:.0f} MB",
         f"report: {result.report_html}  (Markdown: {result.report_md})",
     ]
     return lines
+
+
+def _fragments_note(lines: list[str]) -> list[str]:
+    """A line saying what the replacement character in the replies is, when there is one: the tiny
+    model writes byte-level tokens, and bytes that form no character decode to U+FFFD, which read as
+    an encoding fault (mojibake) rather than as the model's broken text the vetoes count."""
+    if not any("\ufffd" in line for line in lines):
+        return []
+    return [
+        "  (\ufffd marks bytes the model wrote that form no character: its broken text, which the "
+        "broken_text veto counts; not an encoding fault)"
+    ]
 
 
 def register(app: typer.Typer) -> None:

@@ -3,7 +3,7 @@
 The commands that only read finished runs (``score``, ``report``, ``judge``) are in
 :mod:`rlver.cli.results_cmd`.
 
-Heavy imports (torch, transformers, matplotlib, numpy) happen inside the command functions so that
+Heavy imports (torch, transformers, the report's plots, numpy) happen inside the command functions so that
 ``rlver --help`` stays fast.
 """
 
@@ -28,8 +28,9 @@ from rlver.cli.simulator_flags import (
     simulator_option,
 )
 from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
-from rlver.errors import ConfigError, InputError, Problem, did_you_mean
-from rlver.heartbeat import activity, duration, eta, heartbeat, say_line
+from rlver.errors import EXIT_CODES_HELP, EXIT_SOME_FAILED, ConfigError, did_you_mean
+from rlver.extras import require_extra
+from rlver.heartbeat import Pace, activity, duration, heartbeat, say_line
 from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.sentient.protocols import PROTOCOLS
@@ -40,16 +41,12 @@ if TYPE_CHECKING:
 
 
 def _text_arg(value: str | None) -> str | None:
-    """``@file`` reads the text from a file (handy for long system prompts)."""
+    """``@file`` reads the text from a file (handy for long system prompts): UTF-8, not empty, within
+    the text bound (:func:`rlver.io.read_text_file`)."""
     if value is not None and value.startswith("@"):
-        path = Path(value[1:]).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(Problem(str(path), None, None, f"cannot read: {exc.strerror}")) from None
-        if not text.strip():
-            raise InputError(Problem(str(path), None, None, "empty file: no text to use"))
-        return text
+        from rlver.io import read_text_file
+
+        return read_text_file(value[1:])
     return value
 
 
@@ -105,6 +102,7 @@ EVAL_FLAGS = {
     "seed": "--seed",
     "sampling.temperature": "--agent-temperature",
     "sampling.max_tokens": "--agent-max-tokens",
+    "env.system_prompt": "--system-prompt",
 }
 
 
@@ -152,6 +150,9 @@ def eval_command(
     flags: dict[str, Any] = {}
     if agent_tiny and (agent_local or agent_base_url or agent_model):
         raise ConfigError("give one agent: --agent-tiny, --agent-local or --agent-base-url/--agent-model")
+    checks.endpoint_given(
+        "--agent-model", agent_model, "--agent-base-url", agent_base_url or _in(data, "agent", "base_url")
+    )
     agent = _agent_block(agent_local, agent_base_url, agent_model, agent_key_env)
     if agent:
         flags["agent"] = agent
@@ -169,7 +170,13 @@ def eval_command(
             env = {**_run_training_env(Path(agent_local).expanduser()), **env}
     if env:
         flags["env"] = env
-    sim = simulator_block(simulator, model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
+    sim = simulator_block(
+        simulator,
+        model=sim_model,
+        base_url=sim_base_url,
+        key_env=sim_key_env,
+        config_base_url=_in(data, "simulator", "model", "base_url"),
+    )
     sim.update(_user_block(sim_protocol, behaviour, difficulty))
     if sim:
         flags["simulator"] = sim
@@ -191,14 +198,25 @@ def eval_command(
     layers = [ConfigLayer(str(config), data, config)] if config is not None else []
     cfg = load_layers(EvalConfig, [*layers, ConfigLayer("flags", flags, flags=EVAL_FLAGS)], set_)
     _check_out(cfg.out_dir)
+    if cfg.agent is None:  # agent_tiny: the tiny model, built and run in this process
+        require_extra("train", "--agent-tiny")
     if cfg.agent is not None and cfg.agent.kind == "local":
+        require_extra("train", "--agent-local" if agent_local else f"agent.model {cfg.agent.model!r}")
         from rlver.llm.factory import check_model_source
 
+        cfg.agent.model = _local_model(cfg.agent.model)
         check_model_source(cfg.agent.model, "--agent-local" if agent_local else "agent.model")
     transcript = cfg.out_dir / "transcript.jsonl"
     if resume and not (transcript.is_file() and transcript.stat().st_size > 0):
         checks.nothing_to_resume(cfg.out_dir)
     _run_with_progress(cfg, resume=resume)
+
+
+def _in(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...`` of a config file's mapping, None where a level is missing or no mapping."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def _check_out(out_dir: Path) -> None:
@@ -215,23 +233,36 @@ def _agent_block(
     if local and (base_url or model):
         raise ConfigError("give either --agent-local or --agent-base-url/--agent-model, not both")
     if local:
+        require_extra("train", "--agent-local")
         # A local folder is recorded by its absolute path: the manifest must name the model whatever
-        # the working directory of a later --resume or reader (a hub id stays as given).
+        # the working directory of a later --resume or reader (a hub id stays as given). A training
+        # run's folder becomes its latest policy once every value is checked (_local_model).
         path = Path(local).expanduser()
-        if path.is_dir():  # a training run or checkpoint folder: its latest policy
-            from rlver.train.export import resolve_model_folder
-
-            path = resolve_model_folder(path)
         model_ref = str(path.resolve()) if path.exists() else local
         return {"kind": "local", "model": model_ref, "api_key_env": None}
     if not (base_url or model):
         return {}
     if not model:
         raise ConfigError("--agent-base-url needs --agent-model (the model id on that endpoint)")
-    agent: dict[str, Any] = {"kind": "openai", "model": model, "base_url": base_url}
+    agent: dict[str, Any] = {"kind": "openai", "model": model}
+    if base_url is not None:  # left out: the config file's stays
+        agent["base_url"] = base_url
     if key_env is not None:
         agent["api_key_env"] = key_env or None
     return agent
+
+
+def _local_model(model: str) -> str:
+    """A local agent's model: a training run or checkpoint folder becomes its latest policy's folder
+    (absolute), anything else stays as given. Called after the config is validated: reading a run's
+    checkpoints imports torch, which a refused value should not wait for."""
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return model
+    from rlver.train.export import resolve_model_folder
+
+    resolved = resolve_model_folder(path)
+    return model if resolved == path else str(resolved.resolve())
 
 
 def _sampling_block(
@@ -377,12 +408,14 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
         console.print(
             f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score: the "
             f"score is partial, not comparable with a complete run; the errors are in "
-            f"{result.transcript}; --resume re-runs them"
+            f"{result.transcript}; --resume re-runs them (exit code {EXIT_SOME_FAILED})"
         )
     console.print(f"transcript: {result.transcript}")
     console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
     if result.report is not None:
         console.print(f"report:     {result.report}")
+    if m.n_failed_runs:  # a script tells a partial run from a whole one (0) and a dead one (1)
+        raise typer.Exit(EXIT_SOME_FAILED)
 
 
 def _interrupted(out_dir: Path) -> str:
@@ -447,16 +480,17 @@ def _say(line: str) -> None:
 
 def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[Any], None], Any]:
     """Plain lines for a log: one as each dialogue ends (done/total, mean, elapsed, time left at the
-    pace so far), and :func:`rlver.heartbeat.heartbeat` lines in between. On stderr, beside the
-    summary, as the bar is: stdout stays free for what a script reads."""
-    first: list[int] = []
+    pace between endings: :class:`rlver.heartbeat.Pace`), and :func:`rlver.heartbeat.heartbeat` lines
+    in between. On stderr, beside the summary, as the bar is: stdout stays free for what a script
+    reads."""
+    pace = Pace()
 
     def show(p: Any) -> None:
         done = p.finished + p.failed
         mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
-        elapsed = time.perf_counter() - started
-        ran = done - first[0] if first else done
-        left = eta(elapsed, ran, p.total - (first[0] if first else 0))
+        now = time.perf_counter()
+        elapsed = now - started
+        left = pace.left(done, p.total, now)
         say_line(
             _say,
             f"  eval {done}/{p.total} dialogues  mean emotion {mean}  failed {p.failed}  "
@@ -464,7 +498,6 @@ def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[An
         )
 
     def start(p: Any) -> None:
-        first.append(p.already_done)
         if p.already_done:
             _say(f"resuming: {p.already_done} of {p.total} dialogues already finished")
         activity.set_phase(f"generating ({p.total - p.already_done} dialogues to run)")
@@ -484,4 +517,4 @@ def _cap_note(manifest: RunManifest) -> str:
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
-    app.command("eval")(eval_command)
+    app.command("eval", epilog=EXIT_CODES_HELP)(eval_command)

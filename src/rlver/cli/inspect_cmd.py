@@ -14,6 +14,7 @@ Every piece of text shown came from a model or a data file, so it is printed as 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,8 +190,24 @@ def _appraisal_lines(appraisal: Appraisal, extra: dict[str, Any]) -> list[tuple[
     if appraisal.features:
         lines.append(("features", ", ".join(f"{k} {v:+.2f}" for k, v in appraisal.features.items())))
     if isinstance(extra.get("thinking"), str):
-        lines.append(("thinking", extra["thinking"]))
+        lines += reply_plan_lines(extra["thinking"])
     return [(k, v) for k, v in lines if v.strip()]
+
+
+#: The parts of SAGE's reply plan after its ``Thinking:`` (simulator_response.py's reply format:
+#: ``Origin:`` the first draft, ``Change:`` how it was rewritten; SAGE keeps all of it as ``thinking``).
+_PLAN_PARTS = re.compile(r"^[ \t]*(Origin|Change)[ \t]*[:：]", re.MULTILINE)
+_PLAN_LABELS = {"Origin": "first draft", "Change": "draft rewritten"}
+
+
+def reply_plan_lines(thinking: str) -> list[tuple[str, str]]:
+    """How the user planned its reply, each part labelled: SAGE's ``Change:`` there is the rewrite of a
+    draft reply, and shown unlabelled under the appraisal it read like the emotion's change."""
+    parts = _PLAN_PARTS.split(thinking)
+    lines = [("thinking", parts[0].strip())]
+    for name, text in zip(parts[1::2], parts[2::2], strict=True):  # split keeps each name before its text
+        lines.append((_PLAN_LABELS[name], text.strip().strip("[]")))
+    return lines
 
 
 def print_dialogue(console: Console, ep: Episode, *, show_think: bool) -> None:

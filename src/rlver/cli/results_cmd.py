@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from rlver.cli import checks
-from rlver.errors import ConfigError, InputError, Problem
+from rlver.errors import EXIT_CODES_HELP, EXIT_SOME_FAILED, ConfigError, InputError, Problem
 from rlver.tables import output_console
 
 
@@ -142,8 +142,8 @@ def report_command(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="HTML file to write (a .md twin is written next to it); its folder may be new, "
-        "its folder's folder must exist.",
+        help="The report file: .html (a .md twin is written next to it) or .md (with an .html "
+        "twin); any other suffix is refused. Its folder may be new, its folder's folder must exist.",
         parser=checks.output_path("--out", "file"),
     ),
     title: str = typer.Option("Sentient Benchmark report", "--title", help="Report title."),
@@ -158,8 +158,12 @@ def report_command(
     unique_names(loaded)
     if out is None:
         out = (runs[0] / "report.html") if len(runs) == 1 and runs[0].is_dir() else Path("report.html")
-    html, md = write_report(loaded, out, title=title)
+    html, md = write_report(loaded, out.with_suffix(".html"), title=title)
     typer.echo(f"report: {html}\nmarkdown: {md}")
+
+
+#: The formats ``rlver report`` writes, by the suffix of ``--out``; the other one is written beside it.
+REPORT_SUFFIXES = (".html", ".md")
 
 
 def _check_report_out(out: Path) -> None:
@@ -169,6 +173,13 @@ def _check_report_out(out: Path) -> None:
     if out.is_dir():
         raise ConfigError(
             f"--out {out}: a folder is there; give the HTML file to write, e.g. {out / 'report.html'}"
+        )
+    if out.suffix.lower() not in REPORT_SUFFIXES:
+        # ``r.pdf`` got HTML under a .pdf name, without a word
+        hint = "for a PDF, print the HTML from a browser" if out.suffix else f"e.g. {out}.html"
+        raise ConfigError(
+            f"--out {out}: a report is written as .html or .md (its suffix picks the format), not "
+            f"{out.suffix or 'a name without a suffix'}; {hint}"
         )
     if not out.parent.is_dir() and not out.parent.parent.is_dir():
         raise ConfigError(f"--out {out}: the folder {out.parent.parent} does not exist; create it first")
@@ -190,9 +201,7 @@ def judge_command(
         parser=checks.key_env("--judge-key-env"),
     ),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Judge calls in flight."),
-    temperature: float = typer.Option(
-        0.0, "--temperature", min=0.0, callback=checks.finite("--temperature"), help="Judge temperature."
-    ),
+    temperature: float = checks.temperature_option(0.0, "Judge temperature."),
     limit: int | None = typer.Option(None, "--limit", min=1, help="Judge only the first N dialogues."),
     no_cache: bool = typer.Option(
         False, "--no-cache", help="Do not use the response cache (judge_cache.sqlite)."
@@ -202,6 +211,7 @@ def judge_command(
     """Rate each dialogue on five capabilities and place the agent on the social cognition coordinate."""
     from rlver.eval.judge import run_judge
 
+    checks.endpoint_given("--judge-model", judge_model, "--judge-base-url", judge_base_url)
     if not run.is_dir():
         raise InputError(Problem(str(run), None, None, "expected a run folder written by `rlver eval`"))
     summary = run_judge(
@@ -248,10 +258,12 @@ def judge_command(
         from rlver.eval.runner import write_run_report
 
         console.print(f"report: {write_run_report(run)}")
+    if summary.n_errors:
+        raise typer.Exit(EXIT_SOME_FAILED)
 
 
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the root app."""
     app.command("score")(score_command)
     app.command("report")(report_command)
-    app.command("judge")(judge_command)
+    app.command("judge", epilog=EXIT_CODES_HELP)(judge_command)

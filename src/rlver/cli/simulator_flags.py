@@ -51,6 +51,13 @@ SIM_MODEL: Any = typer.Option(
     "--sim-model",
     help="Simulator model id (the leaderboard used DeepSeek-V3); implies --simulator llm.",
 )
+#: ``rlver train``'s ``--sim-model``: train has no ``--simulator`` flag, so its help says what it sets.
+TRAIN_SIM_MODEL: Any = typer.Option(
+    None,
+    "--sim-model",
+    help="Simulator model id: sets simulator.kind=llm and simulator.model.model (the config's base URL "
+    "and key variable stay unless --sim-base-url or --sim-key-env is given).",
+)
 SIM_KEY_ENV: Any = typer.Option(
     None,
     "--sim-key-env",
@@ -113,12 +120,17 @@ def simulator_block(
     base_url: str | None,
     key_env: str | None,
     from_spec: bool = True,
+    config_base_url: str | None = None,
+    endpoint_in_config: bool = False,
 ) -> dict[str, Any]:
     """The ``simulator`` config block the flags give (``{}`` when none was given; no ``kind`` key when
     neither ``--simulator`` nor ``--sim-model`` was: the config's or :data:`DEFAULT_KIND` applies).
 
     ``--sim-model`` without ``--simulator`` picks the kind that talks to a model; a kind that needs a
     model fails without one, and one that talks to no model fails with one (rather than ignoring it).
+    A model needs its endpoint: ``--sim-base-url``, or ``config_base_url`` (the config's, which the
+    flags keep when ``--sim-base-url`` is left out); with ``endpoint_in_config`` the config, read later,
+    is left to say (``rlver train``, whose presets name theirs).
     """
     block: dict[str, Any] = {}
     if kind is not None:
@@ -134,7 +146,11 @@ def simulator_block(
         raise InputError(
             Problem("--sim-model", None, None, f"--simulator {kind} talks to no LLM (use --simulator llm)")
         )
-    block["model"] = {"kind": "openai", "model": model, "base_url": base_url}
+    if not endpoint_in_config:
+        checks.endpoint_given("--sim-model", model, "--sim-base-url", base_url or config_base_url)
+    block["model"] = {"kind": "openai", "model": model}
+    if base_url is not None:  # left out: the config's stays
+        block["model"]["base_url"] = base_url
     if key_env is not None:
         block["model"]["api_key_env"] = key_env or None
     block.setdefault("kind", next(k.name for k in _kinds() if k.needs_model))
@@ -162,7 +178,7 @@ def simulator_overrides(*, model: str | None, base_url: str | None, key_env: str
     value (its base URL, its key variable). Values are JSON-quoted, so a model id such as ``1.5`` stays
     a string.
     """
-    block = simulator_block(None, model=model, base_url=base_url, key_env=key_env)
+    block = simulator_block(None, model=model, base_url=base_url, key_env=key_env, endpoint_in_config=True)
     if not block:
         return []
     sets = [f"simulator.kind={block['kind']}"]

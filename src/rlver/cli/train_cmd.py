@@ -16,6 +16,7 @@ import typer
 
 from rlver.cli import checks, simulator_flags
 from rlver.errors import ConfigError, RlverError
+from rlver.extras import require_extra
 from rlver.heartbeat import activity, heartbeat, step_reporter
 from rlver.interrupt import Interrupted
 
@@ -54,10 +55,11 @@ def train_command(
         False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
     ),
     sim_base_url: str | None = simulator_flags.SIM_BASE_URL,
-    sim_model: str | None = simulator_flags.SIM_MODEL,
+    sim_model: str | None = simulator_flags.TRAIN_SIM_MODEL,
     sim_key_env: str | None = simulator_flags.SIM_KEY_ENV,
 ) -> None:
     """Train a policy with PPO or GRPO against simulated users."""
+    require_extra("train", "rlver train")
     sim = simulator_flags.simulator_overrides(model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
     overrides = sim + list(set_) + ([f"run.steps={steps}"] if steps else [])
     if engine == "verl":
@@ -75,23 +77,10 @@ def train_command(
     if engine != "local":
         raise ConfigError(f"--engine {engine!r}: choose local or verl")
 
-    from rlver.train.checkpoint import latest_checkpoint
-    from rlver.train.config import load_train_config
+    cfg = checked_config(config, overrides, out, resume=resume)
+    from rlver.train.checkpoint import latest_checkpoint  # torch: every value is checked by now
 
-    check_run_folder(out)
-    saved = out / "config.yaml"
     fresh = resume and latest_checkpoint(out / "checkpoints") is None  # nothing to resume: a new run
-    if resume and config is None:
-        if not saved.exists():
-            raise ConfigError(
-                f"--resume: nothing to resume in {out} (no {saved.name}) and no --config to start a new "
-                "run from; give --config (a YAML file or a preset such as tiny-offline)"
-            )
-        cfg = load_train_config(str(saved), overrides)
-    elif config is None:
-        raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
-    else:
-        cfg = load_train_config(config, overrides)
     resume = resume and not fresh
     preflight(cfg, out, resume=resume)
     if fresh:
@@ -137,30 +126,60 @@ def train_command(
         typer.echo(f"dialogues: {out / 'transcript.jsonl'} (rlver inspect {out}; rlver report {out})")
 
 
-def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
-    """Every check that needs no model, done before one is loaded (which takes minutes for a 7B model,
-    or ends in hub retries offline): the run folder, the profile sets, the update's memory, the model's
-    folder.
+def checked_config(config: str | None, overrides: list[str], out: Path, *, resume: bool) -> TrainConfig:
+    """The run's config (``--config``, or with ``--resume`` alone the run folder's ``config.yaml``)
+    with every value checked, before torch is imported: TrainConfig and the settings classes it reads
+    are torch-free, so a bad ``--set`` is refused in seconds, not after the minute torch takes."""
+    from rlver.train.config import load_train_config
+
+    check_run_folder(out)
+    saved = out / "config.yaml"
+    if resume and config is None:
+        if not saved.exists():
+            raise ConfigError(
+                f"--resume: nothing to resume in {out} (no {saved.name}) and no --config to start a new "
+                "run from; give --config (a YAML file or a preset such as tiny-offline)"
+            )
+        cfg = load_train_config(str(saved), overrides)
+    elif config is None:
+        raise ConfigError("--config is required (a YAML file or a preset such as tiny-offline)")
+    else:
+        cfg = load_train_config(config, overrides)
+    check_settings(cfg, out)
+    return cfg
+
+
+def check_settings(cfg: TrainConfig, out: Path) -> None:
+    """The checks of the run's settings that the config model cannot make alone (the run folder, the
+    profile sets, the model's folder), all before torch is imported: a bad value costs seconds.
 
     Each failure is a one-line ConfigError/InputError (exit 2) naming the flag, file or setting.
     """
     from rlver.llm.factory import check_model_source
     from rlver.profiles.sets import load_profile_set
+
+    check_run_folder(out)
+    for setting, name in (("rollout.profiles", cfg.rollout.profiles), ("eval.profiles", cfg.eval.profiles)):
+        if not load_profile_set(name):
+            raise ConfigError(f"{setting}={name!r}: no profiles")
+    check_model_source(cfg.model.path, "model.path")
+
+
+def preflight(cfg: TrainConfig, out: Path, *, resume: bool) -> None:
+    """What needs the run folder's checkpoints or the device but no model, done before one is loaded
+    (which takes minutes for a 7B model): a new run into a folder with checkpoints, and the update's
+    memory. After :func:`check_settings`; may import torch (the device is asked).
+    """
     from rlver.train.checkpoint import latest_checkpoint
     from rlver.train.memory_guard import check_update_fits
 
-    check_run_folder(out)
     if not resume and out.is_dir() and latest_checkpoint(out / "checkpoints") is not None:
         raise ConfigError(
             f"--out {out} already holds a run's checkpoints: add --resume, or use another --out"
         )
-    for setting, name in (("rollout.profiles", cfg.rollout.profiles), ("eval.profiles", cfg.eval.profiles)):
-        if not load_profile_set(name):
-            raise ConfigError(f"{setting}={name!r}: no profiles")
     # the update's memory, from config.json alone: a run that cannot hold it stops here, not after
     # minutes of loading and a whole rollout (docs/training.md, "Memory of an update")
     check_update_fits(cfg)
-    check_model_source(cfg.model.path, "model.path")
 
 
 def check_run_folder(out: Path) -> None:
@@ -228,6 +247,7 @@ def export_command(
     ),
 ) -> None:
     """Export a checkpoint as a plain Hugging Face model folder (LoRA merged)."""
+    require_extra("train", "rlver export")
     if dtype not in (None, "float32", "bfloat16", "float16"):
         raise ConfigError(f"--dtype {dtype!r}: choose float32, bfloat16 or float16")
     from rlver.train.export import export_checkpoint

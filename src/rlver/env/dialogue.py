@@ -26,9 +26,13 @@ Two choices worth knowing (see docs/transcripts.md):
 
 * The system prompt **is** ``episode.messages[0]`` (role ``"system"``), so a transcript line holds the
   exact context the policy saw and the trainer can tokenise it without reconstructing anything.
-* Assistant messages keep their **raw** text, think block included, both in the transcript and in the
-  policy's context for later turns (``messages_for_policy``). The policy reasons with its own earlier
-  thoughts in view, which is what it is trained on; only the simulated user sees stripped text.
+* Assistant messages keep their **raw** text, think block included, in the transcript. What the
+  simulated user is shown of a reply, and what the policy's later turns see of it, is the reply layout
+  (:meth:`EnvConfig.shown_to_simulator`, :meth:`EnvConfig.in_history`, recorded by
+  :meth:`EnvConfig.reply_layout`; docs/protocol.md, "The reply layout"): without think mode both see the
+  reply as written, as both published loops pass it; in think mode the user sees the text after the
+  last ``</think>`` and later turns see the same text (``think_context: visible``, the published think
+  rollout) or the raw reply (``full``).
 """
 
 from __future__ import annotations
@@ -37,11 +41,12 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rlver.config import MAX_COUNT
 from rlver.env.thinking import shown_to_user, split_think, system_prompt
 from rlver.errors import error_kind
+from rlver.limits import text_too_long
 from rlver.llm.base import Completion
 from rlver.migrate import nest_flat_rules
 from rlver.profiles.schema import Language, Profile
@@ -95,6 +100,14 @@ class EnvConfig(BaseModel):
         # flat rule keys (``max_assistant_turns=3``, an older file's ``env:``): rlver.migrate
         return nest_flat_rules(data, EVALUATION)
 
+    @field_validator("system_prompt")
+    @classmethod
+    def _prompt_not_too_long(cls, value: str | None) -> str | None:
+        why = text_too_long(len(value)) if value is not None else None
+        if why:
+            raise ValueError(why)
+        return value
+
     @classmethod
     def evaluation(cls, **overrides: Any) -> EnvConfig:
         """The published benchmark protocol: 10 assistant replies, the last never appraised, start 40."""
@@ -111,6 +124,38 @@ class EnvConfig(BaseModel):
     def per_turn_samples(self) -> bool:
         """Whether each assistant turn is its own policy context (see :func:`per_turn_samples`)."""
         return per_turn_samples(self.think, self.think_context)
+
+    # -- the reply layout: one home for what each side sees of a reply ---------------------------------
+    def shown_to_simulator(self, raw: str, *, cut: bool) -> tuple[str, bool]:
+        """What the simulated user is shown of the raw reply ``raw``, and whether it was cut.
+
+        Without think mode: the reply as written, as both published loops pass it (SAGE's
+        ``test_npc.py:113-115`` hands ``call_npc``'s answer to the simulator; RLVER's rollout the decoded
+        text, ``vllm_rollout_spmd.py:496-504``), so a reply that happens to hold ``</think>`` is shown
+        whole. In think mode: the published think rollout's rule (:func:`shown_to_user`,
+        ``vllm_rollout_spmd_think.py:402-406``). ``cut``: rlver's safety bound ``max_reply_chars``
+        applies (a protocol that quotes the published way shows the text uncut, as the published code).
+        """
+        shown = shown_to_user(raw) if self.think else raw
+        if cut and len(shown) > self.max_reply_chars:
+            return shown[: self.max_reply_chars], True
+        return shown, False
+
+    def in_history(self, raw: str) -> str:
+        """What the policy's later turns see of its earlier reply ``raw``: the text the user was shown
+        (think mode with ``think_context: visible``, as the published think rollout keeps it,
+        ``vllm_rollout_spmd_think.py:555-556``), else the reply as written."""
+        return shown_to_user(raw) if self.per_turn_samples else raw
+
+    def reply_layout(self, *, cut: bool) -> dict[str, Any]:
+        """The layout as a manifest records it (``rlver explain`` reads it): what the simulated user is
+        shown (``whole`` or ``after_think``), what later turns of the agent see (``whole`` or
+        ``after_think``), and where the user's view is cut (``None``: never)."""
+        return {
+            "simulator": "after_think" if self.think else "whole",
+            "agent_history": "after_think" if self.per_turn_samples else "whole",
+            "cut_at": self.max_reply_chars if cut else None,
+        }
 
     @classmethod
     def published_training(cls, **overrides: Any) -> EnvConfig:
@@ -246,12 +291,7 @@ class DialogueEnv:
         format_error = self.config.think and not split.well_formed
         if format_error:
             self._format_errors += 1
-        visible = shown_to_user(agent_raw_text)  # the published rule: a cut thought is shown, not hidden
-        truncated = len(visible) > self.config.max_reply_chars
-        if self.simulator.shows_whole_reply:  # SAGE's loop shows the whole reply, uncut (test_npc.py:114-115)
-            visible, truncated = agent_raw_text, False
-        elif truncated:
-            visible = visible[: self.config.max_reply_chars]
+        visible, truncated = self.config.shown_to_simulator(agent_raw_text, cut=self.simulator.cuts_reply)
         self._messages.append(Message(role="assistant", content=agent_raw_text))
         ids = completion.token_ids if completion is not None else None
         self._sampled.append(
@@ -359,7 +399,9 @@ class DialogueEnv:
         if self.config.per_turn_samples:
             # thought-free history: earlier replies as their visible text, so no sampled ids apply
             visible = [
-                Message(role=m.role, content=shown_to_user(m.content)) if m.role == "assistant" else m
+                Message(role=m.role, content=self.config.in_history(m.content))
+                if m.role == "assistant"
+                else m
                 for m in self._messages
             ]
             return PolicyMessages(visible, [None] * len(self._sampled))

@@ -14,12 +14,14 @@ deliberately conservative: whatever *might* be reasoning never reaches the user.
 A reply is *well-formed* only when it is exactly one leading block with non-blank reasoning followed by
 non-blank visible text. Anything else is a format error the reward may penalise.
 
-What the simulated user is *shown*, and what later turns see of an earlier reply when the history is
-thought-free, is :func:`shown_to_user`: the published rule (RLVER
-``vllm_rollout_spmd_think.py:402-406``), the text after the last ``</think>``, or the whole reply when
-it has none. So a reply cut at the token cap mid-thought reaches the user as it was written, not as
-an empty message (which the user would appraise as silence). :func:`split_think` stays the parser of
-the reasoning (format errors, transcripts, reports); the two agree on every well-formed reply.
+What the simulated user is *shown* of a think-mode reply, and what later turns see of an earlier
+reply when the history is thought-free, is :func:`shown_to_user`: the published think rollout's rule
+(RLVER ``vllm_rollout_spmd_think.py:402-406``), the text after the last ``</think>``, or the reply as
+written when it has none, with the published tag spelling only. So a reply cut at the token cap
+mid-thought reaches the user as it was written, not as an empty message (which the user would appraise
+as silence). Without think mode the reply reaches the user as written, as both published loops pass it
+(:meth:`rlver.env.dialogue.EnvConfig.shown_to_simulator`). :func:`split_think` stays the parser of the
+reasoning (format errors, transcripts, reports); the two agree on every well-formed reply.
 """
 
 from __future__ import annotations
@@ -94,22 +96,22 @@ def visible_text(raw: str) -> str:
     return split_think(raw).visible
 
 
-_CLOSE_TAG = re.compile(r"<\s*/\s*think(?:ing)?\s*>", re.IGNORECASE)
+#: The closing tag the published think rollout cuts at, in its one spelling.
+PUBLISHED_CLOSE_TAG = "</think>"
 
 
 def shown_to_user(raw: str) -> str:
-    """What the simulated user sees of a raw reply: the published rule, on both engines.
+    """What the simulated user sees of a raw think-mode reply: the published rule, on both engines.
 
     RLVER's think-mode rollout hands the user ``content.split("</think>")[-1].strip()`` when the reply
-    has a closing tag, else the reply as it is (``vllm_rollout_spmd_think.py:402-406``). The tag is
-    matched as :func:`split_think` matches it (any case, inner spaces, ``</thinking>``). The
+    holds the closing tag, else the reply as it is (``vllm_rollout_spmd_think.py:402-406``). Only that
+    spelling of the tag counts, as there (``</THINK>`` or ``</thinking>`` is text the user sees). The
     published code then also cuts at a ``你：`` prefix (``:407-410``); that is a parsing bug and is not
     copied (docs/protocol.md).
     """
-    closes = list(_CLOSE_TAG.finditer(raw))
-    if closes:
-        return raw[closes[-1].end() :].strip()
-    return raw.strip()
+    if PUBLISHED_CLOSE_TAG in raw:
+        return raw.split(PUBLISHED_CLOSE_TAG)[-1].strip()
+    return raw
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -134,11 +136,12 @@ _THINK = {
     "en": (
         "\n\nBefore every reply, think privately: write your reasoning about how they feel, what they "
         "need right now and how best to respond inside <think> and </think>. Then write the reply itself "
-        "after </think>. Only the text after </think> is shown to them."
+        "after </think>. They are shown only the text after </think>; a reply without </think> is "
+        "shown to them whole."
     ),
     "zh": (
         "\n\n每次回复前先在心里想一想：把你对对方感受、此刻需要以及如何回应的思考写在 <think> 和 </think> 之间，"
-        "然后在 </think> 之后写出真正的回复。对方只能看到 </think> 之后的内容。"
+        "然后在 </think> 之后写出真正的回复。对方只能看到 </think> 之后的内容；没有 </think> 的回复，对方会看到全文。"
     ),
 }
 
@@ -245,14 +248,15 @@ def read_prompt_file(path: str) -> str:
     """
     from pathlib import Path
 
-    file = Path(path).expanduser()
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or type(exc).__name__
+    from rlver.errors import InputError
+    from rlver.io import read_text_file
+
+    if not Path(path).expanduser().is_file():
+        reason = "a folder" if Path(path).expanduser().is_dir() else "no such file"
         raise ValueError(
             f"{path!r} is neither {', '.join(AGENT_PROMPT_NAMES)} nor a readable text file ({reason})"
-        ) from None
-    if not text.strip():
-        raise ValueError(f"{path}: the prompt file is empty")
-    return text
+        )
+    try:
+        return read_text_file(path)
+    except InputError as exc:  # not UTF-8, empty, too long: said as a value error of the setting
+        raise ValueError(str(exc)) from None

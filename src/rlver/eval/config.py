@@ -27,7 +27,7 @@ from rlver.config import MAX_COUNT, deep_merge
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
 from rlver.llm.spec import ModelSpec
-from rlver.protocol import TRAINING
+from rlver.protocol import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
 
@@ -56,20 +56,21 @@ def published_benchmark(data: dict[str, Any]) -> dict[str, Any]:
     config names a protocol or an agent prompt of its own. Other profile sets keep rlver's ``sage``
     protocol (SAGE has no English prompts) and the neutral prompt; so does the offline user."""
     simulator = data.get("simulator")
-    if (
-        data.get("profiles", "sage") != "sage"
-        or not isinstance(simulator, dict)
-        or simulator.get("kind") != "llm"
+    if not isinstance(simulator, dict) or not asks_published_text(
+        data.get("profiles", BENCHMARK_PROFILES), simulator.get("kind")
     ):
         return data
     out = dict(data)
-    if "protocol" not in simulator:
-        out["simulator"] = {**simulator, "protocol": "sage-published"}
+    protocol = simulator.get("protocol")
+    if protocol is None:
+        out["simulator"] = {**simulator, "protocol": BENCHMARK_TEXT}
+    elif isinstance(protocol, dict) and "name" not in protocol:  # options given, the protocol not named
+        out["simulator"] = {**simulator, "protocol": {"name": BENCHMARK_TEXT, **protocol}}
     env = data.get("env")
     if env is None:
-        out["env"] = {"agent_prompt": "sage-published"}
+        out["env"] = {"agent_prompt": BENCHMARK_TEXT}
     elif isinstance(env, dict) and "agent_prompt" not in env and "system_prompt" not in env:
-        out["env"] = {**env, "agent_prompt": "sage-published"}
+        out["env"] = {**env, "agent_prompt": BENCHMARK_TEXT}
     return out
 
 

@@ -38,6 +38,7 @@ from rlver.records import Episode
 from rlver.simulator.emotion import MAX_CHANGE
 from rlver.simulator.sentient.prompts.sage import SAGE_PROMPT_VERSION
 from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.spec import SimulatorSpec
 from rlver.transcripts.files import detect_format, transcript_path
 from rlver.transcripts.native import read_transcript
 
@@ -57,7 +58,11 @@ ROWS = (
     "agent-max-tokens",
     "reply-chars",
     "think-context",
+    "retries",
     "profiles",
+    "held-out",
+    "training-settings",
+    "no-effect",
 )
 
 #: How a model is reached or run (a :class:`~rlver.llm.spec.ModelSpec`'s fields other than its model
@@ -87,8 +92,7 @@ NOT_SCORED: dict[str, str] = {
         for name in _MODEL_SERVING
     },
     "simulator.cache": "a cache of greedy judge answers: the same answers, not other ones",
-    "simulator.seed": "the LLM user does not read it; the offline user's random draws",
-    "simulator(offline).prompt_language": "the offline user has no prompts",
+    "simulator(offline).seed": "the offline user's random draws",
 }
 
 #: Effects rlver has measured, quoted from the docs with their place (no figure is made up here).
@@ -160,6 +164,8 @@ class Explanation:
     published_file: str | None = None  # the summary line of a released result file
     #: The published files a run's requests were built from, one line per holder (simulator, agent).
     prompt_files: list[str] = field(default_factory=list)
+    #: Settings the run set that its simulator never reads (warned of when it started).
+    no_effect: list[Difference] = field(default_factory=list)
 
     def text(self) -> str:
         if self.published_file is not None:
@@ -171,6 +177,9 @@ class Explanation:
             head = f"{self.path}: {n} setting{'s' if n != 1 else ''} differ{'s' if n == 1 else ''} from {self.reference}"
         lines = [head] + [line for d in self.differences for line in d.lines()]
         lines += [f"  {line}" for line in self.prompt_files]
+        if self.no_effect:
+            lines.append("  set, but without effect in this run (docs/protocol.md row no-effect):")
+            lines += [f"    {d.setting}: {d.run} ({d.published})" for d in self.no_effect]
         if self.unknown:
             lines.append("  not known from the published code (not a difference, not comparable):")
             lines += [f"    {d.setting}: {d.run} here (docs/protocol.md row {d.row})" for d in self.unknown]
@@ -195,14 +204,22 @@ def explain_manifest(
     training = manifest.kind == "train"
     checks = TRAINING_CHECKS if training else BENCHMARK_CHECKS
     found = [d for check in checks for d in check(manifest)]
-    if not training:  # SAGE's loop shows the whole reply; the published training rollouts are not checked
+    if not training and manifest.reply_layout is None:  # written before the layout was recorded
         found += _hidden_thoughts(manifest, episodes)
     differences = [d for d in found if d.published != "unknown"]
     unknown = [d for d in found if d.published == "unknown"]
-    reference = (
-        "the published training run (RLVER)" if training else "the published benchmark protocol (SAGE)"
+    reference = "the published benchmark protocol (SAGE)"
+    if training:
+        preset = (manifest.published_run or {}).get("preset")
+        reference = f"the published training run (RLVER{', preset ' + preset if preset else ''})"
+    return Explanation(
+        where,
+        reference,
+        differences,
+        unknown,
+        prompt_files=prompt_file_lines(manifest),
+        no_effect=no_effect(manifest),
     )
-    return Explanation(where, reference, differences, unknown, prompt_files=prompt_file_lines(manifest))
 
 
 def published_summary(file: Path) -> str:
@@ -408,6 +425,15 @@ def _published_differences(
                 "simulator-options",
             )
         )
+    if protocol == "rlver-published" and described.get("appraisal_emotion") == "current":
+        found.append(
+            Difference(
+                "appraisal prompt's emotion",
+                "the emotion at that turn (simulator.protocol.appraisal_emotion: current)",
+                "the dialogue's start emotion, every turn (the role's emo_point is never updated, dsv3 :85, :178)",
+                "simulator-options",
+            )
+        )
     if described.get("prompt_role", "user") != "user":
         found.append(
             Difference(
@@ -543,23 +569,25 @@ def _agent_sampling(manifest: RunManifest) -> list[Difference]:
     return [Difference("agent sampling", run, "none sent (the model's own defaults)", "agent-sampling")]
 
 
-def _agent_max_tokens(default: int, published: str) -> Check:
-    """The agent's reply cap: named whenever it is not rlver's default for the reference."""
+def _agent_max_tokens(published: int | None, said: str) -> Check:
+    """The agent's reply cap, named whenever it is not the published one (``None``: SAGE sends none,
+    so every cap rlver sends is named, its default 8,192 included)."""
 
     def check(manifest: RunManifest) -> list[Difference]:
         cap = manifest.agent_max_tokens
-        if cap is None or cap == default:
+        if cap is None or cap == published:
             return []
-        return [Difference("agent reply cap", f"{cap} tokens", published, "agent-max-tokens")]
+        return [Difference("agent reply cap", f"{cap:,} tokens sent", said, "agent-max-tokens")]
 
     return check
 
 
 def _reply_chars(manifest: RunManifest) -> list[Difference]:
-    """``env.max_reply_chars``: where the environment cuts a reply before the simulator reads it."""
+    """``env.max_reply_chars``: where the environment cuts a reply before the simulator reads it (a
+    published-text protocol quotes it uncut: then the setting has no effect, :func:`no_effect`)."""
     cut = (manifest.env or {}).get("max_reply_chars")
     default = EnvConfig.model_fields["max_reply_chars"].default
-    if not isinstance(cut, int) or cut == default:
+    if not isinstance(cut, int) or cut == default or _uncut(manifest):
         return []
     published = f"whole (the longest released reply has {LONGEST_RELEASED_REPLY:,} characters; rlver's default cut is {default:,})"
     return [
@@ -569,7 +597,14 @@ def _reply_chars(manifest: RunManifest) -> list[Difference]:
     ]
 
 
+def _uncut(manifest: RunManifest) -> bool:
+    """Whether the run showed the simulator each reply uncut (the published-text protocols)."""
+    return manifest.reply_layout is not None and manifest.reply_layout.get("cut_at") is None
+
+
 def _think_context(manifest: RunManifest) -> list[Difference]:
+    """A think run against the published think rollout (the training reference): later turns see
+    only the visible text (``vllm_rollout_spmd_think.py:555-556``)."""
     if not manifest.think:
         return []
     context = recorded_think_context(manifest.env)
@@ -582,10 +617,40 @@ def _think_context(manifest: RunManifest) -> list[Difference]:
     ]
 
 
+#: SAGE's loop: the agent's answer goes whole into the one history both sides read (test_npc.py:113-115,
+#: npc_response.py:16-20); SAGE has no think mode.
+_SAGE_LAYOUT = (
+    "the whole reply, the same text for the simulator and the agent's later turns (SAGE has no think mode)"
+)
+
+
+def _think_layout(manifest: RunManifest) -> list[Difference]:
+    """Each way a think run's reply layout departs from SAGE's loop (the benchmark reference): what
+    the simulator is shown, and what the agent's later turns see (``EnvConfig.reply_layout``)."""
+    layout = manifest.reply_layout
+    if layout is None:  # an older manifest: its think context is compared as before
+        return _think_context(manifest)
+    found = []
+    if layout.get("simulator") == "after_think":
+        run = "the text after the last </think> (--think, the published think rollout's rule; a reply without it whole)"
+        found.append(Difference("reply shown to the simulator", run, _SAGE_LAYOUT, "think-context"))
+    history = layout.get("agent_history")
+    if manifest.think and history == "after_think":
+        run = (
+            "the text after </think> of its earlier replies (think_context visible, as the simulator saw it)"
+        )
+        found.append(Difference("the agent's earlier replies", run, _SAGE_LAYOUT, "think-context"))
+    elif manifest.think and history == "whole":
+        run = "its earlier replies whole, thoughts included, which the simulator did not see (think_context full)"
+        found.append(Difference("the agent's earlier replies", run, _SAGE_LAYOUT, "think-context"))
+    return found
+
+
 def _hidden_thoughts(manifest: RunManifest, episodes: Sequence[Episode]) -> list[Difference]:
-    """Without ``--think`` the simulator is still shown only the text after a reply's last
-    ``</think>`` (``env.thinking.shown_to_user``); SAGE shows the whole reply (test_npc.py:113-115).
-    Named when a reply of the run held such a block (otherwise the two are the same)."""
+    """A run written before the reply layout was recorded (no ``reply_layout``): without ``--think``
+    its simulator was still shown only the text after a reply's last ``</think>``; SAGE shows the
+    whole reply (test_npc.py:113-115), as rlver now does. Named when a reply of the run held such a
+    block (otherwise the two are the same)."""
     if manifest.think is not False or (manifest.simulator or {}).get("shown_reply") == "whole":
         return []  # sage-published shows the whole reply, as SAGE
     replies = [m.content for ep in episodes for m in ep.messages if m.role == "assistant"]
@@ -596,7 +661,10 @@ def _hidden_thoughts(manifest: RunManifest, episodes: Sequence[Episode]) -> list
     return [Difference("reply shown to the simulator", run, "the whole reply", "think-context")]
 
 
-def _profiles(name: str, count: int) -> Check:
+def _profiles(name: str, count: int, per_profile: int | None) -> Check:
+    """The profile set, its size and (``per_profile``; ``None``: compared with the published preset
+    of the run's algorithm, row training-settings) the dialogues per profile."""
+
     def check(manifest: RunManifest) -> list[Difference]:
         found: list[Difference] = []
         if manifest.profiles is not None and not _same_set(manifest, name):
@@ -605,11 +673,116 @@ def _profiles(name: str, count: int) -> Check:
             found.append(Difference("profile set", run, name, "profiles"))
         elif manifest.n_profiles is not None and manifest.n_profiles != count:
             found.append(Difference("profile count", str(manifest.n_profiles), str(count), "profiles"))
-        if (manifest.n_per_profile or 1) != 1:
-            found.append(Difference("dialogues per profile", str(manifest.n_per_profile), "1", "profiles"))
+        if per_profile is not None and (manifest.n_per_profile or 1) != per_profile:
+            found.append(
+                Difference("dialogues per profile", str(manifest.n_per_profile), str(per_profile), "profiles")
+            )
         return found
 
     return check
+
+
+def _retries(manifest: RunManifest) -> list[Difference]:
+    """How an empty or malformed answer is asked again. SAGE calls its agent and its judge once
+    (npc_response.py:22; an empty answer is read as it is) and re-sends a prompt whose answer does
+    not parse until one does (simulator_response.py:135-161; dsv3 :204-225)."""
+    found = []
+    if (manifest.agent_spec or {}).get("retry_empty"):
+        found.append(
+            Difference(
+                "agent's empty reply",
+                "asked again, up to its max_attempts",
+                "one call, the empty reply appraised",
+                "retries",
+            )
+        )
+    described = manifest.simulator or {}
+    spec = (manifest.simulator_spec or {}).get("model") or {}
+    if "parse_attempts" in described and spec.get("retry_empty"):
+        found.append(
+            Difference(
+                "simulator's empty answer", "asked again, up to its max_attempts", "read as it is", "retries"
+            )
+        )
+    attempts = described.get("parse_attempts")
+    if isinstance(attempts, int) and attempts != 0:
+        run = f"sent at most {attempts} times, then the turn fails (simulator.protocol.parse_attempts)"
+        found.append(
+            Difference("simulator answer that does not parse", run, "sent again until one parses", "retries")
+        )
+    return found
+
+
+def _held_out(manifest: RunManifest) -> list[Difference]:
+    """How a training run's held-out score was measured; the published run validated once, after
+    the last step, on the training environment (train_rlver.sh:73, :78; ray_trainer.py:1184-1189)."""
+    held = manifest.held_out
+    if not held:
+        return []
+    parts = [f"{held.get('protocol')} on {held.get('profiles')}"]
+    if held.get("limit"):
+        parts.append(f"the first {held['limit']}")
+    if "simulator_protocol" in held:
+        user = held.get("simulator_protocol") or held.get("simulator")
+        parts += [f"user {user}", f"agent prompt {held.get('agent_prompt')}"]
+        parts.append(
+            f"{held.get('samples_per_profile')} dialogue(s) a profile at temperature {held.get('temperature')}"
+        )
+        parts.append(f"seed {held.get('seed')}")
+        when = f"every {held['every']} steps and at the end" if held.get("every") else "at the end"
+        parts.append(when + (", and before training" if held.get("at_start") else ""))
+    published = "one validation after the last step, on the training dialogue and simulator"
+    return [Difference("in-training evaluation", "; ".join(parts), published, "held-out")]
+
+
+def _training_settings(manifest: RunManifest) -> list[Difference]:
+    """The settings that differ from the published preset of the run's algorithm and think mode, as
+    the run recorded them (``train/published_run.py``): model, batch size, steps, max_length, ..."""
+    record = manifest.published_run or {}
+    preset = record.get("preset")
+    found = []
+    for path, values in (record.get("differences") or {}).items():
+        found.append(
+            Difference(
+                path,
+                _value(values.get("run")),
+                f"{_value(values.get('published'))}, preset {preset}",
+                "training-settings",
+            )
+        )
+    return found
+
+
+def _value(value: object) -> str:
+    return "not set" if value is None else str(value)
+
+
+def no_effect(manifest: RunManifest) -> list[Difference]:
+    """The settings of the run that its simulator never read (``SimulatorSpec.inert_settings``, as the
+    run warned when it started), and a reply cut that a published-text protocol does not make."""
+    found = []
+    spec = manifest.simulator_spec
+    if isinstance(spec, dict):
+        try:
+            parsed = SimulatorSpec.model_validate(spec)
+        except ValueError:  # a spec this version cannot read: nothing to say about it
+            parsed = None
+        if parsed is not None:
+            found += [
+                Difference(f"simulator.{key}", repr(parsed.setting(key)), why, "no-effect")
+                for key, why in parsed.inert_settings().items()
+            ]
+    cut = (manifest.env or {}).get("max_reply_chars")
+    if _uncut(manifest) and isinstance(cut, int) and cut != EnvConfig.model_fields["max_reply_chars"].default:
+        found.append(
+            Difference(
+                "env.max_reply_chars",
+                str(cut),
+                "the published-text protocol quotes each reply uncut",
+                "no-effect",
+            )
+        )
+    return found
 
 
 def _same_set(manifest: RunManifest, name: str) -> bool:
@@ -639,10 +812,13 @@ BENCHMARK_CHECKS: tuple[Check, ...] = (
     _languages,
     _agent_prompt("sage-published"),
     _agent_sampling,
-    _agent_max_tokens(EVAL_AGENT_MAX_TOKENS, f"no cap (rlver's default: {EVAL_AGENT_MAX_TOKENS:,} tokens)"),
+    _agent_max_tokens(
+        None, f"none sent (SAGE's call_npc sets no max_tokens; rlver's default is {EVAL_AGENT_MAX_TOKENS:,})"
+    ),
     _reply_chars,
-    _think_context,
-    _profiles("sage", 100),
+    _think_layout,
+    _retries,
+    _profiles("sage", 100, 1),
 )
 
 TRAINING_CHECKS: tuple[Check, ...] = (
@@ -661,7 +837,10 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _agent_max_tokens(PUBLISHED_TRAINING_REPLY_TOKENS, f"{PUBLISHED_TRAINING_REPLY_TOKENS} tokens"),
     _reply_chars,
     _think_context,
-    _profiles("rlver-train", 500),
+    _retries,
+    _profiles("rlver-train", 500, None),
+    _held_out,
+    _training_settings,
 )
 
 __all__ = [
@@ -672,6 +851,7 @@ __all__ = [
     "explain",
     "explain_manifest",
     "judge_name",
+    "no_effect",
     "offline_agreement",
     "published_summary",
 ]

@@ -37,7 +37,7 @@ from rlver.eval.report_parts import Featured as Featured  # re-exported: a prefa
 from rlver.eval.report_parts import Figure, Preface
 from rlver.eval.runs import RunData
 from rlver.eval.training_report import training_report
-from rlver.io import atomic_write_bytes, atomic_write_text
+from rlver.io import atomic_write_text
 from rlver.manifest import RunManifest
 from rlver.records import Appraisal, Episode
 from rlver.simulator.emotion import tier_of
@@ -327,21 +327,21 @@ def build_figures(runs: Sequence[RunData]) -> tuple[list[Figure], list[Figure]]:
             Figure(
                 "trajectory",
                 "Emotion trajectory: mean emotion per turn with interquartile band",
-                plots.trajectory_png(named),
+                plots.trajectory_svg(named),
             ),
-            Figure("final_histogram", "Histogram of final emotions", plots.histogram_png(named)),
+            Figure("final_histogram", "Histogram of final emotions", plots.histogram_svg(named)),
         ]
     if any(m.success or m.failure for _, m in named):
-        figures.append(Figure("outcomes", "Success and failure rates per run", plots.outcome_bars_png(named)))
+        figures.append(Figure("outcomes", "Success and failure rates per run", plots.outcome_bars_svg(named)))
     judges = _judged(runs)
     judge_figures = []
     if judges:
         judge_figures = [
             Figure(
-                "capabilities_radar", "Radar chart of the five judged capabilities", plots.radar_png(judges)
+                "capabilities_radar", "Radar chart of the five judged capabilities", plots.radar_svg(judges)
             ),
             Figure(
-                "social_coordinate", "Runs on the social cognition coordinate", plots.coordinate_png(judges)
+                "social_coordinate", "Runs on the social cognition coordinate", plots.coordinate_svg(judges)
             ),
         ]
     return figures, judge_figures
@@ -500,7 +500,7 @@ def _md_preface(preface: Preface | None, figure_dir: str) -> list[str]:
     lines = []
     for p in preface.paragraphs:
         lines += [p, ""]
-    lines += [f"![{fig.alt}]({figure_dir}/{fig.name}.png)" for fig in preface.figures]
+    lines += [f"![{fig.alt}]({figure_dir}/{fig.name}.svg)" for fig in preface.figures]
     lines.append("")
     for f in preface.featured:
         lines += [f"## {f.caption}", "", "```", *dialogue_lines(f.episode), "```", ""]
@@ -548,7 +548,7 @@ def render_markdown(view: ReportView, figure_dir: str) -> str:
     lines += _md_comparisons(view)
     lines += ["## Plots", ""]
     for fig in [*view.figures, *view.judge_figures]:
-        lines.append(f"![{fig.alt}]({figure_dir}/{fig.name}.png)")
+        lines.append(f"![{fig.alt}]({figure_dir}/{fig.name}.svg)")
     if not view.figures:
         lines.append("No dialogue finished: nothing to plot.")
     lines.append("")
@@ -614,6 +614,6 @@ def write_report(
     fig_dir_name = f"{html_path.stem}_files"
     extra = list(preface.figures) if preface is not None else []
     for fig in [*extra, *view.figures, *view.judge_figures]:
-        atomic_write_bytes(html_path.parent / fig_dir_name / f"{fig.name}.png", fig.png)
+        atomic_write_text(html_path.parent / fig_dir_name / f"{fig.name}.svg", fig.svg)
     atomic_write_text(md_path, render_markdown(view, fig_dir_name))
     return html_path, md_path

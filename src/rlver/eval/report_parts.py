@@ -7,7 +7,6 @@ other. :mod:`rlver.eval.report` re-exports them.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,13 +15,12 @@ from rlver.records import Episode
 
 @dataclass
 class Figure:
+    """One figure: ``svg`` is a static ``<svg>`` element (:mod:`rlver.charts`), inlined by the HTML
+    report and written as ``<name>.svg`` beside the Markdown one; ``alt`` says what it shows."""
+
     name: str
     alt: str
-    png: bytes
-
-    @property
-    def b64(self) -> str:
-        return base64.b64encode(self.png).decode("ascii")
+    svg: str
 
 
 @dataclass

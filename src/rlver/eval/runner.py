@@ -40,6 +40,7 @@ from rlver.eval.metrics import Metrics, compute_metrics
 from rlver.eval.report import write_report
 from rlver.eval.runs import load_run
 from rlver.io import atomic_write_json
+from rlver.limits import check_dialogues
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.factory import build_chat_model
 from rlver.llm.spec import ModelSpec
@@ -191,6 +192,7 @@ def eval_manifest(
         simulator=simulator.describe(),
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),
+        reply_layout=config.env.reply_layout(cut=getattr(simulator, "cuts_reply", True)),
         protocol=protocol_label(config.env.rules),
         agent_prompt=agent_prompt_record(config.env),
         profiles=config.profiles,
@@ -261,6 +263,13 @@ async def run_eval_async(
             )
         )
     profiles = select_profiles(config)
+    # before the list of dialogues is built: a request of 10^8 took minutes and gigabytes to list
+    check_dialogues(
+        len(profiles) * config.n_per_profile,
+        f"{len(profiles)} profile(s) x --n-per-profile {config.n_per_profile}",
+        "split it into several runs (fewer profiles with --limit, or a smaller --n-per-profile), "
+        "each with its own --out",
+    )
     by_id = {p.id: p for p in profiles}
     wanted = {(p.id, k) for p in profiles for k in range(config.n_per_profile)}
     if resume:
@@ -272,7 +281,10 @@ async def run_eval_async(
         )
     except (KeyboardInterrupt, asyncio.CancelledError):
         # The user's stop (Ctrl-C arrives as KeyboardInterrupt here, or as the cancellation
-        # asyncio.run sends its tasks when the signal landed in the loop): the folder stays.
+        # asyncio.run sends its tasks when the signal landed in the loop): the folder stays once it
+        # holds the run's manifest (what --resume checks); stopped while loading, it goes.
+        if created and out_dir.is_dir() and not transcript.exists():
+            shutil.rmtree(out_dir, ignore_errors=True)
         raise
     except BaseException:
         # A run that failed before its first dialogue (bad model path, unreachable hub) must not leave

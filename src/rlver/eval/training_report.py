@@ -40,13 +40,13 @@ def reward_curve_figure(
     rows: Sequence[dict[str, Any]], evals: Sequence[dict[str, Any]], protocol: str | None = None
 ) -> Figure:
     """The reward curve of a run's metrics rows (those with a training reward) with ``evals`` on top."""
-    from rlver.eval import plots  # matplotlib: imported when a figure is drawn
+    from rlver.eval import plots  # pygal: imported when a figure is drawn
 
     history = [r for r in rows if r.get("rollout/reward_mean") is not None]
     return Figure(
         "reward_curve",
         "Reward curve: training reward and held-out score per step",
-        plots.reward_curve_png(history, evals, protocol),
+        plots.reward_curve_svg(history, evals, protocol),
     )
 
 
@@ -54,8 +54,8 @@ def hack_figure(rows: Sequence[dict[str, Any]]) -> Figure | None:
     """The ``hack/*`` rates per step, or None for a run that logged none."""
     from rlver.eval import plots
 
-    png = plots.hack_rates_png(rows)
-    return None if png is None else Figure("hack_rates", "Reward-hacking watch: hack/* rates per step", png)
+    svg = plots.hack_rates_svg(rows)
+    return None if svg is None else Figure("hack_rates", "Reward-hacking watch: hack/* rates per step", svg)
 
 
 def step_run(run: RunData, step: int) -> RunData:

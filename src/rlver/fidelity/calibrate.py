@@ -377,7 +377,9 @@ async def replay_trajectory(fd: FileData, episode: Episode, config: EnvConfig) -
     env = DialogueEnv(sim, config)
     problems: list[str] = []
     await env.reset(fd.profiles[episode.profile_id])
-    replies = [m.content for m in episode.messages if m.role == "assistant"]
+    # each reply as the recorded user saw it: a released file keeps a reply's thoughts beside its
+    # content, which is all SAGE's simulator was shown (rlver reads the two into one message)
+    replies = [m.content for m in visible_dialogue(episode) if m.role == "assistant"]
     used = 0
     try:
         for raw in replies:

@@ -1,17 +1,16 @@
 """The outputs of ``rlver calibrate`` a person reads: the terminal table and the HTML page.
 
 Kept apart from :mod:`rlver.fidelity.calibrate` (the measurement) so that the numbers have no plotting
-dependency; matplotlib is imported only when the page is drawn.
+dependency; the figures are SVG drawn by :mod:`rlver.charts` (pygal) and inlined into the page.
 """
 
 from __future__ import annotations
 
 import html
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 
 def _file_cells(r: dict[str, Any]) -> list[str]:
@@ -166,62 +165,74 @@ def print_provenance(simulator: dict[str, Any]) -> None:
     output_console().print(table)
 
 
-def _pngs(summary: dict[str, Any], predictions: Sequence[dict[str, Any]], seed: int) -> tuple[bytes, bytes]:
-    import io
+def figures(summary: dict[str, Any], predictions: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """The page's two figures as SVG: every turn's recorded against predicted change, and each file's
+    means (the model ranking).
 
-    import matplotlib
+    Changes are whole numbers, so thousands of turns fall on a few hundred points: each point is drawn
+    once, its area in proportion to its turns (a jittered cloud of every turn, as drawn before, made a
+    page of megabytes)."""
+    import pygal
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from rlver.charts import FAILURE_COLOR, PALETTE, chart, render
 
-    def png(fig: Any) -> bytes:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
-        return buf.getvalue()
-
-    rng = np.random.default_rng(seed)
-    rec = np.asarray([p["recorded_change"] for p in predictions], dtype=float)
-    pre = np.asarray([p["predicted_change"] for p in predictions], dtype=float)
-    fig, ax = plt.subplots(figsize=(5.5, 5))
-    if len(rec):
-        ax.scatter(
-            rec + rng.uniform(-0.8, 0.8, len(rec)),
-            pre + rng.uniform(-0.8, 0.8, len(pre)),
-            s=4,
-            alpha=0.3,
-            color="#2563eb",
+    pairs = Counter((int(p["recorded_change"]), int(p["predicted_change"])) for p in predictions)
+    scatter = chart(
+        pygal.XY,
+        title="Per-turn change, teacher-forced",
+        colors=[PALETTE[0], "#9ca3af"],
+        dot_opacity=0.45,
+        stroke=False,
+        x_title="recorded change",
+        y_title="predicted change",
+        width=600,
+        height=560,
+    )
+    if pairs:
+        most = max(pairs.values())
+        scatter.add(
+            f"turns (area = count, largest {most})",
+            [
+                {"value": xy, "node": {"r": round(1.5 + 12 * (n / most) ** 0.5, 2)}}
+                for xy, n in sorted(pairs.items())
+            ],
         )
-    ax.axline((0, 0), slope=1, color="#9ca3af", lw=1)
-    ax.set_xlabel("recorded change (jittered)")
-    ax.set_ylabel("predicted change (jittered)")
-    ax.set_title("Per-turn change, teacher-forced")
-    scatter = png(fig)
+        low = min(min(xy) for xy in pairs)
+        high = max(max(xy) for xy in pairs)
+        scatter.add("predicted = recorded", [(low, low), (high, high)], stroke=True, show_dots=False)
 
     paths = [r["path"] for r in summary["files"]]
     labels = dict(zip(paths, file_labels(paths), strict=True))
     rows = [r for r in summary["files"] if r["mean_recorded_change"] is not None]
-    fig, ax = plt.subplots(figsize=(6.5, 5))
-    for r in rows:
-        ax.scatter(r["mean_recorded_change"], r["mean_predicted_change"], color="#dc2626")
-        ax.annotate(
-            labels[r["path"]].replace("$", r"\$"),
-            (r["mean_recorded_change"], r["mean_predicted_change"]),
-            fontsize=7,
-        )
-    ax.set_xlabel("mean recorded change per turn")
-    ax.set_ylabel("mean predicted change per turn")
-    ax.set_title(f"Model ranking (Spearman {_fmt(summary['model_ranking_spearman'])})")
-    ranking = png(fig)
-    return scatter, ranking
+    ranking = chart(
+        pygal.XY,
+        title=f"Model ranking (Spearman {_fmt(summary['model_ranking_spearman'])})",
+        colors=[FAILURE_COLOR],
+        stroke=False,
+        dots_size=4,
+        print_labels=True,
+        show_legend=False,
+        x_title="mean recorded change per turn",
+        y_title="mean predicted change per turn",
+        # room for a file's label beside the rightmost point (about 6 px a character at 10 px)
+        margin_right=20 + 6 * max((len(labels[r["path"]]) for r in rows), default=0),
+        width=700,
+        height=560,
+    )
+    ranking.add(
+        "files",
+        [
+            {"value": (r["mean_recorded_change"], r["mean_predicted_change"]), "label": labels[r["path"]]}
+            for r in rows
+        ],
+    )
+    return render(scatter), render(ranking)
 
 
 def render_html(
     summary: dict[str, Any], predictions: Sequence[dict[str, Any]], simulator: dict[str, Any]
 ) -> str:
-    import base64
-
-    scatter, ranking = _pngs(summary, predictions, 0)
+    scatter, ranking = figures(summary, predictions)
     esc = html.escape
     head = "".join(f"<th>{c}</th>" for c in FILE_COLUMNS)
     body = "".join(
@@ -244,16 +255,15 @@ def render_html(
     prov_html = f"<h2>Learned appraisal: provenance</h2><table class='prov'>{prov}</table>" if prov else ""
     return (
         "<!doctype html><html><head><meta charset='utf-8'>"
-        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src data:; "
-        "style-src 'unsafe-inline'\"><title>rlver calibrate</title>"
+        "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'\"><title>rlver calibrate</title>"
         "<style>body{font-family:sans-serif;max-width:960px;margin:2em auto}td,th{padding:2px 8px;"
-        "border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}.prov td{text-align:left;word-break:break-all}</style></head><body>"
+        "border-bottom:1px solid #ddd;text-align:right}td:first-child{text-align:left}.prov td{text-align:left;word-break:break-all}.fig svg{max-width:100%;height:auto}</style></head><body>"
         f"<h1>Simulator calibration</h1><p>Simulator: <code>{esc(json.dumps(simulator, ensure_ascii=False))}</code></p>"
         f"<p>Overall: {o['turns']} turns, per-turn Spearman {_fmt(o['spearman'])}, sign agreement "
         f"{_fmt(o['sign_agreement'])}, MAE {_fmt(o['mae'], 2)}; model-ranking Spearman "
         f"{_fmt(summary['model_ranking_spearman'])}.</p>"
         f"<table><tr>{head}</tr>{body}</table>{groups_html}{prov_html}"
-        f"<h2>Recorded vs predicted</h2><img alt='scatter' src='data:image/png;base64,{base64.b64encode(scatter).decode()}'>"
-        f"<h2>Model ranking</h2><img alt='ranking' src='data:image/png;base64,{base64.b64encode(ranking).decode()}'>"
+        f"<h2>Recorded vs predicted</h2><div class='fig' role='img' aria-label='scatter'>{scatter}</div>"
+        f"<h2>Model ranking</h2><div class='fig' role='img' aria-label='ranking'>{ranking}</div>"
         "</body></html>"
     )

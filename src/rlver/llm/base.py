@@ -81,10 +81,15 @@ class ChatModel(abc.ABC):
     #: The rollout hands each turn its own seed (reproducible local sampling). An endpoint says
     #: ``False``: it is sent a seed only when the user set ``sampling.seed`` (SAGE sends none).
     seeded_per_turn: bool = True
-    #: An answer whose text stays empty after every retry is returned as an empty completion instead
-    #: of raised. Set for the agent under test: an empty reply is the agent's answer and is appraised
-    #: (SAGE appraised the empty replies of its released files); a simulator keeps ``False``.
+    #: An answer whose text is empty is returned as an empty completion instead of raised. Set for the
+    #: agent under test (an empty reply is the agent's answer and is appraised: SAGE appraised the empty
+    #: replies of its released files) and for a simulator whose protocol reads ``""`` as the published
+    #: code does; others keep ``False`` (an empty answer is an error, retried by the client).
     accept_empty: bool = False
+    #: With ``accept_empty``: ask again (up to the client's attempts) while the answer stays empty, and
+    #: take it only then. ``False`` (``ModelSpec.retry_empty``'s default): the first empty answer is
+    #: taken, as SAGE's one ``call_llm`` takes it.
+    retry_empty: bool = False
     #: Generates one batch at a time (a model in this process: a second batch would only queue behind
     #: the first on the same device). The rollout runner then forms each batch from every dialogue
     #: waiting while the previous one ran; an endpoint takes new requests while others are in flight.

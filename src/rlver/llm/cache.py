@@ -78,6 +78,15 @@ class CachedChatModel(ChatModel):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
 
+    @property  # type: ignore[override]
+    def accept_empty(self) -> bool:
+        """The wrapped model's (its client decides what an empty answer is)."""
+        return self.inner.accept_empty
+
+    @accept_empty.setter
+    def accept_empty(self, value: bool) -> None:
+        self.inner.accept_empty = value
+
     # -- storage -----------------------------------------------------------------------------------
     def _get(self, key: str) -> Completion | None:
         with self._lock:

@@ -20,9 +20,6 @@ from rlver.llm.base import ChatModel
 from rlver.llm.spec import KINDS, ModelSpec
 from rlver.registry import Entry
 
-#: Where ``kind="openai"`` goes when a spec names no ``base_url``.
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-
 
 def build_chat_model(spec: ModelSpec) -> ChatModel:
     """The model a spec names, wrapped in the response cache when ``spec.cache`` is set.
@@ -31,6 +28,7 @@ def build_chat_model(spec: ModelSpec) -> ChatModel:
     """
     build: Builder = KINDS.get(spec.kind)
     model = build(spec)
+    model.retry_empty = spec.retry_empty
     if spec.cache:
         from rlver.llm.cache import CachedChatModel
 
@@ -49,11 +47,12 @@ ModelKind = Entry[Any]
 
 
 def build_openai(spec: ModelSpec) -> ChatModel:
-    """``kind: openai``: a client of the endpoint (``base_url``, else OpenAI's own)."""
+    """``kind: openai``: a client of the endpoint (``base_url``: a spec without one is refused)."""
     from rlver.llm.openai_client import OpenAIChatModel
 
+    assert spec.base_url is not None  # ModelSpec refuses an openai spec without one
     return OpenAIChatModel(
-        spec.base_url or OPENAI_BASE_URL,
+        spec.base_url,
         spec.model,
         api_key_env=spec.api_key_env,
         timeout_s=spec.timeout_s,
@@ -64,6 +63,9 @@ def build_openai(spec: ModelSpec) -> ChatModel:
 
 def build_local(spec: ModelSpec) -> ChatModel:
     """``kind: local``: the model loaded in this process (checked first: a clear error, not a trace)."""
+    from rlver.extras import require_extra
+
+    require_extra("train", f"a local model ({spec.model})")
     from rlver.llm.local import LocalChatModel
     from rlver.models.reference import resolve_reference
 

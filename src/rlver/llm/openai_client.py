@@ -237,7 +237,9 @@ class OpenAIChatModel(ChatModel):
                         self.in_flight -= 1
             except _Retryable as failure:
                 last = failure
-                if attempt == self.max_attempts:
+                if attempt == self.max_attempts or (
+                    failure.empty is not None and self.accept_empty and not self.retry_empty
+                ):
                     break
                 delay = self._backoff(attempt, failure.retry_after)
                 if deadline is not None and time.perf_counter() + delay >= deadline:
@@ -248,7 +250,7 @@ class OpenAIChatModel(ChatModel):
             return completion
         assert last is not None or deadline is not None
         if last is not None and last.empty is not None and self.accept_empty:
-            # Still empty after every retry: an answer, not an outage (SAGE appraised such replies).
+            # Empty (after every retry, with retry_empty): an answer, not an outage (SAGE reads it).
             last.empty.latency_s = time.perf_counter() - start
             return last.empty
         if last is None:

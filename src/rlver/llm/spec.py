@@ -10,10 +10,11 @@ import re
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from rlver.config import MAX_COUNT
 from rlver.llm.base import SamplingParams
+from rlver.migrate import OPENAI_BASE_URL
 from rlver.registry import Entry, Registry
 
 #: What an environment variable's name looks like (POSIX): a key pasted in its place does not.
@@ -60,6 +61,22 @@ def check_base_url(url: str | None) -> str | None:
     return url
 
 
+def no_endpoint(subject: str, url_flag: str) -> str:
+    """The one wording of the rule "no silent default endpoint": a model reached over the network
+    needs the endpoint that serves it, given by the user (``subject``: the model and where it was
+    named; ``url_flag``: the flag or config key that takes the endpoint).
+
+    Why a rule: ``--sim-model`` or ``--agent-model`` without a base URL quietly called OpenAI's public
+    endpoint; it failed 46 s later (a key for another server, or none) and left a run folder. OpenAI's
+    own (:data:`rlver.migrate.OPENAI_BASE_URL`, where specs without one went before) is named here
+    for whoever means it, never used unasked; a spec recorded before reads as sent there.
+    """
+    return (
+        f"{subject} has no endpoint: give {url_flag} (OpenAI's own is {OPENAI_BASE_URL}); rlver calls "
+        "no endpoint it was not given"
+    )
+
+
 #: The model kinds ``ModelSpec.kind`` accepts: one line each, read when a spec is validated (a kind
 #: added at run time, :func:`rlver.llm.factory.register_model_kind`, is accepted from then on). The
 #: builders live in :mod:`rlver.llm.factory`, which imports this module: lazy ``"module:attr"``
@@ -94,10 +111,15 @@ class ModelSpec(BaseModel):
     #: a kind of :data:`KINDS` (``openai`` or ``local`` built in)
     kind: str = "openai"
     model: str = Field(min_length=1, description="model id on the server, or a local path / hub id")
-    base_url: str | None = None
+    #: Required for ``kind: openai`` (:func:`no_endpoint`): there is no default endpoint.
+    base_url: str | None = Field(default=None, validate_default=True)
     api_key_env: str | None = "OPENAI_API_KEY"
     timeout_s: float = Field(default=120.0, gt=0)
     max_attempts: int = Field(default=5, ge=1, le=50)
+    #: Where an empty answer is taken as an answer (the agent under test, a published-text simulator):
+    #: ask again, up to ``max_attempts``, while it stays empty. Default: taken at the first call, as
+    #: SAGE calls its agent and its judge once.
+    retry_empty: bool = False
     concurrency: int = Field(default=32, ge=1, le=MAX_COUNT)
     cache: str | None = None  # sqlite file for the response cache (replay); None = no cache
     sampling: SamplingParams = Field(default_factory=SamplingParams)
@@ -119,5 +141,7 @@ class ModelSpec(BaseModel):
 
     @field_validator("base_url")
     @classmethod
-    def _url(cls, value: str | None) -> str | None:
+    def _url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None and info.data.get("kind") == "openai":
+            raise ValueError(no_endpoint(f"model {info.data.get('model', '')!r}", "its base_url"))
         return check_base_url(value)

@@ -20,6 +20,7 @@ judgement). LLM errors (timeouts, HTTP failures) propagate unchanged: the client
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import time
@@ -288,8 +289,9 @@ async def ask_parsed(
 
     For protocols whose answers are free text read the published way (``read`` raises
     ``ValueError`` where the published parser raises): the published loop re-sends the same prompt
-    until it parses, without bound (SAGE/simulator_response.py:135-163). Here the request is the same
-    bytes each time, at most ``attempts`` times in all, then :class:`ReaskFailed`.
+    until it parses, without bound (SAGE/simulator_response.py:135-161). Here the request is the same
+    bytes each time, at most ``attempts`` times in all (``0``: until one parses, as published), then
+    :class:`ReaskFailed`.
     """
 
     def read_or_answer_error(text: str) -> M:
@@ -316,12 +318,13 @@ async def _ask_until_read(
     attempts: int,
 ) -> tuple[M, StructuredResult]:
     """The one ask-read-retry loop: ``follow_up(convo, answer, problem)`` makes the next request after
-    an answer ``read`` refused (:class:`AnswerError`); after ``attempts`` calls, :class:`ReaskFailed`."""
+    an answer ``read`` refused (:class:`AnswerError`); after ``attempts`` calls (``0``: no bound),
+    :class:`ReaskFailed`."""
     started = time.perf_counter()
     convo = list(messages)
     result = StructuredResult()
     problem = ""
-    for attempt in range(1, attempts + 1):
+    for attempt in itertools.count(1) if attempts == 0 else range(1, attempts + 1):
         completion = await model.complete(convo, sampling)
         result.completions.append(completion)
         result.attempts = attempt

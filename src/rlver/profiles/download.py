@@ -25,6 +25,16 @@ SHARED_DATA_ENV = "RLVER_SHARED_DATA"
 _MAX_BYTES = 64 * 1024 * 1024  # the published files are 0.6 and 3 MB; refuse anything absurd
 
 
+def offline_fixes(name: str = "NAME") -> str:
+    """What a user without network can do for the data set ``name``: named by every error that means
+    "the files are not here" (a download that cannot reach its server, a run that cannot find them)."""
+    return (
+        f"offline: copy the files into a folder and run `rlver data download {name} --from FOLDER` (the "
+        "repository's layout, the files side by side, or rlver's own), point `--base-url` at a mirror "
+        f"of the raw files, or set {SHARED_DATA_ENV} to a folder that holds them as rlver stores them"
+    )
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One published file: the name rlver stores it under, its checksum, and where upstream keeps it."""
@@ -71,6 +81,16 @@ DATA_FILES: dict[str, DataFile] = {
         description="the 500 published RL training profiles",
     ),
 }
+
+
+def data_file(name: str) -> DataFile:
+    """The published file named ``name``; a misspelt name is refused with the names (exit 2)."""
+    if name not in DATA_FILES:
+        known = ", ".join(DATA_FILES)
+        raise UnknownDataSet(
+            f"unknown data set {name!r}; choose one of: {known}{did_you_mean(name, DATA_FILES)}"
+        )
+    return DATA_FILES[name]
 
 
 def candidate_dirs() -> list[Path]:
@@ -137,6 +157,7 @@ def download(
     base_url: str | None = None,
     timeout_s: float = 60.0,
     force: bool = False,
+    set_name: str | None = None,
 ) -> Path:
     """Download one published file (``sage-test`` or ``rlver-train``), verify it, store it; return its path.
 
@@ -144,17 +165,11 @@ def download(
 
     An existing file with the right checksum is kept (no network). ``base_url`` (or
     ``$RLVER_DATA_BASE_URL``) replaces the GitHub raw root, e.g. for a mirror or a test server.
-    ``name`` may also be a :class:`DataFile` describing some other checksummed file.
+    ``name`` may also be a :class:`DataFile` describing some other checksummed file; ``set_name``
+    is then the data set it belongs to, for the errors' advice.
     """
-    if isinstance(name, DataFile):
-        spec = name
-    elif name in DATA_FILES:
-        spec = DATA_FILES[name]
-    else:
-        known = ", ".join(DATA_FILES)
-        raise UnknownDataSet(
-            f"unknown data set {name!r}; choose one of: {known}{did_you_mean(name, DATA_FILES)}"
-        )
+    spec = name if isinstance(name, DataFile) else data_file(name)
+    fixes = offline_fixes(set_name or spec.name)
     folder = Path(dest).expanduser() if dest is not None else default_data_dir()
     target = folder / spec.filename
     if not force and target.is_file() and sha256_of(target.read_bytes()) == spec.sha256:
@@ -167,9 +182,7 @@ def download(
         try:
             body = _fetch(url, timeout_s)
         except ConnectionError as exc:
-            raise DownloadError(
-                f"could not reach {url} ({exc}); copy the file manually to {target} (sha256 {spec.sha256})"
-            ) from None
+            raise DownloadError(f"could not reach {url} ({exc}); {fixes}") from None
         if body is None:
             continue
         digest = sha256_of(body)
@@ -180,8 +193,4 @@ def download(
             )
         atomic_write_bytes(target, body)
         return target
-    raise DownloadError(
-        "not found at any known location (HTTP 404): "
-        + ", ".join(tried)
-        + f"; copy the file manually to {target}"
-    )
+    raise DownloadError(f"not found at any known location (HTTP 404): {', '.join(tried)}; {fixes}")

@@ -22,6 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from rlver.config import yaml_problem
 from rlver.errors import InputError, Problem
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 
@@ -201,9 +202,7 @@ def _read_yaml_rows(path: Path, problems: list[Problem]) -> list[_Row]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        raise InputError(Problem(str(path), line, None, f"not valid YAML: {exc}")) from None
+        raise InputError(yaml_problem(path, exc)) from None
     except (ValueError, RecursionError) as exc:  # 4300+-digit integers, absurdly deep nesting
         why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
         raise InputError(Problem(str(path), None, None, f"not valid YAML: {why}")) from None
@@ -294,6 +293,8 @@ def load_profiles(path: str | Path, *, source: str | None = None) -> list[Profil
         problems.sort(key=lambda pr: pr.line or 0)  # stable: a row's problems keep their order
         shown = problems[:_MAX_PROBLEMS_SHOWN]
         more = len(problems) - len(shown)
+        if len(problems) == 1:  # one line says it all
+            raise InputError(problems)
         summary = f"{p}: {len(problems)} problem(s); nothing was loaded" + (
             f" (first {len(shown)} shown)" if more else ""
         )

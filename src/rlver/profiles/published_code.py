@@ -15,7 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlver.errors import InputError, Problem
-from rlver.profiles.download import DATA_FILES, DataFile, candidate_dirs, download, sha256_of
+from rlver.io import atomic_write_bytes, default_data_dir
+from rlver.profiles.download import (
+    DATA_FILES,
+    DataFile,
+    candidate_dirs,
+    data_file,
+    download,
+    offline_fixes,
+    sha256_of,
+)
 
 #: SAGE's benchmark code (Tencent/digitalhuman) and RLVER's training code (zzjweb/digitalhuman), each
 #: at the commit whose files the sha256 below pins.
@@ -98,6 +107,33 @@ CODE_OF_SET: dict[str, tuple[str, ...]] = {
 }
 
 
+def set_files(name: str) -> list[DataFile]:
+    """Every file of the data set ``name``: its profile file, then the published code it comes with."""
+    return [DATA_FILES[name], *(PUBLISHED_CODE[code] for code in CODE_OF_SET.get(name, ()))]
+
+
+def missing_from_set(name: str) -> list[DataFile]:
+    """The files of the set ``name`` with no copy on the search path (the data dir, then
+    ``$RLVER_SHARED_DATA``)."""
+    return [f for f in set_files(name) if not any((d / f.filename).is_file() for d in candidate_dirs())]
+
+
+def missing_error(name: str, missing: list[DataFile]) -> InputError:
+    """One error naming *every* file of the set ``name`` that is not here (exit 2): a user copying files
+    by hand was told of one at a time, four rounds for ``sage-test``."""
+    looked = ", ".join(str(d) for d in candidate_dirs())
+    files = ", ".join(f.filename for f in missing)
+    return InputError(
+        Problem(
+            name,
+            None,
+            None,
+            f"{len(missing)} of its {len(set_files(name))} files are not here: {files} (looked in "
+            f"{looked}); run `rlver data download {name}`, or {offline_fixes(name)}",
+        )
+    )
+
+
 def find_published(name: str) -> Path | None:
     """The first copy of the published file ``name`` on the data search path, or ``None``."""
     spec = PUBLISHED_CODE[name]
@@ -118,15 +154,7 @@ def read_published(name: str) -> bytes:
     fetch = next(s for s, names in CODE_OF_SET.items() if name in names)
     found = find_published(name)
     if found is None:
-        where = ", ".join(str(d / spec.filename) for d in candidate_dirs())
-        raise InputError(
-            Problem(
-                spec.filename,
-                None,
-                None,
-                f"the published file is not here (looked in {where}); run `rlver data download {fetch}`",
-            )
-        )
+        raise missing_error(fetch, missing_from_set(fetch))
     data = found.read_bytes()
     digest = sha256_of(data)
     if digest != spec.sha256:
@@ -162,18 +190,70 @@ def download_set(
     """
     paths = [download(name, dest, base_url=base_url, timeout_s=timeout_s, force=force)]
     for code in CODE_OF_SET.get(name, ()):
+        code_file = PUBLISHED_CODE[code]
         paths.append(
-            download(PUBLISHED_CODE[code], dest, base_url=base_url, timeout_s=timeout_s, force=force)
+            download(code_file, dest, base_url=base_url, timeout_s=timeout_s, force=force, set_name=name)
         )
     return paths
+
+
+def _copies_in(folder: Path, spec: DataFile) -> list[Path]:
+    """Where a copy of ``spec`` may sit in ``folder``: as rlver stores it (a mirror of a data folder),
+    at each of its paths in the repository (a clone or a copy of the released tree), or by its bare
+    name beside the others (files saved one by one from a browser)."""
+    names = [spec.filename, *spec.paths, *(Path(p).name for p in (spec.filename, *spec.paths))]
+    return [folder / n for n in dict.fromkeys(names) if (folder / n).is_file()]
+
+
+def copy_set(name: str, source: str | Path, dest: str | Path | None = None) -> list[Path]:
+    """The data set ``name`` from copies in the folder ``source`` (``rlver data download NAME --from
+    DIR``): each file found (:func:`_copies_in`), checked against its sha256, and stored under its
+    published name in ``dest`` (default: the data dir), written atomically.
+
+    All or nothing: every file missing or not matching its checksum is named in one error (exit 2),
+    and nothing is stored then, so a second try follows a complete list rather than the next file.
+    """
+    data_file(name)  # a misspelt set: refused with the names
+    folder = Path(source).expanduser()
+    if not folder.is_dir():
+        raise InputError(Problem(str(folder), None, None, "--from: not a folder"))
+    found: list[tuple[DataFile, bytes]] = []
+    problems: list[str] = []
+    for spec in set_files(name):
+        copies = _copies_in(folder, spec)
+        body = next((b for b in (c.read_bytes() for c in copies) if sha256_of(b) == spec.sha256), None)
+        if body is not None:
+            found.append((spec, body))
+        elif copies:
+            problems.append(f"{copies[0]} is not the published file (sha256 is not {spec.sha256[:12]}...)")
+        else:
+            problems.append(f"{spec.filename} (released as {spec.paths[0]}) is missing")
+    if problems:
+        raise InputError(
+            Problem(
+                str(folder),
+                None,
+                None,
+                f"--from: {len(problems)} of the {len(set_files(name))} files of {name} cannot be taken: "
+                + "; ".join(problems)
+                + "; nothing was stored",
+            )
+        )
+    target = Path(dest).expanduser() if dest is not None else default_data_dir()
+    for spec, body in found:
+        atomic_write_bytes(target / spec.filename, body)
+    return [target / spec.filename for spec, _ in found]
 
 
 __all__ = [
     "CODE_OF_SET",
     "DATA_FILES",
     "PUBLISHED_CODE",
+    "copy_set",
     "download_set",
     "find_published",
+    "missing_error",
+    "missing_from_set",
     "published_digests",
     "read_published",
 ]

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rlver.limits import text_too_long
+
 Language = Literal["en", "zh"]
 Difficulty = Literal["easy", "normal", "hard"]
 
@@ -46,4 +48,15 @@ class Profile(BaseModel):
     def _not_blank(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must not be blank")
+        return value
+
+    @field_validator("*")
+    @classmethod
+    def _not_too_long(cls, value: object) -> object:
+        """Every text (and trait) within :data:`rlver.limits.MAX_TEXT_CHARS`: a profile's texts are
+        quoted into every simulator prompt, and a 2 MB persona was accepted without a word."""
+        for text in value if isinstance(value, list) else [value]:
+            why = text_too_long(len(text)) if isinstance(text, str) else None
+            if why:
+                raise ValueError(why)
         return value

@@ -13,8 +13,9 @@ from importlib import resources
 from pathlib import Path
 
 from rlver.errors import InputError, Problem
-from rlver.profiles.download import DATA_FILES, candidate_dirs, find_data_file
+from rlver.profiles.download import find_data_file
 from rlver.profiles.loaders import load_profiles
+from rlver.profiles.published_code import missing_error, missing_from_set
 from rlver.profiles.schema import Profile
 
 #: Bundled set name → the files (in ``rlver/profiles/bundled``) it is made of.
@@ -67,17 +68,8 @@ def published_set_path(name: str) -> Path:
     """The local copy of a published set, or an InputError saying how to get it."""
     data_name = PUBLISHED_SETS[name]
     found = find_data_file(data_name)
-    if found is None:
-        spec = DATA_FILES[data_name]
-        looked = ", ".join(str(d) for d in candidate_dirs())
-        raise InputError(
-            Problem(
-                spec.filename,
-                None,
-                None,
-                f"not found (looked in {looked}); run `rlver data download {data_name}`",
-            )
-        )
+    if found is None:  # every file of the set that is missing, named at once
+        raise missing_error(data_name, missing_from_set(data_name))
     return found
 
 

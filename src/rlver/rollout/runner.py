@@ -243,7 +243,8 @@ class _Run:
         owned: asyncio.Future[str] | None = None
         try:
             profile = d.profile
-            if self.config.env.rules.shared_opening and not profile.opening:
+            # ``is None``: a shared opening the user wrote empty is still the opening (no second one)
+            if self.config.env.rules.shared_opening and profile.opening is None:
                 shared = self.openings.get(profile.id)
                 if shared is None:
                     owned = self.openings[profile.id] = asyncio.get_running_loop().create_future()

@@ -64,10 +64,10 @@ class UserSimulator(abc.ABC):
     name: str = "simulator"
 
     @property
-    def shows_whole_reply(self) -> bool:
-        """Whether the user is shown the agent's raw reply (think block included, uncut) instead of
-        its visible text: only a published protocol that does so says yes."""
-        return False
+    def cuts_reply(self) -> bool:
+        """Whether the environment's safety bound (``env.max_reply_chars``) cuts what the user is shown
+        of a reply; a published-text protocol quotes it uncut, as the published code does."""
+        return True
 
     @property
     def goodbye_first(self) -> bool:

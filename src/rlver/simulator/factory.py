@@ -24,6 +24,7 @@ other commands do not offer it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -52,8 +53,17 @@ Builder = Callable[[SimulatorSpec, ChatModel | None], UserSimulator]
 
 
 def build_simulator(spec: SimulatorSpec, *, model: ChatModel | None = None) -> UserSimulator:
-    """The simulator ``spec`` names. ``model`` (optional) replaces building one from ``spec.model``."""
+    """The simulator ``spec`` names. ``model`` (optional) replaces building one from ``spec.model``.
+
+    A setting the chosen simulator never reads (``SimulatorSpec.inert_settings``) is warned of here, as
+    the run starts: it was set for a reason, and the run will not do what it says.
+    """
     get_behaviour_checked(spec.behaviour)
+    for key, why in spec.inert_settings().items():
+        warnings.warn(
+            f"simulator.{key}={spec.setting(key)!r} has no effect with this simulator ({spec.kind}): {why}",
+            stacklevel=2,
+        )
     build: Builder | None = KINDS.get(spec.kind)
     assert build is not None  # SimulatorSpec accepts only kinds built from a spec
     return build(spec, model)

@@ -52,6 +52,10 @@ class Variants(BaseModel):
 
     #: the field whose value picks the variant; set by the base class only
     tag_field: ClassVar[str]
+    #: A key of another variant set to anything but that variant's default is refused, not dropped
+    #: (set where it cannot apply, it would silently do nothing). The sentient protocols say yes; the
+    #: simulator kinds keep dropping them (a preset's LLM block under ``--set simulator.kind=offline``).
+    refuses_keys_of_others: ClassVar[bool] = False
     #: the base's registry (set by the base class): each entry's settings class is the variant its
     #: name picks, or ``None`` for a name that is known but cannot be read from a block. Read when used
     #: (a registry may gain an entry at run time); its entries are lazy ``"module:attr"`` references,
@@ -123,11 +127,28 @@ class Variants(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _read_older_shapes(cls, data: Any) -> Any:
-        """Old flat blocks: keys only other variants read are accepted and ignored (as before)."""
+        """Old flat blocks: keys only other variants read are accepted and ignored (as before). With
+        :attr:`refuses_keys_of_others`, only when they hold that variant's default (an older flat block
+        wrote every variant's keys so); set to anything else, such a key is refused, naming its variants."""
         if cls._is_base() or not isinstance(data, Mapping):
             return data
-        others = set().union(*(v.accepted_keys() for v in cls.variants().values() if v is not cls))
-        return drop_keys_of_others(data, cls.accepted_keys(), others)  # rlver.migrate
+        others = [v for v in cls.variants().values() if v is not cls]
+        mine = cls.accepted_keys()
+        for key, value in data.items() if cls.refuses_keys_of_others else ():
+            owners = [v for v in others if key in v.model_fields and key not in mine]
+            if any(value != v.model_fields[key].get_default(call_default_factory=True) for v in owners):
+                raise ValueError(cls._not_mine(key, value, owners))
+        return drop_keys_of_others(data, mine, set().union(*(v.accepted_keys() for v in others)))
+
+    @classmethod
+    def _not_mine(cls, key: str, value: object, owners: list[type[Variants]]) -> str:
+        tag, what = cls.tag_field, cls.choices.what
+        names = [str(v.model_fields[tag].default) for v in owners]
+        mine = cls.model_fields[tag].default
+        return (
+            f"{key}={value!r} is a setting of {what} {', '.join(names)} and does nothing under {what} "
+            f"{mine!r}: name the {what} it belongs to ({tag}: {names[0]}) or leave the key out"
+        )
 
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
@@ -240,3 +261,17 @@ class SimulatorSpec(Variants):
     @classmethod
     def not_from_block_hint(cls, tag: str) -> str:
         return f": only `rlver calibrate --simulator {tag}` builds it, from the files it reads"
+
+    def inert_settings(self) -> dict[str, str]:
+        """The settings this spec holds at a value other than their default that the chosen simulator
+        never reads, each with the reason (by its dotted key under ``simulator.``; :meth:`setting`
+        reads its value). The simulator's builder warns of each when a run starts, and ``rlver
+        explain`` names each. Each kind says its own."""
+        return {}
+
+    def setting(self, key: str) -> Any:
+        """The value of the dotted ``key`` (``model.retry_empty``) under this spec."""
+        value: Any = self
+        for part in key.split("."):
+            value = getattr(value, part)
+        return value

@@ -18,6 +18,7 @@ from torch import nn
 from rlver.llm.precision import autocast_dtype
 from rlver.llm.sampling import scoring_temperature
 from rlver.train.algorithms.core import entropy_from_logits, logprobs_from_logits
+from rlver.train.config import LOGIT_CHUNK_TOKENS
 from rlver.train.tokenize import TokenizedEpisode
 
 
@@ -89,8 +90,6 @@ def micro_batches(
     return groups
 
 
-#: Default positions per chunk of the log-prob/entropy computation (``update.logit_chunk_tokens``).
-LOGIT_CHUNK_TOKENS = 1024
 #: Config attributes of causal LMs whose forward does more to the logits than ``lm_head(hidden)``;
 #: such a model is scored through its own forward, unchunked (exact, only heavier).
 _LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")

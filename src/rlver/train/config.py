@@ -26,16 +26,21 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
+from rlver.limits import check_dialogues
 from rlver.migrate import nest_flat_eval_rules, upgrade_rollout, upgrade_update_keys
-from rlver.protocol import TRAINING, DialogueRules
+from rlver.protocol import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.rollout.runner import RolloutConfig
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
+from rlver.simulator.sentient.protocols import SentientProtocol
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.backends.base import BackendSettings
-from rlver.train.batch import LOGIT_CHUNK_TOKENS
+
+#: Default positions per chunk of the log-prob/entropy computation (``update.logit_chunk_tokens``;
+#: ``rlver.train.batch.policy_forward``). Here, not beside that code, so reading a config needs no torch.
+LOGIT_CHUNK_TOKENS = 1024
 
 
 class _Strict(BaseModel):
@@ -230,9 +235,11 @@ class EvalSettings(_Strict):
 
     ``protocol: benchmark`` (the default) runs the dialogues exactly as ``rlver eval`` does — the
     published Sentient Benchmark protocol of ``EnvConfig.evaluation()`` (start emotion 40, 10 replies
-    counting the one to the opening line, the last one unappraised, the eval's default agent prompt) —
-    so ``eval/score`` is comparable with ``rlver eval`` on the same profiles. ``training`` runs them
-    like the training dialogues (start emotion, turns and appraisal of ``rollout``).
+    counting the one to the opening line, the last one unappraised, the eval's default agent prompt),
+    with the user ``rlver eval`` builds (``TrainConfig.eval_simulator``: SAGE's own text with an LLM
+    user on the SAGE profiles) — so ``eval/score`` equals ``rlver eval`` of the checkpoint on the same
+    profiles, seed and sampling. ``training`` runs them like the training dialogues (start emotion,
+    turns, appraisal and simulator of the training run).
     ``rules`` changes single rules of either protocol's dialogue (``eval.rules.max_assistant_turns: 4``);
     in a loaded ``TrainConfig`` it holds the whole rules the evaluation runs with, so ``config.yaml``
     states them (see :func:`eval_env`).
@@ -335,16 +342,24 @@ class TrainConfig(_Strict):
         """``eval.rules`` as given (some keys) becomes the whole rules the evaluation runs, so the
         config.yaml written from this config reloads to the same dialogue whatever the protocol."""
         if self.eval.rules is not None:
-            self.eval.rules = eval_env(self.env_config(), self.eval).rules
+            self.eval.rules = eval_env(self.env_config(), self.eval, self.simulator.kind).rules
         return self
 
     @model_validator(mode="after")
-    def _groups_big_enough(self) -> TrainConfig:
+    def _what_the_algorithm_needs(self) -> TrainConfig:
+        """What the algorithm needs of the rollouts: groups of ``min_group_size``, a reward mode it can use."""
         algo = ALGORITHMS.get(self.algorithm.name)
         if self.rollout.n_per_profile < algo.min_group_size:
             raise ValueError(
                 f"algorithm.name={algo.name} needs rollout.n_per_profile >= {algo.min_group_size} "
                 f"(got {self.rollout.n_per_profile}): a group of one has no baseline to compare with"
+            )
+        mode = self.rollout.reward.mode
+        if algo.reward_modes is not None and mode not in algo.reward_modes:
+            raise ValueError(
+                f"algorithm.name={algo.name} credits each assistant turn with its own reward: "
+                f"rollout.reward.mode must be one of {', '.join(sorted(algo.reward_modes))} (got {mode}, "
+                "which puts the whole reward on the last turn)"
             )
         return self
 
@@ -363,6 +378,11 @@ class TrainConfig(_Strict):
                 f"algorithm.minibatches={self.algorithm.minibatches} must be at most rollout.batch_size="
                 f"{r.batch_size}: a mini-batch holds at least one profile's dialogues"
             )
+        check_dialogues(
+            r.dialogues_per_step,
+            f"rollout.batch_size {r.batch_size} x rollout.n_per_profile {r.n_per_profile}",
+            "a step holds them all at once; lower either",
+        )
         if self.optim.warmup_steps > self.run.steps:
             raise ValueError(
                 f"optim.warmup_steps={self.optim.warmup_steps} must be at most run.steps={self.run.steps}: "
@@ -396,7 +416,23 @@ class TrainConfig(_Strict):
         training = EnvConfig(
             rules=r.rules, think=r.think, think_context=r.think_context, **r.prompt_settings()
         )
-        return eval_env(training, self.eval) if evaluation else training
+        return eval_env(training, self.eval, self.simulator.kind) if evaluation else training
+
+    def eval_simulator(self) -> SimulatorSpec:
+        """The simulated user of the in-training evaluation.
+
+        ``benchmark``: the user ``rlver eval --profiles <eval.profiles>`` builds with this run's
+        simulator model, sampling and cache: an LLM user asks SAGE's own questions on the SAGE profiles
+        (``sage-published``) and rlver's default protocol elsewhere, whatever protocol training used;
+        so ``eval/score`` is what ``rlver eval`` of the same checkpoint scores. ``training``: the
+        training simulator itself.
+        """
+        spec = self.simulator
+        if self.eval.protocol != "benchmark" or spec.kind != "llm":
+            return spec
+        published = asks_published_text(self.eval.profiles, spec.kind)
+        protocol = SentientProtocol.model_validate({"name": BENCHMARK_TEXT} if published else {})
+        return spec.model_copy(update={"protocol": protocol})  # {} above: the default protocol
 
     def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:
         """The local runner's settings: :meth:`env_config`, the group size and the reward spec."""
@@ -408,14 +444,16 @@ class TrainConfig(_Strict):
         )
 
 
-def eval_env(training: EnvConfig, e: EvalSettings) -> EnvConfig:
+def eval_env(training: EnvConfig, e: EvalSettings, simulator_kind: str | None = None) -> EnvConfig:
     """The dialogue settings of in-training evaluation (see ``EvalSettings``).
 
     ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
-    included, so the two scores are comparable — keeping only the training's think mode (a think-mode
-    policy is evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
+    included (SAGE's own with an LLM user on the SAGE profiles, :func:`rlver.protocol.asks_published_text`),
+    so the two scores are comparable — keeping only the training's think mode (a think-mode policy is
+    evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
     """
-    base = EnvConfig.evaluation(think=training.think) if e.protocol == "benchmark" else training
+    prompt = {"agent_prompt": BENCHMARK_TEXT} if asks_published_text(e.profiles, simulator_kind) else {}
+    base = EnvConfig.evaluation(think=training.think, **prompt) if e.protocol == "benchmark" else training
     if e.rules is None:
         return base
     # only the rules the block states change the protocol's (a whole block, e.g. config.yaml's, all)

@@ -73,6 +73,14 @@ def check_export_target(out_dir: Path, *, force: bool = False) -> str:
 
 def resolve_checkpoint(path: Path) -> Path:
     """A checkpoint folder, or the latest checkpoint of a run folder."""
+    if not path.exists():  # "not a checkpoint" read as if the folder were there, with the wrong files
+        raise InputError(
+            Problem(str(path), None, None, "no such folder; give a training run or checkpoint folder")
+        )
+    if not path.is_dir():
+        raise InputError(
+            Problem(str(path), None, None, "a file, not a folder; give a training run or checkpoint folder")
+        )
     if (path / "policy").is_dir():
         return path
     for root in (path / "checkpoints", path):

@@ -115,6 +115,10 @@ class Batch:
     token_rewards: Tensor
     scores: Tensor
     groups: Tensor
+    #: which dialogue each sample comes from ``[B]``, and each action token's assistant turn ``[B, T]``
+    #: (-1 elsewhere): where an algorithm that credits turns finds them (``AdvantageInputs``)
+    dialogues: Tensor = field(default_factory=lambda: torch.empty(0))
+    turn_index: Tensor = field(default_factory=lambda: torch.empty(0))
     scored: dict[str, Tensor] = field(default_factory=dict)
     advantages: Tensor = field(default_factory=lambda: torch.empty(0))
     returns: Tensor | None = None
@@ -158,7 +162,29 @@ def pad_batch(samples: list[Sample]) -> Batch:
     scores = torch.tensor([float(sum(s.rewards)) for s in samples])
     groups = [s.episode.profile_id for s in samples]
     ids = {g: i for i, g in enumerate(dict.fromkeys(groups))}
-    return Batch(samples, mask, rewards, scores, torch.tensor([ids[g] for g in groups]))
+    dialogues = {key: i for i, key in enumerate(dict.fromkeys(id(s.episode) for s in samples))}
+    return Batch(
+        samples, mask, rewards, scores, torch.tensor([ids[g] for g in groups]),
+        dialogues=torch.tensor([dialogues[id(s.episode)] for s in samples]),
+        turn_index=turn_indices(seqs, mask),
+    )  # fmt: skip
+
+
+def turn_indices(seqs: list[TokenizedEpisode], mask: Tensor) -> Tensor:
+    """``[B, T]``: the assistant turn (0, 1, ...) each action token of the padded batch belongs to, -1
+    off the action tokens. A per-turn sample (``meta["turn"]``) is that one turn; a whole dialogue's
+    turn ``k`` is its action tokens up to the ``k``-th turn end (position ``end - 1`` on the shifted
+    grid), after the one before; action tokens after its last turn end (none in what ``make_samples``
+    builds) count to its last turn."""
+    out = torch.full(mask.shape, -1, dtype=torch.long)
+    for i, q in enumerate(seqs):
+        positions = (mask[i] > 0).nonzero(as_tuple=True)[0]
+        if q.meta.get("per_turn"):
+            out[i, positions] = int(q.meta["turn"])
+            continue
+        ends = torch.tensor(q.turn_end_positions) - 1  # every trained sample has a turn end
+        out[i, positions] = torch.searchsorted(ends, positions).clamp(max=len(ends) - 1)
+    return out
 
 
 # ------------------------------------------------------------------------------------------- critic
@@ -311,8 +337,10 @@ class Learner:
     def _advantages(self, b: Batch) -> None:
         """Fill ``b.advantages`` (and ``b.returns`` with a critic), on the batch's own grid."""
         inputs = AdvantageInputs(
-            b.mask, b.token_rewards, b.scores, b.groups, b.values, b.old_logp, b.ref_logp
-        )
+            b.mask, b.token_rewards, b.scores, b.groups, b.values, b.old_logp, b.ref_logp,
+            dialogues=b.dialogues, turn_index=b.turn_index,
+            per_turn=any(s.seq.meta.get("per_turn") for s in b.samples),
+        )  # fmt: skip
         # the KL goes where the algorithm's kl_in says: here into the rewards, or in actor_loss
         result = self.p.algo.advantages(self.p.algo.with_reward_kl(inputs, self.a), self.a)
         b.stats.update(result.stats)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rlver.errors import ConfigError
+from rlver.limits import machine_memory_bytes
 
 if TYPE_CHECKING:
     from rlver.train.config import TrainConfig
@@ -226,23 +227,8 @@ def device_memory(device: str | None) -> Device | None:
         return Device("cuda", f"cuda:{index} ({props.name})", float(props.total_memory))
     if device != "cpu":
         return None
-    total = _ram_total()
+    total = machine_memory_bytes()
     return Device("cpu", "cpu (RAM)", total) if total is not None else None
-
-
-def _ram_total() -> float | None:
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        import psutil  # type: ignore[import-untyped]
-    except ImportError:
-        return None
-    return float(psutil.virtual_memory().total)
 
 
 # --------------------------------------------------------------------------------------- the guard

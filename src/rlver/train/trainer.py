@@ -38,7 +38,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from rlver.config import mask_secret_values, redacted
 from rlver.heartbeat import activity
-from rlver.interrupt import finish_first, winding_down
+from rlver.interrupt import finish_first, interruptible, signalled_during, winding_down
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.llm.sampling import scoring_temperature
@@ -48,6 +48,7 @@ from rlver.records import Episode
 from rlver.rollout.batching import RolloutTimes
 from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts
+from rlver.simulator.base import UserSimulator
 from rlver.simulator.factory import build_simulator
 from rlver.train.algorithms import get_algorithm
 from rlver.train.backends import build_rollout_backend
@@ -80,6 +81,9 @@ from rlver.train.transcript_writer import (
 )
 
 log = logging.getLogger(__name__)
+
+#: how the held-out evaluation's phase begins (``activity.phase``): a Ctrl-C during it cuts it short
+EVALUATION_PHASE = "held-out evaluation"
 
 
 def seed_everything(seed: int) -> None:
@@ -131,6 +135,9 @@ class Trainer:
         self.backend = build_rollout_backend(config, self.policy, self.tokenizer, self.device)
         self.chat = self.backend.chat
         self.simulator = build_simulator(config.simulator)
+        #: the held-out evaluation's user: the one ``rlver eval`` builds (``TrainConfig.eval_simulator``)
+        eval_spec = config.eval_simulator()
+        self.eval_simulator = self.simulator if eval_spec == config.simulator else build_simulator(eval_spec)
         self.train_profiles, self.eval_profiles = self._load_profiles()
         #: the offline user's veto detectors on the policy's replies, every step (``hack/*`` metrics)
         self.hack_watch = HackWatch(self.train_profiles)
@@ -139,6 +146,8 @@ class Trainer:
         self.data_position = 0
         #: after a Ctrl-C: what became of the step in flight and what was saved (``rlver train`` says it)
         self.interrupt_note = ""
+        #: a Ctrl-C cut the last finished step's held-out evaluation short (``train_step``)
+        self.evaluation_cut = False
         #: the RNG states at the end of the last finished step: a checkpoint written after an
         #: abandoned step holds these, as one written right after the step would
         self.rng_at_step_end: dict[str, Any] | None = None
@@ -159,7 +168,7 @@ class Trainer:
             training_manifest(
                 config, self.out, agent=self.backend.describe(),
                 sampling=self.backend.sampling_settings(self._sampling(config.rollout.temperature)),
-                simulator=self.simulator.describe(),
+                simulator=self.simulator.describe(), reply_cut=self.simulator.cuts_reply,
             ),
             every=config.run.transcript_every,
             resume_step=self.step if checkpoint else None,
@@ -266,23 +275,25 @@ class Trainer:
     ) -> list[Episode]:
         self.policy.eval()
         temperature = self.cfg.eval.temperature if evaluation else self.cfg.rollout.temperature
+        simulator = self.eval_simulator if evaluation else self.simulator
         with torch.no_grad():
             return asyncio.run(
                 self._closing(
+                    simulator,
                     run_rollouts(
                         self.chat,
-                        self.simulator,
+                        simulator,
                         profiles,
                         self.cfg.rollout_config(evaluation=evaluation),
                         self._sampling(temperature),
                         seed=seed,
                         times=times,
-                    )
+                    ),
                 )
             )
 
-    async def _closing(self, rollouts: Awaitable[list[Episode]]) -> list[Episode]:
-        """Run ``rollouts``, then close the simulator's HTTP client on the same event loop.
+    async def _closing(self, simulator: UserSimulator, rollouts: Awaitable[list[Episode]]) -> list[Episode]:
+        """Run ``rollouts``, then close ``simulator``'s HTTP client on the same event loop.
 
         Each batch runs in its own ``asyncio.run``; a client left open when its loop ends is never
         closed and aiohttp prints "Unclosed client session" at exit (after a failed run, too).
@@ -291,13 +302,14 @@ class Trainer:
         try:
             return await rollouts
         finally:
-            closer = getattr(self.simulator, "aclose", None)
+            closer = getattr(simulator, "aclose", None)
             if closer is not None:
                 await closer()
 
     def evaluate_episodes(self) -> list[Episode]:
         """The held-out dialogues (fixed seed; the training random stream is left untouched)."""
-        activity.set_phase(f"held-out evaluation of {len(self.eval_profiles)} dialogues")
+        dialogues = len(self.eval_profiles) * self.cfg.eval.samples_per_profile
+        activity.set_phase(f"{EVALUATION_PHASE} of {dialogues} dialogues")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.cfg.eval.seed)
             return self._run_dialogues(self.eval_profiles, evaluation=True, seed=self.cfg.eval.seed)
@@ -317,10 +329,14 @@ class Trainer:
 
         # 1. rollout: dialogues with the policy, then drop the failed ones and tokenise the rest
         profiles = profiles_at(self.train_profiles, self.data_position, r.profiles_per_step, cfg.run.seed)
-        activity.set_phase(f"step {step}: rollout of {len(profiles)} dialogues")
+        activity.set_phase(
+            f"step {step}: rollout of {len(profiles) * r.n_per_profile} dialogues "
+            f"({len(profiles)} profiles x {r.n_per_profile})"
+        )
         times = RolloutTimes()
         episodes = self._run_dialogues(profiles, evaluation=False, seed=step_seed, times=times)
         t_rollout = time.perf_counter() - t_start
+        activity.set_phase(f"step {step}: tokenising {len(episodes)} dialogues")
         self.backend.release()  # a co-located engine frees its memory for the update
         self.transcript.record(step, episodes)  # before the update: a step that fails keeps its dialogues
         samples, metrics = self._trainable(step, episodes)
@@ -332,7 +348,8 @@ class Trainer:
         t_score = time.perf_counter() - t0
 
         # 4. update, evaluation and log: a Ctrl-C from here on lets the step finish (the weights would
-        # otherwise belong to no step), then stops; one before this point abandons the step instead
+        # otherwise belong to no step), then stops; one before this point abandons the step instead.
+        # The held-out evaluation is not part of the step: a Ctrl-C cuts it short (interruptible).
         with finish_first():
             t0 = time.perf_counter()
             activity.set_phase(f"step {step}: update")
@@ -361,11 +378,17 @@ class Trainer:
                     "data/position": self.data_position,
                 }
             )
-            self._evaluate_if_due(step, metrics)
-            metrics["time/step_s"] = time.perf_counter() - t_start
-            self._log_replies(step, episodes)
-            self.logger.log(step, metrics)
-            self.rng_at_step_end = rng_state()  # what a checkpoint of this step holds
+            try:
+                with interruptible():
+                    self._evaluate_if_due(step, metrics)
+            except KeyboardInterrupt:  # the step is whole: it is logged and saved without its evaluation
+                self.evaluation_cut = signalled_during().startswith(EVALUATION_PHASE)
+                raise
+            finally:
+                metrics["time/step_s"] = time.perf_counter() - t_start
+                self._log_replies(step, episodes)
+                self.logger.log(step, metrics)
+                self.rng_at_step_end = rng_state()  # what a checkpoint of this step holds
         return metrics
 
     def _log_replies(self, step: int, episodes: list[Episode]) -> None:
@@ -464,11 +487,15 @@ class Trainer:
         try:
             return self.train_step()
         except KeyboardInterrupt:
+            # what was running when the signal came, not what ran last (the update's signal is raised
+            # once it has finished, the evaluation's after the step's metrics were written)
+            doing = (signalled_during() or activity.phase).removeprefix(f"step {before + 1}: ")
             if self.step == before:
-                doing = activity.phase.removeprefix(f"step {before + 1}: ")
                 fate = f"step {before + 1} was abandoned (the signal came during its {doing})"
+            elif self.evaluation_cut:
+                fate = f"step {self.step} finished; the signal cut its {doing} short"
             else:
-                fate = f"step {self.step} finished first (the signal came during its update)"
+                fate = f"step {self.step} finished first (the signal came during its {doing})"
             self.interrupt_note = fate + self._save_interrupted()
             raise
 

@@ -28,6 +28,7 @@ from rlver.manifest import RunManifest
 from rlver.protocol import protocol_label
 from rlver.records import Episode
 from rlver.train.config import TrainConfig
+from rlver.train.published_run import published_run
 from rlver.transcripts.files import TRANSCRIPT_NAME
 from rlver.transcripts.native import episode_record
 from rlver.transcripts.training import at_step, keep_through_step
@@ -40,11 +41,21 @@ REPLY_TAG = "samples/replies"
 
 
 def training_manifest(
-    cfg: TrainConfig, out: Path, *, agent: dict[str, Any], sampling: dict[str, Any], simulator: dict[str, Any]
+    cfg: TrainConfig,
+    out: Path,
+    *,
+    agent: dict[str, Any],
+    sampling: dict[str, Any],
+    simulator: dict[str, Any],
+    reply_cut: bool = True,
 ) -> RunManifest:
     """Line 1 of a training transcript: the policy, the simulated user, the training dialogue's rules
-    and reward, and (``held_out``) how the held-out score in metrics.jsonl was measured."""
-    held_out_rules = cfg.env_config(evaluation=True).rules
+    and reward, the reply layout (``reply_cut``: whether the simulator's view of a reply is cut at
+    ``max_reply_chars``), how the run differs from the published preset (``published_run``), and
+    (``held_out``) how the held-out score in metrics.jsonl was measured."""
+    held_out_env = cfg.env_config(evaluation=True)
+    held_out_simulator = cfg.eval_simulator()  # its protocol is named (the LLM user has one)
+    e = cfg.eval
     return RunManifest.create(
         kind="train",
         run_name=out.resolve().name,
@@ -64,9 +75,21 @@ def training_manifest(
         # truncated importance sampling: which weights multiplied the policy loss (null: none)
         rollout_is={"level": cfg.algorithm.rollout_is, "threshold": cfg.algorithm.rollout_is_threshold},
         transcript_every=cfg.run.transcript_every,
+        reply_layout=cfg.env_config().reply_layout(cut=reply_cut),
+        published_run=published_run(cfg),
         held_out={
-            "profiles": cfg.eval.profiles,
-            "protocol": protocol_label(held_out_rules, cfg.eval.protocol),
+            "profiles": e.profiles,
+            "protocol": protocol_label(held_out_env.rules, e.protocol),
+            "simulator": held_out_simulator.kind,
+            "simulator_protocol": getattr(getattr(held_out_simulator, "protocol", None), "name", None),
+            "agent_prompt": held_out_env.agent_prompt if held_out_env.system_prompt is None else "custom",
+            "think": held_out_env.think,
+            "limit": e.limit,
+            "samples_per_profile": e.samples_per_profile,
+            "temperature": e.temperature,
+            "seed": e.seed,
+            "every": e.every,
+            "at_start": e.at_start,
         },
     )
 

@@ -90,7 +90,10 @@ class Finding:
 class AuditReport:
     path: str
     format: str  # "rlver" or "published"
+    #: finished dialogues; a failed record (an error, or a try a resume redid) is not one, but the
+    #: appraisals it holds are checked too
     dialogues: int = 0
+    failed: int = 0
     appraisals: int = 0
     findings: list[Finding] = field(default_factory=list)
 
@@ -288,7 +291,10 @@ def audit_file(path: str | os.PathLike[str], *, overrides: dict[str, Any] | None
     report = AuditReport(path=str(p), format=fmt)
     for ep in episodes:
         findings, n = audit_episode(ep, options, path=str(p), reward=reward)
-        report.dialogues += 1
+        if ep.status == "finished":
+            report.dialogues += 1
+        else:
+            report.failed += 1
         report.appraisals += n
         report.findings.extend(findings)
     return report
@@ -301,6 +307,7 @@ def report_to_json(reports: list[AuditReport]) -> str:
                 "path": r.path,
                 "format": r.format,
                 "dialogues": r.dialogues,
+                "failed": r.failed,
                 "appraisals": r.appraisals,
                 "findings": [
                     {"dialogue": f.dialogue, "turn": f.turn, "message": f.message} for f in r.findings

@@ -184,8 +184,10 @@ def _write_datasets(
         plan.train_file,
     )
     val_env = cfg.env_config(evaluation=True)
+    # the held-out user is the one `rlver eval` builds (TrainConfig.eval_simulator), as locally
+    val_common = {**common, "simulator": cfg.eval_simulator()}
     write_parquet(
-        build_rows(val_profiles, env=val_env, seed=cfg.eval.seed, split="val", **common),
+        build_rows(val_profiles, env=val_env, seed=cfg.eval.seed, split="val", **val_common),
         plan.val_file,
     )
 

@@ -21,6 +21,11 @@ class OfflineSpec(SimulatorSpec):
     #: (``false``: the lexicon appraisal for every language, as before).
     learned: bool = True
 
+    def inert_settings(self) -> dict[str, str]:
+        if self.prompt_language is not None:
+            return {"prompt_language": "the offline user sends no prompts"}
+        return {}
+
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The offline proxy; ``model`` is unused (it talks to no LLM). Imported here: numpy, lexicons."""

@@ -154,6 +154,10 @@ def parse_simulator_answer(text: str, schema: type[M], *, quoted: Sequence[str] 
     return parse_structured(text, schema, strictness=STRICTNESS, quoted=quoted, max_chars=MAX_ANSWER_CHARS)
 
 
+def _times(n: int) -> str:
+    return "twice" if n == 2 else f"{n} times"
+
+
 async def ask_simulator(
     model: ChatModel,
     messages: Sequence[Message],
@@ -164,17 +168,18 @@ async def ask_simulator(
     quoted: Sequence[str] = (),
     step: str = "appraisal",
     reader: Callable[[str], M] | None = None,
+    attempts: int = 2,
 ) -> tuple[M, StructuredResult]:
     """One simulator step: ask, re-ask once with the error, then raise :class:`AppraisalParseError`.
 
     With ``reader`` (a protocol that reads free text the published way) the answer is read by it,
-    and a malformed answer is re-asked by sending the same request once more
-    (:func:`~rlver.llm.structured.ask_parsed`). The error carries ``step`` and every completion
-    (``completions``), so a failed turn's cost is still counted.
+    and a malformed answer is re-asked by sending the same request again, ``attempts`` calls in all
+    (``0``: until one parses; :func:`~rlver.llm.structured.ask_parsed`). The error carries ``step``
+    and every completion (``completions``), so a failed turn's cost is still counted.
     """
     try:
         if reader is not None:
-            return await ask_parsed(model, messages, sampling, reader)
+            return await ask_parsed(model, messages, sampling, reader, attempts=attempts)
         return await ask_structured(
             model,
             messages,
@@ -187,7 +192,7 @@ async def ask_simulator(
         )
     except ReaskFailed as exc:
         error = AppraisalParseError(
-            f"simulator {step} answer was malformed twice (asked once again with the error): {exc.problem}"
+            f"simulator {step} answer was malformed {_times(exc.result.attempts)}: {exc.problem}"
         )
         error.step = step  # type: ignore[attr-defined]
         error.completions = exc.result.completions  # type: ignore[attr-defined]

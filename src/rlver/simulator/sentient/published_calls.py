@@ -80,7 +80,7 @@ def split_history(history: Sequence[Message], speakers: dict[str, str]) -> tuple
 
 def fill_history(prompt: str, texts: SimulatorTexts, history: Sequence[Message]) -> str:
     """A call's two dialogue slots: earlier context and the latest exchange; on an empty dialogue (the
-    opening line) the published opening text and nothing (SAGE simulator_response.py:265-270)."""
+    opening line) the published opening text and nothing (SAGE simulator_response.py:282-297)."""
     if not history:
         return prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
     earlier, latest = split_history(history, texts.speakers)
@@ -89,7 +89,7 @@ def fill_history(prompt: str, texts: SimulatorTexts, history: Sequence[Message])
 
 def state_name(emotion: int, tiers: Sequence[tuple[str, int]]) -> str:
     """The published emotion state: the first tier whose threshold the value reaches, else F below the
-    last (SAGE simulator_response.py:166-171; dsv3 227-232)."""
+    last (SAGE simulator_response.py:164-169; dsv3 :227-232)."""
     for name, threshold in tiers:
         if emotion >= threshold:
             return name

@@ -33,8 +33,9 @@ def _protocol_option_keys() -> set[str]:
 
 
 class SentientSpec(SimulatorSpec):
-    """An LLM plays the user. ``sampling`` overrides the simulator's sampling (default: the model
-    spec's sampling when set explicitly, else temperature 0.7)."""
+    """An LLM plays the user. ``sampling``: the keys given (here, else in the model spec's own
+    ``sampling``) on top of the simulator's defaults (temperature 0.7); once read, it states the whole
+    sampling the simulator uses (:func:`simulator_sampling`)."""
 
     kind: Literal["llm"] = "llm"
     model: ModelSpec
@@ -49,6 +50,26 @@ class SentientSpec(SimulatorSpec):
     @classmethod
     def accepted_keys(cls) -> set[str]:
         return super().accepted_keys() | _protocol_option_keys()
+
+    @model_validator(mode="after")
+    def _sampling_in_full(self) -> SentientSpec:
+        """The sampling the simulator will use (:func:`simulator_sampling`), stated in full: a spec
+        written out (``config.yaml``, a manifest) reloads to the same sampling. Left to the model's
+        block, a written default (temperature 1.0) would read as stated and replace 0.7 on resume."""
+        self.sampling = simulator_sampling(self)
+        return self
+
+    def inert_settings(self) -> dict[str, str]:
+        found = {}
+        if self.seed != SimulatorSpec.model_fields["seed"].default:
+            found["seed"] = "the LLM user does not read it (simulator.sampling.seed seeds its calls)"
+        unread = self.protocol.unread_settings()
+        found.update({key: why for key, why in unread.items() if getattr(self, key) is not None})
+        if self.model.retry_empty and not self.protocol.reads_empty_answers:
+            found["model.retry_empty"] = (
+                f"protocol {self.protocol.name} takes no empty answer: the client asks again anyway"
+            )
+        return found
 
     @model_validator(mode="before")
     @classmethod
@@ -69,18 +90,19 @@ def default_cache_path() -> Path:
 
 
 def simulator_sampling(spec: SentientSpec) -> SamplingParams:
-    """The sampling the LLM simulator will use (see :class:`SentientSpec`)."""
-    from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SIMULATOR_MAX_TOKENS
+    """The sampling the LLM simulator will use (see :class:`SentientSpec`): the keys a ``sampling``
+    block states (``simulator.sampling``, else ``simulator.model.sampling``), each on top of the
+    simulator's defaults (temperature 0.7, its own high reply cap). A block that states only
+    ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0."""
+    from rlver.simulator.sentient.user import DEFAULT_SAMPLING
 
-    chosen = DEFAULT_SAMPLING
-    if spec.sampling is not None:
-        chosen = spec.sampling
-    elif "sampling" in spec.model.model_fields_set:
+    chosen = spec.sampling
+    if chosen is None and "sampling" in spec.model.model_fields_set:
         chosen = spec.model.sampling
-    if "max_tokens" in chosen.model_fields_set:
-        return chosen
-    # No cap stated: the simulator's own high cap, not SamplingParams' 512 (see SIMULATOR_MAX_TOKENS).
-    return chosen.model_copy(update={"max_tokens": SIMULATOR_MAX_TOKENS})
+    if chosen is None:
+        return DEFAULT_SAMPLING
+    stated = {name: getattr(chosen, name) for name in chosen.model_fields_set}
+    return DEFAULT_SAMPLING.model_copy(update=stated)
 
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:

@@ -83,7 +83,11 @@ class SentientUser(SimulatedUser):
         self.protocol = simulator.protocol
         #: this dialogue's prompts (a protocol may build what every call shares once, here)
         self.prompts = self.protocol.dialogue(
-            profile, difficulty=difficulty, behaviour=behaviour, language=language
+            profile,
+            difficulty=difficulty,
+            behaviour=behaviour,
+            language=language,
+            start_emotion=emotion.value,
         )
 
     def _sampling(self) -> SamplingParams:
@@ -109,6 +113,7 @@ class SentientUser(SimulatedUser):
             quoted=quoted,
             step=step,
             reader=cast("Callable[[str], AnswerT] | None", self.prompts.reader(step)),
+            attempts=self.protocol.read_attempts(),
         )
 
     def restore(self, history: Sequence[Message], emotion: int) -> None:
@@ -118,7 +123,7 @@ class SentientUser(SimulatedUser):
 
     async def open(self) -> UserTurn:
         started = time.perf_counter()
-        if self.profile.opening:
+        if self.profile.opening is not None:  # "" too: a group's shared opening the user wrote empty
             self.history.append(Message(role="user", content=self.profile.opening))
             return UserTurn(text=self.profile.opening, latency_s=time.perf_counter() - started, tokens=0)
         prompt = self.prompts.opening(self.emotion.value)
@@ -239,6 +244,8 @@ class SentientSimulator(UserSimulator):
         super().__init__(rules, difficulty=difficulty, behaviour=behaviour)
         self.protocol = protocol_named(protocol) if isinstance(protocol, str) else protocol
         self.protocol.prepare()
+        if self.protocol.reads_empty_answers:  # its parser reads "" (a reply said, a change re-asked)
+            model.accept_empty = True
         self.model = model
         self.sampling = sampling or DEFAULT_SAMPLING
         if prompt_language is not None:
@@ -246,8 +253,8 @@ class SentientSimulator(UserSimulator):
         self.prompt_language = prompt_language
 
     @property
-    def shows_whole_reply(self) -> bool:
-        return self.protocol.shows_whole_reply
+    def cuts_reply(self) -> bool:
+        return self.protocol.cuts_reply
 
     @property
     def goodbye_first(self) -> bool:

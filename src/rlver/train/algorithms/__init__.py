@@ -9,7 +9,7 @@ line below (:func:`lazy`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`
 module imports no algorithm, so an algorithm's module may import this package, and a config imports
 only the algorithm it names. ``algorithm.name`` in a config is checked against it, so an unknown name is
 a config error in the registry's one wording ("unknown algorithm 'gpro'; did you mean 'grpo'? known:
-ppo, grpo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
+ppo, grpo, mapo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
 (:func:`settings_for`).
 """
 
@@ -42,6 +42,12 @@ ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
     [
         lazy("ppo", "a critic, per-token rewards, GAE advantages", "ppo", "PPO"),
         lazy("grpo", "no critic; each dialogue's score against its group's", "grpo", "GRPO"),
+        lazy(
+            "mapo",
+            "no critic; each turn's return, normalised within the turn and over the batch",
+            "mapo",
+            "MAPO",
+        ),
     ],
 )
 

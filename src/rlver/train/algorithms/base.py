@@ -25,20 +25,23 @@ and computes, for the local trainer, its advantages (:meth:`Algorithm.advantages
 :meth:`Algorithm.critic_loss` when it trains a critic). ``rlver.integrations.verl.config`` reads the
 attributes. Adding an algorithm = one new file beside this one + one line in
 :data:`rlver.train.algorithms.ALGORITHMS`.
+
+The tensor maths (``core``, and torch with it) are imported inside the methods that compute: a
+config's ``algorithm:`` block is read with the settings classes alone, so ``rlver train`` refuses a
+bad value before torch is imported (seconds, not the minute torch takes on a loaded machine).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, TypeVar
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.config import MAX_COUNT
-from rlver.train.algorithms import core
 
-Tensor = torch.Tensor
+if TYPE_CHECKING:  # the settings classes are read with every config: torch only where tensors are
+    from torch import Tensor
 
 
 class AlgorithmSettings(BaseModel):
@@ -77,7 +80,8 @@ class AlgorithmSettings(BaseModel):
         "with one per assistant turn (think_context visible), as verl counts (docs/protocol.md)",
     )
     #: CleanRL's ``target_kl``: a step's remaining minibatch updates are skipped once one minibatch's
-    #: approximate KL (``train/approx_kl``) passes it. ``None``: every update runs.
+    #: approximate KL (``train/approx_kl``, k3 as CleanRL's; not ``train/ppo_kl``, verl's k1) passes
+    #: it. ``None``: every update runs.
     target_kl: float | None = Field(
         default=None, gt=0.0, description="stop the step's updates once approx_kl passes this (null: off)"
     )
@@ -100,6 +104,14 @@ class AdvantageInputs:
     episode reward per dialogue ``[B]``; ``groups`` a group id per dialogue ``[B]`` (the profile it was
     sampled for). ``values``/``old_logp``/``ref_logp`` are ``None`` when not computed (no critic, on-policy
     without KL, no KL).
+
+    Where the turns are, for an algorithm that credits each assistant turn on its own (``mapo.py``):
+    ``dialogues`` ``[B]`` says which dialogue each sample comes from (the samples of one dialogue share
+    it: one per assistant turn in the thought-free layout), ``turn_index`` ``[B, T]`` the assistant turn
+    (0, 1, ...) of the dialogue each action token belongs to (-1 elsewhere), and ``per_turn`` whether
+    each sample is one turn earning the reward from its turn on (``learner.make_samples``), so that its
+    token rewards sum to a return rather than to one turn's reward. ``None``: not filled (inputs built
+    by hand for an algorithm that does not read them).
     """
 
     mask: Tensor
@@ -109,6 +121,9 @@ class AdvantageInputs:
     values: Tensor | None = None
     old_logp: Tensor | None = None
     ref_logp: Tensor | None = None
+    dialogues: Tensor | None = None
+    turn_index: Tensor | None = None
+    per_turn: bool = False
 
 
 @dataclass
@@ -180,6 +195,9 @@ class Algorithm(Generic[S]):
     needs_critic: ClassVar[bool]
     kl_in: ClassVar[Literal["reward", "loss"]]
     min_group_size: ClassVar[int] = 1
+    #: the ``rollout.reward.mode`` values it can learn from (``None``: any); config validation refuses
+    #: the others (an algorithm whose credit is each turn's own reward has nothing to use under ``final``)
+    reward_modes: ClassVar[frozenset[str] | None] = None
     verl_adv_estimator: ClassVar[str]
     #: own settings handled by :meth:`verl_overrides` / :meth:`verl_refusals` (see :func:`unmapped_knobs`)
     verl_knobs: ClassVar[frozenset[str]] = frozenset()
@@ -200,6 +218,8 @@ class Algorithm(Generic[S]):
             or inputs.old_logp is None
         ):
             return inputs
+        from rlver.train.algorithms import core
+
         penalty = settings.kl_coef * core.kl_k1(inputs.old_logp, inputs.ref_logp) * inputs.mask
         return replace(
             inputs, token_rewards=inputs.token_rewards - penalty, scores=inputs.scores - penalty.sum(dim=1)
@@ -209,6 +229,8 @@ class Algorithm(Generic[S]):
         """The clipped surrogate (weighted by ``x.is_weights`` under truncated importance sampling)
         − ``entropy_coef`` × entropy (logged either way), + ``kl_coef`` × k3(policy ‖ reference) when
         ``kl_in == "loss"`` (verl's ``use_kl_loss`` with ``low_var_kl``)."""
+        from rlver.train.algorithms import core
+
         out = core.policy_loss(
             x.logp, x.old_logp, x.advantages, x.mask,
             clip_eps=settings.clip_eps, clip_eps_high=settings.clip_eps_high, normalizer=x.normalizer,
@@ -222,6 +244,7 @@ class Algorithm(Generic[S]):
             "policy_loss": out.loss,
             "clip_fraction": out.clip_fraction,
             "approx_kl": out.approx_kl,
+            "ppo_kl": out.ppo_kl,
             "entropy": entropy,
         }
         if self.kl_in == "loss" and settings.kl_coef > 0 and x.ref_logp is not None:

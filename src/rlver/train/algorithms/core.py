@@ -198,7 +198,8 @@ def kl_k3(logp: Tensor, ref_logp: Tensor, bound: float | None = KL_K3_BOUND) -> 
 class PolicyLossOut:
     loss: Tensor  # scalar, the thing to backward
     clip_fraction: Tensor  # share of action tokens where the clipped branch was taken
-    approx_kl: Tensor  # mean k3(old || new): how far this update moved the policy
+    approx_kl: Tensor  # mean k3(old || new): how far this update moved the policy (drives target_kl)
+    ppo_kl: Tensor  # mean k1(old || new) = mean(old_logp - logp): verl's actor/ppo_kl, for comparison
 
 
 def policy_loss(
@@ -224,6 +225,11 @@ def policy_loss(
     ``is_weights`` (truncated importance sampling, :func:`rollout_is_weights`; detached) multiply each
     token's clipped loss before the mean, after dual-clip, where verl 0.9.1 applies them
     (``core_algos.compute_policy_loss_vanilla``, ``pg_losses = pg_losses * rollout_is_weights``).
+
+    Two estimates of how far the update moved the policy, both over the action tokens: ``approx_kl``,
+    k3(old ‖ new) (CleanRL's ``approx_kl``, never negative; what ``algorithm.target_kl`` reads), and
+    ``ppo_kl``, k1 = mean(old − new) over the ±20-clamped log-ratio (verl's ``actor/ppo_kl``; unbiased
+    but can be negative), so a local run and a verl run can be compared on verl's number.
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
@@ -238,7 +244,9 @@ def policy_loss(
     with torch.no_grad():
         clip_fraction = masked_mean((clipped > unclipped).float(), mask, normalizer=normalizer)
         approx_kl = masked_mean(kl_k3(old_logp, logp, bound=None), mask, normalizer=normalizer)
-    return PolicyLossOut(masked_mean(per_token, mask, normalizer=normalizer), clip_fraction, approx_kl)
+        ppo_kl = masked_mean(-log_ratio, mask, normalizer=normalizer)  # k1, clamped to ±20 as verl's
+    loss = masked_mean(per_token, mask, normalizer=normalizer)
+    return PolicyLossOut(loss, clip_fraction, approx_kl, ppo_kl)
 
 
 #: verl 0.9.1's bound on a log importance ratio before ``exp`` (``rollout_corr_helper.SAFETY_BOUND``).
@@ -324,11 +332,19 @@ def value_loss(
     clip_range: float | None = 0.2,
     normalizer: float | None = None,
 ) -> ValueLossOut:
-    """0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped = V_old + clip(V - V_old, ±c)."""
+    """0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped = clamp(V, V_old - c, V_old + c).
+
+    The clamp is of ``V`` itself between its bounds (verl 0.9.1's ``clip_by_value``), not
+    ``V_old + clamp(V - V_old, ±c)``: inside the bounds ``V_clipped`` is then ``V`` bit for bit, so
+    ``clip_fraction`` (the share of action tokens whose clipped error is the larger) counts only tokens
+    the clip moved. The other form rounds ``V_old + (V - V_old)`` away from ``V`` by an ulp where ``V``
+    is much smaller than ``V_old`` (a young critic's values near 0), and counted that noise as clipping
+    (5 % of such tokens, ``test_the_value_clip_fraction_counts_only_tokens_the_clip_moved``).
+    """
     err = (values - returns) ** 2
     if clip_range is None:
         return ValueLossOut(0.5 * masked_mean(err, mask, normalizer=normalizer), torch.zeros(()))
-    v_clipped = old_values + torch.clamp(values - old_values, -clip_range, clip_range)
+    v_clipped = torch.clamp(values, min=old_values - clip_range, max=old_values + clip_range)
     err_clipped = (v_clipped - returns) ** 2
     with torch.no_grad():
         frac = masked_mean((err_clipped > err).float(), mask, normalizer=normalizer)

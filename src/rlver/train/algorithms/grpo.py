@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import torch
 from pydantic import Field
 
-from rlver.train.algorithms import core
 from rlver.train.algorithms.base import AdvantageInputs, Advantages, Algorithm, AlgorithmSettings
 
 #: verl 0.9.1's GRPO normalisation epsilon (``compute_grpo_outcome_advantage(epsilon=1e-6)``): no
@@ -50,6 +48,10 @@ class GRPO(Algorithm[GRPOSettings]):
     settings_class = GRPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: GRPOSettings) -> Advantages:
+        import torch  # here, not at the top: reading GRPOSettings needs no torch
+
+        from rlver.train.algorithms import core
+
         per_seq = core.group_advantages(
             inputs.scores,
             inputs.groups,

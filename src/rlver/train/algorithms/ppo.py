@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import Field
 
-from rlver.train.algorithms import core
 from rlver.train.algorithms.base import (
     AdvantageInputs,
     Advantages,
@@ -46,6 +45,8 @@ class PPO(Algorithm[PPOSettings]):
     def advantages(self, inputs: AdvantageInputs, settings: PPOSettings) -> Advantages:
         mask, rewards = inputs.mask, inputs.token_rewards  # the KL penalty is already in the rewards
         assert inputs.values is not None, "PPO needs the critic's values"
+        from rlver.train.algorithms import core  # torch: not needed to read the settings
+
         adv, ret = core.gae_advantages(rewards, inputs.values, mask, gamma=settings.gamma, lam=settings.lam)
         stats = {
             "train/value_mean": core.masked_mean(inputs.values, mask).item(),
@@ -60,6 +61,8 @@ class PPO(Algorithm[PPOSettings]):
 
     def critic_loss(self, x: CriticLossInputs, settings: PPOSettings) -> LossTerms:
         """``value_clip``: 0.5 × max((V − R)², (V_clipped − R)²) over the action tokens."""
+        from rlver.train.algorithms import core
+
         out = core.value_loss(
             x.values, x.old_values, x.returns, x.mask, clip_range=settings.value_clip, normalizer=x.normalizer
         )

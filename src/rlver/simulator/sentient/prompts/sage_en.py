@@ -122,13 +122,13 @@ who has come to confide in a conversational partner, called "the agent" below. Y
 In this call you only appraise: as this person, make sense of how the agent's latest reply landed and how
 your emotion moves."""
 
-#: ``change_example`` off / on: the change field of the answer format is a placeholder (SAGE
-#: ``Change:\n[人物的emotion变化]``, :101-102), or the example value 0 (which can pull a judge toward 0).
+#: ``change_example`` off / on: the change field of the answer format is a placeholder (SAGE :101-102,
+#: a bracketed description of the change), or the example value 0 (which can pull a judge toward 0).
 CHANGE_PLACEHOLDER = "<integer, negative when it falls>"
 CHANGE_EXAMPLE = "0"
 
-#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (:190, :194;
-#: dsv3 :253), or rlver's earlier rule, a goodbye at both.
+#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (SAGE :190,
+#: :194; dsv3 :253), or rlver's earlier rule, a goodbye at both.
 GOODBYE_OPTIONAL = (
     "At tier F, say goodbye; at tier S you may say goodbye. Set end_dialogue to true when you say goodbye, "
     "otherwise to false."
@@ -155,7 +155,7 @@ TIERS_BANDED = """- S (100): you are fully met; {s_action}
 - B (40-69): neither good nor bad so far.
 - C (10-39): the conversation feels bad; you respond negatively.
 - F (0-9): you have had enough; say goodbye and end the conversation."""
-#: ``tier_bands`` off (SAGE names the five levels, highest to lowest, without numbers: :187-194).
+#: ``tier_bands`` off (SAGE :187-194 names the five levels, highest to lowest, without numbers).
 TIERS_NAMED = """- S, the highest: you are fully met; {s_action}
 - A, high: the conversation feels good; you respond warmly.
 - B, middling: neither good nor bad so far.

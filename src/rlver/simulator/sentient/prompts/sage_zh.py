@@ -109,8 +109,8 @@ PERSON_INTRO = (
 CHANGE_PLACEHOLDER = "<整数，下降时为负>"
 CHANGE_EXAMPLE = "0"
 
-#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (:190, :194;
-#: dsv3 :253), or rlver's earlier rule, a goodbye at both.
+#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (SAGE :190,
+#: :194; dsv3 :253), or rlver's earlier rule, a goodbye at both.
 GOODBYE_OPTIONAL = "在 F 档时道别；在 S 档时可以道别。道别时把 end_dialogue 设为 true，否则设为 false。"
 GOODBYE_REQUIRED = "在 S 或 F 档时道别，并把 end_dialogue 设为 true；否则设为 false。"
 S_OPTIONAL = "可以感谢对方，道别并结束对话。"
@@ -126,7 +126,7 @@ ANALYST_SUMMARY = (
 )
 ANALYST_METHOD = "这一步你不是这个人，而是一名情绪分析者：根据他的画像和性格、场景里写的他在不同心情下的反应、隐藏主题和当前情绪，揣摩他的感受，依次想清楚："
 
-#: ``tier_bands`` on / off (SAGE names the five levels without numbers: :187-194).
+#: ``tier_bands`` on / off (SAGE :187-194 names the five levels without numbers).
 TIERS_BANDED = """- S（100）：你完全被满足了；{s_action}
 - A（70-99）：对话让你感觉不错；你的回应比较积极。
 - B（40-69）：目前说不上好也说不上坏。

@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
+from rlver.config import MAX_COUNT
 from rlver.errors import ConfigError
 from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Difficulty, Profile
@@ -104,6 +105,8 @@ class SentientProtocol(Variants, ABC):
     model_config = ConfigDict(extra="forbid", frozen=True)
     tag_field: ClassVar[str] = "name"
     choices: ClassVar[Registry[Any]] = PROTOCOLS
+    #: ``simulator.protocol.prompt_role=system`` under ``sage`` is refused, never dropped
+    refuses_keys_of_others: ClassVar[bool] = True
 
     #: the protocol ``SimulatorSpec`` uses when a config names none
     name: str = "sage"
@@ -113,9 +116,10 @@ class SentientProtocol(Variants, ABC):
     #: the answer schemas of the opening and reply steps (the appraisal's is shared)
     opening_answer: ClassVar[type[OpeningAnswer] | type[PlannedReplyAnswer] | type[BaseModel]]
     reply_answer: ClassVar[type[ReplyAnswer] | type[PlannedReplyAnswer] | type[BaseModel]]
-    #: The simulator is shown the agent's whole reply, think block and all, uncut (SAGE's loop hands
-    #: ``call_npc``'s answer to the simulator as it is, test_npc.py:114-115); else the visible text.
-    shows_whole_reply: ClassVar[bool] = False
+    #: Whether ``env.max_reply_chars`` cuts what the simulator is shown of a reply (rlver's safety
+    #: bound); the published-text protocols quote it uncut, as the published code does. What is shown
+    #: of a think block is the environment's reply layout (``EnvConfig.shown_to_simulator``).
+    cuts_reply: ClassVar[bool] = True
     #: The user's goodbye ends the dialogue before the emotion thresholds are checked (SAGE's order,
     #: test_npc.py:107-111); it changes the end's label, never the score.
     goodbye_first: ClassVar[bool] = False
@@ -130,9 +134,15 @@ class SentientProtocol(Variants, ABC):
 
     @abstractmethod
     def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+        self,
+        profile: Profile,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        language: str,
+        start_emotion: int,
     ) -> ProtocolDialogue:
-        """The prompts of one dialogue with ``profile``."""
+        """The prompts of one dialogue with ``profile``, whose user starts at ``start_emotion``."""
 
     @abstractmethod
     def shown(self) -> dict[str, bool]:
@@ -141,6 +151,22 @@ class SentientProtocol(Variants, ABC):
     def extra(self, answer: BaseModel) -> dict[str, Any]:
         """What a spoken answer keeps in the turn's ``extra`` beyond its words (default: nothing)."""
         return {}
+
+    def read_attempts(self) -> int:
+        """Calls a step may take before its answer counts as malformed for good (the JSON protocols:
+        the question and one re-ask with the error). ``0``: no bound."""
+        return 2
+
+    def unread_settings(self) -> dict[str, str]:
+        """The run-wide user settings (``difficulty``, ``behaviour``) these prompts never show, each
+        with the reason (``SentientSpec.inert_settings`` reports those a run sets)."""
+        return {}
+
+    @property
+    def reads_empty_answers(self) -> bool:
+        """Whether an empty answer is read like any other (the published parsers read ``""``), rather
+        than an error of the model's client, retried there."""
+        return False
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -158,10 +184,16 @@ class PublishedTextProtocol(SentientProtocol):
     #: The role of the one message that carries the published prompt (the published code sends a
     #: user message, or leaves ``call_llm(prompt)`` open): ``user`` (default) or ``system``.
     prompt_role: Literal["user", "system"] = "user"
+    #: Calls a step may take until its answer parses (the same request each time). The published loops
+    #: re-send until one parses, without bound (SAGE simulator_response.py:135-161, dsv3 :204-225):
+    #: ``0`` does that; the default sends the request once more and then fails the turn, so a judge
+    #: that never answers in the format cannot run up an unbounded bill.
+    parse_attempts: int = Field(default=2, ge=0, le=MAX_COUNT)
 
     simulator: ClassVar[PublishedSimulator]
     opening_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
     reply_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
+    cuts_reply: ClassVar[bool] = False
 
     def prepare(self) -> None:
         self.simulator.texts()
@@ -175,10 +207,36 @@ class PublishedTextProtocol(SentientProtocol):
             )
 
     def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+        self,
+        profile: Profile,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        language: str,
+        start_emotion: int,
     ) -> ProtocolDialogue:
         scene = published_scene(profile, self.name)
-        return PublishedDialogue(self.simulator, self.prompt_role, profile.persona, scene)
+        dialogue = PublishedDialogue(self.simulator, self.prompt_role, profile.persona, scene)
+        dialogue.appraisal_emotion = self.appraisal_emotion_shown(start_emotion)
+        return dialogue
+
+    def appraisal_emotion_shown(self, start_emotion: int) -> int | None:
+        """The emotion every appraisal prompt of a dialogue shows (``None``: the current one, as SAGE's
+        ``planning_reply`` shows the value it is handed each turn)."""
+        return None
+
+    def read_attempts(self) -> int:
+        return self.parse_attempts
+
+    def unread_settings(self) -> dict[str, str]:
+        why = f"{self.simulator.owner} published prompts have no place for it"
+        return {"difficulty": why, "behaviour": why}
+
+    @property
+    def reads_empty_answers(self) -> bool:
+        """An empty answer is read as the published code reads it: a reply of ``""`` is said, an
+        appraisal without a change is re-sent (SAGE's ``call_llm``/dsv3's ``call_api`` return it as is)."""
+        return True
 
     def shown(self) -> dict[str, bool]:
         return {}
@@ -194,7 +252,7 @@ class PublishedTextProtocol(SentientProtocol):
             "protocol": self.name,
             "prompt_version": self.prompt_version,
             "prompt_role": self.prompt_role,
-            "shown_reply": "whole" if self.shows_whole_reply else "visible",
+            "parse_attempts": self.parse_attempts,
             "published_files": published_digests(self.simulator.files),
         }
 
@@ -211,6 +269,8 @@ class PublishedDialogue(ProtocolDialogue):
         self.role = role
         self.player = player
         self.scene = scene
+        #: the number every appraisal prompt shows; ``None``: the emotion at that turn
+        self.appraisal_emotion: int | None = None
 
     def _message(self, prompt: str) -> list[Message]:
         return [Message(role=self.role, content=prompt)]
@@ -223,8 +283,9 @@ class PublishedDialogue(ProtocolDialogue):
 
     def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
         quoted = [*history, Message(role="assistant", content=agent_reply)]
+        shown = emotion if self.appraisal_emotion is None else self.appraisal_emotion
         return self._message(
-            self.simulator.appraisal_prompt(self.texts, self.player, self.scene, emotion, quoted)
+            self.simulator.appraisal_prompt(self.texts, self.player, self.scene, shown, quoted)
         )
 
     def reply(self, step: ReplyStep) -> list[Message]:

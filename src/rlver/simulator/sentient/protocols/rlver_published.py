@@ -4,12 +4,12 @@ The simulator the published training runs talked to is ``PlayerSimulator`` in RL
 ``hard_player_simulator_dsv3.py``. Its prompts differ from SAGE's benchmark simulator: its own
 appraisal layout (the user as an actor, a ``Reason:`` field where SAGE has ``TargetCompletion:``,
 the history split into earlier context and latest exchange in both calls), its own target text
-(``target_prompt["eq"]``, the one ``generate_role("eq")`` picks, line 74), and a reply call that is
+(``target_prompt["eq"]``, the one ``generate_role("eq")`` picks, dsv3 :68), and a reply call that is
 shown only the ``reason`` and ``analyse`` fields (line 335-336). Its parser differs too: fields lose
 their blank lines, and the change is the first (or, when it mentions 变化, the last) line after
 ``Change:``, read with ``int()``, with no clamp (lines 208-219). The text is read from the fetched file
 (:func:`rlver.simulator.sentient.published_text.training_texts`); the building order of each prompt
-follows the published ``str.replace`` chains (lines 187-199, 332-352).
+follows the published ``str.replace`` chains (dsv3 lines 178-193, 331-353).
 
 The training dynamics (no clamp, no floor, no end at 100) are the dialogue rules'
 (:data:`rlver.protocol.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from rlver.errors import ConfigError
 from rlver.records import Appraisal, Message
@@ -42,7 +42,7 @@ _QUOTED = re.compile(r"“([^”]+)”")
 
 
 def _field(text: str, name: str, until: str) -> str:
-    """The training parser's field split: SAGE's, with blank lines folded (dsv3 lines 212-215)."""
+    """The training parser's field split: SAGE's, with blank lines folded (dsv3 lines 210-213)."""
     return text.split(name)[-1].split(until)[0].strip("\n").strip("[").strip("]").replace("\n\n", "\n")
 
 
@@ -66,7 +66,7 @@ def read_training_appraisal(text: str) -> AppraisalAnswer:
 
 
 def read_training_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
-    """The user's reply as ``player_reply`` reads it (dsv3 lines 367-368)."""
+    """The user's reply as ``player_reply`` reads it (dsv3 lines 374-375)."""
     thinking = (
         text.split("Response:")[0]
         .split("Thinking:\n")[-1]
@@ -101,7 +101,7 @@ def goodbye_words() -> tuple[str, ...]:
 def training_appraisal_prompt(
     texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
 ) -> str:
-    """``planning_reply``'s prompt (dsv3 lines 187-199), ``history`` ending with the agent's reply."""
+    """``planning_reply``'s prompt (dsv3 lines 178-193), ``history`` ending with the agent's reply."""
     prompt = (
         texts.appraisal_template.replace("{{emotion}}", str(emotion))
         .replace("{{player_type}}", player)
@@ -119,7 +119,7 @@ def training_reply_prompt(
     history: Sequence[Message],
     appraisal: Appraisal | None,
 ) -> str:
-    """``player_reply``'s prompt (dsv3 lines 332-352): here the profile goes in after the history."""
+    """``player_reply``'s prompt (dsv3 lines 331-353): here the profile goes in after the history."""
     prompt = texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
     prompt = prompt.replace("{{target}}", texts.target)
     prompt = prompt.replace("{{emotion}}", state)
@@ -143,6 +143,18 @@ class RlverPublishedProtocol(PublishedTextProtocol):
     """``rlver-published``: the published training simulator's prompts and parsing, fetched."""
 
     name: Literal["rlver-published"] = "rlver-published"
+    #: The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the
+    #: dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, whose
+    #: ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: ``planning_reply``
+    #: moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, :235), so the prompt's
+    #: number (dsv3 :178) stays the start. ``current``: the emotion at that turn, as SAGE shows it.
+    appraisal_emotion: Literal["start", "current"] = "start"
 
     prompt_version: ClassVar[str] = "rlver-published"
     simulator: ClassVar[PublishedSimulator] = RLVER_TRAINING
+
+    def appraisal_emotion_shown(self, start_emotion: int) -> int | None:
+        return start_emotion if self.appraisal_emotion == "start" else None
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "appraisal_emotion": self.appraisal_emotion}

@@ -47,7 +47,13 @@ class SageProtocol(SageOptions, SentientProtocol):
         sage.sage_texts(language)
 
     def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+        self,
+        profile: Profile,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        language: str,
+        start_emotion: int,
     ) -> ProtocolDialogue:
         systems = {
             step: sage.system_message(
@@ -65,6 +71,11 @@ class SageProtocol(SageOptions, SentientProtocol):
 
     def shown(self) -> dict[str, bool]:
         return {name: getattr(self, name) for name in self.option_names()}
+
+    def unread_settings(self) -> dict[str, str]:
+        if self.difficulty_paragraph:
+            return {}
+        return {"difficulty": "the sage prompts show it only with difficulty_paragraph: true"}
 
     def extra(self, answer: BaseModel) -> dict[str, Any]:
         """The plan before the final words (stance, aim, tone, draft, rewrite)."""

@@ -70,7 +70,7 @@ def read_sage_appraisal(text: str) -> AppraisalAnswer:
 
 
 def read_sage_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
-    """A reply answer read as SAGE's ``player_reply`` reads it (simulator_response.py:281-282); the
+    """A reply answer read as SAGE's ``player_reply`` reads it (simulator_response.py:307-308); the
     dialogue ends when the reply holds one of the loop's goodbye words (test_npc.py:107)."""
     thinking = text.split("Response:")[0].split("Thinking:\n")[-1].strip("\n").strip("[").strip("]")
     reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
@@ -85,7 +85,7 @@ def read_sage_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAn
 def sage_appraisal_prompt(
     texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
 ) -> str:
-    """``planning_reply``'s prompt (simulator_response.py:119-131), ``history`` ending with the agent's
+    """``planning_reply``'s prompt (simulator_response.py:121-132), ``history`` ending with the agent's
     reply. Its second ``{{target}}`` replace is a no-op once the first has run (and reads a key SAGE
     never sets: docs/protocol.md, published bugs), so it is left out."""
     prompt = (
@@ -105,7 +105,7 @@ def sage_reply_prompt(
     history: Sequence[Message],
     appraisal: Appraisal | None,
 ) -> str:
-    """``player_reply``'s prompt (simulator_response.py:245-270); ``appraisal`` ``None`` and an empty
+    """``player_reply``'s prompt (simulator_response.py:273-297); ``appraisal`` ``None`` and an empty
     ``history`` make the opening line."""
     prompt = (
         texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
@@ -130,12 +130,11 @@ SAGE = PublishedSimulator(
 
 
 class SagePublishedProtocol(PublishedTextProtocol):
-    """``sage-published``: SAGE's own prompts and parsing, from the fetched files; the simulator is
-    shown the agent's whole reply and the goodbye is checked first, as in SAGE's loop."""
+    """``sage-published``: SAGE's own prompts and parsing, from the fetched files; the goodbye is
+    checked first, as in SAGE's loop."""
 
     name: Literal["sage-published"] = "sage-published"
 
     prompt_version: ClassVar[str] = "sage-published"
     simulator: ClassVar[PublishedSimulator] = SAGE
-    shows_whole_reply: ClassVar[bool] = True
     goodbye_first: ClassVar[bool] = True

@@ -31,7 +31,13 @@ class V1Protocol(SentientProtocol):
         prompts.prompt_set(language)
 
     def dialogue(
-        self, profile: Profile, *, difficulty: Difficulty, behaviour: str | None, language: str
+        self,
+        profile: Profile,
+        *,
+        difficulty: Difficulty,
+        behaviour: str | None,
+        language: str,
+        start_emotion: int,
     ) -> ProtocolDialogue:
         return V1Dialogue(prompts.Speaker(profile, difficulty, behaviour, language))
 

@@ -1,0 +1,36 @@
+"""What the env and the harness share during one rollout, on the trace's live state.
+
+verifiers hands a harness the rollout's trace and nothing of the env; the trace's ``state`` is the
+framework's place for live, unserialised per-rollout objects, so the env puts the dialogue there when
+the interaction opens and the harness reads it (and leaves each reply) there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import verifiers.v1 as vf
+from pydantic import ConfigDict, Field
+
+from rlver.env.dialogue import DialogueEnv
+from rlver.llm.base import Completion
+
+
+@dataclass
+class Exchange:
+    """One dialogue: the env's rlver dialogue, the env's HTTP session (one for all its dialogues) and
+    the assistant's last reply as the harness got it."""
+
+    dialogue: DialogueEnv
+    http: aiohttp.ClientSession
+    reply: Completion | None = None
+
+
+class SentientState(vf.State):
+    """A trace's live state: the exchange the env opened (never serialised)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    exchange: Any = Field(default=None, exclude=True)

@@ -1,0 +1,266 @@
+"""``rlver-sentient``, the verifiers (v1) environment, against the real verifiers 0.4.0.
+
+Run by ``make verifiers-test`` in ``.venv-verifiers`` (verifiers needs Python >= 3.11 and its own
+stack); skipped where verifiers is not installed. The central check runs the issue's exact ``vf-eval``
+command and ``rlver eval`` against one deterministic OpenAI-compatible server on 127.0.0.1, whose
+policy answers depend on everything it is sent: the two must send the policy the same requests and
+record the same outcome for every profile (reward = final emotion / 100).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+vf = pytest.importorskip("verifiers.v1", reason="needs the verifiers extra: make verifiers-test")
+
+from rlver.testing.openai_server import FakeChatServer, ServerProcess  # noqa: E402
+from rlver.testing.responders import varied_policy_and_simulator  # noqa: E402
+from rlver.transcripts.native import read_transcript  # noqa: E402
+from rlver_sentient import SentientEnv, SentientHarness, SentientTaskset, SentientTasksetConfig  # noqa: E402
+
+BIN = Path(sys.executable).parent
+KEY_VAR = "RLVER_TEST_AGENT_KEY"
+
+
+def run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, KEY_VAR: "not-a-secret", "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    return proc
+
+
+def vf_eval(url: str, out: str, *taskset: str, cwd: Path) -> list[dict[str, Any]]:
+    """``vf-eval rlver-sentient`` as the docs give it; the run's episodes from its traces.jsonl."""
+    run(
+        str(BIN / "vf-eval"), "rlver-sentient", "-m", "policy", "--client.base-url", url,
+        "--client.api-key-var", KEY_VAR, "--no-push", "-o", out, *taskset, cwd=cwd,
+    )  # fmt: skip
+    [traces] = (cwd / out).glob("*/traces.jsonl")
+    return [json.loads(line) for line in traces.read_text().splitlines() if line.strip()]
+
+
+def rlver_eval(url: str, out: str, *flags: str, cwd: Path) -> dict[str, Any]:
+    run(
+        str(BIN / "rlver"), "eval", "--agent-base-url", url, "--agent-model", "policy",
+        "--agent-key-env", KEY_VAR, "--out", out, "--no-report", *flags, cwd=cwd,
+    )  # fmt: skip
+    return {ep.profile_id: ep for ep in read_transcript(cwd / out / "transcript.jsonl").episodes}
+
+
+def outcome(episode: dict[str, Any]) -> tuple[str, float, list[float], str, float]:
+    """(profile id, reward, per-turn emotions, end reason, turns) of one vf-eval episode."""
+    [trace] = episode["traces"]
+    metrics = trace["metrics"]
+    turns = sorted((int(k.rsplit("_", 1)[1]), v) for k, v in metrics.items() if k.startswith("emotion_turn_"))
+    return (
+        episode["task"]["data"]["id"],
+        trace["rewards"]["emotion"]["score"],
+        [v for _, v in turns],
+        trace["info"]["rlver"]["end_reason"],
+        metrics["turns"],
+    )
+
+
+def policy_requests(server: FakeChatServer) -> list[str]:
+    """Every request the policy was sent, as its messages, sorted (the two runs interleave differently)."""
+    return sorted(
+        json.dumps([[m["role"], m["content"]] for m in r["messages"]], ensure_ascii=False)
+        for r in server.requests
+        if r.get("model") == "policy"
+    )
+
+
+def test_the_verifiers_loader_finds_the_taskset_env_and_harness() -> None:
+    from verifiers.v1.utils.loaders import default_harness_id, environment_class, harness_class, taskset_class
+
+    assert taskset_class("rlver-sentient") is SentientTaskset
+    assert environment_class("rlver-sentient") is SentientEnv
+    assert default_harness_id("rlver-sentient") == "rlver-sentient"
+    assert harness_class("rlver-sentient") is SentientHarness
+
+
+def test_the_issue_command_records_the_rewards_rlver_eval_records(tmp_path: Path) -> None:
+    with FakeChatServer(varied_policy_and_simulator) as server:
+        episodes = vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "bundled", "--env.taskset.simulator", "offline",
+            "--env.taskset.limit", "4", "--env.taskset.seed", "0", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_verifiers = policy_requests(server)
+        server.requests.clear()
+        ours = rlver_eval(
+            server.url, "run", "--profiles", "bundled", "--simulator", "offline", "--limit", "4",
+            "--seed", "0", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_rlver = policy_requests(server)
+    assert sent_by_verifiers == sent_by_rlver  # the same context, turn by turn, in both routes
+    got = {o[0]: o[1:] for o in map(outcome, episodes)}
+    assert set(got) == set(ours) and len(got) == 4
+    for profile_id, ep in ours.items():
+        assert got[profile_id] == (
+            ep.final_emotion / 100,
+            [float(e) for e in ep.emotions],
+            ep.end_reason,
+            float(ep.assistant_turns),
+        )
+    assert len({reward for reward, *_ in got.values()}) > 1  # the replies differ, so do the users
+
+
+def test_the_llm_user_route_matches_rlver_eval(tmp_path: Path) -> None:
+    with FakeChatServer(varied_policy_and_simulator) as server:
+        episodes = vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "en-test", "--env.taskset.simulator", "llm",
+            "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
+            "--env.taskset.limit", "2", "--env.taskset.seed", "3", "--env.taskset.max-turns", "3",
+            cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_verifiers = sorted(json.dumps(r["messages"]) for r in server.requests)
+        server.requests.clear()
+        ours = rlver_eval(
+            server.url, "run", "--profiles", "en-test", "--simulator", "llm", "--sim-base-url", server.url,
+            "--sim-model", "sim", "--sim-key-env", "", "--limit", "2", "--seed", "3",
+            "--set", "env.rules.max_assistant_turns=3", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_rlver = sorted(json.dumps(r["messages"]) for r in server.requests)
+    assert sent_by_verifiers == sent_by_rlver  # the simulated user's prompts as well as the policy's
+    for profile_id, reward, emotions, end, turns in map(outcome, episodes):
+        ep = ours[profile_id]
+        assert (reward, emotions, end, turns) == (
+            ep.final_emotion / 100,
+            [float(e) for e in ep.emotions],
+            ep.end_reason,
+            3.0,
+        )
+
+
+def test_think_text_is_handled_as_rlver_eval_handles_it(tmp_path: Path) -> None:
+    """Think then say: the user never sees the thought, and later turns see only earlier replies'
+    visible text (the published rule), in both routes."""
+    with FakeChatServer(varied_policy_and_simulator) as server:
+        episodes = vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "en-test", "--env.taskset.limit", "2",
+            "--env.taskset.think", "true", "--env.taskset.max-turns", "3", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_verifiers = policy_requests(server)
+        server.requests.clear()
+        ours = rlver_eval(
+            server.url, "run", "--profiles", "en-test", "--simulator", "offline", "--limit", "2", "--think",
+            "--set", "env.rules.max_assistant_turns=3", cwd=tmp_path,
+        )  # fmt: skip
+        sent_by_rlver = policy_requests(server)
+    assert sent_by_verifiers == sent_by_rlver
+    later_turns = [r for r in sent_by_verifiers if r.count('"assistant"') >= 1]
+    assert later_turns and not any("They seem to need" in r for r in later_turns)  # visible text only
+    for profile_id, reward, emotions, end, _ in map(outcome, episodes):
+        ep = ours[profile_id]
+        assert (reward, emotions, end) == (
+            ep.final_emotion / 100,
+            [float(e) for e in ep.emotions],
+            ep.end_reason,
+        )
+    [trace] = episodes[0]["traces"]
+    sampled = [n["message"]["content"] for n in trace["nodes"] if n["sampled"]]
+    assert len(sampled) == trace["metrics"]["turns"] and all(r.startswith("<think>") for r in sampled)
+
+
+def test_only_the_assistant_samples_and_the_user_is_never_trainable(tmp_path: Path) -> None:
+    with FakeChatServer(varied_policy_and_simulator) as server:
+        episodes = vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "en-test", "--env.taskset.limit", "1",
+            "--env.taskset.max-turns", "2", cwd=tmp_path,
+        )  # fmt: skip
+    [trace] = episodes[0]["traces"]
+    assert trace["agent"]["name"] == "assistant" and trace["agent"]["trainable"] is True
+    roles = {(node["message"]["role"], node["sampled"]) for node in trace["nodes"]}
+    assert roles == {("system", False), ("user", False), ("assistant", True)}
+
+
+def test_bad_settings_are_refused_before_any_rollout() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="sim_model"):
+        SentientTasksetConfig(id="rlver-sentient", simulator="llm")
+    with pytest.raises(ValidationError, match="for simulator llm"):
+        SentientTasksetConfig(id="rlver-sentient", sim_model="x")
+    with pytest.raises(ValidationError, match="RLVER_NOT_SET_FOR_TEST"):
+        SentientTasksetConfig(
+            id="rlver-sentient", simulator="llm", sim_model="x", sim_key_var="RLVER_NOT_SET_FOR_TEST"
+        )
+    with pytest.raises(ValidationError, match="max_assistant_turns"):
+        SentientTasksetConfig(id="rlver-sentient", max_turns=100_000)
+    with pytest.raises(ValidationError, match="no-such-set"):
+        SentientTasksetConfig(id="rlver-sentient", profiles="no-such-set")
+
+
+def test_the_settings_resolve_as_rlver_eval_resolves_them() -> None:
+    """On the SAGE profiles an LLM user asks SAGE's own questions and the agent gets SAGE's prompt."""
+    sage = SentientTasksetConfig(
+        id="rlver-sentient",
+        simulator="llm",
+        sim_model="deepseek-chat",
+        sim_base_url="https://api.deepseek.com/v1",
+    )
+    assert sage.simulator_spec.protocol.name == "sage-published"
+    assert sage.dialogue.agent_prompt == "sage-published"
+    assert sage.dialogue.rules.max_assistant_turns == 10 and sage.dialogue.rules.start_emotion == 40
+    own = SentientTasksetConfig(id="rlver-sentient", profiles="en-test", protocol="training", think=True)
+    assert own.simulator_spec.kind == "offline" and own.dialogue.agent_prompt == "neutral"
+    assert own.dialogue.think and own.dialogue.rules.max_assistant_turns == 8
+    assert own.dialogue.rules.start_emotion == 30
+
+
+async def _concurrent(url: str, profiles: int, rollouts: int) -> tuple[list[Any], list[float]]:
+    """``profiles`` x ``rollouts`` episodes at once on this loop, as vf-eval runs them in-process;
+    the loop's lag, sampled every 5 ms while they run."""
+    from verifiers.v1.env import RunSlot
+    from verifiers.v1.utils.loaders import load_environment, resolve_env_config
+
+    config = resolve_env_config(
+        {"taskset": {"id": "rlver-sentient", "profiles": "bundled", "limit": profiles, "max_turns": 4}}
+    )
+    env = load_environment(config)
+    ctx = vf.ModelContext(
+        client=vf.EvalClientConfig(base_url=url, api_key_var=KEY_VAR), model="policy", sampling=vf.Sampling()
+    )
+    lags: list[float] = []
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        loop = asyncio.get_running_loop()
+        while not done.is_set():
+            before = loop.time()
+            await asyncio.sleep(0.005)
+            lags.append(loop.time() - before - 0.005)
+
+    async with env.serving():
+        watcher = asyncio.create_task(watch())
+        slots = [RunSlot(task) for task in env.taskset for _ in range(rollouts)]
+        episodes = await asyncio.gather(*(env.run_slot(slot, ctx) for slot in slots))
+        done.set()
+        await watcher
+    return episodes, lags
+
+
+def test_64_episodes_run_concurrently_on_one_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_VAR, "not-a-secret")
+    with ServerProcess("rlver.testing.responders:varied_policy_and_simulator", latency_s=0.05) as server:
+        started = time.perf_counter()
+        episodes, lags = asyncio.run(_concurrent(server.url, profiles=32, rollouts=2))
+        wall = time.perf_counter() - started
+    assert len(episodes) == 64 and all(ep.ok for ep in episodes)
+    spans = sorted((t.timing.agent.start, t.timing.agent.end) for ep in episodes for t in ep.traces)
+    # every dialogue had begun before the first one ended: all 64 were in flight together
+    assert max(start for start, _ in spans) < min(end for _, end in spans)
+    lags.sort()
+    print(
+        f"64 episodes x 4 replies: {wall:.1f} s wall; loop lag p50 {1000 * lags[len(lags) // 2]:.1f} ms, "
+        f"p99 {1000 * lags[int(len(lags) * 0.99)]:.1f} ms, max {1000 * lags[-1]:.1f} ms ({len(lags)} samples)"
+    )
