@@ -174,6 +174,7 @@ def test_every_row_of_the_table_is_drilled_and_the_table_is_what_it_counts() -> 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the fast suite runs inside it (CI's bare-copy pass; .ci/run)
 def test_each_addition_is_its_module_and_one_line_and_all_of_them_pass_the_suite(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     copy_tree(tree)
