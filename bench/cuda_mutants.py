@@ -89,14 +89,22 @@ def apply(mutant: LineMutant, root: Path) -> None:
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
-def run_tests(src: Path) -> bool:
-    """Run the CUDA test file against the source under ``src``; True when every test passed."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT / "tests")])}
+def run_tests(src: Path) -> tuple[bool, str]:
+    """Run the CUDA test file against the source under ``src``: whether every test passed, and the
+    last lines pytest printed (a kill by an import error is no kill: read them)."""
+    # the copy replaces the tree's src/; the rest of PYTHONPATH (a GPU image's extra site folder) stays
+    kept = [
+        p
+        for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+        if p and Path(p).resolve() != ROOT / "src"
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), str(ROOT / "tests"), *kept])}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly", TEST_FILE],
         cwd=ROOT, env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
-    return done.returncode == 0
+    summary = [line for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR", "E "))]
+    return done.returncode == 0, " | ".join(summary[:2])[:300] or done.stdout.strip()[-300:]
 
 
 def run(selected: tuple[LineMutant, ...], jobs: int) -> int:
@@ -112,23 +120,26 @@ def run(selected: tuple[LineMutant, ...], jobs: int) -> int:
     with tempfile.TemporaryDirectory(prefix="rlver-cuda-mutants-") as tmp:
         clean = Path(tmp) / "clean"
         shutil.copytree(ROOT / "src", clean / "src")
-        if not run_tests(clean / "src"):
-            print(f"error: {TEST_FILE} fails on the unchanged source; fix that first")
+        passed, said = run_tests(clean / "src")
+        if not passed:
+            print(f"error: {TEST_FILE} fails on the unchanged source; fix that first: {said}")
             return 1
 
-        def killed(item: tuple[int, LineMutant]) -> bool:
+        def killed(item: tuple[int, LineMutant]) -> tuple[bool, str]:
             index, mutant = item
             copy = Path(tmp) / f"mutant-{index}"
             shutil.copytree(ROOT / "src", copy / "src")
             apply(mutant, copy)
-            return not run_tests(copy / "src")
+            passed, said = run_tests(copy / "src")
+            return not passed, said
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             verdicts = list(pool.map(killed, enumerate(selected)))
-    for mutant, dead in zip(selected, verdicts, strict=True):
-        print(f"{'killed' if dead else 'SURVIVED'}: {mutant.name}")
-    print(f"{sum(verdicts)} of {len(selected)} CPU-untestable mutants killed on CUDA")
-    return 0 if all(verdicts) else 1
+    for mutant, (dead, said) in zip(selected, verdicts, strict=True):
+        print(f"{'killed' if dead else 'SURVIVED'}: {mutant.name}" + (f" ({said})" if dead else ""))
+    kills = sum(dead for dead, _ in verdicts)
+    print(f"{kills} of {len(selected)} CPU-untestable mutants killed on CUDA")
+    return 0 if kills == len(selected) else 1
 
 
 def _function_alone(path: str, name: str) -> str:

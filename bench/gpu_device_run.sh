@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# One device call (see bench/gpu_carry.sh): `make gpu-bench` without SmolLM2's weights (too large to
-# carry), then the fast suite on CUDA, with every log and the JSON under $OUT.
-# BUDGET_S (gpu-bench's budget, default 300) and SUITE_S (the suite's limit, default 170) size it.
+# One device call (see bench/gpu_carry.sh), each part with its own time limit and its log under $OUT:
+#   1. bench/engine_check.py on CUDA: the transformers engine on the token seam (parity, batch
+#      invariance, release/resume, compiled decode, bf16);                      ENGINE_S (default 120)
+#   2. bench/cuda_mutants.py: the CPU-untestable mutants against tests/train/test_cuda_only.py;
+#                                                                                MUTANTS_S (default 150)
+#   3. `make gpu-bench` without SmolLM2's weights (too large to carry): decode at BATCHES (default
+#      "8 32 128"), the GRPO LoRA step, compiled decode;                         BUDGET_S (default 300)
+#   4. the fast suite on CUDA;                                                   SUITE_S (default 170)
+# A part whose limit is 0 is skipped.
 set -u
 OUT=${OUT:-/tmp/gpu-out}
 mkdir -p "$OUT"
@@ -10,14 +16,26 @@ export PYTHONPATH=/tmp/site:$PWD/src HF_HUB_OFFLINE=1 RLVER_DATA_DIR=/tmp/rlver-
 [ -d .gpu/data/published_code ] && export RLVER_SHARED_DATA=$PWD/.gpu/data
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/env.txt"
 python3 -c "import sys, torch, transformers, peft; print(sys.version.split()[0], torch.__version__, transformers.__version__, peft.__version__)" | tee -a "$OUT/env.txt"
-start=$(date +%s)
-timeout $(( ${BUDGET_S:-300} + 60 )) python3 bench/gpu_bench.py --tokenizer .gpu/tok --skip smollm2 \
-  --budget-s "${BUDGET_S:-300}" --reserve-s 150 2>&1 | tee "$OUT/bench.log"
+
+part() {  # part NAME LIMIT_S COMMAND...: run it under its limit, log to $OUT/NAME.log, say rc and wall
+  local name=$1 limit=$2 start
+  shift 2
+  [ "$limit" -gt 0 ] || { echo "$name: skipped (limit 0)" | tee -a "$OUT/env.txt"; return; }
+  start=$(date +%s)
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "$name: rc $? wall $(( $(date +%s) - start )) s" | tee -a "$OUT/env.txt"
+}
+
+part engine "${ENGINE_S:-120}" python3 bench/engine_check.py --device cuda
+tail -c 3000 "$OUT/engine.log"
+part mutants "${MUTANTS_S:-150}" python3 bench/cuda_mutants.py
+grep -E "killed|SURVIVED|unchanged|error" "$OUT/mutants.log" | tail -20
+# shellcheck disable=SC2086
+part bench "$(( ${BUDGET_S:-300} + 60 ))" python3 bench/gpu_bench.py --tokenizer .gpu/tok --skip smollm2 \
+  --batches ${BATCHES:-8 32 128} --budget-s "${BUDGET_S:-300}" --reserve-s 150
 cp bench/results/gpu_bench.json "$OUT/" 2>/dev/null
-echo "bench wall $(( $(date +%s) - start )) s" | tee -a "$OUT/env.txt"
-start=$(date +%s)
-timeout "${SUITE_S:-170}" python3 -m pytest -v -n 14 --timeout 120 -p no:cacheprovider \
-  -m "not slow and not timing and not verl and not realmodel and not browser" tests > "$OUT/suite.log" 2>&1
-echo "suite rc $? wall $(( $(date +%s) - start )) s" | tee -a "$OUT/env.txt"
+tail -40 "$OUT/bench.log"
+part suite "${SUITE_S:-170}" python3 -m pytest -v -n 14 --timeout 120 -p no:cacheprovider \
+  -m "not slow and not timing and not verl and not realmodel and not browser" tests
 grep -E " (FAILED|ERROR) " "$OUT/suite.log" | head -40
 tail -3 "$OUT/suite.log"
