@@ -213,7 +213,9 @@ def sampler_for(model: Any, tokenizer: Any, batch: int, compiled: bool) -> Any:
             return "unavailable: this rlver's LocalChatModel has no compile_decode option"
         kwargs["compile_decode"] = True
     chat = LocalChatModel(model, tokenizer, **kwargs)
-    chat.stop_token_ids = []  # every row runs to max_new_tokens, as generate does with min_new_tokens
+    # every row runs to max_new_tokens, as generate does with min_new_tokens: an id no row can sample
+    # (the engine refuses an empty list, under which a reply could end only at its cap by accident)
+    chat.stop_token_ids = [-1]
     return chat
 
 

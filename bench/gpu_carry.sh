@@ -9,6 +9,12 @@ shared=${RLVER_SHARED_DATA:-../shared/data}
 models=${RLVER_DATA_DIR:-$HOME/.cache/rlver/data}/models/smollm2-135m-instruct
 mkdir -p .gpu/whl .gpu/tok .gpu/data
 bash ../shared/gpu/fetch-wheels.sh .gpu/whl >/dev/null
+# the report's charts: pygal (a core dependency the GPU image lacks) and what it imports, pure Python,
+# at the versions this machine's venv holds
+for pkg in pygal importlib_metadata zipp lazy-importer; do
+  version=$("${PY:-.venv/bin/python}" -c "import importlib.metadata as m; print(m.version('$pkg'))")
+  pip download -q --no-deps -d .gpu/whl "$pkg==$version"
+done
 for f in tokenizer.json tokenizer_config.json special_tokens_map.json chat_template.jinja generation_config.json; do
   if [ -f "$models/$f" ]; then cp "$models/$f" .gpu/tok/; fi
 done

@@ -5,7 +5,8 @@
 #   2. bench/cuda_mutants.py: the CPU-untestable mutants against tests/train/test_cuda_only.py;
 #                                                                                MUTANTS_S (default 150)
 #   3. `make gpu-bench` without SmolLM2's weights (too large to carry): decode at BATCHES (default
-#      "8 32 128"), the GRPO LoRA step, compiled decode;                         BUDGET_S (default 300)
+#      "8 32 128"), the GRPO LoRA step, compiled decode (SKIP="step" leaves a part out); BUDGET_S
+#      (default 300), RESERVE_S (what eager decode leaves for the rest, default 150)
 #   4. the fast suite on CUDA;                                                   SUITE_S (default 170)
 # A part whose limit is 0 is skipped.
 set -u
@@ -31,8 +32,8 @@ tail -c 3000 "$OUT/engine.log"
 part mutants "${MUTANTS_S:-150}" python3 bench/cuda_mutants.py
 grep -E "killed|SURVIVED|unchanged|error" "$OUT/mutants.log" | tail -20
 # shellcheck disable=SC2086
-part bench "$(( ${BUDGET_S:-300} + 60 ))" python3 bench/gpu_bench.py --tokenizer .gpu/tok --skip smollm2 \
-  --batches ${BATCHES:-8 32 128} --budget-s "${BUDGET_S:-300}" --reserve-s 150
+part bench "$(( ${BUDGET_S:-300} + 60 ))" python3 bench/gpu_bench.py --tokenizer .gpu/tok --skip smollm2 ${SKIP:-} \
+  --batches ${BATCHES:-8 32 128} --budget-s "${BUDGET_S:-300}" --reserve-s "${RESERVE_S:-150}"
 cp bench/results/gpu_bench.json "$OUT/" 2>/dev/null
 tail -40 "$OUT/bench.log"
 part suite "${SUITE_S:-170}" python3 -m pytest -v -n 14 --timeout 120 -p no:cacheprovider \

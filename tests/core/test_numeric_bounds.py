@@ -87,11 +87,14 @@ CONTEXT_BY_PREFIX = {
         "simulator.model.base_url=http://127.0.0.1:9/v1",
         "simulator.model.api_key_env=",
     ),
+    # a setting shared by the published-text protocols (parse_attempts) lives on their common base,
+    # which no registry row names: select one of them (a registered class's own name= comes after)
     "simulator.protocol.": (
         "simulator.kind=llm",
         "simulator.model.model=m",
         "simulator.model.base_url=http://127.0.0.1:9/v1",
         "simulator.model.api_key_env=",
+        "simulator.protocol.name=sage-published",
     ),
 }
 
@@ -152,7 +155,7 @@ def _walk(model: type[BaseModel], root: type[BaseModel], prefix: str, context: t
                 extra = next((c for p, c in CONTEXT_BY_PREFIX.items() if path.startswith(p)), ())
                 rows.setdefault(
                     f"{owner.__name__}.{name}",
-                    Row(f"{owner.__name__}.{name}", path, root, here + extra, field.annotation, field),
+                    Row(f"{owner.__name__}.{name}", path, root, extra + here, field.annotation, field),
                 )
             for sub in _model_types(field.annotation):
                 if path.count(".") < 6:
@@ -421,17 +424,16 @@ def _flag_annotation(param: Any) -> Any:
     """The Python type a flag was declared with: typer's descriptor where this typer records one, else
     read back from the click type (typer releases differ in what they keep; the GPU machine's did not
     keep ``type_descriptor``, and this test then found no numeric flag at all)."""
-    import click
-
     descriptor = getattr(param, "type_descriptor", None)
     if descriptor is not None and getattr(descriptor, "annotation", None) is not None:
         return descriptor.annotation
     if getattr(param, "is_flag", False):
         return bool
-    kind = getattr(param, "type", None)
-    if isinstance(kind, click.types.IntParamType):
+    # by class name: newer typer releases vendor click (typer._click), whose types are not click's
+    kinds = {cls.__name__ for cls in type(getattr(param, "type", None)).__mro__}
+    if "IntParamType" in kinds:
         return int
-    if isinstance(kind, click.types.FloatParamType):
+    if "FloatParamType" in kinds:
         return float
     return None
 
