@@ -438,6 +438,14 @@ def _flag_annotation(param: Any) -> Any:
     return None
 
 
+def _limit(param: Any, end: str) -> Any:
+    """A flag's ``min``/``max``: on the parameter in the typer this venv holds, on its click range type
+    in releases that vendor click (``typer._click``), whose parameters carry neither."""
+    if hasattr(param, end):
+        return getattr(param, end)
+    return getattr(getattr(param, "type", None), end, None)
+
+
 def numeric_flags() -> list[Flag]:
     import typer
 
@@ -455,7 +463,9 @@ def numeric_flags() -> list[Flag]:
             if annotation is bool or not _numeric(annotation):
                 continue
             command, flag = " ".join(path), param.opts[0]
-            bounds = {k: v for k, v in (("ge", param.min), ("le", param.max)) if v is not None}
+            bounds = {
+                k: v for k, v in (("ge", _limit(param, "min")), ("le", _limit(param, "max"))) if v is not None
+            }
             bounds = {**_config_bounds(command, flag), **BODY_BOUNDS.get(f"{command} {flag}", {}), **bounds}
             out.append(Flag(command, flag, annotation, bounds))
 

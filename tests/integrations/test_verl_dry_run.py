@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlver.errors import RlverError
-from rlver.integrations.verl.launch import main
+from rlver.integrations.verl.launch import STAND_IN_PROMPT, main
 
 
 def test_a_real_preset_dry_runs_offline_with_a_labelled_stand_in(
@@ -28,8 +28,12 @@ def test_a_real_preset_dry_runs_offline_with_a_labelled_stand_in(
     assert "STAND-IN: rlver-train is not downloaded" in printed
     assert "STAND-IN: sage is not downloaded" in printed
     assert "rlver data download rlver-train" in (out / "STAND-IN.txt").read_text(encoding="utf-8")
-    rows = pq.read_table(out / "train.parquet").num_rows
-    assert rows >= 32  # grpo-think's batch: 32 profiles a step
+    table = pq.read_table(out / "train.parquet")
+    assert table.num_rows >= 32  # grpo-think's batch: 32 profiles a step
+    # the agent prompt is published text: where it is not downloaded either, a labelled placeholder
+    system = table.column("prompt").to_pylist()[0][0]["content"]
+    placeholder = "the agent prompt is a placeholder" in (out / "STAND-IN.txt").read_text(encoding="utf-8")
+    assert (system == STAND_IN_PROMPT) == placeholder, system[:200]
     assert (out / "run.sh").is_file()
 
 

@@ -37,6 +37,8 @@ from typing import Any
 import yaml
 
 from rlver.config import load_config, redacted
+from rlver.env.dialogue import EnvConfig
+from rlver.env.thinking import system_prompt
 from rlver.errors import ConfigError, RlverError
 from rlver.integrations.verl import AGENT_LOOP_TARGET, AGENT_NAME
 from rlver.integrations.verl.config import VerlTrainConfig, refuse_unsupported, verl_overrides
@@ -64,6 +66,7 @@ class LaunchPlan:
     n_val: int = 0
     files: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # stand-in data of a dry run, said out loud
+    stand_in: bool = False  # a dry run: published data not downloaded is replaced, and said so
 
     @property
     def train_file(self) -> Path:
@@ -156,7 +159,7 @@ def _write_datasets(
     the local trainer runs: validation rows follow ``eval.protocol`` as its in-training evaluation does.
     """
     ro = cfg.rollout
-    train_env = cfg.env_config()
+    train_env = _prompt_or_stand_in(cfg.env_config(), plan)
     if train_env.rules.shared_opening and any(p.opening is None for p in train_profiles):
         # verl's agent loop runs each of the n copies of a prompt on its own, so they cannot wait
         # for one shared opening; profiles with a recorded opening share it anyway (docs/protocol.md).
@@ -183,13 +186,32 @@ def _write_datasets(
         ),
         plan.train_file,
     )
-    val_env = cfg.env_config(evaluation=True)
+    val_env = _prompt_or_stand_in(cfg.env_config(evaluation=True), plan)
     # the held-out user is the one `rlver eval` builds (TrainConfig.eval_simulator), as locally
     val_common = {**common, "simulator": cfg.eval_simulator()}
     write_parquet(
         build_rows(val_profiles, env=val_env, seed=cfg.eval.seed, split="val", **val_common),
         plan.val_file,
     )
+
+
+#: What a dry run writes as each row's system message when the published agent prompt is not here.
+STAND_IN_PROMPT = "STAND-IN: the published agent prompt is not downloaded (rlver data download rlver-train)"
+
+
+def _prompt_or_stand_in(env: EnvConfig, plan: LaunchPlan) -> EnvConfig:
+    """``env``; for a dry run whose agent prompt is published text not yet downloaded, ``env`` with a
+    labelled stand-in prompt (said in the plan's notes), so the dry run still checks the wiring."""
+    if not plan.stand_in or env.system_prompt:
+        return env
+    try:
+        system_prompt(env.think, env.language or "zh", env.agent_prompt)
+    except RlverError as exc:
+        note = f"STAND-IN: the agent prompt is a placeholder in every row: {str(exc).split(';')[0]}"
+        if note not in plan.notes:
+            plan.notes.append(note)
+        return env.model_copy(update={"system_prompt": STAND_IN_PROMPT})
+    return env
 
 
 def _write_run_files(
@@ -232,6 +254,7 @@ def prepare(cfg: VerlTrainConfig, *, python: str | None = None, stand_in: bool =
     refuse_unsupported(cfg)  # a setting verl cannot honour is refused before anything is written
     plan = LaunchPlan(Path(cfg.verl.out_dir).expanduser().resolve())
     train_profiles, val_profiles, plan.notes = _profiles(cfg, stand_in=stand_in)
+    plan.stand_in = stand_in
     require_pyarrow()  # the datasets are parquet: refused here, before the run folder is made
     created = not plan.out_dir.exists()
     plan.out_dir.mkdir(parents=True, exist_ok=True)
