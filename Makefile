@@ -47,7 +47,7 @@ browser-check:
 
 # Mutation testing of the training core with mutmut (long: not part of `make test` or CI). Each module
 # runs in its own copy under build/mutants/<module>/ against its own test files; the score per module is
-# in docs/training.md ("Mutation testing"). One module: `make mutants MODULES=rewards`.
+# in docs/notes/2026-11-28-history-training.md ("Mutation testing"). One module: `make mutants MODULES=rewards`.
 MODULES ?=
 mutants: setup-dev
 	nice -n 10 $(PY) bench/mutants.py $(MODULES)
