@@ -85,7 +85,9 @@ def broken_links(path: Path, root: Path = ROOT) -> list[str]:
         file_part, _, anchor = target.partition("#")
         linked = (path.parent / file_part).resolve() if file_part else path
         where = f"{path.relative_to(root)}:{number}: {target}"
-        if not linked.exists():
+        if not linked.is_relative_to(root.resolve()):  # beside the checkout: not in a fresh clone
+            problems.append(f"{where}: outside the repository")
+        elif not linked.exists():
             problems.append(f"{where}: no such file")
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
             problems.append(f"{where}: no heading with anchor #{anchor} in {linked.name}")
@@ -125,16 +127,19 @@ def test_every_relative_link_leads_to_a_file_and_heading(path: Path) -> None:
 
 
 def test_the_link_check_can_fail(tmp_path: Path) -> None:
-    (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "b.md").write_text("# The demo (`rlver demo`)\n\n## Run it\n\n## Run it\n")
-    page = tmp_path / "docs" / "a.md"
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "docs" / "b.md").write_text("# The demo (`rlver demo`)\n\n## Run it\n\n## Run it\n")
+    (tmp_path / "x.md").write_text("# beside the checkout\n")
+    page = root / "docs" / "a.md"
     page.write_text(
         "[ok](b.md#the-demo-rlver-demo) [ok](b.md#run-it-1) [web](https://x.org/y.md) `[code](no.md)`\n"
-        "[gone](c.md) [moved](b.md#the-demo)\n```\n[fenced](no.md)\n```\n"
+        "[gone](c.md) [moved](b.md#the-demo)\n```\n[fenced](no.md)\n```\n[beside](../../x.md)\n"
     )
-    problems = broken_links(page, root=tmp_path)
-    assert len(problems) == 2, problems
+    problems = broken_links(page, root=root)
+    assert len(problems) == 3, problems
     assert "docs/a.md:2: c.md" in problems[0] and "#the-demo " in problems[1]
+    assert "outside the repository" in problems[2]
 
 
 def test_nothing_points_at_the_old_performance_page() -> None:
