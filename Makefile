@@ -47,7 +47,7 @@ browser-check:
 
 # Mutation testing of the training core with mutmut (long: not part of `make test` or CI). Each module
 # runs in its own copy under build/mutants/<module>/ against its own test files; the score per module is
-# in docs/training.md ("Mutation testing"). One module: `make mutants MODULES=rewards`.
+# in docs/notes/2026-11-28-history-training.md ("Mutation testing"). One module: `make mutants MODULES=rewards`.
 MODULES ?=
 mutants: setup-dev
 	nice -n 10 $(PY) bench/mutants.py $(MODULES)
@@ -127,7 +127,7 @@ floor-setup: $(FLOOR_VENV)/bin/activate
 test-floor: floor-setup
 	$(FLOOR_VENV)/bin/pytest -q -n 2 --dist worksteal --timeout 900 -p no:cacheprovider -m "not slow and not timing and not realmodel and not verl"
 
-# Benchmarks (docs/benchmarks.md). TRL, for the trainer comparison, lives in its own venv.
+# Benchmarks (docs/performance.md). TRL, for the trainer comparison, lives in its own venv.
 BENCH_VENV ?= .venv-bench
 bench-setup: $(BENCH_VENV)/bin/activate
 	$(BENCH_VENV)/bin/pip install -q -c $(CONSTRAINTS) torch==2.13.0
@@ -145,7 +145,7 @@ clean:
 gpu-smoke: setup
 	$(PY) bench/gpu_smoke.py
 
-# The local engine on one GPU in one run (docs/benchmarks.md, "GPU bench"): sampler vs generate at batch
+# The local engine on one GPU in one run (docs/performance.md, "GPU bench"): sampler vs generate at batch
 # 8/32/128, eager and compiled, on a Qwen2.5-7B-shaped model built from its config with SmolLM2's
 # tokenizer; one GRPO LoRA step's time split, MFU and peak memory against the memory guard; SmolLM2
 # steps. Into bench/results/gpu_bench.json, in under 10 minutes on one H100. No pip: it runs from this

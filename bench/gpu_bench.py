@@ -27,7 +27,7 @@ SmolLM2.
 It is sized for under 10 minutes on one H100 (``--budget-s``, default 540): each part checks the time
 left, and a part that would not fit is recorded as skipped, never guessed. Without CUDA it says so and
 exits 0. It runs from a source tree (``PYTHONPATH=src``) on a machine with torch, transformers and peft
-and no package index (docs/benchmarks.md; ``../shared/gpu/README.md`` for the wheels rlver adds).
+and no package index (docs/performance.md; ``../shared/gpu/README.md`` for the wheels rlver adds).
 
 Usage: python bench/gpu_bench.py [--preset qwen2.5-7b] [--batches 8 32 128] [--new-tokens 64] [--profile-batch 8]
        make gpu-bench
@@ -71,7 +71,7 @@ TOKENIZER_FILES = (
     "chat_template.jinja",
     "generation_config.json",
 )
-#: The issue's 7B step (docs/benchmarks.md), with a short end-of-run evaluation so ``time/eval_s`` shows.
+#: The issue's 7B step (docs/performance.md), with a short end-of-run evaluation so ``time/eval_s`` shows.
 STEP_SETS = [
     "model.lora.enabled=true",
     "optim.actor_lr=1e-5",

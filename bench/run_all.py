@@ -1,9 +1,9 @@
-"""Run every benchmark, then write their tables into docs/benchmarks.md.
+"""Run every benchmark, then write their tables into docs/performance.md.
 
     python bench/run_all.py                 # all of them, full size (~10 min on 2 quiet cores for the first
                                             # four; update-memory and sampler need SmolLM2 fetched, else skip)
     python bench/run_all.py --only rollout  # some of them (rollout, simulator, trainer, memory,
-                                            # update-memory, sampler: SmolLM2, see docs/benchmarks.md)
+                                            # update-memory, sampler: SmolLM2, see docs/performance.md)
     python bench/run_all.py --quick         # tiny configurations: checks the scripts run (~1 min)
     python bench/run_all.py --render-only   # rewrite the docs tables from bench/results/*.json
 
@@ -32,7 +32,7 @@ from _common import RESULTS_DIR, machine
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DOCS = ROOT / "docs" / "benchmarks.md"
+DOCS = ROOT / "docs" / "performance.md"
 START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
 
 

@@ -17,7 +17,7 @@ sides; the median and the best update are reported.
 
 Tokens/s = batch × (prompt + completion) tokens / median seconds per update (after ``--warmup``
 updates). TRL is looked up at run time: run this script with the ``.venv-bench`` interpreter (see
-docs/benchmarks.md); without TRL only our numbers are reported.
+docs/performance.md); without TRL only our numbers are reported.
 
 ``--model PATH`` runs a real model folder (or a name ``rlver models fetch`` knows, e.g.
 ``smollm2-135m-instruct``) instead of the built tiny sizes; its result goes to

@@ -16,7 +16,7 @@ glibc's adaptive mmap threshold is pinned (``MALLOC_MMAP_THRESHOLD_``) so freed 
 kernel and RSS follows what torch holds.
 
 The figures are then compared with ``predict`` (``rlver.train.memory_guard``), a formula from the
-architecture (docs/training.md, "Memory of an update"). The per-token constant ``k`` of the full-vocabulary tensors is measured on the
+architecture (docs/memory.md). The per-token constant ``k`` of the full-vocabulary tensors is measured on the
 head alone (``--calibrate``; it depends on the autograd graph of log-softmax + entropy, not on the
 model), everything else is counted.
 

@@ -1,7 +1,7 @@
 """Smoke tests of the benchmark scripts: each runs in a tiny configuration and writes sane JSON.
 
 They check that ``make bench`` will not break on a script (a real server process, real models, real
-subprocesses), not the numbers: the numbers are in docs/benchmarks.md.
+subprocesses), not the numbers: the numbers are in docs/performance.md.
 """
 
 from __future__ import annotations

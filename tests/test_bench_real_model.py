@@ -1,6 +1,6 @@
 """The real-model benchmarks' own logic: the memory formula's parameter count, and the skips.
 
-The figures themselves are in docs/benchmarks.md and docs/training.md; these tests check that the
+The figures themselves are in docs/performance.md and docs/training.md; these tests check that the
 formula counts parameters the way the models do, and that the scripts step aside cleanly on a machine
 without the model or without CUDA (``make bench`` and ``make gpu-smoke`` must not fail there).
 """

@@ -17,12 +17,13 @@ from rlver.transcripts.native import read_transcript
 from svg_check import inline_figures, read_figure
 
 README = Path(__file__).resolve().parents[2] / "README.md"
+CONCEPTS = README.parent / "docs" / "concepts.md"
 
 
 def readme_demo_block() -> list[str]:
-    """The demo output the README quotes: the fenced block after "Its output to a file"."""
+    """The demo output the README quotes: the first fenced block under "## What the demo prints"."""
     text = README.read_text(encoding="utf-8")
-    after = text[text.index("Its output to a file") :]
+    after = text[text.index("## What the demo prints") :]
     start = after.index("```\n") + 4
     return after[start : after.index("```", start)].rstrip("\n").splitlines()
 
@@ -197,20 +198,40 @@ def test_offline_user_statement_reads_the_figures_from_the_artefact() -> None:
     assert "per-turn Spearman 0.123" in offline_user_statement(refit, {"zh"})
 
 
-def test_the_readme_agreement_figures_are_the_artefacts() -> None:
-    """The README's agreement figures for the offline user are the ones the demo prints, read from the
-    shipped artefacts (one source: a refit that changes them fails here until the README follows)."""
+def test_the_concepts_page_agreement_figures_are_the_artefacts() -> None:
+    """docs/concepts.md's agreement figures for the offline user are the ones the demo prints, read
+    from the shipped artefacts (one source: a refit that changes them fails here until the page follows)."""
     from rlver.simulator.offline.user import OfflineSimulator
 
     described = OfflineSimulator().describe()
-    concepts = README.read_text(encoding="utf-8")
+    concepts = CONCEPTS.read_text(encoding="utf-8")
     for part, lead in (("learned", "learned from the released SAGE judgements"), ("transfer", "inherited")):
         overall = described[part]["validation"]["leave_model_out"]["overall"]
         quoted = (
             f"per-turn Spearman {overall['spearman']}, model ranking {overall['model_ranking_spearman']})"
         )
         at = concepts.index(lead)
-        assert quoted in concepts[at : at + 200], f"README.md after {lead!r} should quote {quoted!r}"
+        assert quoted in concepts[at : at + 200], f"docs/concepts.md after {lead!r} should quote {quoted!r}"
+
+
+def readme_demo_range() -> tuple[float, float, float]:
+    """The README's stated spread of the demo's scores: (before, lowest after, highest after)."""
+    text = README.read_text(encoding="utf-8")
+    before = re.search(r"`before` is (\d+(?:\.\d+)?) whatever the seed", text)
+    after = re.search(r"came out between\s+(\d+(?:\.\d+)?) and (\d+(?:\.\d+)?)", text)
+    assert before and after, "README.md should state the demo's before score and its range after training"
+    return float(before.group(1)), float(after.group(1)), float(after.group(2))
+
+
+def test_the_readme_block_lies_inside_the_range_the_readme_states() -> None:
+    """The quoted block and the sentence that gives the range are one claim: the block's scores must be
+    the stated before score and an after score inside the stated range."""
+    before, low, high = readme_demo_range()
+    head = next(line for line in readme_demo_block() if line.startswith("held-out score  before"))
+    numbers = re.search(r"before (\d+\.\d+)\s+after (\d+\.\d+)", head)
+    assert numbers, head
+    assert float(numbers.group(1)) == before
+    assert low <= float(numbers.group(2)) <= high, (head, low, high)
 
 
 def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:

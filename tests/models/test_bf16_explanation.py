@@ -1,6 +1,6 @@
 """The explanation of the bf16 sampling gap, held by a test on the real model (issue 42, item 5).
 
-docs/training.md ("bf16: the gap that is left") explains why, in bf16, the sampled tokens' log-probs sit
+docs/sampling.md ("bf16: the gap that is left") explains why, in bf16, the sampled tokens' log-probs sit
 0.03-0.04 nats (mean) off the trainer's: the sampler decodes one token at a time against a KV cache and
 the trainer scores the whole sequence in one forward, and bf16 rounds those two orders of computation
 differently. The control that makes this an explanation rather than a guess: **in fp32 the same three

@@ -2,7 +2,7 @@
 
 Why chunks: the full-vocabulary tensors of a micro-batch (logits, fp32 copy, log-softmax, the entropy's
 softmax) dominate an update's memory; ``policy_forward`` runs the head over ``chunk_tokens`` positions
-at a time and checkpoints each chunk, so only one chunk's tensors live at once (docs/training.md). The
+at a time and checkpoints each chunk, so only one chunk's tensors live at once (docs/memory.md). The
 numbers must not change: these tests compare values and gradients with the unchunked path. They
 would all still pass with the checkpoint gone (plain autograd gives the same numbers), so one test
 measures what the backward pass keeps instead (:func:`test_the_backward_keeps_no_full_vocabulary_tensor`).

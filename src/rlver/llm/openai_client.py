@@ -15,7 +15,7 @@ Why aiohttp directly rather than the ``openai`` SDK: the request is one JSON POS
 JSON object, and the SDK's per-call machinery (request options, URL and header objects, typed response
 models, an httpx layer over the transport) cost ~1.5 ms of CPU per call, several times the HTTP work
 itself. With hundreds of dialogues in flight the client, not the server, set the pace of a rollout
-(profile in docs/benchmarks.md). aiohttp is already a dependency; the wire format is the public
+(profile in docs/performance.md). aiohttp is already a dependency; the wire format is the public
 OpenAI chat-completions API, which every compatible server speaks.
 """
 

@@ -16,7 +16,7 @@ chunked head's recomputed logits are not counted, nor is padding. Per sequence o
 
 A PPO critic trains in the same update: its FLOPs are counted the same way (its own ``N``; a critic
 is always fully trained or LoRA as the policy). The peak is the card's dense bf16 tensor figure from
-its datasheet (:data:`BF16_PEAK_TFLOPS`, docs/benchmarks.md); on a CPU, or a card not in the table, there
+its datasheet (:data:`BF16_PEAK_TFLOPS`, docs/performance.md); on a CPU, or a card not in the table, there
 is no peak and no ``perf/mfu`` (absent, not 0: a 0 would read as a measured figure).
 """
 
