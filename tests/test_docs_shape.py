@@ -150,6 +150,8 @@ def test_nothing_points_at_the_old_performance_page() -> None:
         for path in sorted((ROOT / folder).rglob("*")):
             if (DOCS / "notes") in path.parents:  # dated notes are history: they may name old files
                 continue
+            if any(part.endswith(".egg-info") for part in path.parts):  # pip's build output, not ours
+                continue
             if path.suffix in {".py", ".md", ".toml", ".yaml", ".yml", ".txt", ""} and path.is_file():
                 text = path.read_text(encoding="utf-8", errors="replace")
                 if re.search(r"\bbenchmarks\.md\b", text) and path != Path(__file__).resolve():
@@ -159,3 +161,31 @@ def test_nothing_points_at_the_old_performance_page() -> None:
             stale.append(name)
     assert not stale, "files that still name docs/benchmarks.md: " + ", ".join(stale)
     assert (DOCS / "performance.md").is_file() and not (DOCS / "benchmarks.md").exists()
+
+
+def pages_named_in_code(root: Path = ROOT) -> list[str]:
+    """Every ``docs/<page>.md`` that a module, message or test under src/, bench/ or tests/ names and
+    that does not exist (a page moved or renamed without its readers)."""
+    missing = []
+    for folder in ("src", "bench", "tests"):
+        for path in sorted((root / folder).rglob("*.py")):
+            if path == Path(__file__).resolve():  # this file's own examples
+                continue
+            text = path.read_text(encoding="utf-8")
+            for match in re.finditer(r"\bdocs/([A-Za-z0-9_./-]+?\.md)\b", text):
+                if not (root / "docs" / match.group(1)).is_file():
+                    line = text.count("\n", 0, match.start()) + 1
+                    missing.append(f"{path.relative_to(root)}:{line}: {match.group(0)}")
+    return missing
+
+
+def test_every_docs_page_the_code_names_exists() -> None:
+    assert pages_named_in_code() == []
+
+
+def test_the_named_page_check_can_fail(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "here.md").write_text("# here\n", encoding="utf-8")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "m.py").write_text('"""see docs/here.md and\ndocs/gone.md"""\n', encoding="utf-8")
+    assert pages_named_in_code(tmp_path) == ["src/m.py:2: docs/gone.md"]

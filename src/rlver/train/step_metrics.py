@@ -51,7 +51,7 @@ def warn_failures(step: int, episodes: list[Episode]) -> None:
 #: single token 1e-3 off means another model sampled (the tiny model with its rotary ``inv_freq`` lost:
 #: max 3e-3 to 8e-3 a step while the mean stayed near 1e-3). bf16: the KV-cache decode and the
 #: trainer's one forward round differently, single tokens by up to 0.2, so the mean is read, 0.040-0.045
-#: a token on SmolLM2-135M (docs/training.md, "bf16: the gap that is left"); the line is about twice that.
+#: a token on SmolLM2-135M (docs/sampling.md, "bf16: the gap that is left"); the line is about twice that.
 LOGPROB_GAP_WARN: dict[str, tuple[str, float]] = {
     "float32": ("rollout/logprob_diff_max", 1e-3),
     "bfloat16": ("rollout/logprob_diff_mean", 0.1),

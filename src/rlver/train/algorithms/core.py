@@ -294,7 +294,7 @@ def rollout_is_weights(
 
 #: Action tokens in one sample past which sequence-level TIS is warned about. A row's weight is
 #: exp(sum of its per-token log-ratios); with the bf16 sampler's measured gap (mean |gap| 0.0335 nats
-#: a token on SmolLM2, tests/models/test_real_model.py and docs/training.md; a normal spread of 0.042),
+#: a token on SmolLM2, tests/models/test_real_model.py and docs/sampling.md; a normal spread of 0.042),
 #: independent per-token errors sum to a spread of 0.042 * sqrt(n), which reaches ln 2 (the default
 #: threshold's log) near n = 272: past it a large share of weights clip at 2 or sit near 0.
 SEQUENCE_IS_LONG_TOKENS = 256
@@ -314,7 +314,7 @@ def sequence_is_warning(mask: Tensor, level: str | None, threshold: float) -> st
         f"algorithm.rollout_is=sequence with samples of up to {longest} action tokens: each weight is "
         f"exp(sum of the row's per-token log-ratios), whose spread grows as sqrt(tokens), so past "
         f"{SEQUENCE_IS_LONG_TOKENS} tokens many weights clip at {threshold:g} or sit near 0 "
-        "(docs/training.md); algorithm.rollout_is=token weighs each token alone"
+        "(docs/sampling.md); algorithm.rollout_is=token weighs each token alone"
     )
 
 
