@@ -47,7 +47,6 @@ _REGION = "    return torch.autocast(device_type=device.type, dtype=dtype)"
 _ROWS = "        return x[mb.indices, : mb.action_mask.shape[1]].to(mb.action_mask.device)"
 _MICRO = "        mb = collate(b.seqs, group, self.p.pad_id, self.p.device)"
 _ARANGE = "    positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)"
-_GROUPS = "    g = torch.as_tensor(groups, device=scores.device)"
 _EMPTY = "        return torch.empty((0, steps), dtype=torch.float32, device=device)"
 _DRAWN = "    return drawn.to(device)"
 _B, _L, _C, _S = (
@@ -67,8 +66,6 @@ MUTANTS: tuple[LineMutant, ...] = (
     LineMutant("rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6", _L, _MICRO, _MICRO.replace("self.p.device", "None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_25", _C, _ARANGE, _ARANGE.replace("device=mask.device", "device=None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_27", _C, _ARANGE, _ARANGE.replace("device=mask.device", "")),
-    LineMutant("rlver.train.algorithms.core.x_group_advantages__mutmut_7", _C, _GROUPS, _GROUPS.replace("device=scores.device", "device=None")),
-    LineMutant("rlver.train.algorithms.core.x_group_advantages__mutmut_9", _C, _GROUPS, _GROUPS.replace("device=scores.device", "")),
     LineMutant("rlver.llm.sampling.x_row_uniforms__mutmut_4", _S, _EMPTY, _EMPTY.replace("device=device", "device=None")),
     LineMutant("rlver.llm.sampling.x_row_uniforms__mutmut_7", _S, _EMPTY, _EMPTY.replace("device=device", "")),
     LineMutant("rlver.llm.sampling.x_row_uniforms__mutmut_17", _S, _DRAWN, _DRAWN.replace("to(device)", "to(None)")),

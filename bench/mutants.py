@@ -148,6 +148,12 @@ _TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is 
 _FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
 _A = "rlver.train.algorithms."
 EQUIVALENT: dict[str, str] = {
+    **{
+        f"{_A}core.x_group_advantages__mutmut_{n}": "device=None puts the group ids on the CPU, and CUDA "
+        "indexes a CUDA tensor with them all the same: the same advantages on the scores' device (survived "
+        "tests/train/test_cuda_only.py on an H200, bench/cuda_mutants.py, 2026-11-28)"
+        for n in (7, 9)
+    },
     **{f"rlver.train.learner.x_pad_batch__mutmut_{n}": _FLOAT32 for n in (8, 10)},
     **{
         f"rlver.train.learner.x_pad_batch__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
@@ -295,11 +301,6 @@ CPU_UNTESTABLE: dict[str, str] = {
     "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6": "collate(..., None) leaves the micro-batch on "
     "the CPU: on CUDA the model's forward gets CPU tensors",
     **{f"{_A}core.x_compact__mutmut_{n}": _NO_DEVICE for n in (25, 27)},
-    **{
-        f"{_A}core.x_group_advantages__mutmut_{n}": f"{_NO_DEVICE} (indexing may accept a CPU index on "
-        "CUDA: if test_cuda_only survives it, it is equivalent)"
-        for n in (7, 9)
-    },
     **{_S + f"x_row_uniforms__mutmut_{n}": _NO_DEVICE for n in (4, 7)},
     _S + "x_row_uniforms__mutmut_17": _TO_NONE,
     **{_S + f"x_inverse_cdf__mutmut_{n}": _GUARD for n in (48, 50, 52)},

@@ -213,4 +213,4 @@ def test_the_cuda_mutants_are_mutmuts_own() -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "14 of 14 line mutants are mutmut's" in proc.stdout
+    assert "12 of 12 line mutants are mutmut's" in proc.stdout

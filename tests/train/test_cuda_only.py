@@ -75,8 +75,9 @@ def test_gae_runs_on_the_device_and_equals_the_cpu() -> None:
 
 
 def test_group_advantages_of_device_scores() -> None:
-    """``core.group_advantages`` with scores on CUDA and group ids as a list (mutants 7, 9 make the ids
-    a CPU tensor): the advantages on CUDA, as on the CPU."""
+    """``core.group_advantages`` with scores on CUDA and group ids as a list: the advantages on CUDA, as
+    on the CPU. (Its mutants 7 and 9, the ids made on the CPU, survived this on an H200: CUDA indexes
+    with a CPU index tensor too, so they are listed as equivalent in bench/mutants.py.)"""
     from rlver.train.algorithms.core import group_advantages
 
     scores = torch.tensor([1.0, 2.0, 3.0, 5.0, 5.0, 7.0])
