@@ -4,7 +4,7 @@ not.
 
 The criterion (``_not_learned``; ``tiny-offline``, 16 held-out dialogues at a fixed seed):
 
-1. the held-out score rises by more than ``MARGIN`` (GRPO and MAPO 0, PPO 2.5), strictly: unchanged
+1. the held-out score rises by more than ``MARGIN`` (GRPO and MAPO 0, PPO 2.0), strictly: unchanged
    weights score exactly what they scored before;
 2. the training reward rises (the mean of the last three steps above the first three's);
 3. every step trained exactly the sampled tokens (``rollout/unsampled_trained_tokens`` and
@@ -17,45 +17,44 @@ PPO trains its critic at 2e-3 here (the preset's 2e-2 made the values swing by Â
 0.13, so the critic was noise and no critic bug could show; seed 0 then gained +1.1, with the value
 targets taken from the whitened advantages +3.9, with each turn's reward on its first token +1.4).
 
-Power, measured on the 2-core dev box, one run per cell, with this file's configuration and planted bugs
-run by a script that trains as ``_learn`` does (``RLVER_LEARNING_SEEDS=0-9 pytest -s -rA`` on this file
-runs the same; under pytest PPO seed 1, MAPO seed 0 and both bugs at seed 0 printed these numbers again;
-docs/notes/2026-11-28-training-round5.md). Held-out gain (after - before, before 13.1 for every run):
+Power, measured on the 2-core dev box, one run per cell (``RLVER_LEARNING_SEEDS=0-9 pytest -s -rA -k
+reward_rises`` on this file, ``0-4`` with ``-k credit_and_critic`` and ``-k can_fail``; 2026-11-28, on
+the tree with fidelity round 5's in-training evaluation, which moved the score before training from 13.1
+to 12.4; the earlier table is in docs/notes/2026-11-28-training-round5.md). Held-out gain (after - before,
+before 12.4 for every run):
 
 ===========================================  ====================================================  ========
 run                                          gain by seed 0 1 2 3 4 5 6 7 8 9                      passes
 ===========================================  ====================================================  ========
-GRPO                                         +5.7 +7.8 +0.8 +6.6 +4.4 +3.4 +5.4 +5.9 +8.7 +5.9     10 of 10
-PPO                                          +5.4 +4.6 +5.1 +3.6 +6.9 +7.8 +6.2 +4.0 +3.2 +2.1      9 of 10
-  its critic gap (criterion 4)               .013 .022 .024 .018 .005 .017 .011 .025 .014 .008
-MAPO (``rollout.reward.mode=delta``)         +6.2 +1.8 +4.2 +5.6 +2.7 +0.8 +0.3 +7.5 +3.9 -0.1      9 of 10
-PPO, each turn's reward on its first token   +1.4 -0.6 +1.1 -0.9 +1.8                               0 of 5
-  its critic gap                             .066 .052 .077 .049 .078
-PPO, value targets from whitened advantages  +3.5 +5.8 +2.4 +3.0 +2.2                               0 of 5
-  its critic gap                             .179 .159 .101 .211 .198
-GRPO, advantages' sign flipped               -2.1 -2.4 -1.9 -2.3 -2.4                               0 of 5
-MAPO, learning rate 0 / advantages 0 /       +0.0 (after == before, bit for bit)                    0 of 1
-  optimiser step skipped                     each
+GRPO                                         +8.3 +6.5 +0.0 +7.3 +3.9 +7.3 +6.0 +7.7 +7.8 +7.7      9 of 10
+PPO                                          +2.4 +5.3 +5.7 +7.0 +5.7 +4.1 +6.7 +3.2 +2.2 +2.6     10 of 10
+  its critic gap (criterion 4)               .011 .022 .017 .016 .013 .026 .011 .022 .008 .012
+MAPO (``rollout.reward.mode=delta``)         +5.9 +5.1 +3.8 +6.0 +6.8 +2.4 +1.8 +0.1 +1.0 +1.8     10 of 10
+PPO, each turn's reward on its first token   +0.7 +0.7 +3.0 +0.5 +2.7                               0 of 5
+  its critic gap                             .051 .059 .078 .055 .075
+PPO, value targets from whitened advantages  +4.5 +6.8 +2.7 +2.9 +4.0                               0 of 5
+  its critic gap                             .173 .156 .215 .172 .175
+GRPO, advantages' sign flipped               -1.2 -2.3 +0.0 -0.8 -2.1                               0 of 5
 ===========================================  ====================================================  ========
 
-(PPO seed 9 misses the margin, +2.1; MAPO seed 9 falls, -0.1. GRPO's row equals issue 42's table to the
-tenth: the code it runs did not change. GRPO's do-nothing controls: issue 42's table, 0 of 5 each.)
+(GRPO seed 2 stays at 12.4 and its training reward falls, 0.124 -> 0.120: it fails. The do-nothing
+controls score after == before bit for bit by construction, whatever the tree: GRPO's and MAPO's, seed 0.)
 
 So: GRPO, PPO and MAPO pass on at least 9 of 10 seeds; PPO's two credit/critic bugs fail on every seed
-measured (seeds 0-4): the reward on each turn's first token by the margin (its largest gain +1.8, the
-correct code's smallest +2.1, then +3.2), the value targets rebuilt from the whitened advantages by the
-critic's gap (0.10 to 0.21; the correct code's 0.005 to 0.025), though its held-out gain reaches +5.8;
-the sign flip fails the held-out check on every seed; the do-nothing controls fail it by construction
-(after == before bit for bit, seed 0, GRPO and MAPO). Seeds 0 and 1 run in CI; the bugs and the controls
-seed 0 (``BUG_SEEDS``, ``CONTROL_SEEDS``). The margins were chosen from these runs, between the correct
-code's gains and the bugs': a reviewer's machine, whose CPU kernels give other numbers for a seed, may
-land a seed on the other side (issue 33 saw that).
+measured (seeds 0-4) by the critic's gap (the reward on each turn's first token 0.051 to 0.078, the value
+targets rebuilt from the whitened advantages 0.156 to 0.215; the correct code's 0.008 to 0.026), the
+first of them on seeds 0, 1 and 3 by the margin too (PPO's margin, 2.0, sits under the correct code's
+smallest gain, +2.2, and over that bug's gains on those seeds); the value-target bug's held-out gain
+reaches +6.8, so the critic's gap is what catches it. The sign flip fails the held-out check on every
+seed. Seeds 0 and 1 run in CI; the bugs and the controls seed 0 (``BUG_SEEDS``, ``CONTROL_SEEDS``). The
+margins were chosen from these runs: a reviewer's machine, whose CPU kernels give other numbers for a
+seed, may land a seed on the other side.
 
 The mask mutations (every token, one early, one late, shifted at collation) train one step and fail the
-trained-token counts at that step, for GRPO and PPO (seeds 0-4 measured, issue 23). Bugs are planted by monkeypatching the code
+trained-token counts at that step, for GRPO and PPO (seeds 0-4 measured). Bugs are planted by monkeypatching the code
 under test (the mask builder where the learner calls it, ``collate`` where the learner imports it, the
 algorithms' functions), never by editing source; fixed seeds make each run deterministic on CPU.
-The history of these margins (issues 23, 33, 42) is in that note.
+The history of these margins is in docs/notes/2026-11-28-training-round5.md.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ pytestmark = pytest.mark.slow
 STEPS = 10
 #: The held-out score must rise by more than this (criterion 1); the table in the module docstring is
 #: where the values come from.
-MARGIN = {"grpo": 0.0, "ppo": 2.5, "mapo": 0.0}
+MARGIN = {"grpo": 0.0, "ppo": 2.0, "mapo": 0.0}
 #: PPO's critic must end within this of the training reward (criterion 4).
 CRITIC_GAP = 0.05
 EXTRA = {
