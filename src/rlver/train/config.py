@@ -36,7 +36,7 @@ from rlver.simulator.sentient.protocols import SentientProtocol
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
-from rlver.train.backends.base import BackendSettings
+from rlver.train.backends.settings import BackendSettings
 
 #: Default positions per chunk of the log-prob/entropy computation (``update.logit_chunk_tokens``;
 #: ``rlver.train.batch.policy_forward``). Here, not beside that code, so reading a config needs no torch.

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import torch
 
     from rlver.llm.engine import TokenEngine
-    from rlver.train.config import TrainConfig
+    from rlver.train.backends.settings import BackendConfig
 
 
 class HFSettings(BackendSettings):
@@ -52,7 +52,7 @@ class HFBackend(RolloutBackend[HFSettings]):
         )
 
     @classmethod
-    def verl_refusals(cls, settings: HFSettings, config: TrainConfig) -> list[str]:
+    def verl_refusals(cls, settings: HFSettings, config: BackendConfig) -> list[str]:
         """verl samples with its own engine: ``hf`` stands for "the engine's own sampler" there, and a
         knob of the local sampler would be dropped silently, so one set away from its default is refused."""
         return [
