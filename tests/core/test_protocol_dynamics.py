@@ -74,7 +74,7 @@ def test_published_turn_limit_is_checked_after_the_reply_with_greater_than() -> 
 
 def test_training_ends_on_goodbye_not_at_100() -> None:
     ep = _run(EnvConfig.published_training(), [10, 10, 10, 10, 10, 10, 10, 10], goodbye_at=7).episode
-    assert ep.emotions[-1] == 100 and ep.assistant_turns == 8 and ep.end_reason == "goodbye"
+    assert ep.emotions[-1] == 100 and ep.assistant_turns == 8 and ep.end_reason == "satisfied"
     assert _run(EnvConfig.training(), [10] * 8).episode.end_reason == "emotion_high"
 
 

@@ -73,26 +73,55 @@ class EnvConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    rules: DialogueRules = EVALUATION
-    think: bool = False
-    #: Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block
-    #: included; ``visible`` = only the visible text. ``visible`` is the default because both published
-    #: protocols keep only what the user saw: SAGE's ``call_npc`` sends each message's content
-    #: (SAGE/npc_response.py:16-20) and the think rollout keeps the visible text
-    #: (RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
-    #: rlver's own training dialogue (:meth:`training`) keeps ``full``.
-    think_context: Literal["full", "visible"] = "visible"
-    #: Replaces the built-in system prompt when set.
-    system_prompt: str | None = None
-    #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
-    #: published evaluation used), ``coaching`` (our empathy coaching, rlver's training default; raises
-    #: a base model's score) or ``published`` (the published training's friend-chat prompt, in our words).
-    #: ``sage-published`` / ``rlver-published``: the published text itself, fetched (``rlver data download``).
-    agent_prompt: Literal["neutral", "coaching", "published", "sage-published", "rlver-published"] = "neutral"
-    #: Language of the built-in system prompt; ``None`` follows the profile.
-    language: Language | None = None
-    #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
-    max_reply_chars: int = Field(default=8000, ge=1, le=MAX_COUNT)
+    rules: DialogueRules = Field(
+        default=EVALUATION,
+        description=(
+            "How the dialogue runs and ends (start emotion, turn limit, ends); defaults are the Sentient "
+            "Benchmark's. Keys given change single rules; ``{preset: ...}`` picks a preset."
+        ),
+    )
+    think: bool = Field(
+        default=False,
+        description=(
+            "Think mode: the policy writes a <think> block before each reply; the user sees only the "
+            "visible text."
+        ),
+    )
+    think_context: Literal["full", "visible"] = Field(
+        default="visible",
+        description=(
+            "Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block "
+            "included; ``visible`` = only the visible text. ``visible`` is the default because both "
+            "published protocols keep only what the user saw: SAGE's ``call_npc`` sends each message's "
+            "content (SAGE/npc_response.py:16-20) and the think rollout keeps the visible text "
+            "(RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556). "
+            "rlver's own training dialogue (:meth:`training`) keeps ``full``."
+        ),
+    )
+    system_prompt: str | None = Field(
+        default=None, description="Replaces the built-in system prompt when set."
+    )
+    agent_prompt: Literal["neutral", "coaching", "published", "sage-published", "rlver-published"] = Field(
+        default="neutral",
+        description=(
+            'The built-in agent prompt: ``neutral`` (the benchmark\'s plain "high-EQ chat partner", what'
+            " the published evaluation used), ``coaching`` (our empathy coaching, rlver's training "
+            "default; raises a base model's score) or ``published`` (the published training's friend-chat"
+            " prompt, in our words). ``sage-published`` / ``rlver-published``: the published text itself,"
+            " fetched (``rlver data download``)."
+        ),
+    )
+    language: Language | None = Field(
+        default=None, description="Language of the built-in system prompt; ``None`` follows the profile."
+    )
+    max_reply_chars: int = Field(
+        default=8000,
+        ge=1,
+        le=MAX_COUNT,
+        description=(
+            "Policy output is untrusted: the visible reply handed to the simulator is cut to this length."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

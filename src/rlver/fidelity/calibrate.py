@@ -45,7 +45,8 @@ from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 from rlver.protocol import EVALUATION
 from rlver.records import Episode, Message, fell_to_failure, reached_success
 from rlver.seeding import hashed_seed
-from rlver.simulator.base import UserSimulator
+from rlver.simulator.base import UserSimulator, user_end_reason
+from rlver.simulator.emotion import tier_of
 from rlver.simulator.offline.user import OfflineUser
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
 from rlver.stats import agreement, spearman
@@ -173,7 +174,7 @@ def recorded_end(episode: Episode, max_assistant_turns: int = EVALUATION.max_ass
     if fell_to_failure(final):
         return "emotion_low"
     if episode.user_turns and says_goodbye(episode.user_turns[-1].text):
-        return "goodbye"
+        return user_end_reason(tier_of(final))
     return "unknown"
 
 

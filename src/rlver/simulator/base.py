@@ -8,13 +8,28 @@ object is what lets the rollout runner advance hundreds of dialogues concurrentl
 from __future__ import annotations
 
 import abc
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from rlver.profiles.schema import Difficulty, Profile
-from rlver.records import Message, UserTurn
+from rlver.records import Appraisal, Message, Tier, UserTurn
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
+
+#: The one tier at which a user who ends the dialogue is satisfied; a goodbye at any other tier is the
+#: user leaving. The published prompts tell the user to say goodbye at two tiers only: at S, thanking
+#: the agent (SAGE simulator_response.py:190; RLVER hard_player_simulator_dsv3.py:253), and at F,
+#: wanting no more of the dialogue (simulator_response.py:194; dsv3 :257); SAGE's loop ends the
+#: dialogue on any goodbye (test_npc.py:107-108), whatever the tier.
+SATISFIED_TIER: Tier = "S"
+#: The tiers the published prompts tell the user to say goodbye at (the offline user does).
+GOODBYE_TIERS: tuple[Tier, ...] = ("S", "F")
+
+
+def user_end_reason(tier: Tier) -> str:
+    """Why a dialogue the user ended has ended: ``satisfied`` at :data:`SATISFIED_TIER`, else ``left``."""
+    return "satisfied" if tier == SATISFIED_TIER else "left"
 
 
 class SimulatedUser(abc.ABC):
@@ -35,6 +50,21 @@ class SimulatedUser(abc.ABC):
         """
         self.history = list(history)
         self.emotion = EmotionState(emotion, self.emotion.rules)
+
+    def user_turn(
+        self, text: str, appraisal: Appraisal | None, *, ends: bool, started: float, **more: Any
+    ) -> UserTurn:
+        """The record of one answer: ``text`` after ``appraisal``; when the user ends the dialogue
+        (``ends``), the end reason of the tier it is at now (:func:`user_end_reason`). ``started``:
+        :func:`time.perf_counter` when the turn began; ``more``: the kind's own fields of the record."""
+        return UserTurn(
+            text=text,
+            appraisal=appraisal,
+            ends_dialogue=ends,
+            end_reason=user_end_reason(self.emotion.tier) if ends else None,
+            latency_s=time.perf_counter() - started,
+            **more,
+        )
 
     @abc.abstractmethod
     async def open(self) -> UserTurn:

@@ -87,14 +87,7 @@ class ReplayUser(SimulatedUser):
             )
         self.history.append(Message(role="assistant", content=agent_reply))
         self.history.append(Message(role="user", content=text))
-        ends = says_goodbye(text)
-        return UserTurn(
-            text=text,
-            appraisal=appraisal,
-            ends_dialogue=ends,
-            end_reason="goodbye" if ends else None,
-            latency_s=time.perf_counter() - started,
-        )
+        return self.user_turn(text, appraisal, ends=says_goodbye(text), started=started)
 
 
 class ReplaySimulator(UserSimulator):

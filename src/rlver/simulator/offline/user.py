@@ -34,7 +34,7 @@ import numpy as np
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, Tier, UserTurn
-from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.base import GOODBYE_TIERS, SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.offline.answers import UNREADABLE, Answerer
@@ -52,6 +52,7 @@ from rlver.simulator.offline.crosslingual import (
 from rlver.simulator.offline.learned import (
     AppraisalModel,
     ProfileText,
+    ReplyContext,
     cjk_bigrams,
     load_appraisal_model,
     round_change,
@@ -167,15 +168,10 @@ class OfflineUser(SimulatedUser):
             return scored
         last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
         turn = sum(1 for m in self.history if m.role == "assistant") + 1
-        score, parts = model.score(
-            agent_reply.strip(),
-            self.pf.learned,
-            emotion=self.emotion.value,
-            turn=turn,
-            last_user=last_user,
-            previous_bigrams=self._previous_bigrams,
-            previous_changes=self._changes,
+        context = ReplyContext(
+            self.pf.learned, self.emotion.value, turn, last_user, self._previous_bigrams, self._changes
         )
+        score, parts = model.score(agent_reply.strip(), context)
         if self.simulator.vetoes and parts["ngrams"] > model.ngram_ceiling:
             # More rewarded phrases than any real reply in the fitting data: a stack of them, not a reply.
             notes = dict(scored.notes)
@@ -309,16 +305,9 @@ class OfflineUser(SimulatedUser):
             features=scored.features,
         )
         text = self._reply_text(agent_reply, scored.flags, "cliche" in scored.features, tier, change)
-        ends = tier in ("S", "F")
         self._said(agent_reply)
         self._heard(text)
-        return UserTurn(
-            text=text,
-            appraisal=appraisal,
-            ends_dialogue=ends,
-            end_reason=("satisfied" if tier == "S" else "left") if ends else None,
-            latency_s=time.perf_counter() - started,
-        )
+        return self.user_turn(text, appraisal, ends=tier in GOODBYE_TIERS, started=started)
 
     def _reply_text(self, agent_reply: str, flags: list[str], cliche: bool, tier: Tier, change: int) -> str:
         """What the user says, after the appraisal (which it cannot change): a reaction to what went
@@ -337,7 +326,7 @@ class OfflineUser(SimulatedUser):
             ]
         else:
             parts = [reaction, answer.text]
-            if tier in ("S", "F"):  # the dialogue ends here: the answer, then the goodbye
+            if tier in GOODBYE_TIERS:  # the dialogue ends here: the answer, then the goodbye
                 parts.append(tier_line(lang, tier, self.pf.topic, self.rng, change, used=self._lines))
         self._lines.update(x for x in parts if x)
         text = " ".join(x for x in parts if x) if lang == "en" else "".join(parts)

@@ -46,8 +46,29 @@ class PublishedReplyAnswer(BaseModel):
     response_field: bool
 
 
-AppraisalPrompt = Callable[[SimulatorTexts, str, str, int, Sequence[Message]], str]
-ReplyPrompt = Callable[[SimulatorTexts, str, str, str, Sequence[Message], "Appraisal | None"], str]
+@dataclass(frozen=True)
+class PublishedPlayer:
+    """Who the published simulator plays and where: its texts, the profile's player and scene text."""
+
+    texts: SimulatorTexts
+    player: str
+    scene: str
+
+
+def published_reply(text: str, thinking: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
+    """The reply both published loops read: the words after the last ``Response:``, trimmed of newlines,
+    one layer of brackets and curly quotes; the dialogue ends when it holds a goodbye word."""
+    reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
+    return PublishedReplyAnswer(
+        reply=reply,
+        end_dialogue=any(word in reply for word in goodbye_words),
+        thinking=thinking,
+        response_field="Response:" in text,
+    )
+
+
+AppraisalPrompt = Callable[[PublishedPlayer, int, Sequence[Message]], str]
+ReplyPrompt = Callable[[PublishedPlayer, str, Sequence[Message], "Appraisal | None"], str]
 
 
 @dataclass(frozen=True)

@@ -37,15 +37,34 @@ class SentientSpec(SimulatorSpec):
     ``sampling``) on top of the simulator's defaults (temperature 0.7); once read, it states the whole
     sampling the simulator uses (:func:`simulator_sampling`)."""
 
-    kind: Literal["llm"] = "llm"
-    model: ModelSpec
-    sampling: SamplingParams | None = None
-    #: cache answers of a greedy (temperature 0) simulator in this sqlite file;
-    #: ``"auto"`` = ``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off.
-    cache: str | None = "auto"
-    #: the prompts and their options: ``sage`` (default) follows the published simulator's structure;
-    #: ``rlver-v1`` is our earlier prompt set (-10..+10 rubric, difficulty paragraph, one-JSON reply).
-    protocol: SentientProtocol = Field(default_factory=SageProtocol)
+    kind: Literal["llm"] = Field(default="llm", description="``llm``: an LLM plays the user.")
+    model: ModelSpec = Field(
+        description=(
+            "The model that plays the user (needs ``model`` and, for ``kind: openai``, ``base_url``)."
+        )
+    )
+    sampling: SamplingParams | None = Field(
+        default=None,
+        description=(
+            "The simulator's sampling: the keys given, on top of the simulator's defaults (temperature "
+            "0.7); written out in full once read."
+        ),
+    )
+    cache: str | None = Field(
+        default="auto",
+        description=(
+            'cache answers of a greedy (temperature 0) simulator in this sqlite file; ``"auto"`` = '
+            "``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off."
+        ),
+    )
+    protocol: SentientProtocol = Field(
+        default_factory=SageProtocol,
+        description=(
+            "the prompts and their options: ``sage`` (default) follows the published simulator's "
+            "structure; ``rlver-v1`` is our earlier prompt set (-10..+10 rubric, difficulty paragraph, "
+            "one-JSON reply)."
+        ),
+    )
 
     @classmethod
     def accepted_keys(cls) -> set[str]:

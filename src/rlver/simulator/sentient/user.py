@@ -36,7 +36,7 @@ from rlver.simulator.sentient.parsing import (
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.sentient.protocols import ReplyStep, SentientProtocol, protocol_named
+from rlver.simulator.sentient.protocols import DialogueStart, ReplyStep, SentientProtocol, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
 #: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
@@ -47,15 +47,7 @@ SIMULATOR_MAX_TOKENS = 4096
 #: The default sampling of the simulator LLM (see the module docstring for why).
 DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=SIMULATOR_MAX_TOKENS)
 
-#: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
-SATISFIED_TIERS = ("S", "A")
-
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
-
-
-def end_reason_for(tier: str) -> str:
-    """The user ended the dialogue: content (``satisfied``) at tiers S/A, else ``left``."""
-    return "satisfied" if tier in SATISFIED_TIERS else "left"
 
 
 class SentientUser(SimulatedUser):
@@ -83,11 +75,7 @@ class SentientUser(SimulatedUser):
         self.protocol = simulator.protocol
         #: this dialogue's prompts (a protocol may build what every call shares once, here)
         self.prompts = self.protocol.dialogue(
-            profile,
-            difficulty=difficulty,
-            behaviour=behaviour,
-            language=language,
-            start_emotion=emotion.value,
+            DialogueStart(profile, difficulty, behaviour, language, start_emotion=emotion.value)
         )
 
     def _sampling(self) -> SamplingParams:
@@ -200,12 +188,11 @@ class SentientUser(SimulatedUser):
         self.history.append(Message(role="assistant", content=agent_reply))
         self.history.append(Message(role="user", content=reply.reply))
         results = (appraisal_result, reply_result)
-        return UserTurn(
-            text=reply.reply,
-            appraisal=appraisal,
-            ends_dialogue=reply.end_dialogue,
-            end_reason=end_reason_for(appraisal.tier) if reply.end_dialogue else None,
-            latency_s=time.perf_counter() - started,
+        return self.user_turn(
+            reply.reply,
+            appraisal,
+            ends=reply.end_dialogue,
+            started=started,
             tokens=sum(r.tokens for r in results),
             prompt_tokens=sum(r.prompt_tokens for r in results),
             completion_tokens=sum(r.completion_tokens for r in results),

@@ -50,7 +50,7 @@ Tensor = torch.Tensor
 class MAPOSettings(AlgorithmSettings):
     """MAPO's own settings: the two weights of the mixed advantage, and its epsilon."""
 
-    name: str = "mapo"
+    name: str = Field(default="mapo", description="``mapo``: turn-level advantages (see its own keys).")
     mapo_turn_weight: float = Field(
         default=0.4, ge=0.0, le=1.0, description="weight of the turn-level normalised return (MAPO's 0.4)"
     )

@@ -11,6 +11,7 @@ from rlver.errors import ConfigError
 from rlver.registry import UnknownName
 from rlver.simulator.sentient.protocols.base import (
     PROTOCOLS,
+    DialogueStart,
     ProtocolDialogue,
     ReplyStep,
     SentientProtocol,
@@ -27,4 +28,11 @@ def protocol_named(name: str) -> SentientProtocol:
     return protocol
 
 
-__all__ = ["PROTOCOLS", "ProtocolDialogue", "ReplyStep", "SentientProtocol", "protocol_named"]
+__all__ = [
+    "PROTOCOLS",
+    "DialogueStart",
+    "ProtocolDialogue",
+    "ReplyStep",
+    "SentientProtocol",
+    "protocol_named",
+]

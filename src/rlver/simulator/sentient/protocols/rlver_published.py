@@ -23,6 +23,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
+from pydantic import Field
+
 from rlver.errors import ConfigError
 from rlver.records import Appraisal, Message
 from rlver.simulator.sentient import published_text
@@ -30,10 +32,12 @@ from rlver.simulator.sentient.parsing import AppraisalAnswer
 from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
 from rlver.simulator.sentient.published_calls import (
     MAX_PUBLISHED_CHANGE,
+    PublishedPlayer,
     PublishedReplyAnswer,
     PublishedSimulator,
     fill_history,
     planning_text,
+    published_reply,
 )
 
 #: The files this protocol reads (recorded with their sha256 in every manifest).
@@ -75,13 +79,7 @@ def read_training_reply(text: str, goodbye_words: Sequence[str]) -> PublishedRep
         .strip("]")
         .replace("\n\n", "\n")
     )
-    reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
-    return PublishedReplyAnswer(
-        reply=reply,
-        end_dialogue=any(word in reply for word in goodbye_words),
-        thinking=thinking,
-        response_field="Response:" in text,
-    )
+    return published_reply(text, thinking, goodbye_words)
 
 
 def goodbye_words() -> tuple[str, ...]:
@@ -98,10 +96,9 @@ def goodbye_words() -> tuple[str, ...]:
     )
 
 
-def training_appraisal_prompt(
-    texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
-) -> str:
+def training_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[Message]) -> str:
     """``planning_reply``'s prompt (dsv3 lines 178-193), ``history`` ending with the agent's reply."""
+    texts, player, scene = who.texts, who.player, who.scene
     prompt = (
         texts.appraisal_template.replace("{{emotion}}", str(emotion))
         .replace("{{player_type}}", player)
@@ -112,14 +109,10 @@ def training_appraisal_prompt(
 
 
 def training_reply_prompt(
-    texts: published_text.SimulatorTexts,
-    player: str,
-    scene: str,
-    state: str,
-    history: Sequence[Message],
-    appraisal: Appraisal | None,
+    who: PublishedPlayer, state: str, history: Sequence[Message], appraisal: Appraisal | None
 ) -> str:
     """``player_reply``'s prompt (dsv3 lines 331-353): here the profile goes in after the history."""
+    texts, player, scene = who.texts, who.player, who.scene
     prompt = texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
     prompt = prompt.replace("{{target}}", texts.target)
     prompt = prompt.replace("{{emotion}}", state)
@@ -142,13 +135,21 @@ RLVER_TRAINING = PublishedSimulator(
 class RlverPublishedProtocol(PublishedTextProtocol):
     """``rlver-published``: the published training simulator's prompts and parsing, fetched."""
 
-    name: Literal["rlver-published"] = "rlver-published"
-    #: The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the
-    #: dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, whose
-    #: ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: ``planning_reply``
-    #: moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, :235), so the prompt's
-    #: number (dsv3 :178) stays the start. ``current``: the emotion at that turn, as SAGE shows it.
-    appraisal_emotion: Literal["start", "current"] = "start"
+    name: Literal["rlver-published"] = Field(
+        default="rlver-published",
+        description="``rlver-published``: the published training simulator's prompts and parsing, fetched.",
+    )
+    appraisal_emotion: Literal["start", "current"] = Field(
+        default="start",
+        description=(
+            "The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the "
+            "dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, "
+            "whose ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: "
+            "``planning_reply`` moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, "
+            ":235), so the prompt's number (dsv3 :178) stays the start. ``current``: the emotion at that "
+            "turn, as SAGE shows it."
+        ),
+    )
 
     prompt_version: ClassVar[str] = "rlver-published"
     simulator: ClassVar[PublishedSimulator] = RLVER_TRAINING
