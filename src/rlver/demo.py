@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from rlver.eval.metrics import compute_metrics
-from rlver.eval.report import dialogue_lines, write_report
+from rlver.eval.report import write_report
 from rlver.eval.report_parts import Featured, Figure, Preface, first_shared_pair
+from rlver.eval.report_view import dialogue_lines
 from rlver.eval.runs import load_run
 from rlver.eval.training_report import held_out_points, reward_curve_figure
 from rlver.heartbeat import Say, step_reporter

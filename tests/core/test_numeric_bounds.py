@@ -27,7 +27,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from helpers import NURSE_EN
-from rlver.config import ConfigLayer, _model_types, load_config, load_layers
+from rlver.config import ConfigLayer, load_config, load_layers
+from rlver.config_errors import _model_types
 from rlver.errors import ConfigError
 from rlver.eval.config import EvalConfig
 from rlver.integrations.verl.config import VerlTrainConfig
@@ -402,7 +403,7 @@ class Flag(NamedTuple):
 def _config_bounds(command: str, flag: str) -> dict[str, Any]:
     """The bounds of the config field a flag sets (``eval --seed`` → ``EvalConfig.seed``)."""
     from rlver.cli.eval_cmd import EVAL_FLAGS
-    from rlver.config import _number_annotation
+    from rlver.config_errors import _number_annotation
 
     if command != "eval":
         return {}

@@ -18,13 +18,9 @@ from typing import Any
 
 import pytest
 
-from rlver.fidelity.calibrate import (
-    appraised_turns,
-    calibrate,
-    profile_of,
-    recorded_end,
-    replay_simulator_for,
-)
+from rlver.fidelity.calibrate import appraised_turns, calibrate
+from rlver.fidelity.released import profile_of
+from rlver.fidelity.replay_check import recorded_end, replay_simulator_for
 from rlver.records import Message
 from rlver.simulator.factory import kind_names
 from rlver.simulator.offline.user import OfflineSimulator

@@ -21,8 +21,9 @@ from typing import Any
 
 import typer
 
-from rlver.config import MAX_COUNT, mask_secret_tokens, mask_secret_values
+from rlver.config import MAX_COUNT
 from rlver.errors import ConfigError
+from rlver.redaction import mask_secret_tokens, mask_secret_values
 
 
 def output_path(flag: str, what: str = "folder") -> Callable[[str | Path], Path]:
