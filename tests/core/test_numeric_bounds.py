@@ -140,6 +140,12 @@ def _kind_context(cls: type[BaseModel], prefix: str) -> tuple[str, ...]:
     for name, backend in BACKENDS.items():
         if backend.settings_class is cls:
             return (f"{prefix.removesuffix('backend_settings.')}backend={name}",)
+    if hasattr(cls, "choices") and "choices" not in vars(cls):
+        # a base between a family's root and its registered members (PublishedTextProtocol): the
+        # settings it declares are read only under a member's name, so take its first member's
+        for sub in cls.__subclasses__():
+            if sub.__module__.startswith("rlver.") and (found := _kind_context(sub, prefix)):
+                return found
     return ()
 
 
