@@ -71,8 +71,8 @@ ROWS = [
         '        SimulatorKind("stern", "hard to please", "rlver.simulator.stern:build", "rlver.simulator.stern:Spec"),',
     ),
     Addition(
-        "a sentient protocol", "protocol.py.txt", "src/rlver/simulator/sentient/protocols/brief.py",
-        "src/rlver/simulator/sentient/protocols/base.py", "PROTOCOLS",
+        "a sentient protocol", "protocol.py.txt", "src/rlver/simulator/llm/protocols/brief.py",
+        "src/rlver/simulator/llm/protocols/base.py", "PROTOCOLS",
         '        _protocol("brief", "rlver-v1 with a word limit", "brief", "BriefProtocol"),',
     ),
     Addition(

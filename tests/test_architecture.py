@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "config": 0,
     "config_errors": 0,  # what a config error says: the key, its file and line or flag, the range
     "redaction": 0,  # secrets masked in what is printed and written
-    "protocol": 0,
+    "rules": 0,
     "stats": 0,
     "seeding": 0,
     "interrupt": 0,

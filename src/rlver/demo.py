@@ -128,7 +128,7 @@ def protocol_label(config: TrainConfig) -> str:
     The demo's held-out score is not the benchmark's (10 replies from 40): saying which protocol it
     follows keeps the two from being read as one.
     """
-    from rlver.protocol import protocol_label as label
+    from rlver.rules import protocol_label as label
 
     return label(config.env_config(evaluation=True).rules, config.eval.protocol)
 

@@ -36,7 +36,7 @@ from rlver import __version__
 from rlver.env.rewards import RewardSpec
 from rlver.errors import InputError, Problem
 from rlver.migrate import stated_env_rules, upgrade_manifest
-from rlver.protocol import PRESETS, DialogueRules
+from rlver.rules import PRESETS, DialogueRules
 
 MANIFEST = "manifest"
 _SECRET_HINTS = ("api_key", "apikey", "secret", "password", "authorization", "access_token", "auth_token")

@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rlver.protocol import DialogueRules
+from rlver.rules import DialogueRules
 
 #: The names of the rules, as older files wrote them flat beside other keys.
 RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)

@@ -36,7 +36,7 @@ from rlver.integrations.verl.settings import DialogueTask
 from rlver.rollout.runner import RolloutConfig
 from rlver.seeding import MAX_SEED
 from rlver.simulator.factory import KINDS
-from rlver.simulator.sentient.protocols import PROTOCOLS
+from rlver.simulator.llm.protocols import PROTOCOLS
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.backends import BACKENDS
 from rlver.train.config import resolve_config_path

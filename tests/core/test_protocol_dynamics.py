@@ -10,9 +10,9 @@ from helpers import TEST_PROFILES
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import episode_reward
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING
 from rlver.records import Appraisal, UserTurn
 from rlver.rollout.runner import RolloutConfig, run_rollouts
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING
 from rlver.simulator.emotion import EmotionRules
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.simulator.replay import Recording, ReplaySimulator

@@ -22,8 +22,8 @@ from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator import behaviours
 from rlver.simulator.emotion import EmotionRules, clamp, tier_of
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 EN, ZH = SAM_EN, XIAOLIN_ZH

@@ -22,11 +22,11 @@ from rlver.errors import ConfigError
 from rlver.records import Message
 from rlver.registry import Entry
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.sentient import protocols
-from rlver.simulator.sentient.protocols import PROTOCOLS, DialogueStart, ProtocolDialogue, ReplyStep
-from rlver.simulator.sentient.protocols.v1 import V1Dialogue, V1Protocol
-from rlver.simulator.sentient.spec import SentientSpec
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm import protocols
+from rlver.simulator.llm.protocols import PROTOCOLS, DialogueStart, ProtocolDialogue, ReplyStep
+from rlver.simulator.llm.protocols.v1 import V1Dialogue, V1Protocol
+from rlver.simulator.llm.spec import SentientSpec
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "src" / "rlver" / "simulator"

@@ -18,7 +18,7 @@ from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.simulator.factory import KINDS, build_simulator, simulator_kind
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm.protocols.sage import SageProtocol
 
 #: ``--sim-option`` names: the sage prompt options (spec keys of the same names).
 PROMPT_OPTIONS = SageProtocol.option_names()

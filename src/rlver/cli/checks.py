@@ -182,7 +182,7 @@ def field_max(model: Any, name: str) -> Any:
 
 
 def _max_turns() -> int:
-    from rlver.protocol import DialogueRules
+    from rlver.rules import DialogueRules
 
     return int(field_max(DialogueRules, "max_assistant_turns"))
 

@@ -67,13 +67,13 @@ def _simulator_kinds() -> list[tuple[str, type[BaseModel]]]:
 
 
 def _protocols() -> list[tuple[str, type[BaseModel]]]:
-    from rlver.simulator.sentient.protocols import PROTOCOLS
+    from rlver.simulator.llm.protocols import PROTOCOLS
 
     return list(PROTOCOLS.items())
 
 
 def variants() -> list[Variant]:
-    from rlver.simulator.sentient.protocols import SentientProtocol
+    from rlver.simulator.llm.protocols import SentientProtocol
     from rlver.simulator.spec import SimulatorSpec
     from rlver.train.algorithms.base import AlgorithmSettings
     from rlver.train.backends.settings import BackendSettings

@@ -13,7 +13,7 @@ Termination follows the published protocol:
   appraisals. With ``appraise_final_reply=False`` that last reply is appended without calling the
   simulator (it cannot change the score, and it saves one simulator round per dialogue).
 
-Every one of these rules is a field of :class:`rlver.protocol.DialogueRules`, held as
+Every one of these rules is a field of :class:`rlver.rules.DialogueRules`, held as
 ``EnvConfig.rules`` (defaults: the published evaluation; :meth:`EnvConfig.published_training` the
 published training dynamics, verified in docs/protocol.md): per-turn change bound and floor at 0,
 stopping at 100, the low threshold, the turn-limit rule and a shared opening line per GRPO group
@@ -50,8 +50,8 @@ from rlver.limits import text_too_long
 from rlver.llm.base import Completion
 from rlver.migrate import nest_flat_rules
 from rlver.profiles.schema import Language, Profile
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
 from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionState
 
@@ -64,9 +64,9 @@ def per_turn_samples(think: bool, think_context: str) -> bool:
 
 
 class EnvConfig(BaseModel):
-    """How a dialogue runs: its :class:`~rlver.protocol.DialogueRules` plus what the policy is shown.
+    """How a dialogue runs: its :class:`~rlver.rules.DialogueRules` plus what the policy is shown.
 
-    The defaults are the Sentient Benchmark's (:data:`~rlver.protocol.EVALUATION` rules, the neutral
+    The defaults are the Sentient Benchmark's (:data:`~rlver.rules.EVALUATION` rules, the neutral
     agent prompt), so ``EnvConfig()`` and :meth:`evaluation` are the same dialogue. Flat rule keys
     (``EnvConfig(max_assistant_turns=3)``, an ``env:`` block of an older file) are read into ``rules``.
     """

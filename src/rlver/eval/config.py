@@ -27,7 +27,7 @@ from rlver.config import MAX_COUNT, deep_merge
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
 from rlver.llm.spec import ModelSpec
-from rlver.protocol import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
+from rlver.rules import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
 

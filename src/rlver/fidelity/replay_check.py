@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.fidelity.released import FileData, visible_dialogue
-from rlver.protocol import EVALUATION
 from rlver.records import Episode, fell_to_failure, reached_success
+from rlver.rules import EVALUATION
 from rlver.simulator.base import UserSimulator, user_end_reason
 from rlver.simulator.emotion import tier_of
 from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
@@ -24,7 +24,7 @@ def recording_of(episode: Episode) -> Recording:
 
 def recorded_end(episode: Episode, max_assistant_turns: int = EVALUATION.max_assistant_turns) -> str:
     """The end a released dialogue had, from its shape (the files do not store it); the turn limit
-    defaults to the benchmark's (:data:`rlver.protocol.EVALUATION`), which the released files ran."""
+    defaults to the benchmark's (:data:`rlver.rules.EVALUATION`), which the released files ran."""
     roles = [m.role for m in episode.messages if m.role in ("user", "assistant")]
     final = episode.emotions[-1] if episode.emotions else episode.start_emotion
     if roles and roles[-1] == "assistant":

@@ -222,8 +222,8 @@ KINDS: Registry[Any] = Registry(
         SimulatorKind(
             "llm",
             "an LLM plays the user; needs --sim-model",
-            "rlver.simulator.sentient.spec:build",
-            "rlver.simulator.sentient.spec:SentientSpec",
+            "rlver.simulator.llm.spec:build",
+            "rlver.simulator.llm.spec:SentientSpec",
             needs_model=True,
         ),
     ],

@@ -28,11 +28,11 @@ from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
 from rlver.limits import check_dialogues
 from rlver.migrate import nest_flat_eval_rules, upgrade_rollout, upgrade_update_keys
-from rlver.protocol import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.rollout.runner import RolloutConfig
+from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
-from rlver.simulator.sentient.protocols import SentientProtocol
+from rlver.simulator.llm.protocols import SentientProtocol
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
@@ -549,7 +549,7 @@ def eval_env(training: EnvConfig, e: EvalSettings, simulator_kind: str | None = 
     """The dialogue settings of in-training evaluation (see ``EvalSettings``).
 
     ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
-    included (SAGE's own with an LLM user on the SAGE profiles, :func:`rlver.protocol.asks_published_text`),
+    included (SAGE's own with an LLM user on the SAGE profiles, :func:`rlver.rules.asks_published_text`),
     so the two scores are comparable — keeping only the training's think mode (a think-mode policy is
     evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
     """

@@ -29,14 +29,14 @@ from rlver.records import Appraisal, Message, UserTurn
 from rlver.seeding import hashed_seed
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.sentient.parsing import (
+from rlver.simulator.llm.parsing import (
     AppraisalAnswer,
     OpeningAnswer,
     PlannedReplyAnswer,
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.sentient.protocols import DialogueStart, ReplyStep, SentientProtocol, protocol_named
+from rlver.simulator.llm.protocols import DialogueStart, ReplyStep, SentientProtocol, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
 #: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
@@ -209,7 +209,7 @@ class SentientSimulator(UserSimulator):
     ``prompt_language`` of ``None`` follows each profile's language.
 
     ``protocol`` picks the prompts, with its options: a
-    :class:`~rlver.simulator.sentient.protocols.SentientProtocol` object, or a protocol's name for its
+    :class:`~rlver.simulator.llm.protocols.SentientProtocol` object, or a protocol's name for its
     defaults. ``sage`` is the published structure (what ``SimulatorSpec`` and so ``rlver eval`` and
     the published presets use); ``rlver-v1`` (our earlier prompts) is this class's default so direct
     constructions keep their behaviour.

@@ -1,4 +1,4 @@
-"""The ``rlver-v1`` protocol: our earlier prompts (prompts in :mod:`rlver.simulator.sentient.prompts`).
+"""The ``rlver-v1`` protocol: our earlier prompts (prompts in :mod:`rlver.simulator.llm.prompts`).
 
 A -10..+10 rubric and a difficulty paragraph in the appraisal; the reply step starts a new
 conversation and answers in one JSON object (no plan). It has no options: it shows the simulator
@@ -13,15 +13,15 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from rlver.records import Message
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.parsing import OpeningAnswer, ReplyAnswer
-from rlver.simulator.sentient.protocols.base import (
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.parsing import OpeningAnswer, ReplyAnswer
+from rlver.simulator.llm.protocols.base import (
     DialogueStart,
     ProtocolDialogue,
     ReplyStep,
     SentientProtocol,
 )
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm.protocols.sage import SageProtocol
 
 
 class V1Protocol(SentientProtocol):

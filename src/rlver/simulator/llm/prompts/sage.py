@@ -43,9 +43,9 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.sentient.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
-from rlver.simulator.sentient.prompts.base import for_language, texts_from_module
-from rlver.simulator.sentient.prompts.sage_base import SageTexts
+from rlver.simulator.llm.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
+from rlver.simulator.llm.prompts.base import for_language, texts_from_module
+from rlver.simulator.llm.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
 #: v2 made what the simulator is shown as SAGE showed it by default (:class:`SageOptions` all off);
@@ -133,7 +133,7 @@ class SageOptions(BaseModel):
 
 
 #: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``), but for
-#: the raised quote bound (:data:`~rlver.simulator.sentient.prompts.MAX_QUOTED_CHARS`).
+#: the raised quote bound (:data:`~rlver.simulator.llm.prompts.MAX_QUOTED_CHARS`).
 ALL_ON = SageOptions(**dict.fromkeys(SageOptions.names(), True))
 
 #: One line per language; the language's module holds its texts (see prompts.base).

@@ -3,7 +3,7 @@
 rlver's ``sage`` protocol follows SAGE's structure in rlver's words; a judge asked other words gives
 other scores, so a new run under it cannot sit beside the leaderboard. This protocol sends SAGE's text
 itself, read at run time from the fetched ``sage/simulator_response.py``
-(:mod:`rlver.simulator.sentient.published_text`), and builds each prompt the way SAGE's
+(:mod:`rlver.simulator.llm.published_text`), and builds each prompt the way SAGE's
 ``planning_reply`` and ``player_reply`` do: the same ``str.replace`` calls in the same order, the
 history as the same JSON (``ensure_ascii=False, indent=2``), split into earlier context and latest
 exchange for the reply call, and the opening-line case. ``call_llm(prompt)`` is left to the user in
@@ -26,10 +26,10 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
-from rlver.simulator.sentient.published_calls import (
+from rlver.simulator.llm import published_text
+from rlver.simulator.llm.parsing import AppraisalAnswer
+from rlver.simulator.llm.protocols.base import PublishedTextProtocol
+from rlver.simulator.llm.published_calls import (
     MAX_PUBLISHED_CHANGE,
     PublishedPlayer,
     PublishedReplyAnswer,

@@ -22,8 +22,8 @@ from rlver.llm.spec import ModelSpec
 from rlver.migrate import nest_protocol_options
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
-from rlver.simulator.sentient.protocols import PROTOCOLS, SentientProtocol
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm.protocols import PROTOCOLS, SentientProtocol
+from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
 
 
@@ -113,7 +113,7 @@ def simulator_sampling(spec: SentientSpec) -> SamplingParams:
     block states (``simulator.sampling``, else ``simulator.model.sampling``), each on top of the
     simulator's defaults (temperature 0.7, its own high reply cap). A block that states only
     ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0."""
-    from rlver.simulator.sentient.user import DEFAULT_SAMPLING
+    from rlver.simulator.llm.user import DEFAULT_SAMPLING
 
     chosen = spec.sampling
     if chosen is None and "sampling" in spec.model.model_fields_set:
@@ -126,7 +126,7 @@ def simulator_sampling(spec: SentientSpec) -> SamplingParams:
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
-    from rlver.simulator.sentient.user import SentientSimulator
+    from rlver.simulator.llm.user import SentientSimulator
 
     assert isinstance(spec, SentientSpec)
     sampling = simulator_sampling(spec)

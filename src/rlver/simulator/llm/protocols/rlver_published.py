@@ -8,11 +8,11 @@ the history split into earlier context and latest exchange in both calls), its o
 shown only the ``reason`` and ``analyse`` fields (line 335-336). Its parser differs too: fields lose
 their blank lines, and the change is the first (or, when it mentions 变化, the last) line after
 ``Change:``, read with ``int()``, with no clamp (lines 208-219). The text is read from the fetched file
-(:func:`rlver.simulator.sentient.published_text.training_texts`); the building order of each prompt
+(:func:`rlver.simulator.llm.published_text.training_texts`); the building order of each prompt
 follows the published ``str.replace`` chains (dsv3 lines 178-193, 331-353).
 
 The training dynamics (no clamp, no floor, no end at 100) are the dialogue rules'
-(:data:`rlver.protocol.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
+(:data:`rlver.rules.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
 dialogue on the goodbye words its reply prompt tells the user to say (RLVER ``vllm_rollout_spmd.py:521``
 checks the same two words); they are read from the reply template's Emotion-F line.
 """
@@ -27,10 +27,10 @@ from pydantic import Field
 
 from rlver.errors import ConfigError
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
-from rlver.simulator.sentient.published_calls import (
+from rlver.simulator.llm import published_text
+from rlver.simulator.llm.parsing import AppraisalAnswer
+from rlver.simulator.llm.protocols.base import PublishedTextProtocol
+from rlver.simulator.llm.published_calls import (
     MAX_PUBLISHED_CHANGE,
     PublishedPlayer,
     PublishedReplyAnswer,

@@ -1,6 +1,6 @@
 """What a sentient-user protocol is: the prompts it sends, the answers it reads, how it describes itself.
 
-The sentient user (:mod:`rlver.simulator.sentient.user`) runs the same dialogue under every protocol:
+The sentient user (:mod:`rlver.simulator.llm.user`) runs the same dialogue under every protocol:
 open, then per agent reply an appraisal call (our arithmetic moves the emotion) and a reply call. What
 differs between protocols is only what this interface names, so the user holds one protocol object and
 never asks which one it is.
@@ -28,9 +28,9 @@ from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.registry import Entry, Registry
-from rlver.simulator.sentient.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
-from rlver.simulator.sentient.prompts import MAX_QUOTED_CHARS
-from rlver.simulator.sentient.published_calls import (
+from rlver.simulator.llm.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
+from rlver.simulator.llm.prompts import MAX_QUOTED_CHARS
+from rlver.simulator.llm.published_calls import (
     PublishedPlayer,
     PublishedReplyAnswer,
     PublishedSimulator,
@@ -91,7 +91,7 @@ class ProtocolDialogue(ABC):
 
 def _protocol(name: str, description: str, module: str, cls: str) -> Entry[Any]:
     """A protocol's registry line: the class is both what it builds and its settings (its options)."""
-    ref = f"rlver.simulator.sentient.protocols.{module}:{cls}"
+    ref = f"rlver.simulator.llm.protocols.{module}:{cls}"
     return Entry(name, description, ref, ref)
 
 

@@ -1,6 +1,6 @@
 """What the two published simulators share: how a call quotes the dialogue, names the emotion, hands the
 appraisal to the reply call, and what a reply answer holds (no published text here: it is read by
-:mod:`rlver.simulator.sentient.published_text`).
+:mod:`rlver.simulator.llm.published_text`).
 
 Each published simulator (:class:`PublishedSimulator`) is its fetched texts plus four functions: the
 appraisal prompt, the reply prompt, and the readers of their answers. The protocols that send them
@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from rlver.errors import ConfigError
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.published_text import SimulatorTexts
+from rlver.simulator.llm.parsing import AppraisalAnswer
+from rlver.simulator.llm.published_text import SimulatorTexts
 
 #: The published answer fields and the appraisal fields they fill (SAGE's ``TargetCompletion`` and the
 #: training simulator's ``reason`` are the same step: the fit with the hidden theme).

@@ -14,11 +14,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field
 
 from rlver.records import Message
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.parsing import PlannedReplyAnswer
-from rlver.simulator.sentient.prompts import sage
-from rlver.simulator.sentient.prompts.sage import SageOptions
-from rlver.simulator.sentient.protocols.base import (
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.parsing import PlannedReplyAnswer
+from rlver.simulator.llm.prompts import sage
+from rlver.simulator.llm.prompts.sage import SageOptions
+from rlver.simulator.llm.protocols.base import (
     DialogueStart,
     ProtocolDialogue,
     ReplyStep,
