@@ -191,6 +191,10 @@ def test_each_addition_is_its_module_and_one_line_and_all_of_them_pass_the_suite
         new = after[addition.registry_file].decode().splitlines()
         assert sorted(set(new) - set(old)) == [addition.line] and len(new) == len(old) + 1, addition.row
 
+    # docs/config.md is generated from the models (``make config-docs``), not written: an addition's
+    # own settings join it when the author regenerates it, as here, and the suite checks it is current
+    docs = in_copy(tree, "rlver.cli.config_reference", "docs/config.md", timeout=300)
+    assert docs.returncode == 0, docs.stderr[-3000:]
     for tool in (
         ("ruff", "check", "src", "tests", "bench"),
         ("ruff", "format", "--check", "src", "tests", "bench"),

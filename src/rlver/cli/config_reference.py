@@ -17,7 +17,7 @@ import sys
 import types
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +169,8 @@ class Page:
 
     parts: list[str]
     printed: dict[type[BaseModel], str]
+    #: ``Model.field`` of each printed field without a description
+    missing: list[str] = field(default_factory=list)
 
     def block(self, path: str, model: type[BaseModel], heading: str | None = None) -> None:
         """``model``'s table at ``path`` (or a pointer to where it was printed), then its blocks."""
@@ -199,15 +201,18 @@ class Page:
         rows = [f"### {heading}\n", *([f"{_cell(doc)}\n"] if doc else [])]
         rows += ["| key | type | default | description |", "|---|---|---|---|"]
         nested: list[tuple[str, type[BaseModel]]] = []
-        for name, field in model.model_fields.items():
+        for name, info in model.model_fields.items():
             if name in skip:
                 continue
             key = f"{path}.{name}" if path else name
-            bounds = bounds_text(field)
-            kind = type_text(field.annotation) + (f" ({bounds})" if bounds else "")
-            description = field.description or ""
-            rows.append(f"| `{key}` | {_cell(kind)} | {_cell(default_text(field))} | {_cell(description)} |")
-            nested += [(key, inner) for inner in _nested(field.annotation)]
+            bounds = bounds_text(info)
+            kind = type_text(info.annotation) + (f" ({bounds})" if bounds else "")
+            description = (info.description or "").strip()
+            if not description:
+                owner = next(c for c in model.__mro__ if name in getattr(c, "__annotations__", {}))
+                self.missing.append(f"{owner.__module__}.{owner.__qualname__}.{name}")
+            rows.append(f"| `{key}` | {_cell(kind)} | {_cell(default_text(info))} | {_cell(description)} |")
+            nested += [(key, inner) for inner in _nested(info.annotation)]
         self.parts.append("\n".join(rows) + "\n")
         return nested
 
@@ -222,23 +227,11 @@ def render() -> str:
 
 
 def missing_descriptions() -> list[str]:
-    """``Model.field`` of every field on the page without a description."""
-    seen: set[type[BaseModel]] = set()
-    found: list[str] = []
-    stack: list[type[BaseModel]] = [root for _, root in roots()]
-    for v in variants():
-        stack.extend(cls for _, cls in v.choices())
-    while stack:
-        model = stack.pop()
-        if model in seen:
-            continue
-        seen.add(model)
-        for name, field in model.model_fields.items():
-            if not (field.description or "").strip():
-                owner = next(c for c in model.__mro__ if name in getattr(c, "__annotations__", {}))
-                found.append(f"{owner.__module__}.{owner.__qualname__}.{name}")
-            stack.extend(_nested(field.annotation))
-    return sorted(set(found))
+    """``Model.field`` of every field the page prints without a description."""
+    page = Page([], {})
+    for _, root in roots():
+        page.block("", root)
+    return sorted(set(page.missing))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ from rlver.llm.structured import StructuredResult
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
 from rlver.seeding import hashed_seed
-from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.base import Judgement, SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.llm.parsing import (
     AppraisalAnswer,
@@ -131,17 +131,10 @@ class SentientUser(SimulatedUser):
 
     def _appraisal(self, answer: AppraisalAnswer) -> Appraisal:
         """Apply the stated change (our arithmetic, not the LLM's) and keep both raw and applied."""
-        before, change, after = self.emotion.apply(answer.change)
-        return Appraisal(
-            understanding=answer.understanding,
-            goal_fit=answer.goal_fit,
-            inner_reaction=answer.inner_reaction,
-            feeling=answer.feeling,
-            raw_change=answer.change,
-            change=change,
-            emotion_before=before,
-            emotion_after=after,
-            tier=self.emotion.tier,
+        return self.applied(
+            Judgement(
+                answer.change, answer.understanding, answer.goal_fit, answer.inner_reaction, answer.feeling
+            )
         )
 
     async def _ask_reply(

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from rlver.profiles.schema import Difficulty, Profile
-from rlver.records import Appraisal, Message, Tier, UserTurn
-from rlver.simulator.base import GOODBYE_TIERS, SimulatedUser, UserSimulator
+from rlver.records import Message, Tier, UserTurn
+from rlver.simulator.base import GOODBYE_TIERS, Judgement, SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.offline.answers import UNREADABLE, Answerer
@@ -288,22 +288,18 @@ class OfflineUser(SimulatedUser):
         self.last_flags = list(scored.flags)
         self.last_exact = scored.total if scored.exact is None else scored.exact
         raw_change = scored.raw_change
-        before, change, after = self.emotion.apply(raw_change)
-        self._changes.append(change)
-        tier = self.emotion.tier
-        lang = self.pf.language
-        appraisal = Appraisal(
-            understanding="; ".join(scored.notes["understanding"]),
-            goal_fit="; ".join(scored.notes["goal_fit"]),
-            inner_reaction="; ".join(scored.notes["inner_reaction"]) or f"style: {self.pf.style}",
-            feeling=feeling_words(raw_change, lang),
-            raw_change=raw_change,
-            change=change,
-            emotion_before=before,
-            emotion_after=after,
-            tier=tier,
-            features=scored.features,
+        appraisal = self.applied(
+            Judgement(
+                raw_change,
+                understanding="; ".join(scored.notes["understanding"]),
+                goal_fit="; ".join(scored.notes["goal_fit"]),
+                inner_reaction="; ".join(scored.notes["inner_reaction"]) or f"style: {self.pf.style}",
+                feeling=feeling_words(raw_change, self.pf.language),
+                features=scored.features,
+            )
         )
+        change, tier = appraisal.change, appraisal.tier
+        self._changes.append(change)
         text = self._reply_text(agent_reply, scored.flags, "cliche" in scored.features, tier, change)
         self._said(agent_reply)
         self._heard(text)
