@@ -393,7 +393,7 @@ class RunSettings(_Strict):
 
 
 class TrainConfig(_Strict):
-    """A whole training run. See docs/training.md for every field's meaning."""
+    """A whole training run. Every field's meaning: docs/config.md (printed from these models)."""
 
     model: ModelSettings = Field(
         default_factory=ModelSettings, description="The policy and how it is loaded."
