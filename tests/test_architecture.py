@@ -3,6 +3,9 @@
 * **Layers.** Every ``rlver`` import — module level or inside a function, absolute or relative — goes to
   the importer's own layer or a lower one. ``train`` and ``eval`` sit side by side and never import each
   other: a training run and a benchmark share the layers below them, not each other's code.
+* **No import circles.** No modules import each other in a loop, counting every import: inside a
+  function, under ``if TYPE_CHECKING:`` (a type-only import still ties two modules together) and
+  relative ones; the failure names the circle's path. A lazy registry's ``"module:attr"`` is no import.
 * **Function size.** No function body is over :data:`MAX_BODY_LINES` lines. The signature does not
   count (a typer command declares its options there); the docstring does.
 
