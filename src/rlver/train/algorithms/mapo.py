@@ -37,14 +37,14 @@ The loss is the shared clipped surrogate (``kl_in = "loss"``: a k3 term as GRPO'
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from pydantic import Field, model_validator
 
 from rlver.train.algorithms.base import AdvantageInputs, Advantages, Algorithm, AlgorithmSettings
 
-Tensor = torch.Tensor
+if TYPE_CHECKING:  # torch is imported where it is used: reading a config must not load it
+    from torch import Tensor
 
 
 class MAPOSettings(AlgorithmSettings):
@@ -86,6 +86,8 @@ def turn_rewards_by_dialogue(inputs: AdvantageInputs) -> dict[int, dict[int, flo
     (``inputs.per_turn``) earns the reward from its turn on, so ``r_k`` is its sum less the next turn's
     sample's; a dialogue whose late turns did not fit keeps their reward on its last kept turn (as a
     cut whole dialogue does, ``rlver.env.rewards.sample_rewards``)."""
+    import torch
+
     dialogues, turn_index = turns_of(inputs)
     summed: dict[int, dict[int, float]] = defaultdict(dict)
     on = inputs.mask > 0
@@ -108,6 +110,8 @@ def monte_carlo_returns(
 ) -> tuple[list[tuple[int, int]], Tensor]:
     """Every (dialogue, turn) and its return ``G = r + gamma * G_next`` (0 after the last turn), as a flat
     tensor."""
+    import torch
+
     keys: list[tuple[int, int]] = []
     returns: list[float] = []
     for d, by_turn in rewards.items():
@@ -121,6 +125,8 @@ def monte_carlo_returns(
 
 def _normalised(values: Tensor, eps: float) -> Tensor:
     """``(x - mean) / (std + eps)``, unbiased std; 0 for fewer than two values (no baseline)."""
+    import torch
+
     if values.numel() < 2:
         return torch.zeros_like(values)
     return (values - values.mean()) / (values.std() + eps)
@@ -137,6 +143,8 @@ class MAPO(Algorithm[MAPOSettings]):
     settings_class = MAPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: MAPOSettings) -> Advantages:
+        import torch
+
         dialogues, turn_index = turns_of(inputs)
         keys, g = monte_carlo_returns(turn_rewards_by_dialogue(inputs), settings.gamma)
         group_of = dict(zip(dialogues.tolist(), inputs.groups.tolist(), strict=True))
