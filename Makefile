@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: mutants models demo test setup setup-dev light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
+.PHONY: config-docs mutants models demo test setup setup-dev light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ browser-check:
 MODULES ?=
 mutants: setup-dev
 	nice -n 10 $(PY) bench/mutants.py $(MODULES)
+
+# docs/config.md: every config key, printed from the pydantic models (tests/test_config_reference.py
+# fails when it is out of date).
+config-docs: setup-dev
+	$(PY) -m rlver.cli.config_reference docs/config.md
 
 lint: setup-dev
 	$(VENV)/bin/ruff check src tests bench

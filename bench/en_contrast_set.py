@@ -44,7 +44,7 @@ from typing import Any
 
 from rlver.env.thinking import system_prompt, visible_text
 from rlver.errors import RlverError
-from rlver.protocol import EVALUATION_START
+from rlver.rules import EVALUATION_START
 from rlver.transcripts.native import read_transcript
 
 KINDS = ("off_topic", "shuffled", "repeated", "cut", "platitude")

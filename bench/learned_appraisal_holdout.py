@@ -25,7 +25,8 @@ from typing import Any
 
 from rlver.errors import InputError, Problem, RlverError
 from rlver.fidelity.appraisal_fit import dump_artefact, find_result_files, fit_artefact, model_group
-from rlver.fidelity.calibrate import appraised_turns, load_files, predict_turn
+from rlver.fidelity.calibrate import appraised_turns, predict_turn
+from rlver.fidelity.released import load_files
 from rlver.simulator.offline.learned import AppraisalModel
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.stats import agreement, spearman

@@ -56,7 +56,7 @@ def time_protocol(
     """Seconds spent in ``respond`` and turns played, over every appraised reply of ``records``."""
     from rlver.llm.base import ChatModel, Completion
     from rlver.records import Message
-    from rlver.simulator.sentient.user import SentientSimulator
+    from rlver.simulator.llm.user import SentientSimulator
 
     class Instant(ChatModel):
         def __init__(self) -> None:

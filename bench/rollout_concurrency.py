@@ -43,7 +43,7 @@ def _profiles(n: int) -> list[Any]:
 
 def _models(url: str, n: int) -> tuple[Any, Any]:
     from rlver.llm.openai_client import OpenAIChatModel
-    from rlver.simulator.sentient.user import SentientSimulator
+    from rlver.simulator.llm.user import SentientSimulator
 
     policy = OpenAIChatModel(url, "policy", api_key_env=None, concurrency=max(n, 1), timeout_s=60)
     sim_model = OpenAIChatModel(url, "sim", api_key_env=None, concurrency=max(2 * n, 1), timeout_s=60)
@@ -74,8 +74,8 @@ async def _sequential(url: str, n: int, turns: int) -> float:
     """The published loop: batched generation, then simulator calls one dialogue after another."""
     from rlver.env.thinking import split_think
     from rlver.llm.base import SamplingParams
-    from rlver.protocol import TRAINING_START
     from rlver.records import Message
+    from rlver.rules import TRAINING_START
 
     policy, simulator = _models(url, n)
     users = [simulator.start(p, start_emotion=TRAINING_START, seed=i) for i, p in enumerate(_profiles(n))]

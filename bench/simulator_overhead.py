@@ -95,8 +95,8 @@ def _dialogue_inputs(profiles: list[Any], n: int, turns: int) -> list[tuple[Any,
 def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, float, int]:
     """Seconds spent building prompts, seconds spent parsing, turns: the sentient user's inner loop."""
     from rlver.records import Appraisal, Message
-    from rlver.simulator.sentient import prompts
-    from rlver.simulator.sentient.parsing import AppraisalAnswer, ReplyAnswer, parse_simulator_answer
+    from rlver.simulator.llm import prompts
+    from rlver.simulator.llm.parsing import AppraisalAnswer, ReplyAnswer, parse_simulator_answer
 
     build_s = parse_s = 0.0
     turns = 0
@@ -148,8 +148,8 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
     :class:`ScriptedChatModel` counts prompt words, which would be timed as ours).
     """
     from rlver.llm.base import ChatModel, Completion
-    from rlver.protocol import TRAINING_START
-    from rlver.simulator.sentient.user import SentientSimulator
+    from rlver.rules import TRAINING_START
+    from rlver.simulator.llm.user import SentientSimulator
 
     class Instant(ChatModel):
         def __init__(self, zh: bool) -> None:
@@ -181,7 +181,7 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
 
 def time_offline(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
     """Seconds and turns of the offline simulator (no embedder), start of each user included."""
-    from rlver.protocol import TRAINING_START
+    from rlver.rules import TRAINING_START
     from rlver.simulator.offline.user import OfflineSimulator
 
     simulator = OfflineSimulator(seed=0)

@@ -63,8 +63,8 @@ def collect_prompts(
 ) -> list[list[list[dict[str, str]]]]:
     """Every simulator prompt, grouped per dialogue, as chat messages."""
     from rlver.llm.base import ChatModel, Completion
-    from rlver.protocol import EVALUATION_START
-    from rlver.simulator.sentient.user import SentientSimulator
+    from rlver.rules import EVALUATION_START
+    from rlver.simulator.llm.user import SentientSimulator
 
     class Recorder(ChatModel):
         def __init__(self) -> None:

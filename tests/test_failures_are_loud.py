@@ -161,7 +161,8 @@ def test_run_eval_works_inside_a_running_event_loop(tmp_path: Path) -> None:
 
 
 def test_report_header_names_the_models_and_skips_empty_outcome_chart(tmp_path: Path) -> None:
-    from rlver.eval.report import ReportView, render_html
+    from rlver.eval.report import render_html
+    from rlver.eval.report_view import ReportView
     from rlver.eval.runs import load_run
 
     with FakeChatServer() as server:

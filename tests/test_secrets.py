@@ -357,10 +357,11 @@ def test_probe_never_prints_the_key(server: FakeChatServer, tmp_path: Path) -> N
 
 
 def test_key_env_must_be_a_variable_name_and_errors_mask_tokens() -> None:
-    from rlver.config import load_config, mask_secret_tokens
+    from rlver.config import load_config
     from rlver.errors import ConfigError
     from rlver.eval.config import EvalConfig
     from rlver.llm.spec import ModelSpec
+    from rlver.redaction import mask_secret_tokens
 
     key = KEYS["RLVER_CANARY_SIM"]
     url = "http://127.0.0.1:9/v1"

@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from rlver.eval.metrics import compute_metrics
-from rlver.eval.report import dialogue_lines, write_report
+from rlver.eval.report import write_report
 from rlver.eval.report_parts import Featured, Figure, Preface, first_shared_pair
+from rlver.eval.report_view import dialogue_lines
 from rlver.eval.runs import load_run
 from rlver.eval.training_report import held_out_points, reward_curve_figure
 from rlver.heartbeat import Say, step_reporter
@@ -127,7 +128,7 @@ def protocol_label(config: TrainConfig) -> str:
     The demo's held-out score is not the benchmark's (10 replies from 40): saying which protocol it
     follows keeps the two from being read as one.
     """
-    from rlver.protocol import protocol_label as label
+    from rlver.rules import protocol_label as label
 
     return label(config.env_config(evaluation=True).rules, config.eval.protocol)
 

@@ -8,10 +8,10 @@ attributes. The older shapes are upgraded as a record is read (``rlver.migrate.u
 so no reader carries fallback keys:
 
 * the agent: ``agent`` (``ChatModel.describe()``); ``policy`` (named in the first transcript docs);
-  ``model`` as a bare name (the demo until issue 26);
-* the run's kind: ``kind``; ``mode`` (``rlver chat --save`` until issue 26);
+  ``model`` as a bare name (the demo, in early versions);
+* the run's kind: ``kind``; ``mode`` (``rlver chat --save``, in early versions);
 * the dialogue's rules: ``rules``; else the environment's: ``env`` or ``rollout.env``, each with its
-  rule fields flat (every ``EnvConfig`` until issue 26) or nested under ``rules``;
+  rule fields flat (every early ``EnvConfig``) or nested under ``rules``;
 * the reward: ``reward``; ``rollout.reward``; the flat ``reward_mode``/``format_penalty``/
   ``mixed_weight`` of ``rollout`` or of the manifest itself (before ``RewardSpec``).
 
@@ -36,7 +36,7 @@ from rlver import __version__
 from rlver.env.rewards import RewardSpec
 from rlver.errors import InputError, Problem
 from rlver.migrate import stated_env_rules, upgrade_manifest
-from rlver.protocol import PRESETS, DialogueRules
+from rlver.rules import PRESETS, DialogueRules
 
 MANIFEST = "manifest"
 _SECRET_HINTS = ("api_key", "apikey", "secret", "password", "authorization", "access_token", "auth_token")

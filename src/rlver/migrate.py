@@ -5,29 +5,30 @@ manifest line, a config a user kept. Each shape change left readers with a littl
 history here, as plain mapping-to-mapping functions run when a block is read, means every other module
 sees only the current shape, and a shape can be retired by deleting one function.
 
-The shapes read here (each written by a released rlver; the commit that changed it in brackets):
+The shapes read here (each written by a released rlver; the commit that changed it in brackets where
+known):
 
 * flat rule keys (``max_assistant_turns: 3``) of an environment block or ``rollout:`` → ``rules:``
-  (issue 26); a training config's are named in a :class:`FutureWarning`;
+  a training config's are named in a :class:`FutureWarning`;
 * flat ``max_assistant_turns``/``start_emotion`` of a training config's ``eval:`` → ``eval.rules``
-  (issue 37; every config.yaml before it wrote both, mostly ``null``);
+  (every config.yaml before it wrote both, mostly ``null``);
 * flat ``reward_mode``/``format_penalty``/``mixed_weight`` → a nested ``reward:`` block (RewardSpec);
 * ``rollout.compile_decode`` → ``rollout.backend_settings.compile_decode`` (the ``hf`` backend's own
-  settings, issue 44), named in a :class:`FutureWarning`;
+  settings), named in a :class:`FutureWarning`;
 * one flat ``algorithm:`` block holding every algorithm's keys → only the named algorithm's (8c4fe12);
 * the update's system knobs (``micro_batch_tokens``, ``logit_chunk_tokens``) under ``algorithm:`` →
-  their own ``update:`` block (issue 44);
+  their own ``update:`` block;
 * one flat ``simulator:`` block holding every kind's and every protocol's options → the named kind's
   and protocol's (c81a8f4);
 * the manifest's earlier names: ``mode`` (now ``kind``), ``policy`` or a bare ``model`` (now
   ``agent``), ``rollout.env`` (now ``env``), flat reward keys (its own or its rollout's), and an
   environment's flat rule keys (read by :func:`stated_env_rules`).
 * a manifest's recorded settings compared on ``rlver eval --resume``, as this version writes them
-  (:func:`upgrade_recorded_setting`: flat rules, ``think_context`` before issue 36, sampling before
+  (:func:`upgrade_recorded_setting`: flat rules, ``think_context`` before it was recorded, sampling before
   ``model_default``, one flat simulator block, a model spec without ``base_url`` from before there
   was no default endpoint: :func:`recorded_endpoint`);
 * what a manifest left out because it was the default then (:func:`recorded_think_context`,
-  :func:`recorded_max_quoted_chars`: the defaults before issue 36), read by ``rlver explain``.
+  :func:`recorded_max_quoted_chars`: the defaults before they were recorded), read by ``rlver explain``.
 
 This module sits at the bottom layer: callers hand over what only they know (the registry of
 algorithms or simulator kinds), so it imports nothing of theirs.
@@ -39,7 +40,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from rlver.protocol import DialogueRules
+from rlver.rules import DialogueRules
 
 #: The names of the rules, as older files wrote them flat beside other keys.
 RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)
@@ -47,7 +48,7 @@ RULE_FIELDS: tuple[str, ...] = tuple(DialogueRules.model_fields)
 #: Keys a reward was configured with before it became one nested ``reward:`` block.
 FLAT_REWARD_KEYS = {"reward_mode": "mode", "format_penalty": "format_penalty", "mixed_weight": "mixed_weight"}
 
-#: The in-training evaluation's rule keys before ``eval.rules`` (issue 37).
+#: The in-training evaluation's rule keys before ``eval.rules``.
 FLAT_EVAL_RULE_KEYS = ("max_assistant_turns", "start_emotion")
 
 
@@ -143,7 +144,7 @@ def upgrade_rollout(data: Any, base: DialogueRules) -> Any:
 
 
 # -- the rollout backend's own knobs -------------------------------------------------------------------
-#: Keys of ``rollout:`` that became a backend's own settings (``rollout.backend_settings``, issue 44).
+#: Keys of ``rollout:`` that became a backend's own settings (``rollout.backend_settings``).
 ROLLOUT_BACKEND_KNOBS = ("compile_decode",)
 
 
@@ -190,7 +191,7 @@ def drop_other_algorithms_keys(
 
 def upgrade_update_keys(data: Any, defaults: Mapping[str, Any]) -> Any:
     """A training config whose ``algorithm:`` block holds the update's system knobs (``defaults``: each
-    key of ``update:`` and its default) as it did before issue 44: they move to ``update:``, beside any
+    key of ``update:`` and its default) as older configs did: they move to ``update:``, beside any
     keys given there (the ``algorithm:`` one wins: it was set later, e.g. by ``--set``). Every
     config.yaml written before states them, mostly at the default: those move quietly; a value chosen
     is named in a warning with its new place."""
@@ -256,7 +257,7 @@ def upgrade_recorded_setting(
     this version writes it, so that ``rlver eval --resume`` compares like with like: an ``env`` from
     before the rules nested (flat ``max_assistant_turns``...) equals the same rules nested, one without
     think equals any ``think_context`` (it changes nothing there; the default became
-    ``think_context_now`` in issue 36), an ``agent_sampling`` from before ``model_default`` and a
+    ``think_context_now`` when think contexts were recorded), an ``agent_sampling`` from before ``model_default`` and a
     ``simulator_spec`` from before the specs split by kind (one flat block) read as now.
 
     ``read_now`` maps each such key to the caller's reader (validate, then dump as JSON); a value it
@@ -295,18 +296,18 @@ def recorded_endpoint(spec: Any) -> Any:
     return spec if spec.get("base_url") else {**spec, "base_url": OPENAI_BASE_URL}
 
 
-#: What manifests written before issue 36 left unsaid because it was the default then.
-THINK_CONTEXT_BEFORE_36 = "full"
-MAX_QUOTED_CHARS_BEFORE_36 = 4000
+#: What manifests written before these settings were recorded left unsaid because it was the default then.
+THINK_CONTEXT_UNRECORDED = "full"
+MAX_QUOTED_CHARS_UNRECORDED = 4000
 
 
 def recorded_think_context(env: Mapping[str, Any] | None) -> Any:
     """The ``think_context`` a manifest's ``env`` ran with: as recorded, or ``full``, the default
-    before issue 36 (manifests then did not record it)."""
-    return (env or {}).get("think_context", THINK_CONTEXT_BEFORE_36)
+    before manifests recorded it."""
+    return (env or {}).get("think_context", THINK_CONTEXT_UNRECORDED)
 
 
 def recorded_max_quoted_chars(simulator: Mapping[str, Any]) -> Any:
     """How many characters of a reply the ``sage`` simulator quoted: as its description records it,
-    or 4,000, where manifests before issue 36 (which did not record it) cut."""
-    return simulator.get("max_quoted_chars", MAX_QUOTED_CHARS_BEFORE_36)
+    or 4,000, where manifests from before it was recorded cut."""
+    return simulator.get("max_quoted_chars", MAX_QUOTED_CHARS_UNRECORDED)

@@ -11,14 +11,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rlver.protocol import EVALUATION_START, FAILURE_BELOW, SUCCESS_AT
+from rlver.rules import EVALUATION_START, FAILURE_BELOW, SUCCESS_AT
 
 Role = Literal["system", "user", "assistant"]
 Tier = Literal["S", "A", "B", "C", "F"]
 EpisodeStatus = Literal["finished", "failed"]
 
 #: The benchmark's outcome of a dialogue is decided by its final emotion: **success** at or above
-#: ``SUCCESS_AT``, **failure** below ``FAILURE_BELOW`` (both declared in :mod:`rlver.protocol`).
+#: ``SUCCESS_AT``, **failure** below ``FAILURE_BELOW`` (both declared in :mod:`rlver.rules`).
 
 #: Emotions are 0-100; a value beyond ±1e9 in a file is corruption, not a number to keep (it would
 #: also overflow the float and decimal maths of the metrics). Out-of-range but sane values (-5, 130)

@@ -1,5 +1,5 @@
 """One registry type for every name a user may choose: algorithms, simulator kinds, model kinds,
-rollout backends, prompt protocols, reward modes and commands (issue 44, item 1).
+rollout backends, prompt protocols, reward modes and commands.
 
 Why one type: the seven tables were built six ways, broke their spec <-> registry import loops three
 ways and refused a typo in four wordings. A :class:`Registry` holds :class:`Entry` rows (a name, a

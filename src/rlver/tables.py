@@ -6,7 +6,7 @@ ending in ``…``). Here the table is measured first; when even its narrowest la
 row is printed as a heading (its first cell, whole) followed by ``column value`` pairs, wrapped.
 
 Rich also lays out to 80 columns when its stream is not a terminal, so ``rlver inspect RUN > file``
-broke ids, messages and table cells over several lines (issue 43): :func:`output_console` gives a file
+broke ids, messages and table cells over several lines: :func:`output_console` gives a file
 or a pipe a console as wide as :data:`UNWRAPPED`, where each line is as long as its content.
 """
 

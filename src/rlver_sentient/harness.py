@@ -31,6 +31,8 @@ class SentientHarness(vf.Harness[SentientHarnessConfig]):
     """Sends the dialogue's policy context to the interception endpoint and keeps the reply."""
 
     APPENDS_SYSTEM_PROMPT = True
+    #: verifiers' own ``resume`` relaunches :meth:`launch` on the conversation so far; ``launch`` answers
+    #: the dialogue the env keeps (the user's turn is already in it), so that default is the whole job
     SUPPORTS_RESUME = True
     EXECUTES_CODE = False
     NEEDS_CONTAINER = False
@@ -63,21 +65,6 @@ class SentientHarness(vf.Harness[SentientHarnessConfig]):
             return vf.ProgramResult(exit_code=1, stdout="", stderr=f"HTTP {status}: {text[:2000]}")
         exchange.reply = _completion(payload, time.perf_counter() - started)
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
-
-    async def resume(
-        self,
-        ctx: vf.ModelContext,
-        trace: vf.Trace,
-        runtime: vf.Runtime,
-        endpoint: str,
-        secret: str,
-        mcp_urls: dict[str, str],
-        data: vf.TaskData,
-        messages: vf.Messages,
-        tool_interception_url: str | None = None,
-    ) -> vf.ProgramResult:
-        """The user's turn is already in the dialogue the env keeps: answer the whole context."""
-        return await self.launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data)
 
 
 async def _post(

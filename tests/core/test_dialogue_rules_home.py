@@ -1,4 +1,4 @@
-"""The dialogue's rules have one home (issue 26): ``rlver.protocol.DialogueRules``.
+"""The dialogue's rules have one home (issue 26): ``rlver.rules.DialogueRules``.
 
 The environment (``EnvConfig.rules``), a training config (``rollout.rules``) and the auditor
 (``AuditOptions.rules``) hold one; none declares the rules again. Files written before the rules nested
@@ -17,7 +17,7 @@ import pytest
 from rlver.config import load_config
 from rlver.env.dialogue import EnvConfig
 from rlver.errors import ConfigError
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, protocol_name, rule_range
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules, protocol_name, rule_range
 from rlver.train.config import RolloutSettings, TrainConfig, load_train_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"
@@ -101,19 +101,19 @@ def _turn_limit_literals(trees: list[tuple[str, ast.Module]]) -> list[str]:
 
 @pytest.mark.parametrize("field", RULE_ONLY_FIELDS)
 def test_each_rule_is_a_field_of_one_class(field: str) -> None:
-    assert _classes_declaring(field, _trees()) == ["protocol.py:DialogueRules"]
+    assert _classes_declaring(field, _trees()) == ["rules.py:DialogueRules"]
 
 
 def test_the_start_emotions_are_written_once_each() -> None:
-    assert sorted(_start_literals(_trees())) == ["protocol.py:EVALUATION_START", "protocol.py:TRAINING_START"]
+    assert sorted(_start_literals(_trees())) == ["rules.py:EVALUATION_START", "rules.py:TRAINING_START"]
 
 
 def test_the_turn_limits_are_written_in_the_protocol_only() -> None:
     """The benchmark's 10 (the field's default) and training's 8; ``fidelity/calibrate.recorded_end``
     once restated the 10 as its own default, and now reads ``EVALUATION.max_assistant_turns``."""
     assert sorted(_turn_limit_literals(_trees())) == [
-        "protocol.py:max_assistant_turns",
-        "protocol.py:max_assistant_turns",
+        "rules.py:max_assistant_turns",
+        "rules.py:max_assistant_turns",
     ]
 
 

@@ -24,7 +24,7 @@ from rlver.env.rewards import REWARD_MODES
 from rlver.llm.spec import KINDS as MODEL_KINDS
 from rlver.registry import Registry
 from rlver.simulator.factory import kinds
-from rlver.simulator.sentient.protocols import PROTOCOLS
+from rlver.simulator.llm.protocols import PROTOCOLS
 from rlver.simulator.spec import SimulatorSpec
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.backends import BACKENDS
@@ -85,13 +85,13 @@ CASES: dict[str, Case] = {
         lambda n: (*SHOW, *LLM_USER, "--set", f"simulator.model.kind={n}"),
     ),
     "protocol (config)": Case(
-        "rlver.simulator.sentient.protocols.base:PROTOCOLS",
+        "rlver.simulator.llm.protocols.base:PROTOCOLS",
         lambda: PROTOCOLS,
         "rlver-v1",
         lambda n: (*SHOW, *LLM_USER, "--set", f"simulator.protocol={n}"),
     ),
     "protocol (flag)": Case(
-        "rlver.simulator.sentient.protocols.base:PROTOCOLS",
+        "rlver.simulator.llm.protocols.base:PROTOCOLS",
         lambda: PROTOCOLS,
         "sage",
         lambda n: ("eval", "--agent-tiny", "--sim-protocol", n, "--out", "run"),

@@ -21,8 +21,8 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.rewards import RewardSpec
 from rlver.errors import InputError
 from rlver.manifest import RunManifest
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING
 from rlver.rollout.runner import RolloutConfig
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING, TRAINING
 from rlver.transcripts.audit import AuditOptions, _reward_from_manifest, _rules_from_manifest
 
 DATA = Path(__file__).parents[1] / "data" / "manifests"

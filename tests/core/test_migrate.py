@@ -27,7 +27,7 @@ from rlver.migrate import (
     upgrade_recorded_setting,
     upgrade_update_keys,
 )
-from rlver.protocol import EVALUATION, TRAINING
+from rlver.rules import EVALUATION, TRAINING
 from rlver.train.config import TrainConfig, UpdateSettings, load_train_config
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "rlver"

@@ -27,7 +27,8 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from helpers import NURSE_EN
-from rlver.config import ConfigLayer, _model_types, load_config, load_layers
+from rlver.config import ConfigLayer, load_config, load_layers
+from rlver.config_errors import _model_types
 from rlver.errors import ConfigError
 from rlver.eval.config import EvalConfig
 from rlver.integrations.verl.config import VerlTrainConfig
@@ -35,7 +36,7 @@ from rlver.integrations.verl.settings import DialogueTask
 from rlver.rollout.runner import RolloutConfig
 from rlver.seeding import MAX_SEED
 from rlver.simulator.factory import KINDS
-from rlver.simulator.sentient.protocols import PROTOCOLS
+from rlver.simulator.llm.protocols import PROTOCOLS
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.backends import BACKENDS
 from rlver.train.config import resolve_config_path
@@ -142,6 +143,12 @@ def _kind_context(cls: type[BaseModel], prefix: str) -> tuple[str, ...]:
     for name, backend in BACKENDS.items():
         if backend.settings_class is cls:
             return (f"{prefix.removesuffix('backend_settings.')}backend={name}",)
+    if hasattr(cls, "choices") and "choices" not in vars(cls):
+        # a base between a family's root and its registered members (PublishedTextProtocol): the
+        # settings it declares are read only under a member's name, so take its first member's
+        for sub in cls.__subclasses__():
+            if sub.__module__.startswith("rlver.") and (found := _kind_context(sub, prefix)):
+                return found
     return ()
 
 
@@ -405,7 +412,7 @@ class Flag(NamedTuple):
 def _config_bounds(command: str, flag: str) -> dict[str, Any]:
     """The bounds of the config field a flag sets (``eval --seed`` → ``EvalConfig.seed``)."""
     from rlver.cli.eval_cmd import EVAL_FLAGS
-    from rlver.config import _number_annotation
+    from rlver.config_errors import _number_annotation
 
     if command != "eval":
         return {}

@@ -10,9 +10,9 @@ from helpers import TEST_PROFILES
 from rlver.env.dialogue import DialogueEnv, EnvConfig
 from rlver.env.rewards import episode_reward
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING
 from rlver.records import Appraisal, UserTurn
 from rlver.rollout.runner import RolloutConfig, run_rollouts
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING
 from rlver.simulator.emotion import EmotionRules
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.simulator.replay import Recording, ReplaySimulator
@@ -74,7 +74,7 @@ def test_published_turn_limit_is_checked_after_the_reply_with_greater_than() -> 
 
 def test_training_ends_on_goodbye_not_at_100() -> None:
     ep = _run(EnvConfig.published_training(), [10, 10, 10, 10, 10, 10, 10, 10], goodbye_at=7).episode
-    assert ep.emotions[-1] == 100 and ep.assistant_turns == 8 and ep.end_reason == "goodbye"
+    assert ep.emotions[-1] == 100 and ep.assistant_turns == 8 and ep.end_reason == "satisfied"
     assert _run(EnvConfig.training(), [10] * 8).episode.end_reason == "emotion_high"
 
 

@@ -1,11 +1,11 @@
-"""The dialogue's rules and their three named presets (rlver.protocol)."""
+"""The dialogue's rules and their three named presets (rlver.rules)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
 
 
 def test_evaluation_is_the_benchmark() -> None:

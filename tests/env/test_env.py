@@ -15,7 +15,7 @@ import pytest
 from helpers import NURSE_EN
 from rlver.env.dialogue import DialogueEnv, EnvConfig, EnvStateError, StepResult
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm.user import SentientSimulator
 
 PROFILE = NURSE_EN
 

@@ -12,7 +12,7 @@ import pytest
 
 from helpers import endpoint_eval_argv, run_rlver
 from rlver.eval.config import EVAL_AGENT_MAX_TOKENS
-from rlver.simulator.sentient.user import SIMULATOR_MAX_TOKENS
+from rlver.simulator.llm.user import SIMULATOR_MAX_TOKENS
 from rlver.testing.openai_server import FakeChatServer, Fault, Reply
 from rlver.testing.responders import POLICY_TEXT, SIMULATOR_TEXT
 from rlver.transcripts.native import read_transcript
@@ -159,7 +159,7 @@ def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path:
 def test_protocol_training_with_a_run_folder_takes_that_runs_evaluation(tmp_path: Path) -> None:
     from rlver.cli.eval_cmd import _run_training_env
     from rlver.env.dialogue import EnvConfig
-    from rlver.protocol import protocol_label
+    from rlver.rules import protocol_label
     from rlver.train.config import load_train_config
 
     run = tmp_path / "run"

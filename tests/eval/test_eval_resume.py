@@ -168,9 +168,9 @@ def test_a_run_recorded_with_the_flat_spec_still_resumes(flat: dict) -> None:
     """The settings check reads a recorded spec as this version writes it: same settings, no mismatch.
     A model recorded without ``base_url`` (from before a model needed one) went to OpenAI's endpoint,
     which a resume must now name."""
-    from rlver.config import redacted
     from rlver.eval.runner import _check_resume
     from rlver.migrate import OPENAI_BASE_URL
+    from rlver.redaction import redacted
     from rlver.simulator.factory import SimulatorSpec
 
     named = {**flat, "model": {**flat["model"], "base_url": OPENAI_BASE_URL}} if flat["model"] else flat

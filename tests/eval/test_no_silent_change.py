@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from helpers import endpoint_eval_argv, run_rlver
-from rlver.simulator.sentient import published_text
+from rlver.simulator.llm import published_text
 from rlver.testing.openai_server import FakeChatServer
 from rlver.testing.responders import POLICY_TEXT, SIMULATOR_TEXT
 from rlver.transcripts.native import read_transcript

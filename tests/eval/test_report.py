@@ -188,7 +188,8 @@ def test_report_renders_in_headless_chromium(two_runs: tuple[Path, Path], tmp_pa
 
 def test_stray_think_tag_in_no_think_run_is_not_called_malformed(tmp_path: Path) -> None:
     """In a run without think mode a stray ``</think>`` is not a broken think block: label it neutrally."""
-    from rlver.eval.report import ReportView, dialogue_view, render_html
+    from rlver.eval.report import render_html
+    from rlver.eval.report_view import ReportView, dialogue_view
     from rlver.eval.runs import load_run
 
     ep = make_episode("p1", [5])
@@ -217,7 +218,9 @@ def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report
     page of its own: paragraphs and featured dialogues are escaped like everything else, the preface's
     figures are embedded and written beside the Markdown twin, and the standard sections stay."""
     from rlver.eval.plots import reward_curve_svg
-    from rlver.eval.report import Featured, Figure, Preface, dialogue_lines, write_report
+    from rlver.eval.report import write_report
+    from rlver.eval.report_parts import Featured, Figure, Preface
+    from rlver.eval.report_view import dialogue_lines
     from rlver.eval.runs import load_run
 
     runs = [load_run(two_runs[0]), load_run(two_runs[1])]
@@ -253,7 +256,7 @@ def test_preface_puts_a_summary_and_featured_dialogues_above_the_standard_report
 
 
 def test_dialogue_lines_cut_long_messages() -> None:
-    from rlver.eval.report import dialogue_lines
+    from rlver.eval.report_view import dialogue_lines
 
     ep = make_episode("p1", [5])
     ep.messages[2] = ep.messages[2].model_copy(update={"content": "word " * 100})

@@ -18,13 +18,9 @@ from typing import Any
 
 import pytest
 
-from rlver.fidelity.calibrate import (
-    appraised_turns,
-    calibrate,
-    profile_of,
-    recorded_end,
-    replay_simulator_for,
-)
+from rlver.fidelity.calibrate import appraised_turns, calibrate
+from rlver.fidelity.released import profile_of
+from rlver.fidelity.replay_check import recorded_end, replay_simulator_for
 from rlver.records import Message
 from rlver.simulator.factory import kind_names
 from rlver.simulator.offline.user import OfflineSimulator
@@ -128,7 +124,7 @@ def test_turns_and_ends_read_from_a_synthetic_file(tmp_path: Path) -> None:
         "limit": "turn_limit",
         "low": "emotion_low",
         "high": "emotion_high",
-        "bye": "goodbye",
+        "bye": "left",  # a goodbye below S: the user left (simulator/base.user_end_reason)
     }
     profile = profile_of(episodes["limit"])
     assert profile.hidden_need == "希望被理解" and "隐藏主题" not in profile.background

@@ -29,8 +29,8 @@ from rlver.llm.structured import (
     parse_structured,
 )
 from rlver.records import Message
-from rlver.simulator.sentient.prompts.base import texts_from_module
-from rlver.simulator.sentient.prompts.sage_base import SageTexts
+from rlver.simulator.llm.prompts.base import texts_from_module
+from rlver.simulator.llm.prompts.sage_base import SageTexts
 from rlver.testing.openai_server import FakeChatServer
 
 
@@ -154,7 +154,7 @@ def test_unusable_twice_raises_once_and_stops(fake_server: FakeChatServer) -> No
 
 # -- texts_from_module (the prompt sets are built the same way) -------------------------------------
 def test_a_language_module_missing_a_text_is_named() -> None:
-    module = types.ModuleType("rlver.simulator.sentient.prompts.sage_xx")
+    module = types.ModuleType("rlver.simulator.llm.prompts.sage_xx")
     module.LANGUAGE = "xx"  # type: ignore[attr-defined]
     with pytest.raises(
         ConfigError, match=r"sage_xx lacks RULES, RUBRIC, .* \(one constant per SageTexts field\)"

@@ -21,18 +21,14 @@ from rlver.cli.profiles import register
 from rlver.errors import InputError
 from rlver.io import iter_jsonl
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.profiles.generate import (
-    GenerateSettings,
-    Rejection,
+from rlver.profiles.answer_check import Rejection, answer_to_profile, read_answer
+from rlver.profiles.generate import GenerateSettings, generate_profiles, rejected_path_for
+from rlver.profiles.generation_prompt import (
     SeedTopic,
-    answer_to_profile,
     build_messages,
     bundled_seed_topics,
-    generate_profiles,
     load_seed_topics,
     plan_attempt,
-    read_answer,
-    rejected_path_for,
 )
 from rlver.profiles.schema import Profile
 from rlver.testing.openai_server import FakeChatServer

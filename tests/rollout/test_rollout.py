@@ -22,7 +22,7 @@ from rlver.llm.scripted import ScriptedChatModel
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, RolloutProgress, rollout, run_rollouts
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer, Fault, ServerProcess
 
 POLICY_TEXT = "That sounds really hard. What part of it weighs on you most?"

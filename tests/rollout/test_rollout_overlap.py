@@ -27,7 +27,7 @@ from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.batching import RolloutTimes
 from rlver.rollout.runner import RolloutConfig, run_rollouts
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm.user import SentientSimulator
 
 torch.set_num_threads(1)
 

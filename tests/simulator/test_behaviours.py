@@ -23,8 +23,8 @@ from rlver.simulator.behaviours import (
     guidance,
     resolve_behaviour,
 )
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.simulator.offline.user import OfflineSimulator
-from rlver.simulator.sentient.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

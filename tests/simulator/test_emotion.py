@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rlver.errors import ConfigError
-from rlver.protocol import EVALUATION_START, TRAINING_START
+from rlver.rules import EVALUATION_START, TRAINING_START
 from rlver.simulator.emotion import (
     EmotionRules,
     EmotionState,

@@ -15,8 +15,8 @@ import pytest
 from rlver.errors import AppraisalParseError
 from rlver.llm.openai_client import OpenAIChatModel
 from rlver.records import Message
-from rlver.simulator.sentient.protocols.sage_published import SagePublishedProtocol
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm.protocols.sage_published import SagePublishedProtocol
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 from test_sage_published import Stub, _fresh_texts, exec_published  # noqa: F401 (an autouse fixture)
 from test_sage_published_parts import _profile_from_row

@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 
 from rlver.llm.openai_client import OpenAIChatModel
-from rlver.protocol import PUBLISHED_TRAINING
 from rlver.records import Message
+from rlver.rules import PUBLISHED_TRAINING
 from rlver.simulator.emotion import EmotionRules
-from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.protocols.rlver_published import read_training_appraisal
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm import published_text
+from rlver.simulator.llm.protocols.rlver_published import read_training_appraisal
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 from test_sage_published import Stub, _fresh_texts, appraisal_answer, exec_source, reply_answer, state_of  # noqa: F401 (an autouse fixture)
 from test_sage_published_parts import _profile_from_row, answer_variants

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from helpers import published_training_argv, run_rlver
-from rlver.simulator.sentient import published_text
+from rlver.simulator.llm import published_text
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.native import read_transcript
 from test_rlver_published import training_simulator_class

@@ -26,9 +26,9 @@ import pytest
 
 from helpers import run_rlver
 from rlver.env.thinking import system_prompt
-from rlver.eval.report import run_setup
+from rlver.eval.report_view import run_setup
 from rlver.manifest import RunManifest
-from rlver.simulator.sentient import published_text
+from rlver.simulator.llm import published_text
 from rlver.testing.openai_server import FakeChatServer
 from rlver.transcripts.native import read_transcript
 

@@ -18,9 +18,9 @@ from rlver.eval.config import EvalConfig
 from rlver.llm.openai_client import OpenAIChatModel
 from rlver.profiles.loaders import load_profiles
 from rlver.profiles.published_code import CODE_OF_SET, PUBLISHED_CODE, download_set
-from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.protocols.sage_published import read_sage_appraisal
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm import published_text
+from rlver.simulator.llm.protocols.sage_published import read_sage_appraisal
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 from test_sage_published import Stub, _fresh_texts, exec_published, reply_answer  # noqa: F401 (an autouse fixture)
 
@@ -183,7 +183,7 @@ def test_the_system_reading_sends_the_prompt_as_a_system_message(shared_data: Pa
     row = json.loads((shared_data / "sage_test_profiles.jsonl").read_text().splitlines()[0])
     with FakeChatServer(lambda _r: reply_answer({"content": "嗯", "thinking": ""})) as server:
         model = OpenAIChatModel(base_url=server.url, model="sim", api_key_env=None)
-        from rlver.simulator.sentient.protocols.sage_published import SagePublishedProtocol
+        from rlver.simulator.llm.protocols.sage_published import SagePublishedProtocol
 
         simulator = SentientSimulator(model, protocol=SagePublishedProtocol(prompt_role="system"))
         row.pop("first_talk")

@@ -27,10 +27,10 @@ from rlver.simulator.factory import (
     kinds,
     simulator_kind,
 )
+from rlver.simulator.llm.spec import SentientSpec, simulator_sampling
+from rlver.simulator.llm.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.simulator.offline.spec import OfflineSpec
 from rlver.simulator.offline.user import OfflineSimulator
-from rlver.simulator.sentient.spec import SentientSpec, simulator_sampling
-from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 PROFILE = TEST_PROFILES["f-1"]

@@ -16,9 +16,9 @@ from rlver.errors import AppraisalParseError
 from rlver.llm.base import SamplingParams
 from rlver.llm.openai_client import OpenAIChatModel
 from rlver.llm.structured import AnswerError, extract_json_objects
-from rlver.protocol import PUBLISHED_TRAINING
 from rlver.records import Message
-from rlver.simulator.sentient.parsing import (
+from rlver.rules import PUBLISHED_TRAINING
+from rlver.simulator.llm.parsing import (
     MAX_REASON_CHARS,
     AppraisalAnswer,
     OpeningAnswer,

@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.prompts import sage
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.prompts import sage
 
 #: Digests of the text rendered by the prompts as they were when each version was recorded.
 PINNED = {

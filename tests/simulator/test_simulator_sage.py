@@ -20,11 +20,11 @@ from rlver.llm.openai_client import OpenAIChatModel
 from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.sentient.prompts import sage
-from rlver.simulator.sentient.protocols.sage import SageProtocol
-from rlver.simulator.sentient.protocols.v1 import V1Protocol
-from rlver.simulator.sentient.spec import SentientSpec
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm.prompts import sage
+from rlver.simulator.llm.protocols.sage import SageProtocol
+from rlver.simulator.llm.protocols.v1 import V1Protocol
+from rlver.simulator.llm.spec import SentientSpec
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 NEED = {"en": "To hear that being angry about it is fair.", "zh": "希望自己的付出被认可。"}

@@ -22,8 +22,8 @@ from rlver.profiles.schema import Profile
 from rlver.records import UserTurn
 from rlver.simulator import behaviours
 from rlver.simulator.emotion import EmotionRules, clamp, tier_of
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.user import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.user import DEFAULT_SAMPLING, SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 EN, ZH = SAM_EN, XIAOLIN_ZH
@@ -133,7 +133,7 @@ def test_end_dialogue_is_a_structured_field_not_a_text_search(fake_server: FakeC
     turns = run(fake_server, dialogue(EN, ["first", "second", "third"], start=60))
     assert [t.ends_dialogue for t in turns[1:]] == [False, False, True]
     assert turns[2].end_reason is None  # "goodbye" in the text alone ends nothing
-    assert turns[3].end_reason == "satisfied"  # ended at tier A
+    assert turns[3].end_reason == "left"  # ended at tier A: only S is satisfied (simulator/base.py)
 
 
 def test_leaving_at_a_low_tier_is_left(fake_server: FakeChatServer) -> None:

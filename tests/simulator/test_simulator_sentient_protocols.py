@@ -19,15 +19,14 @@ from pydantic import ValidationError
 from helpers import TEST_PROFILES, add_for_test
 from rlver.cli.eval_cmd import _user_block
 from rlver.errors import ConfigError
-from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Message
 from rlver.registry import Entry
 from rlver.simulator.factory import SimulatorSpec, build_simulator
-from rlver.simulator.sentient import protocols
-from rlver.simulator.sentient.protocols import PROTOCOLS, ProtocolDialogue, ReplyStep
-from rlver.simulator.sentient.protocols.v1 import V1Dialogue, V1Protocol
-from rlver.simulator.sentient.spec import SentientSpec
-from rlver.simulator.sentient.user import SentientSimulator
+from rlver.simulator.llm import protocols
+from rlver.simulator.llm.protocols import PROTOCOLS, DialogueStart, ProtocolDialogue, ReplyStep
+from rlver.simulator.llm.protocols.v1 import V1Dialogue, V1Protocol
+from rlver.simulator.llm.spec import SentientSpec
+from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "src" / "rlver" / "simulator"
@@ -91,22 +90,8 @@ class TerseProtocol(V1Protocol):
 
     prompt_version: ClassVar[str] = "terse-v1"
 
-    def dialogue(
-        self,
-        profile: Profile,
-        *,
-        difficulty: Difficulty,
-        behaviour: str | None,
-        language: str,
-        start_emotion: int,
-    ) -> ProtocolDialogue:
-        inner = super().dialogue(
-            profile,
-            difficulty=difficulty,
-            behaviour=behaviour,
-            language=language,
-            start_emotion=start_emotion,
-        )
+    def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
+        inner = super().dialogue(start)
         assert isinstance(inner, V1Dialogue)
         return TerseDialogue(inner, self.max_words)
 

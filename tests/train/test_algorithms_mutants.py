@@ -187,7 +187,7 @@ def test_the_sequence_is_warning_in_full() -> None:
     assert core.sequence_is_warning(mask, "sequence", 2.0) == (
         "algorithm.rollout_is=sequence with samples of up to 260 action tokens: each weight is "
         "exp(sum of the row's per-token log-ratios), whose spread grows as sqrt(tokens), so past 256 tokens "
-        "many weights clip at 2 or sit near 0 (docs/sampling.md); algorithm.rollout_is=token weighs each "
+        "many weights clip at 2 or sit near 0 (docs/training.md); algorithm.rollout_is=token weighs each "
         "token alone"
     )
 
@@ -260,8 +260,8 @@ def test_ppos_critic_loss_reads_its_clip_and_the_normaliser() -> None:
 
 def test_the_registry_names_its_choices() -> None:
     with pytest.raises(UnknownName) as raised:
-        get_algorithm("reinforce")
-    assert str(raised.value) == f"unknown algorithm 'reinforce'; known: {', '.join(ALGORITHMS)}"
+        get_algorithm("a2c")
+    assert str(raised.value) == f"unknown algorithm 'a2c'; known: {', '.join(ALGORITHMS)}"
     assert ALGORITHMS.names()[:2] == ("ppo", "grpo")
 
 

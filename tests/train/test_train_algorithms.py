@@ -220,8 +220,8 @@ def test_every_algorithm_declares_what_both_engines_need() -> None:
 
 def test_unknown_algorithm_is_a_config_error_naming_the_choices() -> None:
     known = ", ".join(ALGORITHMS)
-    with pytest.raises(ConfigError, match=rf"algorithm\.name.*unknown algorithm 'reinforce'; known: {known}"):
-        load_train_config("tiny-offline", ["algorithm.name=reinforce"])
+    with pytest.raises(ConfigError, match=rf"algorithm\.name.*unknown algorithm 'a2c'; known: {known}"):
+        load_train_config("tiny-offline", ["algorithm.name=a2c"])
     with pytest.raises(UnknownName, match="unknown algorithm 'gpro'; did you mean 'grpo'"):
         get_algorithm("gpro")
 

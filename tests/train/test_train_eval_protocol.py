@@ -112,7 +112,7 @@ class TwoFormatJudge:
 def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
     shared_data: Path, tmp_path: Path
 ) -> None:
-    from rlver.simulator.sentient import published_text
+    from rlver.simulator.llm import published_text
     from rlver.transcripts.training import read_metrics
 
     rows = (shared_data / "rlver_train_profiles.jsonl").read_text().splitlines()[:2]

@@ -18,13 +18,13 @@ from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
 from rlver.errors import ConfigError, InputError, Problem, RlverError
 from rlver.simulator.factory import KINDS, build_simulator, simulator_kind
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm.protocols.sage import SageProtocol
 
 #: ``--sim-option`` names: the sage prompt options (spec keys of the same names).
 PROMPT_OPTIONS = SageProtocol.option_names()
 
 if TYPE_CHECKING:  # rlver.fidelity.calibrate loads numpy: imported where used, so `rlver --help` stays fast
-    from rlver.fidelity.calibrate import FileData
+    from rlver.fidelity.released import FileData
     from rlver.simulator.base import UserSimulator
 
 
@@ -71,8 +71,9 @@ def calibrate_command(
 ) -> None:
     """Teacher-forced agreement of a simulator with the recorded SAGE appraisals (and, with
     --simulator replay, a free run of rlver's environment that must reproduce every trajectory)."""
-    from rlver.fidelity.calibrate import calibrate, check_result_file
+    from rlver.fidelity.calibrate import calibrate
     from rlver.fidelity.calibrate_report import print_table
+    from rlver.fidelity.released import check_result_file
 
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: a file is there; the output must be a new or existing folder")
@@ -149,7 +150,7 @@ def _simulator_factory(
     flags, and that one object serves every file (it holds the model client and its concurrency).
     """
     if raw["kind"] == "replay":
-        from rlver.fidelity.calibrate import replay_simulator_for
+        from rlver.fidelity.replay_check import replay_simulator_for
 
         return replay_simulator_for, {"name": "replay"}
     raw["seed"] = seed

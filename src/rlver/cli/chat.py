@@ -32,7 +32,7 @@ from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
 from rlver.extras import require_extra
 from rlver.interrupt import Interrupted
-from rlver.protocol import EVALUATION
+from rlver.rules import EVALUATION
 from rlver.simulator.emotion import tier_of
 from rlver.simulator.factory import build_simulator, kinds
 

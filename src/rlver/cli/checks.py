@@ -21,8 +21,9 @@ from typing import Any
 
 import typer
 
-from rlver.config import MAX_COUNT, mask_secret_tokens, mask_secret_values
+from rlver.config import MAX_COUNT
 from rlver.errors import ConfigError
+from rlver.redaction import mask_secret_tokens, mask_secret_values
 
 
 def output_path(flag: str, what: str = "folder") -> Callable[[str | Path], Path]:
@@ -181,7 +182,7 @@ def field_max(model: Any, name: str) -> Any:
 
 
 def _max_turns() -> int:
-    from rlver.protocol import DialogueRules
+    from rlver.rules import DialogueRules
 
     return int(field_max(DialogueRules, "max_assistant_turns"))
 

@@ -14,8 +14,9 @@ import yaml
 from pydantic import BaseModel
 
 from rlver.cli.plain_help import add_group
-from rlver.config import load_config, mask_secret_values, redacted
+from rlver.config import load_config
 from rlver.errors import ConfigError
+from rlver.redaction import mask_secret_values, redacted
 
 _TRAIN_ONLY_KEYS = {"model", "algorithm", "update", "optim", "rollout", "run"}
 _EVAL_ONLY_KEYS = {"agent", "agent_tiny", "profiles", "limit", "n_per_profile", "env", "out", "report"}

@@ -33,7 +33,7 @@ from rlver.extras import require_extra
 from rlver.heartbeat import Pace, activity, duration, heartbeat, say_line
 from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
-from rlver.simulator.sentient.protocols import PROTOCOLS
+from rlver.simulator.llm.protocols import PROTOCOLS
 from rlver.tables import output_console
 
 if TYPE_CHECKING:

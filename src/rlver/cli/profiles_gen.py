@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # the command imports its modules lazily, so `rlver --help` s
     from rich.console import Console
 
     from rlver.llm.base import ChatModel
-    from rlver.profiles.generate import GenerateReport, GenerateSettings, SeedTopic
+    from rlver.profiles.generate import GenerateReport, GenerateSettings
+    from rlver.profiles.generation_prompt import SeedTopic
     from rlver.profiles.schema import Profile
 
 
@@ -90,7 +91,8 @@ def generate_cmd(
 
     from rlver.llm.base import SamplingParams
     from rlver.llm.openai_client import OpenAIChatModel
-    from rlver.profiles.generate import GenerateSettings, bundled_seed_topics, load_seed_topics
+    from rlver.profiles.generate import GenerateSettings
+    from rlver.profiles.generation_prompt import bundled_seed_topics, load_seed_topics
     from rlver.profiles.sets import load_profile_set
 
     checks.endpoint_given("--model", model, "--base-url", base_url)

@@ -117,7 +117,7 @@ def train_command(
         raise
     last = trainer.eval_history[-1] if trainer.eval_history else None
     if last is not None:
-        from rlver.protocol import protocol_label
+        from rlver.rules import protocol_label
 
         label = protocol_label(cfg.env_config(evaluation=True).rules, cfg.eval.protocol)
         typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f} ({label})")

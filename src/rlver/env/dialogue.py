@@ -13,7 +13,7 @@ Termination follows the published protocol:
   appraisals. With ``appraise_final_reply=False`` that last reply is appended without calling the
   simulator (it cannot change the score, and it saves one simulator round per dialogue).
 
-Every one of these rules is a field of :class:`rlver.protocol.DialogueRules`, held as
+Every one of these rules is a field of :class:`rlver.rules.DialogueRules`, held as
 ``EnvConfig.rules`` (defaults: the published evaluation; :meth:`EnvConfig.published_training` the
 published training dynamics, verified in docs/protocol.md): per-turn change bound and floor at 0,
 stopping at 100, the low threshold, the turn-limit rule and a shared opening line per GRPO group
@@ -50,8 +50,8 @@ from rlver.limits import text_too_long
 from rlver.llm.base import Completion
 from rlver.migrate import nest_flat_rules
 from rlver.profiles.schema import Language, Profile
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
 from rlver.records import Episode, Message, SampledTurn, TurnTiming, UserTurn
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING, TRAINING, DialogueRules
 from rlver.simulator.base import SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionState
 
@@ -64,35 +64,64 @@ def per_turn_samples(think: bool, think_context: str) -> bool:
 
 
 class EnvConfig(BaseModel):
-    """How a dialogue runs: its :class:`~rlver.protocol.DialogueRules` plus what the policy is shown.
+    """How a dialogue runs: its :class:`~rlver.rules.DialogueRules` plus what the policy is shown.
 
-    The defaults are the Sentient Benchmark's (:data:`~rlver.protocol.EVALUATION` rules, the neutral
+    The defaults are the Sentient Benchmark's (:data:`~rlver.rules.EVALUATION` rules, the neutral
     agent prompt), so ``EnvConfig()`` and :meth:`evaluation` are the same dialogue. Flat rule keys
     (``EnvConfig(max_assistant_turns=3)``, an ``env:`` block of an older file) are read into ``rules``.
     """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    rules: DialogueRules = EVALUATION
-    think: bool = False
-    #: Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block
-    #: included; ``visible`` = only the visible text. ``visible`` is the default because both published
-    #: protocols keep only what the user saw: SAGE's ``call_npc`` sends each message's content
-    #: (SAGE/npc_response.py:16-20) and the think rollout keeps the visible text
-    #: (RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556).
-    #: rlver's own training dialogue (:meth:`training`) keeps ``full``.
-    think_context: Literal["full", "visible"] = "visible"
-    #: Replaces the built-in system prompt when set.
-    system_prompt: str | None = None
-    #: The built-in agent prompt: ``neutral`` (the benchmark's plain "high-EQ chat partner", what the
-    #: published evaluation used), ``coaching`` (our empathy coaching, rlver's training default; raises
-    #: a base model's score) or ``published`` (the published training's friend-chat prompt, in our words).
-    #: ``sage-published`` / ``rlver-published``: the published text itself, fetched (``rlver data download``).
-    agent_prompt: Literal["neutral", "coaching", "published", "sage-published", "rlver-published"] = "neutral"
-    #: Language of the built-in system prompt; ``None`` follows the profile.
-    language: Language | None = None
-    #: Policy output is untrusted: the visible reply handed to the simulator is cut to this length.
-    max_reply_chars: int = Field(default=8000, ge=1, le=MAX_COUNT)
+    rules: DialogueRules = Field(
+        default=EVALUATION,
+        description=(
+            "How the dialogue runs and ends (start emotion, turn limit, ends); defaults are the Sentient "
+            "Benchmark's. Keys given change single rules; ``{preset: ...}`` picks a preset."
+        ),
+    )
+    think: bool = Field(
+        default=False,
+        description=(
+            "Think mode: the policy writes a <think> block before each reply; the user sees only the "
+            "visible text."
+        ),
+    )
+    think_context: Literal["full", "visible"] = Field(
+        default="visible",
+        description=(
+            "Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block "
+            "included; ``visible`` = only the visible text. ``visible`` is the default because both "
+            "published protocols keep only what the user saw: SAGE's ``call_npc`` sends each message's "
+            "content (SAGE/npc_response.py:16-20) and the think rollout keeps the visible text "
+            "(RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556). "
+            "rlver's own training dialogue (:meth:`training`) keeps ``full``."
+        ),
+    )
+    system_prompt: str | None = Field(
+        default=None, description="Replaces the built-in system prompt when set."
+    )
+    agent_prompt: Literal["neutral", "coaching", "published", "sage-published", "rlver-published"] = Field(
+        default="neutral",
+        description=(
+            'The built-in agent prompt: ``neutral`` (the benchmark\'s plain "high-EQ chat partner", what'
+            " the published evaluation used), ``coaching`` (our empathy coaching, rlver's training "
+            "default; raises a base model's score) or ``published`` (the published training's friend-chat"
+            " prompt, in our words). ``sage-published`` / ``rlver-published``: the published text itself,"
+            " fetched (``rlver data download``)."
+        ),
+    )
+    language: Language | None = Field(
+        default=None, description="Language of the built-in system prompt; ``None`` follows the profile."
+    )
+    max_reply_chars: int = Field(
+        default=8000,
+        ge=1,
+        le=MAX_COUNT,
+        description=(
+            "Policy output is untrusted: the visible reply handed to the simulator is cut to this length."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -39,8 +39,21 @@ class RewardSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     mode: str = Field(default="final", description="a key of rlver.env.rewards.REWARD_MODES")
-    format_penalty: float = Field(default=0.0, ge=0.0)
-    mixed_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    format_penalty: float = Field(
+        default=0.0,
+        ge=0.0,
+        description=(
+            "Subtracted once per assistant reply whose think block is not well-formed (think mode only)."
+        ),
+    )
+    mixed_weight: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "``mixed`` mode only: the weight of the final reward; 1 - this weights the turn-by-turn delta."
+        ),
+    )
 
     @field_validator("mode")
     @classmethod

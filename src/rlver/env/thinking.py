@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 
 from rlver.profiles.schema import Language
-from rlver.simulator.sentient import published_text
+from rlver.simulator.llm import published_text
 
 _TAG = re.compile(r"<\s*(/?)\s*think(?:ing)?\s*>", re.IGNORECASE)
 

@@ -27,7 +27,7 @@ from rlver.config import MAX_COUNT, deep_merge
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
 from rlver.llm.spec import ModelSpec
-from rlver.protocol import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
+from rlver.rules import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
 
@@ -80,30 +80,67 @@ class EvalConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     agent: ModelSpec | None = Field(default=None, description="the model under test")
-    #: Build the tiny local test model (rlver.models.tiny) as the agent: an offline smoke run.
-    agent_tiny: bool = False
-    #: Replaces the agent's sampling settings when set (``--agent-temperature``, ``--agent-max-tokens``).
-    sampling: SamplingParams | None = None
-    simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
+    agent_tiny: bool = Field(
+        default=False,
+        description=(
+            "Build the tiny local test model (rlver.models.tiny) as the agent: an offline smoke run."
+        ),
+    )
+    sampling: SamplingParams | None = Field(
+        default=None,
+        description=(
+            "Replaces the agent's sampling settings when set (``--agent-temperature``, ``--agent-max-"
+            "tokens``)."
+        ),
+    )
+    simulator: SimulatorSpec = Field(
+        default_factory=lambda: SimulatorSpec(kind="offline"),
+        description=(
+            "The simulated user: ``kind`` picks it (``offline``, ``llm``, ``replay``); its own keys below."
+        ),
+    )
     profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
     limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N profiles")
     n_per_profile: int = Field(
         default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (each scored)"
     )
-    #: ``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last unappraised).
-    #: ``training``: the training dialogue (``EnvConfig.training()``: start 30, 8 replies, each
-    #: appraised), so a trained policy can be checked the way training checked it; keys given in
-    #: ``env`` still win. The two numbers differ and are not comparable (docs/benchmark.md).
-    protocol: Literal["benchmark", "training"] = "benchmark"
-    env: EnvConfig = Field(default_factory=EnvConfig.evaluation)
+    protocol: Literal["benchmark", "training"] = Field(
+        default="benchmark",
+        description=(
+            "``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last "
+            "unappraised). ``training``: the training dialogue (``EnvConfig.training()``: start 30, 8 "
+            "replies, each appraised), so a trained policy can be checked the way training checked it; "
+            "keys given in ``env`` still win. The two numbers differ and are not comparable "
+            "(docs/benchmark.md)."
+        ),
+    )
+    env: EnvConfig = Field(
+        default_factory=EnvConfig.evaluation,
+        description=(
+            "How each dialogue runs (rules, agent prompt, think mode); keys given win over the "
+            "``protocol``'s."
+        ),
+    )
     concurrency: int = Field(default=32, ge=1, le=MAX_COUNT, description="simulator calls in flight at once")
-    #: Dialogues run together (one batched policy call per turn). ``None`` = all at once; smaller
-    #: batches bound a local model's memory and let a long run save dialogues batch by batch.
-    batch_size: int | None = Field(default=None, ge=1, le=MAX_COUNT)
-    seed: Seed = 0
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_COUNT,
+        description=(
+            "Dialogues run together (one batched policy call per turn). ``None`` = all at once; smaller "
+            "batches bound a local model's memory and let a long run save dialogues batch by batch."
+        ),
+    )
+    seed: Seed = Field(
+        default=0,
+        description="The run's seed: the agent's and the simulator's per-dialogue seeds are hashed from it.",
+    )
     out: str = Field(default="runs/eval", description="output folder (transcript, metrics, report)")
-    run_name: str | None = None
-    report: bool = True
+    run_name: str | None = Field(
+        default=None,
+        description="The run folder's name under ``out`` (default: one made from the time and the agent).",
+    )
+    report: bool = Field(default=True, description="Write report.html and report.md beside the metrics.")
 
     @model_validator(mode="before")
     @classmethod

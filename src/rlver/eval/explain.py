@@ -33,11 +33,11 @@ from rlver.manifest import RunManifest
 from rlver.migrate import recorded_max_quoted_chars, recorded_think_context
 from rlver.profiles.download import DATA_FILES
 from rlver.profiles.sets import PUBLISHED_SETS
-from rlver.protocol import EVALUATION, PUBLISHED_TRAINING, DialogueRules
 from rlver.records import Episode
+from rlver.rules import EVALUATION, PUBLISHED_TRAINING, DialogueRules
 from rlver.simulator.emotion import MAX_CHANGE
-from rlver.simulator.sentient.prompts.sage import SAGE_PROMPT_VERSION
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm.prompts.sage import SAGE_PROMPT_VERSION
+from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
 from rlver.transcripts.files import detect_format, transcript_path
 from rlver.transcripts.native import read_transcript

@@ -2,7 +2,7 @@
 
 Their own module so that what builds a preface (the demo, :mod:`rlver.eval.training_report`) and the
 report that draws it (:mod:`rlver.eval.report`) import them from one place without importing each
-other. :mod:`rlver.eval.report` re-exports them.
+other.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rlver.config import redacted
 from rlver.env.dialogue import EnvConfig
 from rlver.env.thinking import PUBLISHED_AGENT_PROMPT_FILES, system_prompt
 from rlver.errors import InputError, Problem
@@ -50,9 +49,10 @@ from rlver.models.tiny import ensure_tiny_model
 from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set, profile_ids_sha256
-from rlver.protocol import protocol_label
 from rlver.records import Episode
+from rlver.redaction import redacted
 from rlver.rollout.runner import RolloutConfig, run_rollouts, seeds_each_turn
+from rlver.rules import protocol_label
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
 from rlver.simulator.factory import SimulatorSpec, build_simulator

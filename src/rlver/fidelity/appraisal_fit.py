@@ -40,6 +40,7 @@ from rlver.simulator.offline.learned import (
     DENSE_NAMES,
     FEATURES_VERSION,
     ProfileText,
+    ReplyContext,
     cjk_bigrams,
     dense_features,
     round_change,
@@ -210,15 +211,8 @@ def episode_turns(ep: Episode, rel: str, path: Path, settings: dict[str, Any]) -
     profile = published_profile_text(ep)
     out: list[Turn] = []
     for r in appraised_replies(ep, cjk_bigrams):
-        dense = dense_features(
-            r.reply,
-            profile,
-            emotion=r.emotion,
-            turn=r.turn,
-            last_user=r.last_user,
-            previous_bigrams=r.previous,
-            previous_changes=r.changes,
-        )
+        context = ReplyContext(profile, r.emotion, r.turn, r.last_user, r.previous, r.changes)
+        dense = dense_features(r.reply, context)
         out.append(released_turn(r, ep, rel, path, sparse_keys(r.reply, r.last_user, settings), dense))
     return out
 

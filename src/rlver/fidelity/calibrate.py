@@ -23,33 +23,27 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from rlver.env.dialogue import DialogueEnv, EnvConfig
-from rlver.env.thinking import split_think
-from rlver.errors import ConfigError, InputError, Problem, RlverError
+from rlver.env.dialogue import EnvConfig
+from rlver.errors import ConfigError, RlverError
+from rlver.fidelity.calibrate_summary import fitted_files, summarise
+from rlver.fidelity.released import FileData, load_files, visible_dialogue
+from rlver.fidelity.replay_check import TrajectoryCheck, replay_trajectory
 from rlver.io import (
     append_jsonl,
     append_jsonl_many,
     atomic_write_json,
     atomic_write_text,
-    file_sha256,
     iter_jsonl,
 )
-from rlver.profiles.loaders import published_need_type, split_hidden_need
-from rlver.profiles.schema import PUBLISHED_STYLES, Profile
-from rlver.protocol import EVALUATION
-from rlver.records import Episode, Message, fell_to_failure, reached_success
+from rlver.profiles.schema import Profile
+from rlver.records import Episode, Message
 from rlver.seeding import hashed_seed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.offline.user import OfflineUser
-from rlver.simulator.replay import Recording, ReplaySimulator, says_goodbye
-from rlver.stats import agreement, spearman
-from rlver.transcripts.published import read_published
 
 PREDICTIONS = "predictions.jsonl"
 CALIBRATION = "calibration.json"
@@ -75,46 +69,6 @@ class CalibrationIncomplete(RlverError):
 
 # --------------------------------------------------------------------------------------------------
 # records → profiles, recordings, turns
-
-
-def profile_of(episode: Episode) -> Profile:
-    """The profile a released record was played with (its own fields; the opening is its first line)."""
-    pub = episode.meta.get("published", {}) if isinstance(episode.meta, dict) else {}
-    scene = str(pub.get("scene") or "")
-    split = split_hidden_need(scene)
-    background, hidden = split if split is not None else (scene, "")
-    task = str(pub.get("task") or "")
-    style = str(pub.get("character") or "").strip()
-    opening = episode.user_turns[0].text if episode.user_turns else None
-    return Profile(
-        id=episode.profile_id,
-        language="zh",
-        persona=str(pub.get("player") or "-") or "-",
-        background=background or "-",
-        goal=task or hidden or "-",
-        hidden_need=hidden or task or "-",
-        style=PUBLISHED_STYLES.get(style, style or "passive"),
-        topic=str(pub.get("topic") or ""),
-        need_type=published_need_type(hidden),
-        opening=opening or None,
-        source="sage-released",
-    )
-
-
-def visible_dialogue(episode: Episode) -> list[Message]:
-    """The recorded dialogue as the user saw it: user lines, and agent replies without thoughts."""
-    out: list[Message] = []
-    for m in episode.messages:
-        if m.role == "assistant":
-            out.append(Message(role="assistant", content=split_think(m.content).visible))
-        elif m.role == "user":
-            out.append(m)
-    return out
-
-
-def recording_of(episode: Episode) -> Recording:
-    replies = tuple(m.content for m in visible_dialogue(episode) if m.role == "assistant")
-    return Recording(episode.profile_id, replies, tuple(episode.user_turns))
 
 
 @dataclass(frozen=True)
@@ -161,22 +115,6 @@ def appraised_turns(file: str, episode: Episode) -> list[Turn]:
     return turns
 
 
-def recorded_end(episode: Episode, max_assistant_turns: int = EVALUATION.max_assistant_turns) -> str:
-    """The end a released dialogue had, from its shape (the files do not store it); the turn limit
-    defaults to the benchmark's (:data:`rlver.protocol.EVALUATION`), which the released files ran."""
-    roles = [m.role for m in episode.messages if m.role in ("user", "assistant")]
-    final = episode.emotions[-1] if episode.emotions else episode.start_emotion
-    if roles and roles[-1] == "assistant":
-        return "turn_limit" if roles.count("assistant") >= max_assistant_turns else "unknown"
-    if reached_success(final):
-        return "emotion_high"
-    if fell_to_failure(final):
-        return "emotion_low"
-    if episode.user_turns and says_goodbye(episode.user_turns[-1].text):
-        return "goodbye"
-    return "unknown"
-
-
 # --------------------------------------------------------------------------------------------------
 # running
 
@@ -206,66 +144,6 @@ async def predict_turn(simulator: UserSimulator, profile: Profile, turn: Turn, s
     result = await user.appraise(turn.reply)
     after = result.appraisal.emotion_after if result.appraisal is not None else turn.emotion_before
     return after - turn.emotion_before, result.tokens
-
-
-@dataclass
-class FileData:
-    path: str
-    episodes: list[Episode]
-    profiles: dict[str, Profile] = field(default_factory=dict)
-    #: sha256 of the whole file: how a learned simulator's provenance names the files it was fitted on.
-    sha256: str = ""
-
-
-def check_result_file(path: str) -> None:
-    """Refuse, with one line naming the file, what calibrate cannot read: a missing path, a folder, an
-    empty file, and a transcript written by ``rlver eval`` (our format has no recorded appraisals to
-    agree with; ``rlver score`` reads it)."""
-    from rlver.transcripts.files import detect_format
-
-    p = Path(path)
-    if not p.exists():
-        raise InputError(Problem(path, None, None, "no such file"))
-    if p.is_dir():
-        raise InputError(
-            Problem(
-                path, None, None, f"a folder; give the released result files in it ({p / '*_result.jsonl'})"
-            )
-        )
-    if p.stat().st_size == 0:
-        raise InputError(Problem(path, None, None, "empty file: no dialogues to calibrate against"))
-    if detect_format(p, strict=True) == "rlver":
-        raise InputError(
-            Problem(
-                path,
-                None,
-                None,
-                "this is an rlver transcript (written by `rlver eval`); calibrate reads released SAGE "
-                "result files (*_result.jsonl), whose recorded appraisals it agrees with; "
-                "`rlver score` reads this file",
-            )
-        )
-
-
-def load_files(paths: Sequence[str], *, limit: int | None = None) -> list[FileData]:
-    files: list[FileData] = []
-    seen: set[str] = set()
-    for path in paths:
-        if path in seen:
-            continue
-        seen.add(path)
-        check_result_file(path)
-        episodes = read_published(path)
-        if limit is not None:
-            episodes = episodes[:limit]
-        ids = [e.episode_id for e in episodes]
-        if len(set(ids)) != len(ids):
-            raise ConfigError(f"{path}: a dialogue id occurs twice; calibrate needs one dialogue per profile")
-        profiles = {e.profile_id: profile_of(e) for e in episodes}
-        files.append(FileData(path, episodes, profiles, file_sha256(path)))
-    if not files:
-        raise ConfigError("calibrate: no result files given")
-    return files
 
 
 def _plan(
@@ -364,157 +242,8 @@ async def run_predictions(
     return [done[k] for k in order]
 
 
-@dataclass
-class TrajectoryCheck:
-    dialogue_id: str
-    identical: bool
-    problems: list[str]
-
-
-async def replay_trajectory(fd: FileData, episode: Episode, config: EnvConfig) -> TrajectoryCheck:
-    """Run the environment free on the recorded agent replies with the replay user; compare."""
-    sim = ReplaySimulator({episode.profile_id: recording_of(episode)})
-    env = DialogueEnv(sim, config)
-    problems: list[str] = []
-    await env.reset(fd.profiles[episode.profile_id])
-    # each reply as the recorded user saw it: a released file keeps a reply's thoughts beside its
-    # content, which is all SAGE's simulator was shown (rlver reads the two into one message)
-    replies = [m.content for m in visible_dialogue(episode) if m.role == "assistant"]
-    used = 0
-    try:
-        for raw in replies:
-            if env.done:
-                break
-            await env.step(raw)
-            used += 1
-    except Exception as exc:  # the oracle refuses: the env asked for a turn that was never recorded
-        problems.append(f"replay stopped at agent reply {used + 1}: {exc}")
-    if not env.done and not problems:
-        problems.append(f"the environment wanted more than the {len(replies)} recorded agent replies")
-    if used != len(replies):
-        problems.append(f"the environment used {used} of {len(replies)} recorded agent replies")
-    got = env.episode
-    if got.emotions != episode.emotions:
-        problems.append(f"emotions {got.emotions} != recorded {episode.emotions}")
-    if got.final_emotion != episode.final_emotion:
-        problems.append(f"final emotion {got.final_emotion} != recorded emo_point {episode.final_emotion}")
-    want = recorded_end(episode, config.rules.max_assistant_turns)
-    have = got.end_reason
-    if have != want:
-        problems.append(f"end {have!r} != recorded {want!r}")
-    return TrajectoryCheck(episode.episode_id, not problems, problems)
-
-
 # --------------------------------------------------------------------------------------------------
 # summary and outputs
-
-
-def fitted_files(simulator_info: dict[str, Any]) -> frozenset[str]:
-    """The sha256 of every released file a learned simulator was fitted on (its provenance); empty if none."""
-    learned = simulator_info.get("learned")
-    if not isinstance(learned, dict):
-        return frozenset()
-    return frozenset(
-        str(d["sha256"]) for d in learned.get("data", []) if isinstance(d, dict) and "sha256" in d
-    )
-
-
-def _model_ranking(rows: Sequence[dict[str, Any]]) -> float | None:
-    """Spearman of the files' mean recorded and predicted changes (one file is one agent model)."""
-    ranked = [r for r in rows if r["mean_recorded_change"] is not None]
-    if len(ranked) < 3:
-        return None
-    return spearman([r["mean_recorded_change"] for r in ranked], [r["mean_predicted_change"] for r in ranked])
-
-
-def _group(
-    label: str, rows: Sequence[dict[str, Any]], by_file: dict[str, list[dict[str, Any]]]
-) -> dict[str, Any]:
-    preds = [p for r in rows for p in by_file[r["path"]]]
-    stats = agreement([int(p["recorded_change"]) for p in preds], [int(p["predicted_change"]) for p in preds])
-    return {"label": label, "files": len(rows), **stats, "model_ranking_spearman": _model_ranking(rows)}
-
-
-def split_groups(
-    rows: Sequence[dict[str, Any]], by_file: dict[str, list[dict[str, Any]]]
-) -> list[dict[str, Any]]:
-    """Agreement per simulator folder and, for a learned simulator, on the files its fit never saw.
-
-    A released file's folder names the LLM that played the user, and one simulator's judgements are
-    only comparable with its own. Files whose sha256 is in the fit's provenance are in-sample: their
-    figures say how well the fit memorised, not how it generalises, so they are reported apart.
-    """
-    folders = sorted({Path(r["path"]).resolve().parent.name for r in rows})
-    learned = any(r["in_fit"] is not None for r in rows)
-    if not learned and len(folders) <= 1:
-        return []  # one group, the overall row itself
-    splits = (
-        [
-            ("files the fit never saw", [r for r in rows if not r["in_fit"]]),
-            ("files the fit was fitted on (in-sample)", [r for r in rows if r["in_fit"]]),
-        ]
-        if learned
-        else [("all files", list(rows))]
-    )
-    groups: list[dict[str, Any]] = []
-    for name, part in splits:
-        if not part:
-            continue
-        groups.append(_group(name, part, by_file))
-        if len(folders) > 1:
-            for folder in folders:
-                sub = [r for r in part if Path(r["path"]).resolve().parent.name == folder]
-                if sub:
-                    groups.append(_group(f"{name} / {folder}", sub, by_file))
-    return groups
-
-
-def summarise(
-    files: Sequence[FileData],
-    predictions: Sequence[dict[str, Any]],
-    trajectories: dict[str, list[TrajectoryCheck]] | None,
-    fitted: frozenset[str] = frozenset(),
-) -> dict[str, Any]:
-    """Per-file and overall agreement; ``fitted``: the sha256 of the files a learned simulator was fitted on."""
-    by_file: dict[str, list[dict[str, Any]]] = {fd.path: [] for fd in files}
-    for p in predictions:
-        by_file.setdefault(p["file"], []).append(p)
-    rows: list[dict[str, Any]] = []
-    for fd in files:
-        preds = by_file[fd.path]
-        rec = [int(p["recorded_change"]) for p in preds]
-        pre = [int(p["predicted_change"]) for p in preds]
-        stats = agreement(rec, pre)
-        row: dict[str, Any] = {
-            "path": fd.path,
-            "sha256": fd.sha256,
-            "in_fit": (fd.sha256 in fitted) if fitted else None,
-            "dialogues": len(fd.episodes),
-            "turns": stats["turns"],
-            "mean_recorded_change": round(float(np.mean(rec)), 6) if rec else None,
-            "mean_predicted_change": round(float(np.mean(pre)), 6) if pre else None,
-            "spearman": stats["spearman"],
-            "sign_agreement": stats["sign_agreement"],
-            "mae": stats["mae"],
-            "trajectories_identical": None,
-            "tokens": sum(int(p.get("tokens", 0) or 0) for p in preds),
-        }
-        if trajectories is not None:
-            checks = trajectories.get(fd.path, [])
-            row["trajectories_identical"] = all(c.identical for c in checks)
-            row["trajectory_mismatches"] = [
-                {"dialogue_id": c.dialogue_id, "problems": c.problems} for c in checks if not c.identical
-            ]
-        rows.append(row)
-    overall = agreement(
-        [int(p["recorded_change"]) for p in predictions], [int(p["predicted_change"]) for p in predictions]
-    )
-    return {
-        "overall": overall,
-        "files": rows,
-        "model_ranking_spearman": _model_ranking(rows),
-        "groups": split_groups(rows, by_file),
-    }
 
 
 def check_manifest(out: Path, simulator: dict[str, Any], paths: Sequence[str]) -> None:
@@ -569,7 +298,3 @@ async def calibrate(
 
     atomic_write_text(out / REPORT, render_html(summary, predictions, simulator_info))
     return summary
-
-
-def replay_simulator_for(fd: FileData) -> UserSimulator:
-    return ReplaySimulator({ep.profile_id: recording_of(ep) for ep in fd.episodes})

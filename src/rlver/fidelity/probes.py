@@ -24,8 +24,8 @@ from rlver.errors import InputError, Problem, RlverError, error_kind
 from rlver.io import iter_jsonl
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import find_profile
-from rlver.protocol import EVALUATION_START
 from rlver.records import Episode, Message
+from rlver.rules import EVALUATION_START
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.offline.scoring import hard_flags_of
 from rlver.simulator.offline.user import OfflineSimulator

@@ -23,19 +23,47 @@ class SamplingParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    #: 0 samples greedily (the local sampler's argmax; a server's own greedy decoding)
-    temperature: float = Field(default=1.0, ge=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(default=512, ge=1, le=MAX_COUNT)
-    seed: Seed | None = None
-    stop: list[str] | None = None
+    temperature: float = Field(
+        default=1.0,
+        ge=0.0,
+        description="0 samples greedily (the local sampler's argmax; a server's own greedy decoding)",
+    )
+    top_p: float = Field(
+        default=1.0,
+        gt=0.0,
+        le=1.0,
+        description=(
+            "Nucleus sampling: sample from the smallest set of tokens whose probability reaches this."
+        ),
+    )
+    max_tokens: int = Field(
+        default=512, ge=1, le=MAX_COUNT, description="The most tokens one answer may have."
+    )
+    seed: Seed | None = Field(
+        default=None,
+        description=(
+            "The sampling seed (a fixed seed becomes a distinct, reproducible seed per call); ``null``: "
+            "unseeded."
+        ),
+    )
+    stop: list[str] | None = Field(
+        default=None, description="Strings that end an answer (the string itself is left out)."
+    )
     # Extra fields passed through to the server untouched (e.g. {"top_k": 20} for vLLM).
-    extra: dict[str, Any] = Field(default_factory=dict)
-    #: Send no ``temperature`` or ``top_p``, so the server samples with the model's own defaults (a
-    #: self-hosted model's ``generation_config``), as SAGE's ``call_npc`` did: it sets nothing
-    #: (SAGE/npc_response.py:22). Only an OpenAI-compatible endpoint can honour it: the local backend
-    #: reads no ``generation_config``, so ``rlver eval`` refuses it for a local agent (docs/protocol.md).
-    model_default: bool = False
+    extra: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra fields passed through to the server untouched (e.g. ``{top_k: 20}`` for vLLM).",
+    )
+    model_default: bool = Field(
+        default=False,
+        description=(
+            "Send no ``temperature`` or ``top_p``, so the server samples with the model's own defaults (a"
+            " self-hosted model's ``generation_config``), as SAGE's ``call_npc`` did: it sets nothing "
+            "(SAGE/npc_response.py:22). Only an OpenAI-compatible endpoint can honour it: the local "
+            "backend reads no ``generation_config``, so ``rlver eval`` refuses it for a local agent "
+            "(docs/protocol.md)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> SamplingParams:

@@ -43,6 +43,11 @@ if TYPE_CHECKING:
     from rlver.llm.base import SamplingParams
 
 FinishReason = Literal["stop", "length"]
+#: ``generate``'s arguments: the prompts' token ids, one seed per prompt (``None``: unseeded), the ids
+#: that end a row
+PromptIds = Sequence[Sequence[int]]
+RowSeeds = Sequence[int | None]
+StopIds = Sequence[int]
 
 
 @dataclass(frozen=True)
@@ -70,12 +75,7 @@ class TokenEngine(abc.ABC):
 
     @abc.abstractmethod
     def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        sampling: SamplingParams,
-        *,
-        seeds: Sequence[int | None],
-        stop_token_ids: Sequence[int],
+        self, prompts: PromptIds, sampling: SamplingParams, *, seeds: RowSeeds, stop_token_ids: StopIds
     ) -> list[TokenOutput]:
         """Sample one continuation of each prompt (the contract is in the module docstring). Blocks;
         the chat layer calls it from a worker thread. A failure of the call raises."""

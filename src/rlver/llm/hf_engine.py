@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.decoding import Decoder, is_out_of_memory, release_cached_memory
-from rlver.llm.engine import FinishReason, TokenEngine, TokenOutput
+from rlver.llm.engine import FinishReason, PromptIds, RowSeeds, StopIds, TokenEngine, TokenOutput
 from rlver.llm.sampling import is_greedy
 from rlver.llm.weights import WeightSlots
 
@@ -172,12 +172,7 @@ class HFEngine(TokenEngine):
 
     # -- generate ---------------------------------------------------------------------------------------
     def generate(
-        self,
-        prompts: Sequence[Sequence[int]],
-        sampling: SamplingParams,
-        *,
-        seeds: Sequence[int | None],
-        stop_token_ids: Sequence[int],
+        self, prompts: PromptIds, sampling: SamplingParams, *, seeds: RowSeeds, stop_token_ids: StopIds
     ) -> list[TokenOutput]:
         """Chunks of ``max_batch_size`` rows, each by :meth:`_generate_fitting`."""
         if len(seeds) != len(prompts):

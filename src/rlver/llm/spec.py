@@ -108,26 +108,63 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    #: a kind of :data:`KINDS` (``openai`` or ``local`` built in)
-    kind: str = "openai"
+    kind: str = Field(
+        default="openai", description="a kind of :data:`KINDS` (``openai`` or ``local`` built in)"
+    )
     model: str = Field(min_length=1, description="model id on the server, or a local path / hub id")
-    #: Required for ``kind: openai`` (:func:`no_endpoint`): there is no default endpoint.
-    base_url: str | None = Field(default=None, validate_default=True)
-    api_key_env: str | None = "OPENAI_API_KEY"
-    timeout_s: float = Field(default=120.0, gt=0)
-    max_attempts: int = Field(default=5, ge=1, le=50)
-    #: Where an empty answer is taken as an answer (the agent under test, a published-text simulator):
-    #: ask again, up to ``max_attempts``, while it stays empty. Default: taken at the first call, as
-    #: SAGE calls its agent and its judge once.
-    retry_empty: bool = False
-    concurrency: int = Field(default=32, ge=1, le=MAX_COUNT)
-    cache: str | None = None  # sqlite file for the response cache (replay); None = no cache
-    sampling: SamplingParams = Field(default_factory=SamplingParams)
+    base_url: str | None = Field(
+        default=None,
+        validate_default=True,
+        description="Required for ``kind: openai`` (:func:`no_endpoint`): there is no default endpoint.",
+    )
+    api_key_env: str | None = Field(
+        default="OPENAI_API_KEY",
+        description=(
+            "The environment variable the API key is read from (the key itself is never written in a config)."
+        ),
+    )
+    timeout_s: float = Field(
+        default=120.0, gt=0, description="Seconds one call may take before it is retried."
+    )
+    max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=50,
+        description="Tries per call when the server fails or times out (with backoff).",
+    )
+    retry_empty: bool = Field(
+        default=False,
+        description=(
+            "Where an empty answer is taken as an answer (the agent under test, a published-text "
+            "simulator): ask again, up to ``max_attempts``, while it stays empty. Default: taken at the "
+            "first call, as SAGE calls its agent and its judge once."
+        ),
+    )
+    concurrency: int = Field(
+        default=32, ge=1, le=MAX_COUNT, description="Calls in flight at once to this model."
+    )
+    cache: str | None = Field(
+        default=None, description="sqlite file for the response cache (replay); None = no cache"
+    )
+    sampling: SamplingParams = Field(
+        default_factory=SamplingParams,
+        description="How this model samples (temperature, top_p, max_tokens, seed...).",
+    )
     # local only
-    device: str | None = None  # "cpu", "cuda", "cuda:1"; None = cuda if available
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    max_batch_size: int = Field(default=16, ge=1, le=MAX_COUNT)
-    compile_decode: bool = False  # CUDA: static KV cache + compiled decode step (rlver.llm.local)
+    device: str | None = Field(default=None, description='"cpu", "cuda", "cuda:1"; None = cuda if available')
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto",
+        description="``kind: local`` only: the weights' dtype (``auto``: as the checkpoint stores them).",
+    )
+    max_batch_size: int = Field(
+        default=16,
+        ge=1,
+        le=MAX_COUNT,
+        description="``kind: local`` only: prompts generated together in one batch.",
+    )
+    compile_decode: bool = Field(
+        default=False, description="CUDA: static KV cache + compiled decode step (rlver.llm.local)"
+    )
 
     @field_validator("kind")
     @classmethod

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from rlver.config import yaml_problem
+from rlver.config_errors import yaml_problem
 from rlver.errors import InputError, Problem
 from rlver.profiles.schema import PUBLISHED_STYLES, Profile
 

@@ -6,7 +6,7 @@ system prompt, the training prompts). That text is someone else's: rlver never w
 source. The files are fetched like the profiles (``rlver data download sage-test`` / ``rlver-train``),
 each from its repository at a pinned commit, checked against a pinned sha256, written atomically, and
 found where the profiles are (the data dir, then ``$RLVER_SHARED_DATA``) under ``published_code/``.
-They are read as text and parsed (:mod:`rlver.simulator.sentient.published_text`), never imported or
+They are read as text and parsed (:mod:`rlver.simulator.llm.published_text`), never imported or
 executed.
 """
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rlver.errors import ConfigError
-from rlver.protocol import EVALUATION, EVALUATION_START, DialogueRules
 from rlver.records import Tier
+from rlver.rules import EVALUATION, EVALUATION_START, DialogueRules
 
 EMOTION_MIN = 0
 EMOTION_MAX = 100
@@ -131,6 +131,6 @@ def terminal_reason(emotion: int) -> str | None:
     """The end reason an emotion value implies, or ``None`` while the dialogue may go on.
 
     The published protocol ends a dialogue as soon as its outcome is decided, so the thresholds are the
-    benchmark's own success and failure: the :data:`rlver.protocol.EVALUATION` rules.
+    benchmark's own success and failure: the :data:`rlver.rules.EVALUATION` rules.
     """
     return EVALUATION.emotion_end(emotion)

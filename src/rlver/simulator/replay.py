@@ -26,7 +26,7 @@ from typing import Any
 from rlver.errors import SimulatorError
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message, UserTurn
-from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.base import Judgement, SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionRules, EmotionState
 
 #: The published evaluation ends the dialogue when the user's reply contains one of these.
@@ -75,26 +75,20 @@ class ReplayUser(SimulatedUser):
         text = recorded.text
         appraisal: Appraisal | None = None
         if recorded.appraisal is not None:
-            before, change, after = self.emotion.apply(recorded.appraisal.change)
-            appraisal = recorded.appraisal.model_copy(
-                update={
-                    "raw_change": recorded.appraisal.change,
-                    "change": change,
-                    "emotion_before": before,
-                    "emotion_after": after,
-                    "tier": self.emotion.tier,
-                }
+            said = recorded.appraisal  # the recorded judgement, moved by this run's rules
+            appraisal = self.applied(
+                Judgement(
+                    said.change,
+                    said.understanding,
+                    said.goal_fit,
+                    said.inner_reaction,
+                    said.feeling,
+                    said.features,
+                )
             )
         self.history.append(Message(role="assistant", content=agent_reply))
         self.history.append(Message(role="user", content=text))
-        ends = says_goodbye(text)
-        return UserTurn(
-            text=text,
-            appraisal=appraisal,
-            ends_dialogue=ends,
-            end_reason="goodbye" if ends else None,
-            latency_s=time.perf_counter() - started,
-        )
+        return self.user_turn(text, appraisal, ends=says_goodbye(text), started=started)
 
 
 class ReplaySimulator(UserSimulator):

@@ -222,8 +222,8 @@ KINDS: Registry[Any] = Registry(
         SimulatorKind(
             "llm",
             "an LLM plays the user; needs --sim-model",
-            "rlver.simulator.sentient.spec:build",
-            "rlver.simulator.sentient.spec:SentientSpec",
+            "rlver.simulator.llm.spec:build",
+            "rlver.simulator.llm.spec:SentientSpec",
             needs_model=True,
         ),
     ],
@@ -250,13 +250,36 @@ class SimulatorSpec(Variants):
     tag_field: ClassVar[str] = "kind"
     choices: ClassVar[Registry[Any]] = KINDS
 
-    kind: str = "offline"
-    difficulty: Difficulty | None = None
-    behaviour: str | None = None
-    #: emotion points one appraisal may move (the scale is 0..100, so 100 is no bound at all)
-    max_change: int = Field(default=MAX_CHANGE, ge=0, le=100)
-    seed: Seed = 0
-    prompt_language: Literal["en", "zh"] | None = None
+    kind: str = Field(
+        default="offline",
+        description=(
+            "Which simulated user: ``offline`` (default), ``llm`` or ``replay`` (``rlver simulator kinds``)."
+        ),
+    )
+    difficulty: Difficulty | None = Field(
+        default=None,
+        description="How hard the user is to please; ``null`` follows each profile (then ``normal``).",
+    )
+    behaviour: str | None = Field(
+        default=None,
+        description=(
+            "The user's behaviour (``cooperative``...); ``null`` follows each profile (then ``cooperative``)."
+        ),
+    )
+    max_change: int = Field(
+        default=MAX_CHANGE,
+        ge=0,
+        le=100,
+        description="emotion points one appraisal may move (the scale is 0..100, so 100 is no bound at all)",
+    )
+    seed: Seed = Field(
+        default=0,
+        description="The simulator's seed (each dialogue's seed is hashed from it and the profile).",
+    )
+    prompt_language: Literal["en", "zh"] | None = Field(
+        default=None,
+        description="The language of the simulator's prompts; ``null`` follows each profile's language.",
+    )
 
     @classmethod
     def not_from_block_hint(cls, tag: str) -> str:

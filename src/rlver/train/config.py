@@ -28,15 +28,15 @@ from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
 from rlver.limits import check_dialogues
 from rlver.migrate import nest_flat_eval_rules, upgrade_rollout, upgrade_update_keys
-from rlver.protocol import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.rollout.runner import RolloutConfig
+from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
-from rlver.simulator.sentient.protocols import SentientProtocol
+from rlver.simulator.llm.protocols import SentientProtocol
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
-from rlver.train.backends.base import BackendSettings
+from rlver.train.backends.settings import BackendSettings
 
 #: Default positions per chunk of the log-prob/entropy computation (``update.logit_chunk_tokens``;
 #: ``rlver.train.batch.policy_forward``). Here, not beside that code, so reading a config needs no torch.
@@ -55,42 +55,70 @@ Beta = Annotated[float, Field(ge=0.0, lt=1.0)]
 class LoraSettings(_Strict):
     """LoRA via peft. With LoRA on, the reference policy is the base model (adapter disabled)."""
 
-    enabled: bool = False
-    r: int = Field(default=16, ge=1, le=MAX_COUNT)
-    alpha: int = Field(default=32, ge=1, le=MAX_COUNT)
-    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
-    target_modules: list[str] | str = "all-linear"
+    enabled: bool = Field(default=False, description="Train a LoRA adapter instead of the whole model.")
+    r: int = Field(default=16, ge=1, le=MAX_COUNT, description="LoRA's rank.")
+    alpha: int = Field(default=32, ge=1, le=MAX_COUNT, description="LoRA's scaling (alpha / r).")
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0, description="Dropout on the LoRA layers.")
+    target_modules: list[str] | str = Field(
+        default="all-linear",
+        description=(
+            "The modules LoRA adapts (peft's ``target_modules``; ``all-linear``: every linear layer)."
+        ),
+    )
 
 
 class ModelSettings(_Strict):
     """The policy. ``path="tiny"`` builds the bundled 2-layer model (tests, demo, CPU)."""
 
-    path: str = "tiny"
-    tiny_seed: Seed = 0
-    tiny_size: Literal["tiny", "small"] = "tiny"
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    device: str | None = None  # None: cuda when available, else cpu
-    gradient_checkpointing: bool = False
-    lora: LoraSettings = Field(default_factory=LoraSettings)
+    path: str = Field(
+        default="tiny",
+        description=(
+            "The policy: ``tiny`` (the bundled test model), a fetchable name (``rlver models``), a folder"
+            " or a hub id."
+        ),
+    )
+    tiny_seed: Seed = Field(
+        default=0, description="``path: tiny`` only: the seed its weights are built with."
+    )
+    tiny_size: Literal["tiny", "small"] = Field(default="tiny", description="``path: tiny`` only: its size.")
+    dtype: Literal["float32", "bfloat16"] = Field(
+        default="float32",
+        description="The weights' dtype (``bfloat16``: bf16 autocast over fp32 master weights).",
+    )
+    device: str | None = Field(default=None, description="None: cuda when available, else cpu")
+    gradient_checkpointing: bool = Field(
+        default=False, description="Recompute activations in the backward pass (less memory, more time)."
+    )
+    lora: LoraSettings = Field(default_factory=LoraSettings, description="LoRA via peft (off by default).")
     max_length: int = Field(
         default=8192, ge=16, le=MAX_COUNT, description="tokens per dialogue; longer ones lose turns"
     )
-    generation_batch_size: int = Field(default=64, ge=1, le=MAX_COUNT)
+    generation_batch_size: int = Field(
+        default=64,
+        ge=1,
+        le=MAX_COUNT,
+        description="Dialogues the local sampler generates together in one batch.",
+    )
 
 
 class OptimSettings(_Strict):
-    actor_lr: float = Field(default=1e-6, gt=0.0)
-    critic_lr: float = Field(default=5e-6, gt=0.0)
-    weight_decay: float = Field(default=0.0, ge=0.0)
-    betas: tuple[Beta, Beta] = (0.9, 0.999)
-    eps: float = Field(default=1e-8, gt=0.0)
-    max_grad_norm: float | None = Field(default=1.0, gt=0.0)
+    actor_lr: float = Field(default=1e-6, gt=0.0, description="The policy's learning rate (AdamW).")
+    critic_lr: float = Field(default=5e-6, gt=0.0, description="The critic's learning rate (PPO).")
+    weight_decay: float = Field(default=0.0, ge=0.0, description="AdamW's weight decay.")
+    betas: tuple[Beta, Beta] = Field(default=(0.9, 0.999), description="AdamW's betas, each in [0, 1).")
+    eps: float = Field(default=1e-8, gt=0.0, description="AdamW's epsilon.")
+    max_grad_norm: float | None = Field(
+        default=1.0, gt=0.0, description="Clip the gradient norm to this; ``null``: no clipping."
+    )
     #: A step whose gradient norm is inf/NaN is skipped (as verl's FSDP workers do); this many skipped
     #: optimiser steps in a row stop the run, since the weights or the data are then broken for good.
     max_nonfinite_in_a_row: int = Field(
         default=3, ge=1, le=MAX_COUNT, description="non-finite gradient steps in a row that stop the run"
     )
-    schedule: Literal["constant", "linear", "cosine"] = "constant"
+    schedule: Literal["constant", "linear", "cosine"] = Field(
+        default="constant",
+        description="The learning-rate schedule after warm-up (``cosine``: to 0 over the run).",
+    )
     warmup_steps: int = Field(default=0, ge=0, le=MAX_COUNT, description="linear lr warm-up, both optimisers")
     # verl's `optim.lr_warmup_steps_ratio`, per optimiser: warm-up = int(ratio * run.steps) steps
     actor_warmup_ratio: float = Field(
@@ -124,7 +152,7 @@ class UpdateSettings(_Strict):
     ``logit_chunk_tokens``: positions whose full-vocabulary logits are alive at once
     (``rlver.train.batch.policy_forward``). Gradient checkpointing stays ``model.gradient_checkpointing``:
     it is how the model is built (``train/loading.py``), and verl sets it on its model block too.
-    Written under ``algorithm:`` before issue 44; ``rlver.migrate.upgrade_update_keys`` moves it here.
+    Written under ``algorithm:`` in older configs; ``rlver.migrate.upgrade_update_keys`` moves it here.
     """
 
     micro_batch_tokens: int = Field(
@@ -142,34 +170,64 @@ class UpdateSettings(_Strict):
 class RolloutSettings(_Strict):
     """Which users, how many dialogues, how they run, and what they are worth."""
 
-    profiles: str = "en-train"  # a profile set name (``rlver profiles list``) or a file
+    profiles: str = Field(
+        default="en-train", description="a profile set name (``rlver profiles list``) or a file"
+    )
     # Prompts (profiles) per step, as verl's `data.train_batch_size` counts them: a step runs
     # batch_size x n_per_profile dialogues (the published GRPO run: 32 x 4 = 128).
     batch_size: int = Field(
         default=32, ge=1, le=MAX_COUNT, description="profiles per step; dialogues = this x n_per_profile"
     )
     n_per_profile: int = Field(default=1, ge=1, le=MAX_COUNT, description="GRPO group size")
-    #: How a training dialogue runs and ends (docs/protocol.md): rlver's bounded training dialogue by
-    #: default; ``rules: {preset: published_training}`` the published dynamics; keys beside ``preset``
-    #: change single rules (``rules.max_assistant_turns: 2``).
-    rules: DialogueRules = TRAINING
-    think: bool = False
-    #: Think mode only. ``full``: later turns see earlier replies raw (one training sequence per
-    #: dialogue). ``visible``: later turns see only their visible text, as the published think-mode
-    #: rollout does; then every assistant turn is its own training sample (prompt = what the policy
-    #: saw, response = its sampled ids) carrying the dialogue's reward.
-    think_context: Literal["full", "visible"] = "full"
-    #: The policy's system prompt: ``neutral``, ``coaching`` (rlver's default), ``published`` (the
-    #: published training's friend-chat prompt, in our words; the four published presets) or the path
-    #: of a UTF-8 text file used as it is (think mode adds nothing to it).
-    agent_prompt: str = Field(default="coaching", min_length=1)
-    #: 0 samples greedily (the local sampler's argmax; the update then scores at temperature 1)
-    temperature: float = Field(default=1.0, ge=0.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    max_new_tokens: int = Field(default=512, ge=1, le=MAX_COUNT)
-    #: What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``).
-    reward: RewardSpec = Field(default_factory=RewardSpec)
-    simulator_concurrency: int = Field(default=64, ge=1, le=MAX_COUNT)
+    rules: DialogueRules = Field(
+        default=TRAINING,
+        description=(
+            "How a training dialogue runs and ends (docs/protocol.md): rlver's bounded training dialogue "
+            "by default; ``rules: {preset: published_training}`` the published dynamics; keys beside "
+            "``preset`` change single rules (``rules.max_assistant_turns: 2``)."
+        ),
+    )
+    think: bool = Field(
+        default=False, description="Think mode: the policy writes a <think> block before each reply."
+    )
+    think_context: Literal["full", "visible"] = Field(
+        default="full",
+        description=(
+            "Think mode only. ``full``: later turns see earlier replies raw (one training sequence per "
+            "dialogue). ``visible``: later turns see only their visible text, as the published think-mode"
+            " rollout does; then every assistant turn is its own training sample (prompt = what the "
+            "policy saw, response = its sampled ids) carrying the dialogue's reward."
+        ),
+    )
+    agent_prompt: str = Field(
+        default="coaching",
+        min_length=1,
+        description=(
+            "The policy's system prompt: ``neutral``, ``coaching`` (rlver's default), ``published`` (the "
+            "published training's friend-chat prompt, in our words; the four published presets) or the "
+            "path of a UTF-8 text file used as it is (think mode adds nothing to it)."
+        ),
+    )
+    temperature: float = Field(
+        default=1.0,
+        ge=0.0,
+        description=(
+            "0 samples greedily (the local sampler's argmax; the update then scores at temperature 1)"
+        ),
+    )
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0, description="The policy's nucleus sampling.")
+    max_new_tokens: int = Field(
+        default=512, ge=1, le=MAX_COUNT, description="The most tokens one policy reply may have."
+    )
+    reward: RewardSpec = Field(
+        default_factory=RewardSpec,
+        description=(
+            "What a dialogue is worth (``reward: {mode: final|delta|mixed, format_penalty, mixed_weight}``)."
+        ),
+    )
+    simulator_concurrency: int = Field(
+        default=64, ge=1, le=MAX_COUNT, description="Simulator calls in flight at once."
+    )
     #: What samples the policy's replies (``rlver.train.backends``): ``hf``, the local sampler on the
     #: trained model itself; a registered engine with its own weights is synced after each update.
     backend: str = Field(default="hf", description="rollout backend (rlver.train.backends.BACKENDS)")
@@ -180,10 +238,16 @@ class RolloutSettings(_Strict):
         validate_default=True,
         description="the rollout backend's own settings (its settings_class)",
     )
-    #: A step whose share of failed dialogues is above this stops the run, naming the errors: the
-    #: update would otherwise train on whichever dialogues happened to survive (an outage of the
-    #: simulator, or a failure mode that hits long dialogues). 1.0 stops only when none finished.
-    max_failed_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    max_failed_share: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "A step whose share of failed dialogues is above this stops the run, naming the errors: the "
+            "update would otherwise train on whichever dialogues happened to survive (an outage of the "
+            "simulator, or a failure mode that hits long dialogues). 1.0 stops only when none finished."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -245,7 +309,7 @@ class EvalSettings(_Strict):
     states them (see :func:`eval_env`).
     """
 
-    profiles: str = "en-test"
+    profiles: str = Field(default="en-test", description="The held-out profile set (a name or a file).")
     limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use the first N profiles only")
     samples_per_profile: int = Field(
         default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (less noise)"
@@ -253,17 +317,28 @@ class EvalSettings(_Strict):
     every: int = Field(
         default=0, ge=0, le=MAX_COUNT, description="evaluate every k steps (0: only at the end)"
     )
-    at_start: bool = False
-    temperature: float = Field(default=1.0, ge=0.0)
-    protocol: Literal["benchmark", "training"] = "benchmark"
-    #: ``None``: the protocol's rules; keys given change those rules (also ``{preset: ...}``).
-    rules: DialogueRules | None = None
-    seed: Seed = 12345
+    at_start: bool = Field(default=False, description="Also evaluate before the first step (the baseline).")
+    temperature: float = Field(
+        default=1.0, ge=0.0, description="The policy's sampling temperature during the evaluation."
+    )
+    protocol: Literal["benchmark", "training"] = Field(
+        default="benchmark",
+        description="``benchmark``: as ``rlver eval`` runs it; ``training``: like the training dialogues.",
+    )
+    rules: DialogueRules | None = Field(
+        default=None,
+        description=(
+            "``None``: the protocol's rules; keys given change those rules (also ``{preset: ...}``)."
+        ),
+    )
+    seed: Seed = Field(
+        default=12345, description="The evaluation's seed, fixed so every evaluation sees the same dialogues."
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _read_older_shapes(cls, data: Any) -> Any:
-        # flat ``max_assistant_turns``/``start_emotion`` of config.yaml before issue 37: rlver.migrate
+        # flat ``max_assistant_turns``/``start_emotion`` of an older config.yaml: rlver.migrate
         return nest_flat_eval_rules(data)
 
 
@@ -274,9 +349,9 @@ class WandbSettings(_Strict):
     is sent redacted, like config.yaml.
     """
 
-    enabled: bool = False
-    project: str = "rlver"
-    entity: str | None = None
+    enabled: bool = Field(default=False, description="Log to Weights & Biases.")
+    project: str = Field(default="rlver", description="The W&B project.")
+    entity: str | None = Field(default=None, description="The W&B entity (default: your own).")
     name: str | None = Field(default=None, description="default: the run folder's name")
     mode: Literal["online", "offline", "disabled"] | None = Field(
         default=None, description="default: $WANDB_MODE, else online"
@@ -284,13 +359,19 @@ class WandbSettings(_Strict):
 
 
 class RunSettings(_Strict):
-    steps: int = Field(default=100, ge=1, le=MAX_COUNT)
-    seed: Seed = 0
+    steps: int = Field(default=100, ge=1, le=MAX_COUNT, description="Training steps.")
+    seed: Seed = Field(default=0, description="The run's seed (weights, sampling, data order).")
     checkpoint_every: int = Field(default=10, ge=0, le=MAX_COUNT, description="0: only at the end")
-    keep_checkpoints: int = Field(default=2, ge=1, le=MAX_COUNT)
-    tensorboard: bool = True
-    progress: bool = True
-    wandb: WandbSettings = Field(default_factory=WandbSettings)
+    keep_checkpoints: int = Field(
+        default=2, ge=1, le=MAX_COUNT, description="How many of the latest checkpoints are kept."
+    )
+    tensorboard: bool = Field(default=True, description="Write TensorBoard events beside metrics.jsonl.")
+    progress: bool = Field(
+        default=True, description="Show progress (a bar on a terminal, plain lines elsewhere)."
+    )
+    wandb: WandbSettings = Field(
+        default_factory=WandbSettings, description="Weights & Biases logging (off by default)."
+    )
     #: The training dialogues go to the run folder's transcript.jsonl (``rlver inspect/audit/score/
     #: report`` read it); a long run of long think-mode dialogues may keep every k-th step only.
     transcript_every: int = Field(
@@ -312,24 +393,44 @@ class RunSettings(_Strict):
 
 
 class TrainConfig(_Strict):
-    """A whole training run. See docs/training.md for every field's meaning."""
+    """A whole training run. Every field's meaning: docs/config.md (printed from these models)."""
 
-    model: ModelSettings = Field(default_factory=ModelSettings)
-    #: the settings class of the algorithm named (``PPOSettings``, ``GRPOSettings``...: see
-    #: ``rlver.train.algorithms``), written out with its own fields
-    algorithm: SerializeAsAny[AlgorithmSettings] = Field(default_factory=PPOSettings)
-    #: how the update fits the device (micro-batches, logit chunks): memory and time, not the maths
-    update: UpdateSettings = Field(default_factory=UpdateSettings)
-    optim: OptimSettings = Field(default_factory=OptimSettings)
-    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
-    simulator: SimulatorSpec = Field(default_factory=lambda: SimulatorSpec(kind="offline"))
-    eval: EvalSettings = Field(default_factory=EvalSettings)
-    run: RunSettings = Field(default_factory=RunSettings)
+    model: ModelSettings = Field(
+        default_factory=ModelSettings, description="The policy and how it is loaded."
+    )
+    algorithm: SerializeAsAny[AlgorithmSettings] = Field(
+        default_factory=PPOSettings,
+        description=(
+            "the settings class of the algorithm named (``PPOSettings``, ``GRPOSettings``...: see "
+            "``rlver.train.algorithms``), written out with its own fields"
+        ),
+    )
+    update: UpdateSettings = Field(
+        default_factory=UpdateSettings,
+        description=(
+            "how the update fits the device (micro-batches, logit chunks): memory and time, not the maths"
+        ),
+    )
+    optim: OptimSettings = Field(
+        default_factory=OptimSettings, description="The optimisers and their schedule."
+    )
+    rollout: RolloutSettings = Field(
+        default_factory=RolloutSettings,
+        description="Which users, how many dialogues per step, how they run and what they are worth.",
+    )
+    simulator: SimulatorSpec = Field(
+        default_factory=lambda: SimulatorSpec(kind="offline"),
+        description="The simulated user of the training dialogues.",
+    )
+    eval: EvalSettings = Field(
+        default_factory=EvalSettings, description="Periodic evaluation on held-out profiles."
+    )
+    run: RunSettings = Field(default_factory=RunSettings, description="Steps, seed, checkpoints and logging.")
 
     @model_validator(mode="before")
     @classmethod
     def _read_older_shapes(cls, data: Any) -> Any:
-        # ``algorithm.micro_batch_tokens``/``logit_chunk_tokens`` of configs before issue 44: rlver.migrate
+        # ``algorithm.micro_batch_tokens``/``logit_chunk_tokens`` of older configs: rlver.migrate
         return upgrade_update_keys(data, UpdateSettings().model_dump())
 
     @field_validator("algorithm", mode="before")
@@ -448,7 +549,7 @@ def eval_env(training: EnvConfig, e: EvalSettings, simulator_kind: str | None = 
     """The dialogue settings of in-training evaluation (see ``EvalSettings``).
 
     ``benchmark``: ``EnvConfig.evaluation()`` — the very defaults ``rlver eval`` runs with, agent prompt
-    included (SAGE's own with an LLM user on the SAGE profiles, :func:`rlver.protocol.asks_published_text`),
+    included (SAGE's own with an LLM user on the SAGE profiles, :func:`rlver.rules.asks_published_text`),
     so the two scores are comparable — keeping only the training's think mode (a think-mode policy is
     evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
     """

@@ -2,7 +2,7 @@
 
 The trained-token counters and the sampling-vs-trainer log-prob gap used to be computed from the
 tokenised episodes, upstream of collation: a bug that shifts ``action_mask`` while building the padded
-batch (``rlver.train.batch.collate``) was invisible to them (issue 23: GRPO seed 0 still "learned"
+batch (``rlver.train.batch.collate``) was invisible to them (GRPO seed 0 still "learned"
 12.9 -> 20.3 with the shift). :class:`GridCheck` reads the micro-batch the loss consumes instead: its
 ``action_mask`` (the tokens that get a gradient) and the old log-probs the importance ratio uses, and
 compares them with the sampling-time record of each sequence (``TokenizedEpisode.sample_logprobs``,

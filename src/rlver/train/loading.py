@@ -135,7 +135,7 @@ def load_reference(base: Path | str, settings: ModelSettings, device: torch.devi
     Its weights are fp32 like the policy's master weights, and with ``dtype: bfloat16`` it computes
     under the same autocast. Why not bf16 weights (half the memory)? At step 0 the reference and the
     policy are the same model, so their log-probs must agree exactly; bf16-rounded weights against the
-    policy's fp32 ones gave a log-prob gap of 2.3e-3 (issue 23), i.e. a KL penalty on a policy that
+    policy's fp32 ones gave a log-prob gap of 2.3e-3, i.e. a KL penalty on a policy that
     has not moved.
     """
     from transformers import AutoModelForCausalLM

@@ -36,7 +36,6 @@ import torch
 import yaml
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from rlver.config import mask_secret_values, redacted
 from rlver.heartbeat import activity
 from rlver.interrupt import finish_first, interruptible, signalled_during, winding_down
 from rlver.io import atomic_write_text
@@ -45,6 +44,7 @@ from rlver.llm.sampling import scoring_temperature
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
+from rlver.redaction import mask_secret_values, redacted
 from rlver.rollout.batching import RolloutTimes
 from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts

@@ -21,12 +21,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rlver.config import mask_secret_values, redacted
 from rlver.env.thinking import split_think
 from rlver.io import append_jsonl_many
 from rlver.manifest import RunManifest
-from rlver.protocol import protocol_label
 from rlver.records import Episode
+from rlver.redaction import mask_secret_values, redacted
+from rlver.rules import protocol_label
 from rlver.train.config import TrainConfig
 from rlver.train.published_run import published_run
 from rlver.transcripts.files import TRANSCRIPT_NAME

@@ -21,7 +21,7 @@ that no longer follows it) rather than a cascade through the rest of the dialogu
 Settings come from the transcript's manifest (:class:`rlver.manifest.RunManifest`: its dialogue
 ``rules``, the simulator's ``max_change`` and the ``reward``, whichever shape the file was written in) —
 what the manifest does not say is not assumed (the recorded start is accepted, no turn limit).
-Published files use the :data:`~rlver.protocol.EVALUATION` rules (start 40, ±10, 10 replies, ≤ 9 appraisals). Options
+Published files use the :data:`~rlver.rules.EVALUATION` rules (start 40, ±10, 10 replies, ≤ 9 appraisals). Options
 override both.
 """
 
@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
 from rlver.errors import InputError, Problem
 from rlver.manifest import RunManifest
-from rlver.protocol import EVALUATION, DialogueRules, rule_range
 from rlver.records import Episode
+from rlver.rules import EVALUATION, DialogueRules, rule_range
 from rlver.simulator.emotion import MAX_CHANGE, EmotionRules, tier_of
 from rlver.transcripts.files import detect_format
 from rlver.transcripts.native import read_transcript
@@ -199,7 +199,7 @@ def _reward_from_manifest(manifest: RunManifest | dict[str, Any]) -> dict[str, A
 _T = TypeVar("_T")
 
 #: Valid ranges of the rule overrides (``rlver audit --start/--max-change/--max-assistant-turns``): the
-#: dialogue rules' own bounds, read from :class:`~rlver.protocol.DialogueRules`; ``max_change`` is the
+#: dialogue rules' own bounds, read from :class:`~rlver.rules.DialogueRules`; ``max_change`` is the
 #: simulator's and must be at least 1 for a bound to mean anything.
 _OVERRIDE_RANGES = {
     "start_emotion": rule_range("start_emotion"),

@@ -43,8 +43,8 @@ from rlver.env.thinking import split_think
 from rlver.errors import InputError, Problem
 from rlver.io import atomic_write_text, iter_jsonl
 from rlver.profiles.schema import Profile
-from rlver.protocol import EVALUATION_START
 from rlver.records import Appraisal, Episode, Message, UserTurn
+from rlver.rules import EVALUATION_START
 from rlver.simulator.emotion import EmotionRules, tier_of
 
 PUBLISHED_KEYS = ("id", "emo_point", "emo_state", "player", "scene", "history")

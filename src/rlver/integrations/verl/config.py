@@ -66,14 +66,18 @@ class VerlSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     out_dir: str = Field(default="runs/verl", description="where the parquet, YAML and overrides are written")
-    nnodes: int = Field(default=1, ge=1, le=MAX_COUNT)
-    gpus_per_node: int = Field(default=8, ge=1, le=MAX_COUNT)
+    nnodes: int = Field(default=1, ge=1, le=MAX_COUNT, description="Nodes in the Ray cluster.")
+    gpus_per_node: int = Field(default=8, ge=1, le=MAX_COUNT, description="GPUs on each node.")
     ray_address: str | None = Field(
         default=None, description="an existing Ray cluster ('auto', 'ray://head:10001'); None starts one"
     )
-    rollout_engine: Literal["vllm", "sglang"] = "vllm"
+    rollout_engine: Literal["vllm", "sglang"] = Field(
+        default="vllm", description="The engine verl samples the policy with."
+    )
     tensor_parallel_size: int = Field(default=1, ge=1, le=MAX_COUNT, description="GPUs per rollout replica")
-    gpu_memory_utilization: float = Field(default=0.5, gt=0.0, le=1.0)
+    gpu_memory_utilization: float = Field(
+        default=0.5, gt=0.0, le=1.0, description="Share of each GPU's memory the rollout engine may take."
+    )
     agent_workers: int = Field(
         default=8, ge=1, le=MAX_COUNT, description="agent-loop worker actors (dialogues are split among them)"
     )
@@ -83,20 +87,33 @@ class VerlSettings(BaseModel):
         le=MAX_COUNT,
         description="system prompt + opening line; default min(2048, model.max_length / 4)",
     )
-    param_offload: bool = False
-    optimizer_offload: bool = False
-    project: str = "rlver"
-    experiment: str | None = None
-    #: Also write each finished dialogue (an Episode with its appraisals) under out_dir/transcripts.
-    transcripts: bool = True
-    #: Extra Hydra overrides appended last (``key=value``), for anything not mapped here.
-    overrides: list[str] = Field(default_factory=list)
+    param_offload: bool = Field(default=False, description="Offload the parameters to the CPU (FSDP).")
+    optimizer_offload: bool = Field(
+        default=False, description="Offload the optimiser states to the CPU (FSDP)."
+    )
+    project: str = Field(default="rlver", description="verl's project name (its loggers group runs by it).")
+    experiment: str | None = Field(
+        default=None, description="verl's experiment name (default: one made from the run)."
+    )
+    transcripts: bool = Field(
+        default=True,
+        description=(
+            "Also write each finished dialogue (an Episode with its appraisals) under out_dir/transcripts."
+        ),
+    )
+    overrides: list[str] = Field(
+        default_factory=list,
+        description="Extra Hydra overrides appended last (``key=value``), for anything not mapped here.",
+    )
 
 
 class VerlTrainConfig(TrainConfig):
     """A training config with the optional ``verl:`` section."""
 
-    verl: VerlSettings = Field(default_factory=VerlSettings)
+    verl: VerlSettings = Field(
+        default_factory=VerlSettings,
+        description="The part only ``--engine verl`` reads: cluster, engine and offload settings.",
+    )
 
 
 _BARE = re.compile(r"^[A-Za-z0-9_./~+@-][A-Za-z0-9_./~+@:-]*$")

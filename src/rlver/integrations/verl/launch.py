@@ -36,7 +36,7 @@ from typing import Any
 
 import yaml
 
-from rlver.config import load_config, redacted
+from rlver.config import load_config
 from rlver.env.dialogue import EnvConfig
 from rlver.env.thinking import system_prompt
 from rlver.errors import ConfigError, RlverError
@@ -47,6 +47,7 @@ from rlver.io import atomic_write_text
 from rlver.models.reference import base_model_folder, resolve_reference
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
+from rlver.redaction import redacted
 from rlver.train.algorithms import ALGORITHMS
 from rlver.train.config import resolve_config_path
 

@@ -114,20 +114,28 @@ class ProfileText:
         )
 
 
-def dense_features(
-    reply: str,
-    profile: ProfileText,
-    *,
-    emotion: int,
-    turn: int,
-    last_user: str,
-    previous_bigrams: Sequence[set[str]],
-    previous_changes: Sequence[int] = (),
-) -> list[float]:
-    """The dense context features (see :data:`DENSE_NAMES`), unscaled.
+@dataclass(frozen=True)
+class ReplyContext:
+    """What the user knows when it appraises a reply: its profile, its emotion, the turn (the agent's
+    reply count, from 1), its own last message, the bigrams of the agent's earlier replies and its own
+    earlier emotion changes in the dialogue (oldest first)."""
 
-    ``previous_changes``: this user's own earlier emotion changes in the dialogue, oldest first.
-    """
+    profile: ProfileText
+    emotion: int
+    turn: int
+    last_user: str
+    previous_bigrams: Sequence[set[str]] = ()
+    previous_changes: Sequence[int] = ()
+
+
+def dense_features(reply: str, context: ReplyContext) -> list[float]:
+    """The dense context features (see :data:`DENSE_NAMES`), unscaled."""
+    profile, emotion, turn = context.profile, context.emotion, context.turn
+    last_user, previous_bigrams, previous_changes = (
+        context.last_user,
+        context.previous_bigrams,
+        context.previous_changes,
+    )
     bigrams = cjk_bigrams(reply)
     e = emotion / 100.0
     log_len = math.log1p(len(reply)) / 7.0
@@ -198,37 +206,19 @@ class AppraisalModel:
         self.slope: float = float(data["calibration"]["slope"])
         self.offset: float = float(data["calibration"]["offset"])
 
-    def score(
-        self,
-        reply: str,
-        profile: ProfileText,
-        *,
-        emotion: int,
-        turn: int,
-        last_user: str,
-        previous_bigrams: Sequence[set[str]] = (),
-        previous_changes: Sequence[int] = (),
-    ) -> tuple[float, dict[str, float]]:
+    def score(self, reply: str, context: ReplyContext) -> tuple[float, dict[str, float]]:
         """The raw score of one reply and its contributions: ``ngrams``, ``context``, ``intercept``."""
-        keys = sparse_keys(reply, last_user, self.settings)
+        keys = sparse_keys(reply, context.last_user, self.settings)
         # One C-level lookup per key (dict.get through map): the hot loop of the offline user.
         ngram = sum(filter(None, map(self.weights.get, keys))) / math.sqrt(len(keys)) if keys else 0.0
-        dense = dense_features(
-            reply,
-            profile,
-            emotion=emotion,
-            turn=turn,
-            last_user=last_user,
-            previous_bigrams=previous_bigrams,
-            previous_changes=previous_changes,
-        )
-        context = sum(
+        dense = dense_features(reply, context)
+        from_context = sum(
             wd * (x - m) / s
             for wd, x, m, s in zip(self.dense_weights, dense, self.dense_mean, self.dense_scale, strict=True)
         )
-        return ngram + context + self.intercept, {
+        return ngram + from_context + self.intercept, {
             "ngrams": ngram,
-            "context": context,
+            "context": from_context,
             "intercept": self.intercept,
         }
 

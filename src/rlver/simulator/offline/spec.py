@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from rlver.errors import ConfigError
 from rlver.llm.base import ChatModel
 from rlver.simulator.base import UserSimulator
@@ -14,12 +16,19 @@ from rlver.simulator.spec import SimulatorSpec
 class OfflineSpec(SimulatorSpec):
     """The deterministic, LLM-free proxy (default for the demo and CI)."""
 
-    kind: Literal["offline"] = "offline"
-    #: use the packaged MiniLM sentence embedder (needs the ``[embed]`` extra).
-    embed: bool = False
-    #: Chinese profiles use the learned appraisal fitted on released SAGE judgements
-    #: (``false``: the lexicon appraisal for every language, as before).
-    learned: bool = True
+    kind: Literal["offline"] = Field(
+        default="offline", description="``offline``: the deterministic, LLM-free user."
+    )
+    embed: bool = Field(
+        default=False, description="use the packaged MiniLM sentence embedder (needs the ``[embed]`` extra)."
+    )
+    learned: bool = Field(
+        default=True,
+        description=(
+            "Chinese profiles use the learned appraisal fitted on released SAGE judgements (``false``: "
+            "the lexicon appraisal for every language, as before)."
+        ),
+    )
 
     def inert_settings(self) -> dict[str, str]:
         if self.prompt_language is not None:

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 
 from rlver.profiles.schema import Difficulty, Profile
-from rlver.records import Appraisal, Message, Tier, UserTurn
-from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.records import Message, Tier, UserTurn
+from rlver.simulator.base import GOODBYE_TIERS, Judgement, SimulatedUser, UserSimulator
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import EmotionRules, EmotionState
 from rlver.simulator.offline.answers import UNREADABLE, Answerer
@@ -52,6 +52,7 @@ from rlver.simulator.offline.crosslingual import (
 from rlver.simulator.offline.learned import (
     AppraisalModel,
     ProfileText,
+    ReplyContext,
     cjk_bigrams,
     load_appraisal_model,
     round_change,
@@ -167,15 +168,10 @@ class OfflineUser(SimulatedUser):
             return scored
         last_user = next((m.content for m in reversed(self.history) if m.role == "user"), "")
         turn = sum(1 for m in self.history if m.role == "assistant") + 1
-        score, parts = model.score(
-            agent_reply.strip(),
-            self.pf.learned,
-            emotion=self.emotion.value,
-            turn=turn,
-            last_user=last_user,
-            previous_bigrams=self._previous_bigrams,
-            previous_changes=self._changes,
+        context = ReplyContext(
+            self.pf.learned, self.emotion.value, turn, last_user, self._previous_bigrams, self._changes
         )
+        score, parts = model.score(agent_reply.strip(), context)
         if self.simulator.vetoes and parts["ngrams"] > model.ngram_ceiling:
             # More rewarded phrases than any real reply in the fitting data: a stack of them, not a reply.
             notes = dict(scored.notes)
@@ -292,33 +288,22 @@ class OfflineUser(SimulatedUser):
         self.last_flags = list(scored.flags)
         self.last_exact = scored.total if scored.exact is None else scored.exact
         raw_change = scored.raw_change
-        before, change, after = self.emotion.apply(raw_change)
-        self._changes.append(change)
-        tier = self.emotion.tier
-        lang = self.pf.language
-        appraisal = Appraisal(
-            understanding="; ".join(scored.notes["understanding"]),
-            goal_fit="; ".join(scored.notes["goal_fit"]),
-            inner_reaction="; ".join(scored.notes["inner_reaction"]) or f"style: {self.pf.style}",
-            feeling=feeling_words(raw_change, lang),
-            raw_change=raw_change,
-            change=change,
-            emotion_before=before,
-            emotion_after=after,
-            tier=tier,
-            features=scored.features,
+        appraisal = self.applied(
+            Judgement(
+                raw_change,
+                understanding="; ".join(scored.notes["understanding"]),
+                goal_fit="; ".join(scored.notes["goal_fit"]),
+                inner_reaction="; ".join(scored.notes["inner_reaction"]) or f"style: {self.pf.style}",
+                feeling=feeling_words(raw_change, self.pf.language),
+                features=scored.features,
+            )
         )
+        change, tier = appraisal.change, appraisal.tier
+        self._changes.append(change)
         text = self._reply_text(agent_reply, scored.flags, "cliche" in scored.features, tier, change)
-        ends = tier in ("S", "F")
         self._said(agent_reply)
         self._heard(text)
-        return UserTurn(
-            text=text,
-            appraisal=appraisal,
-            ends_dialogue=ends,
-            end_reason=("satisfied" if tier == "S" else "left") if ends else None,
-            latency_s=time.perf_counter() - started,
-        )
+        return self.user_turn(text, appraisal, ends=tier in GOODBYE_TIERS, started=started)
 
     def _reply_text(self, agent_reply: str, flags: list[str], cliche: bool, tier: Tier, change: int) -> str:
         """What the user says, after the appraisal (which it cannot change): a reaction to what went
@@ -337,7 +322,7 @@ class OfflineUser(SimulatedUser):
             ]
         else:
             parts = [reaction, answer.text]
-            if tier in ("S", "F"):  # the dialogue ends here: the answer, then the goodbye
+            if tier in GOODBYE_TIERS:  # the dialogue ends here: the answer, then the goodbye
                 parts.append(tier_line(lang, tier, self.pf.topic, self.rng, change, used=self._lines))
         self._lines.update(x for x in parts if x)
         text = " ".join(x for x in parts if x) if lang == "en" else "".join(parts)

@@ -57,8 +57,14 @@ class AlgorithmSettings(BaseModel):
 
     #: checked against the registry where a config is read (``rlver.train.algorithms.settings_for``)
     name: str = Field(default="ppo", description="a key of rlver.train.algorithms.ALGORITHMS")
-    clip_eps: float = Field(default=0.2, gt=0.0)
-    clip_eps_high: float | None = Field(default=None, gt=0.0)
+    clip_eps: float = Field(default=0.2, gt=0.0, description="PPO clip range of the policy ratio (below 1).")
+    clip_eps_high: float | None = Field(
+        default=None,
+        gt=0.0,
+        description=(
+            "The upper clip range when it differs from ``clip_eps`` (clip-higher); ``null``: ``clip_eps``."
+        ),
+    )
     dual_clip: float | None = Field(
         default=3.0,
         gt=1.0,
@@ -66,10 +72,19 @@ class AlgorithmSettings(BaseModel):
         "null: off on both engines",
     )
     kl_coef: float = Field(default=0.0, ge=0.0, description="PPO: k1 penalty in the reward; GRPO: k3 loss")
-    entropy_coef: float = Field(default=0.0, ge=0.0)
+    entropy_coef: float = Field(
+        default=0.0, ge=0.0, description="Weight of the entropy bonus in the actor loss."
+    )
     # the discount of GAE (PPO); verl reads algorithm.gamma/lam whatever the estimator, so they stay here
-    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
-    lam: float = Field(default=1.0, ge=0.0, le=1.0)
+    gamma: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="The discount of GAE (PPO); verl reads it whatever the estimator.",
+    )
+    lam: float = Field(
+        default=1.0, ge=0.0, le=1.0, description="GAE's lambda (PPO); verl reads it whatever the estimator."
+    )
     epochs: int = Field(default=1, ge=1, le=MAX_COUNT, description="passes over each batch of dialogues")
     minibatches: int = Field(
         default=1,

@@ -28,9 +28,11 @@ class GRPOSettings(AlgorithmSettings):
     """GRPO's own settings (``algorithm:`` keys beside the shared ones; the ``grpo_`` prefix is kept
     so that configs and run folders written before this class keep their meaning)."""
 
-    name: str = "grpo"
+    name: str = Field(default="grpo", description="``grpo``: group-normalised advantages, no critic.")
     grpo_scale_by_std: bool = Field(default=True, description="divide by the group's std (false: Dr. GRPO)")
-    grpo_eps: float = Field(default=1e-6, gt=0.0)
+    grpo_eps: float = Field(
+        default=1e-6, gt=0.0, description="Added to the group's std before dividing by it."
+    )
     grpo_lone_sample: Literal["raw", "zero"] = Field(
         default="raw",
         description="advantage of a group of one sample: raw = its score / (1 + eps), as verl 0.9.1; "

@@ -43,14 +43,14 @@ from pydantic import Field, model_validator
 
 from rlver.train.algorithms.base import AdvantageInputs, Advantages, Algorithm, AlgorithmSettings
 
-if TYPE_CHECKING:  # the settings are read with every config, before torch is imported (when at all)
+if TYPE_CHECKING:  # torch is imported where it is used: reading a config must not load it
     from torch import Tensor
 
 
 class MAPOSettings(AlgorithmSettings):
     """MAPO's own settings: the two weights of the mixed advantage, and its epsilon."""
 
-    name: str = "mapo"
+    name: str = Field(default="mapo", description="``mapo``: turn-level advantages (see its own keys).")
     mapo_turn_weight: float = Field(
         default=0.4, ge=0.0, le=1.0, description="weight of the turn-level normalised return (MAPO's 0.4)"
     )
@@ -86,7 +86,7 @@ def turn_rewards_by_dialogue(inputs: AdvantageInputs) -> dict[int, dict[int, flo
     (``inputs.per_turn``) earns the reward from its turn on, so ``r_k`` is its sum less the next turn's
     sample's; a dialogue whose late turns did not fit keeps their reward on its last kept turn (as a
     cut whole dialogue does, ``rlver.env.rewards.sample_rewards``)."""
-    import torch  # here: reading MAPOSettings needs no torch
+    import torch
 
     dialogues, turn_index = turns_of(inputs)
     summed: dict[int, dict[int, float]] = defaultdict(dict)
@@ -110,7 +110,7 @@ def monte_carlo_returns(
 ) -> tuple[list[tuple[int, int]], Tensor]:
     """Every (dialogue, turn) and its return ``G = r + gamma * G_next`` (0 after the last turn), as a flat
     tensor."""
-    import torch  # here: reading MAPOSettings needs no torch
+    import torch
 
     keys: list[tuple[int, int]] = []
     returns: list[float] = []
@@ -125,7 +125,7 @@ def monte_carlo_returns(
 
 def _normalised(values: Tensor, eps: float) -> Tensor:
     """``(x - mean) / (std + eps)``, unbiased std; 0 for fewer than two values (no baseline)."""
-    import torch  # here: reading MAPOSettings needs no torch
+    import torch
 
     if values.numel() < 2:
         return torch.zeros_like(values)
@@ -143,7 +143,7 @@ class MAPO(Algorithm[MAPOSettings]):
     settings_class = MAPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: MAPOSettings) -> Advantages:
-        import torch  # here: reading MAPOSettings needs no torch
+        import torch
 
         dialogues, turn_index = turns_of(inputs)
         keys, g = monte_carlo_returns(turn_rewards_by_dialogue(inputs), settings.gamma)

@@ -29,8 +29,10 @@ from rlver.train.algorithms.base import (
 class PPOSettings(AlgorithmSettings):
     """PPO's own settings (``algorithm:`` keys beside the shared ones)."""
 
-    name: str = "ppo"
-    whiten_advantages: bool = True
+    name: str = Field(default="ppo", description="``ppo``: GAE with a learned critic.")
+    whiten_advantages: bool = Field(
+        default=True, description="Normalise the advantages over the batch (mean 0, std 1)."
+    )
     value_clip: float | None = Field(default=0.2, gt=0.0, description="the critic's clip range (null: off)")
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from rlver.train.backends.base import RolloutBackend
-    from rlver.train.config import TrainConfig
+    from rlver.train.backends.settings import BackendConfig
 
 #: The backends ``rollout.backend`` may name, by name.
 BACKENDS: Registry[type[RolloutBackend[Any]]] = Registry(
@@ -49,19 +49,19 @@ def settings_for(name: str, data: Any) -> Any:
 
 
 def build_rollout_backend(
-    config: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
+    config: BackendConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
 ) -> RolloutBackend[Any]:
     """The backend ``config.rollout.backend`` names, built around ``policy``."""
     return BACKENDS.get(config.rollout.backend)(config, policy, tokenizer, device)
 
 
-def memory_bytes(config: TrainConfig, arch: dict[str, Any], device_bytes: float) -> float:
+def memory_bytes(config: BackendConfig, arch: dict[str, Any], device_bytes: float) -> float:
     """What the configured backend holds on the training device during the update (the memory guard)."""
     r = config.rollout
     return float(BACKENDS.get(r.backend).memory_bytes(r.backend_settings, config, arch, device_bytes))
 
 
-def verl_refusals(config: TrainConfig) -> list[str]:
+def verl_refusals(config: BackendConfig) -> list[str]:
     """What ``--engine verl`` would not honour of the configured backend and its settings."""
     r = config.rollout
     return list(BACKENDS.get(r.backend).verl_refusals(r.backend_settings, config))

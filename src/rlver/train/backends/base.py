@@ -44,24 +44,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
-
 from rlver.llm.base import ChatModel, SamplingParams
 from rlver.llm.engine import TokenEngine
 from rlver.llm.engine_chat import EngineChatModel, generation_eos
 from rlver.llm.weights import named_weights
+from rlver.train.backends.settings import BackendConfig, BackendSettings
 
 if TYPE_CHECKING:
     import torch
-
-    from rlver.train.config import TrainConfig
-
-
-class BackendSettings(BaseModel):
-    """A backend's own knobs (``rollout.backend_settings``). A subclass adds fields with defaults; an
-    unknown key is a config error naming its path."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 S = TypeVar("S", bound=BackendSettings)
@@ -74,7 +64,7 @@ class RolloutBackend(Generic[S]):
     settings_class: ClassVar[type[BackendSettings]] = BackendSettings
 
     def __init__(
-        self, config: TrainConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
+        self, config: BackendConfig, policy: torch.nn.Module, tokenizer: Any, device: torch.device
     ) -> None:
         self.config = config
         #: the registry name it runs under (``rollout.backend``), as the manifest records it
@@ -130,7 +120,7 @@ class RolloutBackend(Generic[S]):
     # -- what it states before it is built --------------------------------------------------------
     @classmethod
     def memory_bytes(
-        cls, settings: S, config: TrainConfig, arch: dict[str, Any], device_bytes: float
+        cls, settings: S, config: BackendConfig, arch: dict[str, Any], device_bytes: float
     ) -> float:
         """Bytes it holds on the training device while the update runs, beside the update's own
         tensors (``arch``: the model's config.json; ``device_bytes``: the device's total). The memory
@@ -138,7 +128,7 @@ class RolloutBackend(Generic[S]):
         return 0.0
 
     @classmethod
-    def verl_refusals(cls, settings: S, config: TrainConfig) -> list[str]:
+    def verl_refusals(cls, settings: S, config: BackendConfig) -> list[str]:
         """The settings ``--engine verl`` would not honour, each as one sentence. verl samples with its
         own engine (``verl.rollout_engine``), so by default the backend itself is refused."""
         return [

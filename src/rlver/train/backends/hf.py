@@ -3,7 +3,7 @@ model being trained. It shares the policy's weights, so ``sync`` finds them in p
 nothing, and its KV caches live only inside a ``generate`` call (the static one of ``compile_decode``
 is dropped on release), so the memory guard adds nothing for it.
 
-Its one knob, ``rollout.backend_settings.compile_decode`` (before issue 44 ``rollout.compile_decode``,
+Its one knob, ``rollout.backend_settings.compile_decode`` (in older configs ``rollout.compile_decode``,
 still read through ``rlver.migrate``): on CUDA, decode with a static KV cache and a ``torch.compile``d
 step (CUDA graphs); opt-in, since the first steps pay for compiling; on a CPU it warns once and decodes
 eagerly.
@@ -17,20 +17,24 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from pydantic import Field
+
 from rlver.train.backends.base import BackendSettings, RolloutBackend
 
 if TYPE_CHECKING:
     import torch
 
     from rlver.llm.engine import TokenEngine
-    from rlver.train.config import TrainConfig
+    from rlver.train.backends.settings import BackendConfig
 
 
 class HFSettings(BackendSettings):
     """``hf``'s own knobs."""
 
-    #: static KV cache + compiled decode step on CUDA (warns once and stays eager elsewhere)
-    compile_decode: bool = False
+    compile_decode: bool = Field(
+        default=False,
+        description="static KV cache + compiled decode step on CUDA (warns once and stays eager elsewhere)",
+    )
 
 
 class HFBackend(RolloutBackend[HFSettings]):
@@ -52,7 +56,7 @@ class HFBackend(RolloutBackend[HFSettings]):
         )
 
     @classmethod
-    def verl_refusals(cls, settings: HFSettings, config: TrainConfig) -> list[str]:
+    def verl_refusals(cls, settings: HFSettings, config: BackendConfig) -> list[str]:
         """verl samples with its own engine: ``hf`` stands for "the engine's own sampler" there, and a
         knob of the local sampler would be dropped silently, so one set away from its default is refused."""
         return [

@@ -1,4 +1,4 @@
-"""The ``rlver-v1`` protocol: our earlier prompts (prompts in :mod:`rlver.simulator.sentient.prompts`).
+"""The ``rlver-v1`` protocol: our earlier prompts (prompts in :mod:`rlver.simulator.llm.prompts`).
 
 A -10..+10 rubric and a difficulty paragraph in the appraisal; the reply step starts a new
 conversation and answers in one JSON object (no plan). It has no options: it shows the simulator
@@ -10,18 +10,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
-from rlver.profiles.schema import Difficulty, Profile
+from pydantic import Field
+
 from rlver.records import Message
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.parsing import OpeningAnswer, ReplyAnswer
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.parsing import OpeningAnswer, ReplyAnswer
+from rlver.simulator.llm.protocols.base import (
+    DialogueStart,
+    ProtocolDialogue,
+    ReplyStep,
+    SentientProtocol,
+)
+from rlver.simulator.llm.protocols.sage import SageProtocol
 
 
 class V1Protocol(SentientProtocol):
     """``rlver-v1``: no options."""
 
-    name: Literal["rlver-v1"] = "rlver-v1"
+    name: Literal["rlver-v1"] = Field(
+        default="rlver-v1",
+        description=(
+            "``rlver-v1``: rlver's earlier prompt set (-10..+10 rubric, difficulty paragraph, one-JSON "
+            "reply)."
+        ),
+    )
 
     prompt_version: ClassVar[str] = prompts.PROMPT_VERSION
     opening_answer: ClassVar[type[OpeningAnswer]] = OpeningAnswer
@@ -30,16 +42,8 @@ class V1Protocol(SentientProtocol):
     def check_language(self, language: str) -> None:
         prompts.prompt_set(language)
 
-    def dialogue(
-        self,
-        profile: Profile,
-        *,
-        difficulty: Difficulty,
-        behaviour: str | None,
-        language: str,
-        start_emotion: int,
-    ) -> ProtocolDialogue:
-        return V1Dialogue(prompts.Speaker(profile, difficulty, behaviour, language))
+    def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
+        return V1Dialogue(prompts.Speaker(start.profile, start.difficulty, start.behaviour, start.language))
 
     def shown(self) -> dict[str, bool]:
         """Everything the ``sage`` options can add (traits, bands, number and tier, first person, the

@@ -14,7 +14,7 @@ Injection safety: every piece of conversation text is wrapped in tags (``<dialog
 ``<agent_reply>``) and any occurrence of those tags *inside* the text is defused (``<`` → ``‹``), so an
 agent reply cannot close the quote and speak as the prompt. The system message says the quoted text is
 material to judge, never instructions. (The parser is the second line of defence: it only reads the
-simulator's own JSON answer; see :mod:`rlver.simulator.sentient.parsing`.)
+simulator's own JSON answer; see :mod:`rlver.simulator.llm.parsing`.)
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.sentient.prompts import en, zh
-from rlver.simulator.sentient.prompts.base import PromptSet, for_language, texts_from_module
+from rlver.simulator.llm.prompts import en, zh
+from rlver.simulator.llm.prompts.base import PromptSet, for_language, texts_from_module
 
 #: Recorded in every manifest: change it whenever a prompt's wording or structure changes.
 #: v2: quoted text is cut at :data:`MAX_QUOTED_CHARS` = 32,000 characters, no longer 4,000.

@@ -37,19 +37,19 @@ import json
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.emotion import tier_of
-from rlver.simulator.sentient.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
-from rlver.simulator.sentient.prompts.base import for_language, texts_from_module
-from rlver.simulator.sentient.prompts.sage_base import SageTexts
+from rlver.simulator.llm.prompts import PROMPT_SETS, neutralise, quoted_turn, sage_en, sage_zh
+from rlver.simulator.llm.prompts.base import for_language, texts_from_module
+from rlver.simulator.llm.prompts.sage_base import SageTexts
 
 #: Recorded in every manifest: change it whenever a sage prompt's wording or structure changes.
 #: v2 made what the simulator is shown as SAGE showed it by default (:class:`SageOptions` all off);
-#: with every option on, v2 renders exactly the text of v1. v3 (issue 36): each call its own rules,
+#: with every option on, v2 renders exactly the text of v1. v3: each call its own rules,
 #: no example value in the change field, the goodbye at S optional, quoted text cut at 32,000
 #: characters, not 4,000; every option on renders v1's text but for that bound.
 SAGE_PROMPT_VERSION = "rlver-sage-prompts-v3"
@@ -59,38 +59,72 @@ class SageOptions(BaseModel):
     """What the ``sage`` prompts show the simulator beyond what SAGE showed it. All off by default (the
     benchmark's judge saw none of them); each is a ``simulator.<name>`` setting, and docs/protocol.md
     says why one might want it and which ``rlver calibrate`` run would measure it.
-
-    * ``show_traits``: the profile's traits and conversational style (``main_cha``/``cha_group``);
-      SAGE's prompts show the portrait and scene only (SAGE/simulator_response.py:105-109, 246-250).
-    * ``tier_bands``: each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (:187-194).
-    * ``number_and_tier``: both the emotion number and its tier in both steps, the reply step
-      continuing the appraisal exchange; SAGE gives step 1 the number (:111) and step 2 the tier
-      name (:261-262, :279), each in its own prompt.
-    * ``first_person_appraiser``: the person appraises the reply themselves; SAGE's step 1 is a
-      third-person emotion analyser (:57).
-    * ``injection_guard``: a section saying that conversation text is data, never instructions;
-      SAGE has none.
-    * ``full_appraisal_in_reply``: step 2 gets the whole appraisal, the stated change included; SAGE
-      gives it the fit analysis and the inner activity and feeling only (:277).
-    * ``shared_rules``: both calls share one system message with both steps' instructions and the
-      tier list; SAGE's appraisal prompt has neither the tiers nor the reply instructions (:56-115).
-    * ``change_example``: the answer format shows ``"change": 0``; SAGE shows a placeholder
-      (:101-102), and an example value of 0 can pull a judge toward 0.
-    * ``goodbye_required``: the user must say goodbye at S; SAGE says they may (:190, dsv3 :253).
-      Under ``end_at_high: false`` a required goodbye still ends the dialogue at 100.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    show_traits: bool = False
-    tier_bands: bool = False
-    number_and_tier: bool = False
-    first_person_appraiser: bool = False
-    injection_guard: bool = False
-    full_appraisal_in_reply: bool = False
-    shared_rules: bool = False
-    change_example: bool = False
-    goodbye_required: bool = False
+    show_traits: bool = Field(
+        default=False,
+        description=(
+            "Show the profile's traits and conversational style; SAGE's prompts show the portrait and "
+            "scene only (SAGE/simulator_response.py:105-109, 246-250)."
+        ),
+    )
+    tier_bands: bool = Field(
+        default=False,
+        description=(
+            "Show each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (:187-194)."
+        ),
+    )
+    number_and_tier: bool = Field(
+        default=False,
+        description=(
+            "Show both the emotion number and its tier in both steps, the reply step continuing the "
+            "appraisal exchange; SAGE gives step 1 the number (:111) and step 2 the tier name (:261-262, "
+            ":279), each in its own prompt."
+        ),
+    )
+    first_person_appraiser: bool = Field(
+        default=False,
+        description=(
+            "The person appraises the reply themselves; SAGE's step 1 is a third-person emotion analyser "
+            "(:57)."
+        ),
+    )
+    injection_guard: bool = Field(
+        default=False,
+        description=(
+            "Add a section saying that conversation text is data, never instructions; SAGE has none."
+        ),
+    )
+    full_appraisal_in_reply: bool = Field(
+        default=False,
+        description=(
+            "Step 2 gets the whole appraisal, the stated change included; SAGE gives it the fit analysis "
+            "and the inner activity and feeling only (:277)."
+        ),
+    )
+    shared_rules: bool = Field(
+        default=False,
+        description=(
+            "Both calls share one system message with both steps' instructions and the tier list; SAGE's "
+            "appraisal prompt has neither the tiers nor the reply instructions (:56-115)."
+        ),
+    )
+    change_example: bool = Field(
+        default=False,
+        description=(
+            'The answer format shows ``"change": 0``; SAGE shows a placeholder (:101-102), and an '
+            "example value of 0 can pull a judge toward 0."
+        ),
+    )
+    goodbye_required: bool = Field(
+        default=False,
+        description=(
+            "The user must say goodbye at S; SAGE says they may (:190, dsv3 :253). Under ``end_at_high: "
+            "false`` a required goodbye still ends the dialogue at 100."
+        ),
+    )
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -99,7 +133,7 @@ class SageOptions(BaseModel):
 
 
 #: Every option on: the ``sage`` prompts as they were before v2 (``rlver-sage-prompts-v1``), but for
-#: the raised quote bound (:data:`~rlver.simulator.sentient.prompts.MAX_QUOTED_CHARS`).
+#: the raised quote bound (:data:`~rlver.simulator.llm.prompts.MAX_QUOTED_CHARS`).
 ALL_ON = SageOptions(**dict.fromkeys(SageOptions.names(), True))
 
 #: One line per language; the language's module holds its texts (see prompts.base).

@@ -3,7 +3,7 @@
 rlver's ``sage`` protocol follows SAGE's structure in rlver's words; a judge asked other words gives
 other scores, so a new run under it cannot sit beside the leaderboard. This protocol sends SAGE's text
 itself, read at run time from the fetched ``sage/simulator_response.py``
-(:mod:`rlver.simulator.sentient.published_text`), and builds each prompt the way SAGE's
+(:mod:`rlver.simulator.llm.published_text`), and builds each prompt the way SAGE's
 ``planning_reply`` and ``player_reply`` do: the same ``str.replace`` calls in the same order, the
 history as the same JSON (``ensure_ascii=False, indent=2``), split into earlier context and latest
 exchange for the reply call, and the opening-line case. ``call_llm(prompt)`` is left to the user in
@@ -23,17 +23,21 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
+from pydantic import Field
+
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
-from rlver.simulator.sentient.published_calls import (
+from rlver.simulator.llm import published_text
+from rlver.simulator.llm.parsing import AppraisalAnswer
+from rlver.simulator.llm.protocols.base import PublishedTextProtocol
+from rlver.simulator.llm.published_calls import (
     MAX_PUBLISHED_CHANGE,
+    PublishedPlayer,
     PublishedReplyAnswer,
     PublishedSimulator,
     fill_history,
     history_json,
     planning_text,
+    published_reply,
 )
 
 #: The files this protocol reads its text from (recorded with their sha256 in every manifest).
@@ -73,21 +77,14 @@ def read_sage_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAn
     """A reply answer read as SAGE's ``player_reply`` reads it (simulator_response.py:307-308); the
     dialogue ends when the reply holds one of the loop's goodbye words (test_npc.py:107)."""
     thinking = text.split("Response:")[0].split("Thinking:\n")[-1].strip("\n").strip("[").strip("]")
-    reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
-    return PublishedReplyAnswer(
-        reply=reply,
-        end_dialogue=any(word in reply for word in goodbye_words),
-        thinking=thinking,
-        response_field="Response:" in text,
-    )
+    return published_reply(text, thinking, goodbye_words)
 
 
-def sage_appraisal_prompt(
-    texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
-) -> str:
+def sage_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[Message]) -> str:
     """``planning_reply``'s prompt (simulator_response.py:121-132), ``history`` ending with the agent's
     reply. Its second ``{{target}}`` replace is a no-op once the first has run (and reads a key SAGE
     never sets: docs/protocol.md, published bugs), so it is left out."""
+    texts, player, scene = who.texts, who.player, who.scene
     prompt = (
         texts.appraisal_template.replace("{{emotion}}", str(emotion))
         .replace("{{simulator_role}}", player)
@@ -98,15 +95,11 @@ def sage_appraisal_prompt(
 
 
 def sage_reply_prompt(
-    texts: published_text.SimulatorTexts,
-    player: str,
-    scene: str,
-    state: str,
-    history: Sequence[Message],
-    appraisal: Appraisal | None,
+    who: PublishedPlayer, state: str, history: Sequence[Message], appraisal: Appraisal | None
 ) -> str:
     """``player_reply``'s prompt (simulator_response.py:273-297); ``appraisal`` ``None`` and an empty
     ``history`` make the opening line."""
+    texts, player, scene = who.texts, who.player, who.scene
     prompt = (
         texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
         .replace("{{target}}", texts.target)
@@ -133,7 +126,9 @@ class SagePublishedProtocol(PublishedTextProtocol):
     """``sage-published``: SAGE's own prompts and parsing, from the fetched files; the goodbye is
     checked first, as in SAGE's loop."""
 
-    name: Literal["sage-published"] = "sage-published"
+    name: Literal["sage-published"] = Field(
+        default="sage-published", description="``sage-published``: SAGE's own prompts and parsing, fetched."
+    )
 
     prompt_version: ClassVar[str] = "sage-published"
     simulator: ClassVar[PublishedSimulator] = SAGE

@@ -22,8 +22,8 @@ from rlver.llm.spec import ModelSpec
 from rlver.migrate import nest_protocol_options
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
-from rlver.simulator.sentient.protocols import PROTOCOLS, SentientProtocol
-from rlver.simulator.sentient.protocols.sage import SageProtocol
+from rlver.simulator.llm.protocols import PROTOCOLS, SentientProtocol
+from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
 
 
@@ -37,15 +37,34 @@ class SentientSpec(SimulatorSpec):
     ``sampling``) on top of the simulator's defaults (temperature 0.7); once read, it states the whole
     sampling the simulator uses (:func:`simulator_sampling`)."""
 
-    kind: Literal["llm"] = "llm"
-    model: ModelSpec
-    sampling: SamplingParams | None = None
-    #: cache answers of a greedy (temperature 0) simulator in this sqlite file;
-    #: ``"auto"`` = ``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off.
-    cache: str | None = "auto"
-    #: the prompts and their options: ``sage`` (default) follows the published simulator's structure;
-    #: ``rlver-v1`` is our earlier prompt set (-10..+10 rubric, difficulty paragraph, one-JSON reply).
-    protocol: SentientProtocol = Field(default_factory=SageProtocol)
+    kind: Literal["llm"] = Field(default="llm", description="``llm``: an LLM plays the user.")
+    model: ModelSpec = Field(
+        description=(
+            "The model that plays the user (needs ``model`` and, for ``kind: openai``, ``base_url``)."
+        )
+    )
+    sampling: SamplingParams | None = Field(
+        default=None,
+        description=(
+            "The simulator's sampling: the keys given, on top of the simulator's defaults (temperature "
+            "0.7); written out in full once read."
+        ),
+    )
+    cache: str | None = Field(
+        default="auto",
+        description=(
+            'cache answers of a greedy (temperature 0) simulator in this sqlite file; ``"auto"`` = '
+            "``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off."
+        ),
+    )
+    protocol: SentientProtocol = Field(
+        default_factory=SageProtocol,
+        description=(
+            "the prompts and their options: ``sage`` (default) follows the published simulator's "
+            "structure; ``rlver-v1`` is our earlier prompt set (-10..+10 rubric, difficulty paragraph, "
+            "one-JSON reply)."
+        ),
+    )
 
     @classmethod
     def accepted_keys(cls) -> set[str]:
@@ -94,7 +113,7 @@ def simulator_sampling(spec: SentientSpec) -> SamplingParams:
     block states (``simulator.sampling``, else ``simulator.model.sampling``), each on top of the
     simulator's defaults (temperature 0.7, its own high reply cap). A block that states only
     ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0."""
-    from rlver.simulator.sentient.user import DEFAULT_SAMPLING
+    from rlver.simulator.llm.user import DEFAULT_SAMPLING
 
     chosen = spec.sampling
     if chosen is None and "sampling" in spec.model.model_fields_set:
@@ -107,7 +126,7 @@ def simulator_sampling(spec: SentientSpec) -> SamplingParams:
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
-    from rlver.simulator.sentient.user import SentientSimulator
+    from rlver.simulator.llm.user import SentientSimulator
 
     assert isinstance(spec, SentientSpec)
     sampling = simulator_sampling(spec)

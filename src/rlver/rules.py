@@ -64,26 +64,60 @@ class DialogueRules(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    start_emotion: int = Field(default=EVALUATION_START, ge=0, le=100)
-    max_assistant_turns: int = Field(default=10, ge=1, le=200)
-    #: Appraise the last reply too (training); the benchmark never appraises it, since it cannot
-    #: change the score, and skips that simulator round.
-    appraise_final_reply: bool = False
-    #: End on emotion at all (off: only the turn limit and the user leaving end a dialogue).
-    stop_on_emotion: bool = True
-    #: Clamp each stated change to ±max_change (off in the published training).
-    bound_change: bool = True
-    #: Keep the emotion at or above 0 (off in the published training: it may go below 0).
-    floor_emotion: bool = True
-    #: End the dialogue when the emotion reaches 100 (the published training goes on at 100).
-    end_at_high: bool = True
-    #: End the dialogue when the emotion falls below this (evaluation: 10; training ``<= 0`` = 1).
-    end_below: int = Field(default=FAILURE_BELOW, ge=-1000, le=101)
-    #: How the turn limit is counted (see :data:`TurnLimitRule`).
-    turn_limit_rule: TurnLimitRule = "reply_count"
-    #: All dialogues of one profile in a rollout round share one opening line (the published
-    #: training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450).
-    shared_opening: bool = False
+    start_emotion: int = Field(
+        default=EVALUATION_START,
+        ge=0,
+        le=100,
+        description="The user's emotion (0-100) when the dialogue starts (benchmark 40, training 30).",
+    )
+    max_assistant_turns: int = Field(
+        default=10,
+        ge=1,
+        le=200,
+        description=(
+            "The most replies the agent gives in one dialogue (how they are counted: ``turn_limit_rule``)."
+        ),
+    )
+    appraise_final_reply: bool = Field(
+        default=False,
+        description=(
+            "Appraise the last reply too (training); the benchmark never appraises it, since it cannot "
+            "change the score, and skips that simulator round."
+        ),
+    )
+    stop_on_emotion: bool = Field(
+        default=True,
+        description="End on emotion at all (off: only the turn limit and the user leaving end a dialogue).",
+    )
+    bound_change: bool = Field(
+        default=True, description="Clamp each stated change to ±max_change (off in the published training)."
+    )
+    floor_emotion: bool = Field(
+        default=True,
+        description="Keep the emotion at or above 0 (off in the published training: it may go below 0).",
+    )
+    end_at_high: bool = Field(
+        default=True,
+        description="End the dialogue when the emotion reaches 100 (the published training goes on at 100).",
+    )
+    end_below: int = Field(
+        default=FAILURE_BELOW,
+        ge=-1000,
+        le=101,
+        description=(
+            "End the dialogue when the emotion falls below this (evaluation: 10; training ``<= 0`` = 1)."
+        ),
+    )
+    turn_limit_rule: TurnLimitRule = Field(
+        default="reply_count", description="How the turn limit is counted (see :data:`TurnLimitRule`)."
+    )
+    shared_opening: bool = Field(
+        default=False,
+        description=(
+            "All dialogues of one profile in a rollout round share one opening line (the published "
+            "training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450)."
+        ),
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -3,7 +3,7 @@
 Each language module (``en``, ``zh``) holds only text: one upper-case constant per :class:`PromptSet`
 field (``appraisal_system`` -> ``APPRAISAL_SYSTEM``), and :func:`texts_from_module` builds the set, so
 the field list is written once, here (the ``sage`` texts work the same way with
-:class:`~rlver.simulator.sentient.prompts.sage_base.SageTexts`). The texts are ``str.format`` templates: literal
+:class:`~rlver.simulator.llm.prompts.sage_base.SageTexts`). The texts are ``str.format`` templates: literal
 braces (the JSON examples) are doubled. Values substituted into a template are never re-interpreted, so
 braces in a profile or an agent reply are harmless.
 """

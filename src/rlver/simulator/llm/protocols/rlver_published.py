@@ -8,11 +8,11 @@ the history split into earlier context and latest exchange in both calls), its o
 shown only the ``reason`` and ``analyse`` fields (line 335-336). Its parser differs too: fields lose
 their blank lines, and the change is the first (or, when it mentions 变化, the last) line after
 ``Change:``, read with ``int()``, with no clamp (lines 208-219). The text is read from the fetched file
-(:func:`rlver.simulator.sentient.published_text.training_texts`); the building order of each prompt
+(:func:`rlver.simulator.llm.published_text.training_texts`); the building order of each prompt
 follows the published ``str.replace`` chains (dsv3 lines 178-193, 331-353).
 
 The training dynamics (no clamp, no floor, no end at 100) are the dialogue rules'
-(:data:`rlver.protocol.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
+(:data:`rlver.rules.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
 dialogue on the goodbye words its reply prompt tells the user to say (RLVER ``vllm_rollout_spmd.py:521``
 checks the same two words); they are read from the reply template's Emotion-F line.
 """
@@ -23,17 +23,21 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
+from pydantic import Field
+
 from rlver.errors import ConfigError
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient import published_text
-from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.protocols.base import PublishedTextProtocol
-from rlver.simulator.sentient.published_calls import (
+from rlver.simulator.llm import published_text
+from rlver.simulator.llm.parsing import AppraisalAnswer
+from rlver.simulator.llm.protocols.base import PublishedTextProtocol
+from rlver.simulator.llm.published_calls import (
     MAX_PUBLISHED_CHANGE,
+    PublishedPlayer,
     PublishedReplyAnswer,
     PublishedSimulator,
     fill_history,
     planning_text,
+    published_reply,
 )
 
 #: The files this protocol reads (recorded with their sha256 in every manifest).
@@ -75,13 +79,7 @@ def read_training_reply(text: str, goodbye_words: Sequence[str]) -> PublishedRep
         .strip("]")
         .replace("\n\n", "\n")
     )
-    reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
-    return PublishedReplyAnswer(
-        reply=reply,
-        end_dialogue=any(word in reply for word in goodbye_words),
-        thinking=thinking,
-        response_field="Response:" in text,
-    )
+    return published_reply(text, thinking, goodbye_words)
 
 
 def goodbye_words() -> tuple[str, ...]:
@@ -98,10 +96,9 @@ def goodbye_words() -> tuple[str, ...]:
     )
 
 
-def training_appraisal_prompt(
-    texts: published_text.SimulatorTexts, player: str, scene: str, emotion: int, history: Sequence[Message]
-) -> str:
+def training_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[Message]) -> str:
     """``planning_reply``'s prompt (dsv3 lines 178-193), ``history`` ending with the agent's reply."""
+    texts, player, scene = who.texts, who.player, who.scene
     prompt = (
         texts.appraisal_template.replace("{{emotion}}", str(emotion))
         .replace("{{player_type}}", player)
@@ -112,14 +109,10 @@ def training_appraisal_prompt(
 
 
 def training_reply_prompt(
-    texts: published_text.SimulatorTexts,
-    player: str,
-    scene: str,
-    state: str,
-    history: Sequence[Message],
-    appraisal: Appraisal | None,
+    who: PublishedPlayer, state: str, history: Sequence[Message], appraisal: Appraisal | None
 ) -> str:
     """``player_reply``'s prompt (dsv3 lines 331-353): here the profile goes in after the history."""
+    texts, player, scene = who.texts, who.player, who.scene
     prompt = texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
     prompt = prompt.replace("{{target}}", texts.target)
     prompt = prompt.replace("{{emotion}}", state)
@@ -142,13 +135,21 @@ RLVER_TRAINING = PublishedSimulator(
 class RlverPublishedProtocol(PublishedTextProtocol):
     """``rlver-published``: the published training simulator's prompts and parsing, fetched."""
 
-    name: Literal["rlver-published"] = "rlver-published"
-    #: The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the
-    #: dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, whose
-    #: ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: ``planning_reply``
-    #: moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, :235), so the prompt's
-    #: number (dsv3 :178) stays the start. ``current``: the emotion at that turn, as SAGE shows it.
-    appraisal_emotion: Literal["start", "current"] = "start"
+    name: Literal["rlver-published"] = Field(
+        default="rlver-published",
+        description="``rlver-published``: the published training simulator's prompts and parsing, fetched.",
+    )
+    appraisal_emotion: Literal["start", "current"] = Field(
+        default="start",
+        description=(
+            "The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the "
+            "dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, "
+            "whose ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: "
+            "``planning_reply`` moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, "
+            ":235), so the prompt's number (dsv3 :178) stays the start. ``current``: the emotion at that "
+            "turn, as SAGE shows it."
+        ),
+    )
 
     prompt_version: ClassVar[str] = "rlver-published"
     simulator: ClassVar[PublishedSimulator] = RLVER_TRAINING

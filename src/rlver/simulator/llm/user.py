@@ -27,16 +27,16 @@ from rlver.llm.structured import StructuredResult
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, UserTurn
 from rlver.seeding import hashed_seed
-from rlver.simulator.base import SimulatedUser, UserSimulator
+from rlver.simulator.base import Judgement, SimulatedUser, UserSimulator
 from rlver.simulator.emotion import EmotionRules, EmotionState
-from rlver.simulator.sentient.parsing import (
+from rlver.simulator.llm.parsing import (
     AppraisalAnswer,
     OpeningAnswer,
     PlannedReplyAnswer,
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.sentient.protocols import ReplyStep, SentientProtocol, protocol_named
+from rlver.simulator.llm.protocols import DialogueStart, ReplyStep, SentientProtocol, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
 #: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
@@ -47,15 +47,7 @@ SIMULATOR_MAX_TOKENS = 4096
 #: The default sampling of the simulator LLM (see the module docstring for why).
 DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=SIMULATOR_MAX_TOKENS)
 
-#: Tiers at which a user who ends the dialogue counts as satisfied rather than leaving.
-SATISFIED_TIERS = ("S", "A")
-
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
-
-
-def end_reason_for(tier: str) -> str:
-    """The user ended the dialogue: content (``satisfied``) at tiers S/A, else ``left``."""
-    return "satisfied" if tier in SATISFIED_TIERS else "left"
 
 
 class SentientUser(SimulatedUser):
@@ -83,11 +75,7 @@ class SentientUser(SimulatedUser):
         self.protocol = simulator.protocol
         #: this dialogue's prompts (a protocol may build what every call shares once, here)
         self.prompts = self.protocol.dialogue(
-            profile,
-            difficulty=difficulty,
-            behaviour=behaviour,
-            language=language,
-            start_emotion=emotion.value,
+            DialogueStart(profile, difficulty, behaviour, language, start_emotion=emotion.value)
         )
 
     def _sampling(self) -> SamplingParams:
@@ -143,17 +131,10 @@ class SentientUser(SimulatedUser):
 
     def _appraisal(self, answer: AppraisalAnswer) -> Appraisal:
         """Apply the stated change (our arithmetic, not the LLM's) and keep both raw and applied."""
-        before, change, after = self.emotion.apply(answer.change)
-        return Appraisal(
-            understanding=answer.understanding,
-            goal_fit=answer.goal_fit,
-            inner_reaction=answer.inner_reaction,
-            feeling=answer.feeling,
-            raw_change=answer.change,
-            change=change,
-            emotion_before=before,
-            emotion_after=after,
-            tier=self.emotion.tier,
+        return self.applied(
+            Judgement(
+                answer.change, answer.understanding, answer.goal_fit, answer.inner_reaction, answer.feeling
+            )
         )
 
     async def _ask_reply(
@@ -200,12 +181,11 @@ class SentientUser(SimulatedUser):
         self.history.append(Message(role="assistant", content=agent_reply))
         self.history.append(Message(role="user", content=reply.reply))
         results = (appraisal_result, reply_result)
-        return UserTurn(
-            text=reply.reply,
-            appraisal=appraisal,
-            ends_dialogue=reply.end_dialogue,
-            end_reason=end_reason_for(appraisal.tier) if reply.end_dialogue else None,
-            latency_s=time.perf_counter() - started,
+        return self.user_turn(
+            reply.reply,
+            appraisal,
+            ends=reply.end_dialogue,
+            started=started,
             tokens=sum(r.tokens for r in results),
             prompt_tokens=sum(r.prompt_tokens for r in results),
             completion_tokens=sum(r.completion_tokens for r in results),
@@ -222,7 +202,7 @@ class SentientSimulator(UserSimulator):
     ``prompt_language`` of ``None`` follows each profile's language.
 
     ``protocol`` picks the prompts, with its options: a
-    :class:`~rlver.simulator.sentient.protocols.SentientProtocol` object, or a protocol's name for its
+    :class:`~rlver.simulator.llm.protocols.SentientProtocol` object, or a protocol's name for its
     defaults. ``sage`` is the published structure (what ``SimulatorSpec`` and so ``rlver eval`` and
     the published presets use); ``rlver-v1`` (our earlier prompts) is this class's default so direct
     constructions keep their behaviour.

@@ -1,4 +1,4 @@
-"""The shape of one language's ``sage`` protocol texts (see :mod:`rlver.simulator.sentient.prompts.sage`)."""
+"""The shape of one language's ``sage`` protocol texts (see :mod:`rlver.simulator.llm.prompts.sage`)."""
 
 from __future__ import annotations
 

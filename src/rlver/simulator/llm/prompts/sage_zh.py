@@ -1,6 +1,6 @@
 """Chinese texts of the ``sage`` protocol (our own wording; structure follows the published simulator).
 
-See :mod:`rlver.simulator.sentient.prompts.sage` for the layout and docs/protocol.md ("Simulator prompts") for the facts.
+See :mod:`rlver.simulator.llm.prompts.sage` for the layout and docs/protocol.md ("Simulator prompts") for the facts.
 """
 
 from __future__ import annotations

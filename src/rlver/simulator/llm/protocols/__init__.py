@@ -2,15 +2,16 @@
 :class:`~rlver.registry.Registry` of lazy entries, kept in :mod:`.base` beside the class it lists, so that
 each protocol's module can import the base without an import cycle).
 
-See :mod:`rlver.simulator.sentient.protocols.base` for what a protocol is and how to add one.
+See :mod:`rlver.simulator.llm.protocols.base` for what a protocol is and how to add one.
 """
 
 from __future__ import annotations
 
 from rlver.errors import ConfigError
 from rlver.registry import UnknownName
-from rlver.simulator.sentient.protocols.base import (
+from rlver.simulator.llm.protocols.base import (
     PROTOCOLS,
+    DialogueStart,
     ProtocolDialogue,
     ReplyStep,
     SentientProtocol,
@@ -27,4 +28,11 @@ def protocol_named(name: str) -> SentientProtocol:
     return protocol
 
 
-__all__ = ["PROTOCOLS", "ProtocolDialogue", "ReplyStep", "SentientProtocol", "protocol_named"]
+__all__ = [
+    "PROTOCOLS",
+    "DialogueStart",
+    "ProtocolDialogue",
+    "ReplyStep",
+    "SentientProtocol",
+    "protocol_named",
+]

@@ -1,6 +1,6 @@
 """What a sentient-user protocol is: the prompts it sends, the answers it reads, how it describes itself.
 
-The sentient user (:mod:`rlver.simulator.sentient.user`) runs the same dialogue under every protocol:
+The sentient user (:mod:`rlver.simulator.llm.user`) runs the same dialogue under every protocol:
 open, then per agent reply an appraisal call (our arithmetic moves the emotion) and a reply call. What
 differs between protocols is only what this interface names, so the user holds one protocol object and
 never asks which one it is.
@@ -28,15 +28,28 @@ from rlver.profiles.published_code import published_digests
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message
 from rlver.registry import Entry, Registry
-from rlver.simulator.sentient.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
-from rlver.simulator.sentient.prompts import MAX_QUOTED_CHARS
-from rlver.simulator.sentient.published_calls import (
+from rlver.simulator.llm.parsing import OpeningAnswer, PlannedReplyAnswer, ReplyAnswer
+from rlver.simulator.llm.prompts import MAX_QUOTED_CHARS
+from rlver.simulator.llm.published_calls import (
+    PublishedPlayer,
     PublishedReplyAnswer,
     PublishedSimulator,
     published_scene,
     state_name,
 )
 from rlver.simulator.spec import Variants
+
+
+@dataclass(frozen=True)
+class DialogueStart:
+    """What a protocol's prompts for one dialogue are built from: the profile, how hard the user is to
+    please, its behaviour, the prompts' language and the emotion the user starts at."""
+
+    profile: Profile
+    difficulty: Difficulty
+    behaviour: str | None
+    language: str
+    start_emotion: int
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,7 @@ class ProtocolDialogue(ABC):
 
 def _protocol(name: str, description: str, module: str, cls: str) -> Entry[Any]:
     """A protocol's registry line: the class is both what it builds and its settings (its options)."""
-    ref = f"rlver.simulator.sentient.protocols.{module}:{cls}"
+    ref = f"rlver.simulator.llm.protocols.{module}:{cls}"
     return Entry(name, description, ref, ref)
 
 
@@ -108,8 +121,9 @@ class SentientProtocol(Variants, ABC):
     #: ``simulator.protocol.prompt_role=system`` under ``sage`` is refused, never dropped
     refuses_keys_of_others: ClassVar[bool] = True
 
-    #: the protocol ``SimulatorSpec`` uses when a config names none
-    name: str = "sage"
+    name: str = Field(
+        default="sage", description="the protocol ``SimulatorSpec`` uses when a config names none"
+    )
 
     #: recorded in every manifest; each protocol changes its own whenever its prompts change
     prompt_version: ClassVar[str]
@@ -133,16 +147,8 @@ class SentientProtocol(Variants, ABC):
         """Fail at start-up (ConfigError) when the protocol has no prompts in ``language``."""
 
     @abstractmethod
-    def dialogue(
-        self,
-        profile: Profile,
-        *,
-        difficulty: Difficulty,
-        behaviour: str | None,
-        language: str,
-        start_emotion: int,
-    ) -> ProtocolDialogue:
-        """The prompts of one dialogue with ``profile``, whose user starts at ``start_emotion``."""
+    def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
+        """The prompts of one dialogue: ``start.profile``'s user at ``start.start_emotion``."""
 
     @abstractmethod
     def shown(self) -> dict[str, bool]:
@@ -181,14 +187,24 @@ class PublishedTextProtocol(SentientProtocol):
     """A protocol that sends a published simulator's own requests, read from its fetched files
     (``sage-published``, ``rlver-published``): what they share; each names its :attr:`simulator`."""
 
-    #: The role of the one message that carries the published prompt (the published code sends a
-    #: user message, or leaves ``call_llm(prompt)`` open): ``user`` (default) or ``system``.
-    prompt_role: Literal["user", "system"] = "user"
-    #: Calls a step may take until its answer parses (the same request each time). The published loops
-    #: re-send until one parses, without bound (SAGE simulator_response.py:135-161, dsv3 :204-225):
-    #: ``0`` does that; the default sends the request once more and then fails the turn, so a judge
-    #: that never answers in the format cannot run up an unbounded bill.
-    parse_attempts: int = Field(default=2, ge=0, le=MAX_COUNT)
+    prompt_role: Literal["user", "system"] = Field(
+        default="user",
+        description=(
+            "The role of the one message that carries the published prompt (the published code sends a "
+            "user message, or leaves ``call_llm(prompt)`` open): ``user`` (default) or ``system``."
+        ),
+    )
+    parse_attempts: int = Field(
+        default=2,
+        ge=0,
+        le=MAX_COUNT,
+        description=(
+            "Calls a step may take until its answer parses (the same request each time). The published "
+            "loops re-send until one parses, without bound (SAGE simulator_response.py:135-161, dsv3 "
+            ":204-225): ``0`` does that; the default sends the request once more and then fails the turn,"
+            " so a judge that never answers in the format cannot run up an unbounded bill."
+        ),
+    )
 
     simulator: ClassVar[PublishedSimulator]
     opening_answer: ClassVar[type[BaseModel]] = PublishedReplyAnswer
@@ -206,18 +222,10 @@ class PublishedTextProtocol(SentientProtocol):
                 f"(asked for {language!r}); use --sim-protocol sage"
             )
 
-    def dialogue(
-        self,
-        profile: Profile,
-        *,
-        difficulty: Difficulty,
-        behaviour: str | None,
-        language: str,
-        start_emotion: int,
-    ) -> ProtocolDialogue:
-        scene = published_scene(profile, self.name)
-        dialogue = PublishedDialogue(self.simulator, self.prompt_role, profile.persona, scene)
-        dialogue.appraisal_emotion = self.appraisal_emotion_shown(start_emotion)
+    def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
+        scene = published_scene(start.profile, self.name)
+        dialogue = PublishedDialogue(self.simulator, self.prompt_role, start.profile.persona, scene)
+        dialogue.appraisal_emotion = self.appraisal_emotion_shown(start.start_emotion)
         return dialogue
 
     def appraisal_emotion_shown(self, start_emotion: int) -> int | None:
@@ -265,6 +273,7 @@ class PublishedDialogue(ProtocolDialogue):
     ) -> None:
         self.simulator = simulator
         self.texts = simulator.texts()
+        self.who = PublishedPlayer(self.texts, player, scene)
         self.goodbye = simulator.goodbye_words()
         self.role = role
         self.player = player
@@ -277,23 +286,17 @@ class PublishedDialogue(ProtocolDialogue):
 
     def opening(self, emotion: int) -> list[Message]:
         state = state_name(emotion, self.texts.tiers)
-        return self._message(
-            self.simulator.reply_prompt(self.texts, self.player, self.scene, state, [], None)
-        )
+        return self._message(self.simulator.reply_prompt(self.who, state, [], None))
 
     def appraisal(self, history: Sequence[Message], agent_reply: str, emotion: int) -> list[Message]:
         quoted = [*history, Message(role="assistant", content=agent_reply)]
         shown = emotion if self.appraisal_emotion is None else self.appraisal_emotion
-        return self._message(
-            self.simulator.appraisal_prompt(self.texts, self.player, self.scene, shown, quoted)
-        )
+        return self._message(self.simulator.appraisal_prompt(self.who, shown, quoted))
 
     def reply(self, step: ReplyStep) -> list[Message]:
         quoted = [*step.history, Message(role="assistant", content=step.agent_reply)]
         state = state_name(step.appraisal.emotion_after, self.texts.tiers)
-        prompt = self.simulator.reply_prompt(
-            self.texts, self.player, self.scene, state, quoted, step.appraisal
-        )
+        prompt = self.simulator.reply_prompt(self.who, state, quoted, step.appraisal)
         return self._message(prompt)
 
     def reask(self, error: str) -> Message:

@@ -1,6 +1,6 @@
 """What the two published simulators share: how a call quotes the dialogue, names the emotion, hands the
 appraisal to the reply call, and what a reply answer holds (no published text here: it is read by
-:mod:`rlver.simulator.sentient.published_text`).
+:mod:`rlver.simulator.llm.published_text`).
 
 Each published simulator (:class:`PublishedSimulator`) is its fetched texts plus four functions: the
 appraisal prompt, the reply prompt, and the readers of their answers. The protocols that send them
@@ -18,8 +18,8 @@ from pydantic import BaseModel
 from rlver.errors import ConfigError
 from rlver.profiles.schema import Profile
 from rlver.records import Appraisal, Message
-from rlver.simulator.sentient.parsing import AppraisalAnswer
-from rlver.simulator.sentient.published_text import SimulatorTexts
+from rlver.simulator.llm.parsing import AppraisalAnswer
+from rlver.simulator.llm.published_text import SimulatorTexts
 
 #: The published answer fields and the appraisal fields they fill (SAGE's ``TargetCompletion`` and the
 #: training simulator's ``reason`` are the same step: the fit with the hidden theme).
@@ -46,8 +46,29 @@ class PublishedReplyAnswer(BaseModel):
     response_field: bool
 
 
-AppraisalPrompt = Callable[[SimulatorTexts, str, str, int, Sequence[Message]], str]
-ReplyPrompt = Callable[[SimulatorTexts, str, str, str, Sequence[Message], "Appraisal | None"], str]
+@dataclass(frozen=True)
+class PublishedPlayer:
+    """Who the published simulator plays and where: its texts, the profile's player and scene text."""
+
+    texts: SimulatorTexts
+    player: str
+    scene: str
+
+
+def published_reply(text: str, thinking: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
+    """The reply both published loops read: the words after the last ``Response:``, trimmed of newlines,
+    one layer of brackets and curly quotes; the dialogue ends when it holds a goodbye word."""
+    reply = text.split("Response:")[-1].strip("\n").strip("[").strip("]").strip("“").strip("”")
+    return PublishedReplyAnswer(
+        reply=reply,
+        end_dialogue=any(word in reply for word in goodbye_words),
+        thinking=thinking,
+        response_field="Response:" in text,
+    )
+
+
+AppraisalPrompt = Callable[[PublishedPlayer, int, Sequence[Message]], str]
+ReplyPrompt = Callable[[PublishedPlayer, str, Sequence[Message], "Appraisal | None"], str]
 
 
 @dataclass(frozen=True)

@@ -11,15 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Message
-from rlver.simulator.sentient import prompts
-from rlver.simulator.sentient.parsing import PlannedReplyAnswer
-from rlver.simulator.sentient.prompts import sage
-from rlver.simulator.sentient.prompts.sage import SageOptions
-from rlver.simulator.sentient.protocols.base import ProtocolDialogue, ReplyStep, SentientProtocol
+from rlver.simulator.llm import prompts
+from rlver.simulator.llm.parsing import PlannedReplyAnswer
+from rlver.simulator.llm.prompts import sage
+from rlver.simulator.llm.prompts.sage import SageOptions
+from rlver.simulator.llm.protocols.base import (
+    DialogueStart,
+    ProtocolDialogue,
+    ReplyStep,
+    SentientProtocol,
+)
 
 
 class SageProtocol(SageOptions, SentientProtocol):
@@ -29,9 +33,20 @@ class SageProtocol(SageOptions, SentientProtocol):
     ``difficulty_paragraph`` the difficulty text (the published benchmark simulator has none).
     """
 
-    name: Literal["sage"] = "sage"
-    magnitude_rubric: bool = False
-    difficulty_paragraph: bool = False
+    name: Literal["sage"] = Field(
+        default="sage", description="``sage``: SAGE's prompt structure in our words, with the options below."
+    )
+    magnitude_rubric: bool = Field(
+        default=False,
+        description="Add the -10..+10 scale of the ``rlver-v1`` prompts (the published prompt states none).",
+    )
+    difficulty_paragraph: bool = Field(
+        default=False,
+        description=(
+            "Add the difficulty text of the ``rlver-v1`` prompts (the published benchmark simulator has "
+            "none)."
+        ),
+    )
 
     prompt_version: ClassVar[str] = sage.SAGE_PROMPT_VERSION
     opening_answer: ClassVar[type[PlannedReplyAnswer]] = PlannedReplyAnswer
@@ -46,28 +61,20 @@ class SageProtocol(SageOptions, SentientProtocol):
         prompts.prompt_set(language)
         sage.sage_texts(language)
 
-    def dialogue(
-        self,
-        profile: Profile,
-        *,
-        difficulty: Difficulty,
-        behaviour: str | None,
-        language: str,
-        start_emotion: int,
-    ) -> ProtocolDialogue:
+    def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
         systems = {
             step: sage.system_message(
-                profile,
-                language=language,
+                start.profile,
+                language=start.language,
                 magnitude_rubric=self.magnitude_rubric,
-                difficulty=difficulty if self.difficulty_paragraph else None,
-                behaviour=behaviour,
+                difficulty=start.difficulty if self.difficulty_paragraph else None,
+                behaviour=start.behaviour,
                 options=self,
                 step=step,
             )
             for step in ("appraisal", "reply")
         }
-        return SageDialogue(self, systems["appraisal"], systems["reply"], language)
+        return SageDialogue(self, systems["appraisal"], systems["reply"], start.language)
 
     def shown(self) -> dict[str, bool]:
         return {name: getattr(self, name) for name in self.option_names()}
