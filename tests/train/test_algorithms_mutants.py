@@ -187,7 +187,7 @@ def test_the_sequence_is_warning_in_full() -> None:
     assert core.sequence_is_warning(mask, "sequence", 2.0) == (
         "algorithm.rollout_is=sequence with samples of up to 260 action tokens: each weight is "
         "exp(sum of the row's per-token log-ratios), whose spread grows as sqrt(tokens), so past 256 tokens "
-        "many weights clip at 2 or sit near 0 (docs/training.md); algorithm.rollout_is=token weighs each "
+        "many weights clip at 2 or sit near 0 (docs/sampling.md); algorithm.rollout_is=token weighs each "
         "token alone"
     )
 
