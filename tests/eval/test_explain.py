@@ -355,6 +355,8 @@ WALK_VALUES: dict[str, list[object]] = {
     "simulator.model.model": ["gpt-4o-mini"],
     "profiles": ["en-test"],
     "env.system_prompt": ["You are a helpful assistant."],
+    # above its default guard the bound is the published loop still; below it, a difference
+    "simulator.protocol.parse_attempts": [2],
 }
 
 

@@ -1,7 +1,7 @@
 """Empty and malformed simulator answers under the published-text protocols, read as the published code
 reads them (issue 48): an empty reply is the user's reply, said at the first call; an empty appraisal
-has no change and is sent again; a malformed one is sent again at most ``parse_attempts`` times (2 by
-default, ``0``: until it parses, as SAGE's loop)."""
+has no change and is sent again; a malformed one is sent again until it parses, as SAGE's loop, within
+``parse_attempts`` (by default a large guard against a broken endpoint; ``0``: no bound)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from rlver.errors import AppraisalParseError
 from rlver.llm.openai_client import OpenAIChatModel
 from rlver.records import Message
+from rlver.simulator.llm.protocols.base import PARSE_GUARD
 from rlver.simulator.llm.protocols.sage_published import SagePublishedProtocol
 from rlver.simulator.llm.user import SentientSimulator
 from rlver.testing.openai_server import FakeChatServer
@@ -82,4 +83,31 @@ def test_a_malformed_answer_is_sent_again_within_its_cap_or_until_it_parses(shar
                 with pytest.raises(AppraisalParseError, match="appraisal answer was malformed"):
                     asyncio.run(_respond(simulator, profile, row["first_talk"]))
                 assert len(server.requests) == attempts
-    assert SagePublishedProtocol().describe()["parse_attempts"] == 2
+    assert SagePublishedProtocol().describe()["parse_attempts"] == PARSE_GUARD
+
+
+def test_malformed_answers_are_handled_as_sages_loop_with_the_default_settings(
+    shared_data: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five malformed appraisals in a row, then one that parses: SAGE re-sends the same prompt until it
+    parses; rlver with no setting sends the same requests (it used to fail the turn after two)."""
+    row = _row(shared_data)
+    answers = [MALFORMED] * 5 + [APPRAISAL, "Response:\n嗯。"]
+    stub = Stub()
+    stub.answers = list(answers)
+    sage = exec_published(
+        shared_data / "published_code" / "sage" / "simulator_response.py", monkeypatch, stub
+    )
+    history = [{"role": "user", "content": row["first_talk"]}, {"role": "assistant", "content": "我在听。"}]
+    player = {"emo_point": 40, "emo_state": "Emotion-B", "player": row["player"], "scene": row["scene"]}
+    said = sage["chat_player"]({**player, "history": history, "target": 0})
+    queue = list(answers)
+    with FakeChatServer(lambda _request: queue.pop(0)) as server:
+        turn = asyncio.run(
+            _respond(_simulator(server.url), _profile_from_row(row, shared_data), row["first_talk"])
+        )
+        sent = [r["messages"] for r in server.requests]
+    assert len(stub.prompts) == 7
+    assert sent == [[{"role": "user", "content": p}] for p in stub.prompts]
+    assert turn.text == said["history"][-1]["content"] == "嗯。"
+    assert turn.appraisal is not None and turn.appraisal.emotion_after == said["emo_point"] == 45

@@ -37,6 +37,7 @@ from rlver.records import Episode
 from rlver.rules import EVALUATION, PUBLISHED_TRAINING, DialogueRules
 from rlver.simulator.emotion import MAX_CHANGE
 from rlver.simulator.llm.prompts.sage import SAGE_PROMPT_VERSION
+from rlver.simulator.llm.protocols.base import PARSE_GUARD
 from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
 from rlver.transcripts.files import detect_format, transcript_path
@@ -705,7 +706,7 @@ def _retries(manifest: RunManifest) -> list[Difference]:
             )
         )
     attempts = described.get("parse_attempts")
-    if isinstance(attempts, int) and attempts != 0:
+    if isinstance(attempts, int) and 0 < attempts < PARSE_GUARD:  # the default guard: the published loop
         run = f"sent at most {attempts} times, then the turn fails (simulator.protocol.parse_attempts)"
         found.append(
             Difference("simulator answer that does not parse", run, "sent again until one parses", "retries")

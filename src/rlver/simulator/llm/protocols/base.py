@@ -39,6 +39,13 @@ from rlver.simulator.llm.published_calls import (
 )
 from rlver.simulator.spec import Variants
 
+#: The default bound on calls for one answer of a published-text protocol. The published loops re-send
+#: a malformed answer's request until one parses; this bound only stops a broken endpoint (a judge that
+#: never answers in the format) from running up an unbounded bill. A judge answering out of format
+#: half the time reaches it once in 2**50 steps, so with a working judge a run sends what the published
+#: code sends.
+PARSE_GUARD = 50
+
 
 @dataclass(frozen=True)
 class DialogueStart:
@@ -195,14 +202,15 @@ class PublishedTextProtocol(SentientProtocol):
         ),
     )
     parse_attempts: int = Field(
-        default=2,
+        default=PARSE_GUARD,
         ge=0,
         le=MAX_COUNT,
         description=(
             "Calls a step may take until its answer parses (the same request each time). The published "
             "loops re-send until one parses, without bound (SAGE simulator_response.py:135-161, dsv3 "
-            ":204-225): ``0`` does that; the default sends the request once more and then fails the turn,"
-            " so a judge that never answers in the format cannot run up an unbounded bill."
+            ":204-225); ``0`` does that. The default is a guard against a broken endpoint only, large "
+            "enough that a judge which sometimes answers out of format is handled as the published loop "
+            "handles it; a smaller value fails the turn sooner (``rlver explain`` names it)."
         ),
     )
 
