@@ -13,6 +13,7 @@ import torch
 from helpers import published_training_argv, run_rlver
 from rlver.env.dialogue import EnvConfig
 from rlver.eval.config import EvalConfig
+from rlver.manifest import RunManifest
 from rlver.testing.openai_server import FakeChatServer
 from rlver.train.config import EvalSettings, eval_env, load_train_config
 
@@ -126,7 +127,7 @@ def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
         argv = published_training_argv(
             server.url, "rollout.rules.max_assistant_turns=1", "rollout.batch_size=2",
             "rollout.n_per_profile=2", "rollout.max_new_tokens=8", "eval.profiles=sage",
-            "eval.protocol=benchmark", "eval.limit=3", "eval.temperature=1.0",
+            "eval.protocol=benchmark", "eval.limit=3", "eval.temperature=1.0", "rollout.think=true",
         )  # fmt: skip
         done = run_rlver(*argv, cwd=tmp_path, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -147,6 +148,7 @@ def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
             "--simulator", "llm", *argv, "--out", "ev", "--no-report", cwd=tmp_path, timeout=900,
         )  # fmt: skip
         assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+        assert "warning:" not in evaluated.stderr  # no flag contradicts the run
         benchmark = [r["messages"] for r in server.requests]
     metrics = [r for r in read_metrics(tmp_path / "run") if "eval/score" in r]
     score = json.loads((tmp_path / "ev" / "metrics.json").read_text(encoding="utf-8"))["score"]
@@ -154,3 +156,5 @@ def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
     key = lambda m: json.dumps(m, ensure_ascii=False)  # noqa: E731
     assert sorted(map(key, held_out)) == sorted(map(key, benchmark))  # SAGE's own requests, both runs
     assert sum(m[0]["content"].startswith(heads[1]) for m in held_out) >= 6  # SAGE's appraisals
+    # a think-trained run is evaluated thinking, with no --think given: its manifest's mode
+    assert RunManifest.read(tmp_path / "ev").think is True

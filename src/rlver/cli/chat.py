@@ -28,6 +28,7 @@ import typer
 
 from rlver.cli import checks
 from rlver.cli import simulator_flags as sim_flags
+from rlver.cli.run_agent import local_think
 from rlver.cli.safe_text import clean
 from rlver.errors import InputError, Problem
 from rlver.extras import require_extra
@@ -325,7 +326,11 @@ def chat_command(
     ),
     max_turns_old: int | None = checks.OLD_MAX_TURNS,
     seed: int = checks.seed_option(0, "Seed of the simulated user's replies (its sampling and its choices)."),
-    think: bool = typer.Option(False, "--think", help="Think-then-say mode."),
+    think: bool | None = typer.Option(
+        None,
+        "--think/--no-think",
+        help="Think-then-say mode (default off; with --local RUN, the training run's own mode).",
+    ),
     play_user: bool = typer.Option(False, "--play-user", help="You play the user against a model."),
     model_base_url: str | None = typer.Option(
         None,
@@ -372,6 +377,7 @@ def chat_command(
     if play_user:
         checks.endpoint_given("--model", model, "--model-base-url", model_base_url)
         key_env = "OPENAI_API_KEY" if api_key_env is None else (api_key_env or None)
+        think = local_think(local, think)
         policy = _build_policy(model_base_url, model, local, key_env)
         dialogue = _play_user(
             policy,
@@ -387,7 +393,9 @@ def chat_command(
         sim = _build_simulator(simulator, (sim_model, sim_base_url, sim_key_env), difficulty, seed, set_)
         dialogue = _closing(
             sim,
-            _play_assistant(chosen, sim, think=think, start=start, max_turns=max_turns, seed=seed, save=save),
+            _play_assistant(
+                chosen, sim, think=bool(think), start=start, max_turns=max_turns, seed=seed, save=save
+            ),
         )
     try:
         asyncio.run(dialogue)

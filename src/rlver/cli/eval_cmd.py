@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from rlver.cli import checks
+from rlver.cli.run_agent import evaluated_as_run, run_agent, run_training_env
 from rlver.cli.simulator_flags import (
     BEHAVIOUR,
     DIFFICULTY,
@@ -167,7 +168,7 @@ def eval_command(
     if protocol is not None:
         flags["protocol"] = _protocol_choice(protocol)
         if protocol == "training" and agent_local:
-            env = {**_run_training_env(Path(agent_local).expanduser()), **env}
+            env = {**run_training_env(Path(agent_local)), **env}
     if env:
         flags["env"] = env
     sim = simulator_block(
@@ -196,7 +197,13 @@ def eval_command(
     if flags.get("agent") and data.get("agent_tiny"):
         data.pop("agent_tiny")
     layers = [ConfigLayer(str(config), data, config)] if config is not None else []
-    cfg = load_layers(EvalConfig, [*layers, ConfigLayer("flags", flags, flags=EVAL_FLAGS)], set_)
+    layers.append(ConfigLayer("flags", flags, flags=EVAL_FLAGS))
+    cfg = load_layers(EvalConfig, layers, set_)
+    run = run_agent(Path(agent_local)) if agent_local else None
+    if run is not None:  # a training run: its think mode and agent prompt beneath every flag
+        cfg = evaluated_as_run(
+            run, cfg, lambda base: load_layers(EvalConfig, [base, *layers], set_), "--agent-local"
+        )
     _check_out(cfg.out_dir)
     if cfg.agent is None:  # agent_tiny: the tiny model, built and run in this process
         require_extra("train", "--agent-tiny")
@@ -346,20 +353,6 @@ def _protocol_choice(protocol: str) -> str:
     if protocol not in ("benchmark", "training"):
         raise ConfigError(f"--protocol {protocol!r}: choose benchmark or training")
     return protocol
-
-
-def _run_training_env(path: Path) -> dict[str, Any]:
-    """The dialogue a training run's held-out evaluation ran on the training protocol (its
-    ``config.yaml``: ``eval.protocol: training`` with that run's turns, start and prompt), as
-    ``env`` keys; ``{}`` when ``path`` is not in a training run folder."""
-    for folder in (path, path.parent, path.parent.parent, path.parent.parent.parent):
-        saved = folder / "config.yaml"
-        if (folder / "checkpoints").is_dir() and saved.exists():
-            from rlver.train.config import load_train_config
-
-            cfg = load_train_config(str(saved), ["eval.protocol=training"])
-            return cfg.env_config(evaluation=True).model_dump(mode="json")
-    return {}
 
 
 def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:

@@ -114,9 +114,16 @@ LEXICON_AGREEMENT = (
 PUBLISHED_JUDGES: dict[str, str] = {
     "deepseek-v3": "deepseek-v3",
     "deepseek-chat": "deepseek-v3",
-    "gpt-4o": "gpt-4o",
     "gpt-4o-2024-08-06": "gpt-4o",
 }
+#: Undated names of a published judge that was dated: they name whatever snapshot the endpoint serves
+#: today, not the one behind the released files (``gpt-4o`` moved on from 2024-08-06).
+UNDATED_JUDGES: dict[str, str] = {"gpt-4o": "gpt-4o-2024-08-06"}
+#: The published simulators, in words: SAGE's released files name two judges (their folders,
+#: docs/protocol.md "Simulator prompts"); RLVER's training simulator was DeepSeek-V3 (its file is
+#: ``hard_player_simulator_dsv3.py``, calling ``mode="dsv3"``).
+BENCHMARK_JUDGES = "an LLM judge: DeepSeek-V3, or GPT-4o as gpt-4o-2024-08-06"
+TRAINING_JUDGE = "DeepSeek-V3 (the published training simulator)"
 #: Protocols whose requests are the published text itself (fetched at run time, not rlver's words).
 PUBLISHED_PROTOCOLS = ("sage-published", "rlver-published")
 #: The longest agent reply in the nine released files (characters): a quote cut below it cut replies.
@@ -344,9 +351,20 @@ def _simulator_model(manifest: RunManifest) -> str | None:
     return str(model) if model else None
 
 
-def _simulator(manifest: RunManifest) -> list[Difference]:
+def _simulator(published: str, judges: tuple[str, ...]) -> Check:
+    """The simulated user against the published ones (``judges``: :func:`judge_name`'s values that
+    count as published here)."""
+
+    def check(manifest: RunManifest) -> list[Difference]:
+        return _simulator_differences(manifest, published, judges)
+
+    return check
+
+
+def _simulator_differences(
+    manifest: RunManifest, published: str, judges: tuple[str, ...]
+) -> list[Difference]:
     kind = manifest.simulator_kind
-    published = "an LLM judge (DeepSeek-V3 or GPT-4o)"
     if kind == "offline":
         described = manifest.simulator or {}
         run = f"the offline user ({described.get('version', 'version not recorded')}, relevance {described.get('relevance', 'lexical')})"
@@ -354,9 +372,11 @@ def _simulator(manifest: RunManifest) -> list[Difference]:
     if kind == "replay":
         return [Difference("simulator", "replay of recorded judgements", published, "simulator")]
     model = _simulator_model(manifest)
-    if model is None or judge_name(model) is not None:
+    if model is None or judge_name(model) in judges:
         return []
-    return [Difference("simulator", f"LLM {model}", published, "simulator")]
+    dated = UNDATED_JUDGES.get(model.strip().lower().rsplit("/", 1)[-1])
+    note = f" (an undated name: today's snapshot, not {dated} behind the released files)" if dated else ""
+    return [Difference("simulator", f"LLM {model}{note}", published, "simulator")]
 
 
 def offline_agreement(described: dict[str, Any]) -> str:
@@ -516,15 +536,31 @@ def _languages(manifest: RunManifest) -> list[Difference]:
     published = "each profile's own (SAGE: Chinese prompts, Chinese profiles)"
     found = []
     agent = (manifest.env or {}).get("language")
-    if agent:
+    if (
+        agent
+        and _prompt_name(manifest)[0] not in PUBLISHED_PROTOCOLS
+        and agent != _profiles_language(manifest)
+    ):
         found.append(Difference("agent prompt language", f"{agent} for every profile", published, "language"))
-    if manifest.simulator_kind not in ("offline", "replay"):
-        user = _chosen((manifest.simulator or {}).get("prompt_language"))
-        if user is not None:
+    described = manifest.simulator or {}
+    if (
+        manifest.simulator_kind not in ("offline", "replay")
+        and described.get("protocol") not in PUBLISHED_PROTOCOLS
+    ):
+        user = _chosen(described.get("prompt_language"))
+        if user is not None and user != _profiles_language(manifest):
             found.append(
                 Difference("simulator prompt language", f"{user} for every profile", published, "language")
             )
     return found
+
+
+def _profiles_language(manifest: RunManifest) -> str | None:
+    """The one language of the run's profiles where it is known: the published sets are Chinese."""
+    given = str(manifest.profiles)
+    if given in PUBLISHED_SETS or any(_same_set(manifest, name) for name in ("sage", "rlver-train")):
+        return "zh"
+    return None
 
 
 # ------------------------------------------------------------------------------------------ agent
@@ -544,7 +580,7 @@ def _agent_prompt(wanted: str) -> Check:
         if name is None:
             return []
         think = bool(manifest.think)
-        added = think and (name in AGENT_PROMPTS or name == "sage-published")
+        added = think and _gets_think_instruction(name)
         run = f"{name} + rlver's think instruction (--think)" if added else name
         if name != wanted or added:
             published = f"{wanted}, no think instruction" if added and name == wanted else wanted
@@ -559,6 +595,12 @@ def _agent_prompt(wanted: str) -> Check:
         return []
 
     return check
+
+
+def _gets_think_instruction(name: str) -> bool:
+    """Whether think mode adds rlver's think instruction to the agent prompt ``name``
+    (:func:`rlver.env.thinking.system_prompt`: the published prompts have their own think version)."""
+    return name in AGENT_PROMPTS or name == "sage-published"
 
 
 def _agent_sampling(manifest: RunManifest) -> list[Difference]:
@@ -725,7 +767,10 @@ def _held_out(manifest: RunManifest) -> list[Difference]:
         parts.append(f"the first {held['limit']}")
     if "simulator_protocol" in held:
         user = held.get("simulator_protocol") or held.get("simulator")
-        parts += [f"user {user}", f"agent prompt {held.get('agent_prompt')}"]
+        prompt = str(held.get("agent_prompt"))
+        if held.get("think") and _gets_think_instruction(prompt):
+            prompt += " + rlver's think instruction (rollout.think)"
+        parts += [f"user {user}", f"agent prompt {prompt}"]
         parts.append(
             f"{held.get('samples_per_profile')} dialogue(s) a profile at temperature {held.get('temperature')}"
         )
@@ -773,6 +818,16 @@ def no_effect(manifest: RunManifest) -> list[Difference]:
                 Difference(f"simulator.{key}", repr(parsed.setting(key)), why, "no-effect")
                 for key, why in parsed.inert_settings().items()
             ]
+    language = (manifest.env or {}).get("language")
+    prompt = _prompt_name(manifest)[0]
+    if language and prompt in PUBLISHED_PROTOCOLS:
+        why = f"the {prompt} agent prompt is the published text, the same in every language"
+        found.append(Difference("env.language", str(language), why, "no-effect"))
+    described = manifest.simulator or {}
+    user = _chosen(described.get("prompt_language"))
+    if user is not None and described.get("protocol") in PUBLISHED_PROTOCOLS:
+        why = f"the {described['protocol']} prompts are the published Chinese text"
+        found.append(Difference("simulator.prompt_language", user, why, "no-effect"))
     cut = (manifest.env or {}).get("max_reply_chars")
     if _uncut(manifest) and isinstance(cut, int) and cut != EnvConfig.model_fields["max_reply_chars"].default:
         found.append(
@@ -806,7 +861,7 @@ BENCHMARK_CHECKS: tuple[Check, ...] = (
     _turns(EVALUATION, PROTOCOL_GAP),
     _ends(EVALUATION),
     _change_bound,
-    _simulator,
+    _simulator(BENCHMARK_JUDGES, ("deepseek-v3", "gpt-4o")),
     _simulator_options("SAGE's own text (protocol sage-published)", "sage-published"),
     _simulator_sampling,
     _user_behaviour,
@@ -827,7 +882,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _turns(PUBLISHED_TRAINING, None),
     _ends(PUBLISHED_TRAINING),
     _change_bound,
-    _simulator,
+    _simulator(TRAINING_JUDGE, ("deepseek-v3",)),
     _simulator_options(
         "the published training simulator's own text (protocol rlver-published)", "rlver-published"
     ),
