@@ -157,11 +157,19 @@ def check_settings(cfg: TrainConfig, out: Path) -> None:
     """
     from rlver.llm.factory import check_model_source
     from rlver.profiles.sets import load_profile_set
+    from rlver.simulator.factory import refuse_unfit_profiles
 
     check_run_folder(out)
     for setting, name in (("rollout.profiles", cfg.rollout.profiles), ("eval.profiles", cfg.eval.profiles)):
         if not load_profile_set(name):
             raise ConfigError(f"{setting}={name!r}: no profiles")
+    # each user plays its own set: a published prompt set on profiles not in the published format
+    # would fail every dialogue (the held-out ones only at the end of the run)
+    held_out = load_profile_set(cfg.eval.profiles)[: cfg.eval.limit or None]
+    refuse_unfit_profiles(
+        cfg.simulator, load_profile_set(cfg.rollout.profiles), f"rollout.profiles={cfg.rollout.profiles}"
+    )
+    refuse_unfit_profiles(cfg.eval_simulator(), held_out, f"eval.profiles={cfg.eval.profiles}")
     check_model_source(cfg.model.path, "model.path")
 
 

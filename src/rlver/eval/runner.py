@@ -55,7 +55,7 @@ from rlver.rollout.runner import RolloutConfig, run_rollouts, seeds_each_turn
 from rlver.rules import protocol_label
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
-from rlver.simulator.factory import SimulatorSpec, build_simulator
+from rlver.simulator.factory import SimulatorSpec, build_simulator, refuse_unfit_profiles
 from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episodes
 from rlver.transcripts.native import (
     EPISODE,
@@ -263,6 +263,7 @@ async def run_eval_async(
             )
         )
     profiles = select_profiles(config)
+    refuse_unfit_profiles(config.simulator, profiles, f"--profiles {config.profiles}")
     # before the list of dialogues is built: a request of 10^8 took minutes and gigabytes to list
     check_dialogues(
         len(profiles) * config.n_per_profile,

@@ -45,6 +45,7 @@ __all__ = [
     "build_simulator",
     "kind_names",
     "kinds",
+    "refuse_unfit_profiles",
     "simulator_kind",
 ]
 
@@ -84,3 +85,12 @@ def kind_names(*, from_spec: bool = True) -> tuple[str, ...]:
 def get_behaviour_checked(name: str | None) -> None:
     """Fail at start-up, with the list of valid modes, on an unknown behaviour name."""
     get_behaviour(name)
+
+
+def refuse_unfit_profiles(spec: SimulatorSpec, profiles: Any, where: str) -> None:
+    """Refuse before any work (ConfigError, exit 2) a profile set the spec's protocol cannot play, e.g.
+    a published prompt set on profiles not in the published format (``where``: the set, as the user
+    named it). Kinds without a protocol play any profile."""
+    protocol = getattr(spec, "protocol", None)
+    if protocol is not None and hasattr(protocol, "refuse_unfit_profiles"):
+        protocol.refuse_unfit_profiles(profiles, getattr(spec, "prompt_language", None), where)

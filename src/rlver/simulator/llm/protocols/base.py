@@ -157,6 +157,26 @@ class SentientProtocol(Variants, ABC):
     def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
         """The prompts of one dialogue: ``start.profile``'s user at ``start.start_emotion``."""
 
+    def unfit(self, profile: Profile, language: str) -> str | None:
+        """Why this protocol cannot play ``profile`` in ``language`` (None: it can)."""
+        try:
+            self.check_language(language)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+
+    def refuse_unfit_profiles(self, profiles: Sequence[Profile], language: str | None, where: str) -> None:
+        """Refuse (ConfigError, exit 2) before any work a set (``where`` names it) holding a profile
+        this protocol cannot play; each dialogue of it would fail only once the run had started, the
+        reason written to the transcript alone. ``language``: the prompts' (None: each profile's)."""
+        unfit = [(p.id, why) for p in profiles if (why := self.unfit(p, language or p.language))]
+        if unfit:
+            first, why = unfit[0]
+            raise ConfigError(
+                f"{where}: {len(unfit)} of {len(profiles)} profiles cannot run under simulator protocol "
+                f"{self.name!r} (the first, {first!r}: {why})"
+            )
+
     @abstractmethod
     def shown(self) -> dict[str, bool]:
         """What the prompts show the simulator, by option name (recorded by :meth:`describe`)."""
@@ -229,6 +249,13 @@ class PublishedTextProtocol(SentientProtocol):
                 f"simulator protocol {self.name!r} has {self.simulator.owner} Chinese prompts only "
                 f"(asked for {language!r}); use --sim-protocol sage"
             )
+
+    def unfit(self, profile: Profile, language: str) -> str | None:
+        """Also a profile without the published player and scene (rlver's own and generated ones)."""
+        why = super().unfit(profile, language)
+        if why is None and profile.published_scene is None:
+            why = f"not in the published format (source {profile.source or 'not named'}); use --sim-protocol sage"
+        return why
 
     def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
         scene = published_scene(start.profile, self.name)
