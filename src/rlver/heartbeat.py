@@ -130,7 +130,7 @@ def step_reporter(
         last[0] = now
         of = f"/{total}" if total else ""
         line = f"  step {step}{of}  reward {metrics['rollout/reward_mean']:.3f}"
-        if "eval/score" in metrics:
+        if metrics.get("eval/score") is not None:
             line += f"  held-out {metrics['eval/score']:.1f}"
         left = eta(now - started, step - first_step, None if total is None else total - first_step)
         say_line(say, f"{line}  ({now - started:.0f} s{left if with_eta else ''})")

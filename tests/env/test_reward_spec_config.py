@@ -56,7 +56,14 @@ def test_training_summaries_count_outcomes_as_the_benchmark_does() -> None:
     assert summary["score"] == pytest.approx(119 / 3)
     assert (summary["success_rate"], summary["failure_rate"]) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
     assert summary["failed"] == 1.0
-    assert summarise_eval([_ep(50, status="failed")])["score"] == 0.0
+    # nothing finished: no score (null in metrics.jsonl, as rlver eval's metrics.json), not 0, and the
+    # training report draws no point for it
+    nothing = summarise_eval([_ep(50, status="failed")])
+    assert nothing["score"] is None and nothing["failed"] == 1.0
+    from rlver.eval.training_report import held_out_points
+
+    rows = [{"step": 1, **{f"eval/{k}": v for k, v in nothing.items()}}, {"step": 2, "eval/score": 41.0}]
+    assert held_out_points(rows) == [{"step": 2, "score": 41.0}]
 
 
 def test_a_new_reward_mode_is_one_function_and_one_registry_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -120,7 +120,8 @@ def train_command(
         from rlver.rules import protocol_label
 
         label = protocol_label(cfg.env_config(evaluation=True).rules, cfg.eval.protocol)
-        typer.echo(f"held-out score at step {last['step']}: {last['score']:.1f} ({label})")
+        score = "none: no dialogue finished" if last["score"] is None else f"{last['score']:.1f}"
+        typer.echo(f"held-out score at step {last['step']}: {score} ({label})")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")
     if cfg.run.transcript_every:
         typer.echo(f"dialogues: {out / 'transcript.jsonl'} (rlver inspect {out}; rlver report {out})")

@@ -118,15 +118,17 @@ def rollout_metrics(episodes: list[Episode], finished: list[Episode]) -> dict[st
     }
 
 
-def summarise_eval(episodes: list[Episode]) -> dict[str, float]:
+def summarise_eval(episodes: list[Episode]) -> dict[str, float | None]:
     """The benchmark's numbers on the held-out profiles (score = mean final emotion), counted by
-    ``rlver.rollout.outcomes`` as ``rlver eval``'s metrics are (0 where no dialogue finished)."""
+    ``rlver.rollout.outcomes`` as ``rlver eval``'s metrics are: where no dialogue finished there is no
+    score (``None``, logged as null, as ``rlver eval``'s metrics.json has it), not a 0 the report
+    would draw beside ``eval/failed``."""
     out = outcomes(episodes)
     return {
-        "score": float(out.score) if out.score is not None else 0.0,
+        "score": float(out.score) if out.score is not None else None,
         "success_rate": out.success_rate,
         "failure_rate": out.failure_rate,
-        "reward_mean": float(np.mean([ep.reward or 0.0 for ep in out.done])) if out.done else 0.0,
+        "reward_mean": float(np.mean([ep.reward or 0.0 for ep in out.done])) if out.done else None,
         "turns_mean": out.mean_turns,
         "failed": float(len(out.failed)),
     }

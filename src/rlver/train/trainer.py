@@ -314,7 +314,7 @@ class Trainer:
             torch.manual_seed(self.cfg.eval.seed)
             return self._run_dialogues(self.eval_profiles, evaluation=True, seed=self.cfg.eval.seed)
 
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self) -> dict[str, float | None]:
         """Mean final emotion (and friends) on the held-out profiles."""
         return summarise_eval(self.evaluate_episodes())
 
@@ -462,7 +462,7 @@ class Trainer:
                     if on_step is not None:
                         on_step(self.step, metrics)
                     info = f"reward {metrics['rollout/reward_mean']:.3f}"
-                    if "eval/score" in metrics:
+                    if metrics.get("eval/score") is not None:
                         info += f" · eval {metrics['eval/score']:.1f}"
                     progress.update(task, completed=self.step, info=info)
                     every = cfg.run.checkpoint_every
