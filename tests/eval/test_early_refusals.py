@@ -45,3 +45,21 @@ def test_a_held_out_set_its_user_cannot_play_is_refused_before_training(
         "error: eval.profiles=en-test: 8 of 8 profiles cannot run under simulator protocol 'rlver-published'"
     )
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_sim_protocol_combines_with_its_options(shared_data: Path, tmp_path: Path) -> None:
+    """``--sim-protocol NAME --set simulator.protocol.OPTION=...`` runs NAME with the option (it used
+    to exit 2: "'protocol' is not a section")."""
+    from rlver.manifest import RunManifest
+
+    with FakeChatServer(lambda _request: "Response:\n嗯。") as server:
+        done = run_rlver(
+            "eval", "--agent-base-url", server.url, "--agent-model", "policy", "--simulator", "llm",
+            "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
+            "--sim-protocol", "sage-published", "--set", "simulator.protocol.parse_attempts=3",
+            "--profiles", "sage", "--limit", "1", "--set", "env.rules.max_assistant_turns=1",
+            "--out", "run", "--no-report", cwd=tmp_path,
+        )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr[-3000:]
+    described = RunManifest.read(tmp_path / "run").simulator or {}
+    assert (described.get("protocol"), described.get("parse_attempts")) == ("sage-published", 3)

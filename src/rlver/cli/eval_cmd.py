@@ -359,7 +359,8 @@ def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | N
     """The simulated user's --sim-protocol, --behaviour and --difficulty (as ``simulator`` keys)."""
     sim: dict[str, Any] = {}
     if protocol is not None:
-        sim["protocol"] = PROTOCOLS.check_flag(protocol, "--sim-protocol")
+        # a block, not the bare name: --set simulator.protocol.OPTION=... adds to it
+        sim["protocol"] = {"name": PROTOCOLS.check_flag(protocol, "--sim-protocol")}
     if behaviour is not None:
         sim["behaviour"] = get_behaviour(behaviour).name
     if difficulty is not None:
