@@ -56,6 +56,7 @@ from rlver.rules import protocol_label
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.behaviours import resolve_behaviour
 from rlver.simulator.factory import SimulatorSpec, build_simulator, refuse_unfit_profiles
+from rlver.simulator.llm.published_calls import warn_off_format
 from rlver.transcripts.files import TRANSCRIPT_NAME, dedupe_episodes, read_episodes
 from rlver.transcripts.native import (
     EPISODE,
@@ -363,6 +364,7 @@ async def _run_in(
 
     # The very records `rlver score` and the report read (the resume rule keeps them == ``wanted``).
     _, _, episodes = read_episodes(transcript)
+    warn_off_format(episodes)
     metrics = compute_metrics(episodes, expected=len(wanted))
     atomic_write_json(
         out_dir / METRICS_NAME, {"run_name": manifest.run_name, **metrics.model_dump(mode="json")}

@@ -10,8 +10,10 @@ appraisal prompt, the reply prompt, and the readers of their answers. The protoc
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -140,3 +142,19 @@ def published_scene(profile: Profile, protocol: str) -> str:
             "use --sim-protocol sage for it"
         )
     return profile.published_scene
+
+
+def warn_off_format(episodes: Sequence[Any]) -> None:
+    """One warning with the count when a published simulator's reply answers lack the published
+    ``Response:`` field (a model answering in JSON or free text): the published code says such an
+    answer whole, so the run goes on as published, but its user is then not playing SAGE's role and
+    nothing else would say so. Reads the ``response_field`` each such turn records."""
+    turns = [t for ep in episodes for t in getattr(ep, "user_turns", ()) if "response_field" in t.extra]
+    off = sum(not t.extra["response_field"] for t in turns)
+    if off:
+        warnings.warn(
+            f"{off} of {len(turns)} simulator answers had no 'Response:' field, not the published "
+            "format (a JSON object or free text?): each was said whole, as the published code does; "
+            "check that the simulator model follows the published prompts",
+            stacklevel=2,
+        )
