@@ -98,6 +98,29 @@ def validate_cmd(
     typer.echo(f"OK: {len(profiles)} profiles ({langs}; {with_opening} with an opening line) in {path}")
 
 
+def overlap_cmd(
+    first: str = typer.Argument(..., help="A profile set or file (e.g. sage)."),
+    second: str = typer.Argument(..., help="Another profile set or file (e.g. rlver-train)."),
+    threshold: float = typer.Option(
+        0.6, "--threshold", min=0.0, max=1.0, help="Near-duplicate threshold (character n-gram Jaccard)."
+    ),
+    show: int = typer.Option(5, "--show", min=0, help="Pairs to list of each kind."),
+) -> None:
+    """How many personas of the first set appear in the second: word for word, or nearly."""
+    from rlver.profiles.overlap import persona_overlap
+    from rlver.profiles.sets import load_profile_set
+
+    found = persona_overlap(load_profile_set(first), load_profile_set(second), threshold)
+    typer.echo(
+        f"{len(found.exact)} of {found.n_a} profiles of {first} have a persona of {second} ({found.n_b} "
+        f"profiles) word for word; {len(found.near)} more nearly ({found.measure()})"
+    )
+    for a, b in found.exact[:show]:
+        typer.echo(f"  exact  {a}  =  {b}")
+    for a, b, sim in found.near[:show]:
+        typer.echo(f"  near   {a}  ~  {b}  (Jaccard {sim})")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``profiles`` command group to the root app: list, show and validate here, generate and
     stats from :mod:`rlver.cli.profiles_gen`."""
@@ -105,6 +128,7 @@ def register(app: typer.Typer) -> None:
         "list": list_cmd,
         "show": show_cmd,
         "validate": validate_cmd,
+        "overlap": overlap_cmd,
         "generate": profiles_gen.generate_cmd,
         "stats": profiles_gen.stats_cmd,
     }

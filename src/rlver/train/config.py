@@ -173,6 +173,14 @@ class RolloutSettings(_Strict):
     profiles: str = Field(
         default="en-train", description="a profile set name (``rlver profiles list``) or a file"
     )
+    exclude_personas_of: str | None = Field(
+        default=None,
+        description=(
+            "A profile set (e.g. ``sage``) whose personas are left out of the training profiles, word for "
+            "word (``rlver profiles overlap``: 54 of the 100 SAGE test personas are among the 500 "
+            "published training profiles). ``null`` (default): none, as the published run trained."
+        ),
+    )
     # Prompts (profiles) per step, as verl's `data.train_batch_size` counts them: a step runs
     # batch_size x n_per_profile dialogues (the published GRPO run: 32 x 4 = 128).
     batch_size: int = Field(

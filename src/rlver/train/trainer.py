@@ -41,6 +41,7 @@ from rlver.interrupt import finish_first, interruptible, signalled_during, windi
 from rlver.io import atomic_write_text
 from rlver.llm.base import SamplingParams
 from rlver.llm.sampling import scoring_temperature
+from rlver.profiles.overlap import training_profiles
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
@@ -196,7 +197,7 @@ class Trainer:
 
     def _load_profiles(self) -> tuple[list[Profile], list[Profile]]:
         cfg = self.cfg
-        train_profiles = load_profile_set(cfg.rollout.profiles)
+        train_profiles = training_profiles(cfg.rollout.profiles, cfg.rollout.exclude_personas_of)
         if not train_profiles:
             raise TrainError(f"rollout.profiles={cfg.rollout.profiles!r}: no profiles")
         eval_profiles = load_profile_set(cfg.eval.profiles)

@@ -45,6 +45,7 @@ from rlver.integrations.verl.config import VerlTrainConfig, refuse_unsupported, 
 from rlver.integrations.verl.dataset import build_rows, write_parquet
 from rlver.io import atomic_write_text
 from rlver.models.reference import base_model_folder, resolve_reference
+from rlver.profiles.overlap import training_profiles
 from rlver.profiles.schema import Profile
 from rlver.profiles.sets import load_profile_set
 from rlver.redaction import redacted
@@ -116,7 +117,9 @@ def _profiles(
     """
     ro = cfg.rollout
     notes: list[str] = []
-    train_profiles = _load_or_stand_in(ro.profiles, "zh-train", ro.profiles_per_step, stand_in, notes)
+    train_profiles = _load_or_stand_in(
+        ro.profiles, "zh-train", ro.profiles_per_step, stand_in, notes, ro.exclude_personas_of
+    )
     val_profiles = _load_or_stand_in(cfg.eval.profiles, "zh-test", 1, stand_in, notes)[: cfg.eval.limit]
     if len(train_profiles) < ro.profiles_per_step:
         raise ConfigError(
@@ -129,14 +132,14 @@ def _profiles(
 
 
 def _load_or_stand_in(
-    name: str, bundled: str, at_least: int, stand_in: bool, notes: list[str]
+    name: str, bundled: str, at_least: int, stand_in: bool, notes: list[str], exclude: str | None = None
 ) -> list[Profile]:
     """``name``'s profiles; for a dry run, a labelled stand-in when ``name`` is a published set not yet
     downloaded: the bundled set ``bundled``, repeated (ids ``<id>~standin<k>``) to ``at_least`` rows."""
     from rlver.profiles.sets import PUBLISHED_SETS, find_data_file, load_bundled
 
     if not (stand_in and name in PUBLISHED_SETS and find_data_file(PUBLISHED_SETS[name]) is None):
-        return load_profile_set(name)
+        return load_profile_set(name) if exclude is None else training_profiles(name, exclude)
     base = load_bundled(bundled)
     rows = [
         p.model_copy(update={"id": f"{p.id}~standin{k}"})
