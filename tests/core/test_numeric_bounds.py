@@ -374,7 +374,7 @@ def test_the_command_refuses_it_in_one_line_before_any_work(tmp_path: Path, argv
 CLI_ANY_SIZE = {
     **dict.fromkeys(
         ["calibrate --limit", "judge --limit", "probe --limit", "profiles stats --top",
-         "profiles stats --max-pairs"],
+         "profiles stats --max-pairs", "profiles overlap --show"],
         "a cap: one above what there is takes all of it",
     ),
     **dict.fromkeys(
