@@ -360,9 +360,14 @@ WALK_VALUES: dict[str, list[object]] = {
 }
 
 
-def _companions(path: str, table: dict[str, dict[str, object]]) -> dict[str, object]:
+def _companions(
+    path: str, table: dict[str, dict[str, object]], candidate: object = None
+) -> dict[str, object]:
     """What must change with ``path``: its entry in ``table``; for the model's own sampling block,
-    ``simulator.sampling`` unset (a read spec states its sampling in full there, and that wins)."""
+    ``simulator.sampling`` unset (a read spec states its sampling in full there, and that wins).
+    ``model_default`` turned off (a published prompt set's default is on) needs no companion."""
+    if path.endswith("sampling.model_default") and candidate is False:
+        return {"simulator.sampling": None} if path.startswith("simulator.model.") else {}
     if path.startswith("simulator.model.sampling."):
         return {"simulator.sampling": None, **table.get(path, {})}
     return table.get(path, {})
@@ -372,6 +377,9 @@ def _companions(path: str, table: dict[str, dict[str, object]]) -> dict[str, obj
 WALK_WITH: dict[str, dict[str, object]] = {
     "agent.sampling.temperature": {"agent.sampling.model_default": False},
     "agent.sampling.top_p": {"agent.sampling.model_default": False},
+    # a published prompt set sends no sampling field by default: a temperature set is then sent
+    "simulator.sampling.temperature": {"simulator.sampling.model_default": False},
+    "simulator.sampling.top_p": {"simulator.sampling.model_default": False},
     # model_default sends no temperature or top_p: a block of that alone
     "simulator.sampling.model_default": {"simulator.sampling": {"model_default": True}},
 }
@@ -445,6 +453,16 @@ def _candidates(path: str, annotation: object, value: object) -> list[object]:
     return []
 
 
+def _model_default(path: str, config: object) -> list[object]:
+    """The model block's ``model_default`` walked away from the simulator's effective one (on under a
+    published prompt set, which sends no sampling field; off elsewhere): its own default may be the
+    effective value, which is no change."""
+    sampling = getattr(getattr(config, "simulator", None), "sampling", None)
+    if path != "simulator.model.sampling.model_default" or sampling is None:
+        return []
+    return [not sampling.model_default]
+
+
 def _set(block: dict[str, object], path: str, value: object) -> None:
     *parents, last = path.split(".")
     for key in parents:
@@ -491,9 +509,9 @@ def _walk(base: dict[str, object], kind: str, only: str = "") -> tuple[dict[str,
         if _listed(path, kind):  # does not move a score: nothing to build
             changed[path] = []
             continue
-        for candidate in _candidates(path, annotation, value):
+        for candidate in _model_default(path, start) or _candidates(path, annotation, value):
             block = json.loads(json.dumps(dumped))
-            for other, companion in {path: candidate, **_companions(path, WALK_WITH)}.items():
+            for other, companion in {path: candidate, **_companions(path, WALK_WITH, candidate)}.items():
                 _set(block, other, companion)
             try:
                 config = EvalConfig.model_validate(block)
@@ -644,9 +662,14 @@ def test_every_non_default_training_setting_is_named_or_listed(
     for path, annotation, value in _leaves(start):
         if _train_listed(path):
             continue
-        for candidate in TRAIN_WALK_VALUES.get(path) or _candidates(path, annotation, value):
+        for candidate in (
+            _model_default(path, start) or TRAIN_WALK_VALUES.get(path) or _candidates(path, annotation, value)
+        ):
             block = json.loads(json.dumps(dumped))
-            for other, companion in {path: candidate, **_companions(path, TRAIN_WALK_WITH)}.items():
+            for other, companion in {
+                path: candidate,
+                **_companions(path, TRAIN_WALK_WITH, candidate),
+            }.items():
                 _set(block, other, companion)
             try:
                 after = _train_explained(TrainConfig.model_validate(block), tmp_path)

@@ -121,7 +121,9 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     assert SimulatorSpec.model_validate(flat) == spec
     with pytest.raises(ValidationError, match="max_words"):
         SimulatorSpec.model_validate({**flat, "max_words": "many"})
-    assert _user_block("terse", None, None) == {"protocol": {"name": "terse"}}  # rlver eval --sim-protocol terse
+    assert _user_block("terse", None, None) == {
+        "protocol": {"name": "terse"}
+    }  # rlver eval --sim-protocol terse
     assert "TerseProtocol" in json.dumps(SimulatorSpec.model_json_schema())
 
     sim = build_simulator(spec)

@@ -503,7 +503,7 @@ def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[An
 def _cap_note(manifest: RunManifest) -> str:
     """`` (agent max_tokens N, simulator max_tokens M)`` from a run's manifest."""
     agent, sim = manifest.agent_max_tokens, manifest.simulator_max_tokens
-    parts = [f"agent max_tokens {agent if agent is not None else 'unset'}"]
+    parts = [f"agent max_tokens {agent if agent is not None else 'server default'}"]
     if sim is not None:
         parts.append(f"simulator max_tokens {sim}")
     return f" ({', '.join(parts)})"

@@ -41,11 +41,21 @@ TINY_AGENT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=16)
 EVAL_AGENT_MAX_TOKENS = 8192
 
 
-def _uncapped(sampling: SamplingParams) -> SamplingParams:
-    """``sampling`` with the benchmark's high reply cap when it does not state ``max_tokens`` itself."""
+#: What SAGE's ``call_npc`` sends of the sampling fields: nothing (npc_response.py:22), so the
+#: endpoint's own defaults apply; an endpoint agent given SAGE's prompt and no sampling sends the same.
+PUBLISHED_AGENT_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
+
+
+def _uncapped(sampling: SamplingParams, published: bool = False) -> SamplingParams:
+    """``sampling`` with the benchmark's high reply cap when it does not state ``max_tokens`` itself;
+    none sent where the model's own defaults are asked for (``model_default``), and nothing at all
+    (``published``: SAGE's prompt on an endpoint) where no sampling value was set."""
     if "max_tokens" in sampling.model_fields_set:
         return sampling
-    raised = sampling.model_copy(update={"max_tokens": EVAL_AGENT_MAX_TOKENS})
+    if published and not sampling.model_fields_set:
+        return PUBLISHED_AGENT_SAMPLING.model_copy()
+    cap = None if sampling.model_default else EVAL_AGENT_MAX_TOKENS
+    raised = sampling.model_copy(update={"max_tokens": cap})
     raised.model_fields_set.add("max_tokens")
     return raised
 
@@ -188,8 +198,14 @@ class EvalConfig(BaseModel):
         Applied to the config itself, so ``config.json``, the manifest's ``agent_spec`` and
         ``agent_sampling`` and the calls all carry the same number.
         """
+        published = (
+            self.agent is not None
+            and self.agent.kind == "openai"
+            and self.env.agent_prompt == BENCHMARK_TEXT
+            and self.env.system_prompt is None
+        )
         if self.agent is not None:
-            self.agent.sampling = _uncapped(self.agent.sampling)
+            self.agent.sampling = _uncapped(self.agent.sampling, published and self.sampling is None)
         if self.sampling is not None and self.agent is not None:
             self.sampling = _uncapped(self.sampling)
         return self

@@ -499,7 +499,8 @@ def _sampling_text(sampling: dict[str, Any]) -> str:
         parts = ["the model's own temperature and top_p"]
     else:
         parts = [f"temperature {sampling.get('temperature')}", f"top_p {sampling.get('top_p')}"]
-    parts.append(f"max_tokens {sampling.get('max_tokens')}")
+    cap = sampling.get("max_tokens")
+    parts.append("no max_tokens (the server's limit)" if cap is None else f"max_tokens {cap}")
     parts += [f"{key} {sampling[key]}" for key in ("seed", "stop", "extra") if sampling.get(key)]
     return ", ".join(parts)
 
@@ -508,6 +509,9 @@ def _simulator_sampling(manifest: RunManifest) -> list[Difference]:
     sampling = (manifest.simulator or {}).get("sampling")
     if manifest.simulator_kind in ("offline", "replay") or not isinstance(sampling, dict):
         return []
+    sent = [key for key in ("seed", "stop", "extra") if sampling.get(key)]
+    if sampling.get("model_default") and sampling.get("max_tokens") is None and not sent:
+        return []  # nothing sent, as the published calls send nothing
     return [Difference("simulator sampling", _sampling_text(sampling), "unknown", "simulator-sampling")]
 
 

@@ -203,7 +203,22 @@ def eval_manifest(
         n_per_profile=config.n_per_profile,
         seed=config.seed,
         concurrency=config.concurrency,
+        requests=requests_record(config),
     )
+
+
+def requests_record(config: EvalConfig) -> dict[str, Any]:
+    """What each endpoint's request bodies carried of the sampling fields, ``"server default"`` for a
+    field left out (SAGE's calls send none: docs/protocol.md, "Request bodies"); a local model sends
+    no request and has no entry."""
+    record: dict[str, Any] = {}
+    if config.agent is not None and config.agent.kind == "openai":
+        record["agent"] = config.agent_sampling().sent()
+    sampling = getattr(config.simulator, "sampling", None)
+    model = getattr(config.simulator, "model", None)
+    if isinstance(sampling, SamplingParams) and getattr(model, "kind", None) == "openai":
+        record["simulator"] = sampling.sent()
+    return record
 
 
 def _check_resume(existing: RunManifest | dict[str, Any], new: RunManifest | dict[str, Any]) -> list[str]:

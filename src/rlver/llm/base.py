@@ -11,7 +11,14 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from rlver.config import MAX_COUNT
 from rlver.records import Message
@@ -36,8 +43,14 @@ class SamplingParams(BaseModel):
             "Nucleus sampling: sample from the smallest set of tokens whose probability reaches this."
         ),
     )
-    max_tokens: int = Field(
-        default=512, ge=1, le=MAX_COUNT, description="The most tokens one answer may have."
+    max_tokens: int | None = Field(
+        default=512,
+        ge=1,
+        le=MAX_COUNT,
+        description=(
+            "The most tokens one answer may have; ``null``: none sent, the server's own limit applies "
+            "(an OpenAI-compatible endpoint only, as SAGE's calls send none)."
+        ),
     )
     seed: Seed | None = Field(
         default=None,
@@ -64,6 +77,26 @@ class SamplingParams(BaseModel):
             "(docs/protocol.md)."
         ),
     )
+
+    @model_serializer(mode="wrap")
+    def _unsent_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """With ``model_default`` the temperature and top_p are not sent, so not written either: a
+        block written out (``config.yaml``, a manifest) reads back as the same settings."""
+        data: dict[str, Any] = handler(self)
+        if self.model_default:
+            data.pop("temperature", None)
+            data.pop("top_p", None)
+        return data
+
+    def sent(self) -> dict[str, Any]:
+        """What a request body carries of the sampling fields (an OpenAI-compatible endpoint), each
+        field the body leaves out as ``"server default"``: the manifest's record of what was sent."""
+        unsent = "server default"
+        return {
+            "temperature": unsent if self.model_default else self.temperature,
+            "top_p": unsent if self.model_default else self.top_p,
+            "max_tokens": unsent if self.max_tokens is None else self.max_tokens,
+        }
 
     @model_validator(mode="after")
     def _one_source(self) -> SamplingParams:

@@ -265,18 +265,21 @@ class Decoder:
             state.cache = returned_cache(out)
         return cast("torch.Tensor", out.logits[:, -1, :])
 
-    def _new_token_budget(self, prompt_width: int, max_tokens: int) -> int:
+    def _new_token_budget(self, prompt_width: int, max_tokens: int | None) -> int:
         """``max_tokens``, but never past the model's context (``max_position_embeddings``): the
-        benchmark's uncapped default (8,192) must end where the model's positions end, not run on."""
+        benchmark's uncapped default (8,192) must end where the model's positions end, not run on.
+        ``None`` (no cap stated, a server's own limit elsewhere): the model's context is the limit."""
         context = getattr(self.model.config, "max_position_embeddings", None)
         if not isinstance(context, int):
+            if max_tokens is None:
+                raise ValueError("sampling.max_tokens is null and the model states no context length")
             return max_tokens
         room = context - prompt_width
         if room <= 0:
             raise ValueError(
                 f"the prompt ({prompt_width} tokens) fills the model's context of {context} tokens"
             )
-        return min(max_tokens, room)
+        return room if max_tokens is None else min(max_tokens, room)
 
     def hits_stop_string(self, tokens: list[int], stop: list[str]) -> bool:
         """Whether the row's last tokens spell one of ``stop`` (special tokens left out)."""

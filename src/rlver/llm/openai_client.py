@@ -280,8 +280,9 @@ class OpenAIChatModel(ChatModel):
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
-            "max_tokens": sampling.max_tokens,
         }
+        if sampling.max_tokens is not None:  # else the server's own limit, as SAGE's calls send none
+            body["max_tokens"] = sampling.max_tokens
         if not sampling.model_default:  # else the server samples with the model's own defaults
             body["temperature"] = sampling.temperature
             body["top_p"] = sampling.top_p

@@ -23,6 +23,7 @@ from rlver.migrate import nest_protocol_options
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
 from rlver.simulator.llm.protocols import PROTOCOLS, SentientProtocol
+from rlver.simulator.llm.protocols.base import PublishedTextProtocol
 from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
 
@@ -108,20 +109,37 @@ def default_cache_path() -> Path:
     return Path(root) / "simulator.sqlite"
 
 
+#: What the published simulators' calls send of the sampling fields: nothing (SAGE's ``call_llm`` and
+#: RLVER's ``call_api`` take the prompt alone, simulator_response.py:24, dsv3 :35), so the endpoint's
+#: own defaults apply; recorded as "server default".
+PUBLISHED_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
+
+
+def sends_as_published(spec: SentientSpec) -> bool:
+    """Whether the simulator's requests are the published ones, sampling fields included: a published
+    prompt set on an OpenAI-compatible endpoint (a local model has no server default to fall back on)."""
+    return isinstance(spec.protocol, PublishedTextProtocol) and spec.model.kind == "openai"
+
+
 def simulator_sampling(spec: SentientSpec) -> SamplingParams:
     """The sampling the LLM simulator will use (see :class:`SentientSpec`): the keys a ``sampling``
     block states (``simulator.sampling``, else ``simulator.model.sampling``), each on top of the
     simulator's defaults (temperature 0.7, its own high reply cap). A block that states only
-    ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0."""
+    ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0. Under a
+    published prompt set on an endpoint the defaults are the published calls' (:data:`PUBLISHED_SAMPLING`:
+    nothing sent), and only what a block states is sent."""
     from rlver.simulator.llm.user import DEFAULT_SAMPLING
 
     chosen = spec.sampling
     if chosen is None and "sampling" in spec.model.model_fields_set:
         chosen = spec.model.sampling
+    base = PUBLISHED_SAMPLING if sends_as_published(spec) else DEFAULT_SAMPLING
     if chosen is None:
-        return DEFAULT_SAMPLING
+        return base
     stated = {name: getattr(chosen, name) for name in chosen.model_fields_set}
-    return DEFAULT_SAMPLING.model_copy(update=stated)
+    if {"temperature", "top_p"} & stated.keys() and "model_default" not in stated:
+        stated["model_default"] = False  # a temperature set under a published protocol is sent
+    return base.model_copy(update=stated)
 
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
