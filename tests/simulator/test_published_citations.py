@@ -1,5 +1,6 @@
-"""Every ``file:line`` citation of the fetched published code, in ``src`` docstrings and comments and in
-docs/protocol.md, points at a line that holds what it cites (issue 48).
+"""Every ``file:line`` citation of the fetched published code, in ``src`` docstrings, comments and field
+descriptions (docs/config.md is printed from them) and in every docs page, points at a line that holds
+what it cites.
 
 A citation names its file (``simulator_response.py:150``, ``SAGE/test_npc.py:107``, ``dsv3 :91``,
 ``hard_player_simulator_dsv3.py lines 210-213``, ``SAGE :57``), or is a bare ``:N`` that continues the
@@ -82,12 +83,38 @@ def _texts() -> Iterator[tuple[str, str, str | None]]:
             last = tok.start[0]
         if block:
             yield f"{where}:{last}", "\n".join(block), None
+        yield from _descriptions(source, where)
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        yield from _page(page)
+
+
+def _descriptions(source: str, where: str) -> Iterator[tuple[str, str, None]]:
+    """Each ``description=`` string of a ``Field`` (docs/config.md is printed from them)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg == "description":
+                    text = _joined(keyword.value)
+                    if text:
+                        yield f"{where}:{keyword.value.lineno}", text, None
+
+
+def _joined(node: ast.expr) -> str:
+    """A description's text: a string, or strings joined by ``+`` / implicit concatenation."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _joined(node.left) + _joined(node.right)
+    return ""
+
+
+def _page(page: Path) -> Iterator[tuple[str, str, str | None]]:
+    """Each paragraph of a docs page, and each cell of its tables with its column's header."""
+    name = f"docs/{page.name}"
     header: list[str] | None = None
     paragraph: list[str] = []
     fenced = False
-    for number, line in enumerate(
-        (ROOT / "docs" / "protocol.md").read_text(encoding="utf-8").splitlines(), 1
-    ):
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
         fenced ^= line.startswith("```")
         if fenced or line.startswith("```"):  # commands, not citations
             continue
@@ -96,7 +123,7 @@ def _texts() -> Iterator[tuple[str, str, str | None]]:
             if line.strip():
                 paragraph.append(line)
             elif paragraph:
-                yield f"docs/protocol.md:{number - 1}", "\n".join(paragraph), None
+                yield f"{name}:{number - 1}", "\n".join(paragraph), None
                 paragraph = []
             continue
         cells = line.strip().strip("|").split("|")
@@ -104,9 +131,9 @@ def _texts() -> Iterator[tuple[str, str, str | None]]:
             continue
         header = header or cells
         for column, cell in enumerate(cells):
-            yield f"docs/protocol.md:{number}", cell, header[column] if column < len(header) else None
+            yield f"{name}:{number}", cell, header[column] if column < len(header) else None
     if paragraph:
-        yield "docs/protocol.md:end", "\n".join(paragraph), None
+        yield f"{name}:end", "\n".join(paragraph), None
 
 
 def citations() -> Iterator[tuple[str, str | None, str]]:
@@ -149,6 +176,7 @@ TOKENS: dict[tuple[str, str], str] = {
     ("sage/simulator_response.py", "301-313"): "time.sleep(3)",
     ("rlver/hard_player_simulator_dsv3.py", "20"): "import *",
     ("rlver/hard_player_simulator_dsv3.py", "27"): "隐藏主题",
+    ("rlver/hard_player_simulator_dsv3.py", "35"): "def call_api(prompt",
     ("rlver/hard_player_simulator_dsv3.py", "35-39"): "def call_api",
     ("rlver/hard_player_simulator_dsv3.py", "36-38"): "Implement your own",
     ("rlver/hard_player_simulator_dsv3.py", "44"): "YOUR_API_KEY",
@@ -211,6 +239,7 @@ TOKENS: dict[tuple[str, str], str] = {
     ("sage/simulator_response.py", "43"): '"emo_point": 40',
     ("sage/simulator_response.py", "47"): 'role["main_cha"]',
     ("sage/simulator_response.py", "49"): 'role["task"]',
+    ("sage/simulator_response.py", "24"): "def call_llm(prompt)",
     ("sage/simulator_response.py", "56-115"): "def planning_reply",
     ("sage/simulator_response.py", "57"): "emotion分析器",
     ("sage/simulator_response.py", "69-74"): "# emotion",

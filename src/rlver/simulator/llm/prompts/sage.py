@@ -73,14 +73,14 @@ class SageOptions(BaseModel):
     tier_bands: bool = Field(
         default=False,
         description=(
-            "Show each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (:187-194)."
+            "Show each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (simulator_response.py:187-194)."
         ),
     )
     number_and_tier: bool = Field(
         default=False,
         description=(
             "Show both the emotion number and its tier in both steps, the reply step continuing the "
-            "appraisal exchange; SAGE gives step 1 the number (:111) and step 2 the tier name (:261-262, "
+            "appraisal exchange; SAGE gives step 1 the number (simulator_response.py:111) and step 2 the tier name (:261-262, "
             ":279), each in its own prompt."
         ),
     )
@@ -88,7 +88,7 @@ class SageOptions(BaseModel):
         default=False,
         description=(
             "The person appraises the reply themselves; SAGE's step 1 is a third-person emotion analyser "
-            "(:57)."
+            "(simulator_response.py:57)."
         ),
     )
     injection_guard: bool = Field(
@@ -101,27 +101,27 @@ class SageOptions(BaseModel):
         default=False,
         description=(
             "Step 2 gets the whole appraisal, the stated change included; SAGE gives it the fit analysis "
-            "and the inner activity and feeling only (:277)."
+            "and the inner activity and feeling only (simulator_response.py:277)."
         ),
     )
     shared_rules: bool = Field(
         default=False,
         description=(
             "Both calls share one system message with both steps' instructions and the tier list; SAGE's "
-            "appraisal prompt has neither the tiers nor the reply instructions (:56-115)."
+            "appraisal prompt has neither the tiers nor the reply instructions (simulator_response.py:56-115)."
         ),
     )
     change_example: bool = Field(
         default=False,
         description=(
-            'The answer format shows ``"change": 0``; SAGE shows a placeholder (:101-102), and an '
+            'The answer format shows ``"change": 0``; SAGE shows a placeholder (simulator_response.py:101-102), and an '
             "example value of 0 can pull a judge toward 0."
         ),
     )
     goodbye_required: bool = Field(
         default=False,
         description=(
-            "The user must say goodbye at S; SAGE says they may (:190, dsv3 :253). Under ``end_at_high: "
+            "The user must say goodbye at S; SAGE says they may (simulator_response.py:190, dsv3 :253). Under ``end_at_high: "
             "false`` a required goodbye still ends the dialogue at 100."
         ),
     )
