@@ -157,7 +157,7 @@ def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path:
 
 
 def test_protocol_training_with_a_run_folder_takes_that_runs_evaluation(tmp_path: Path) -> None:
-    from rlver.cli.eval_cmd import _run_training_env
+    from rlver.cli.run_agent import run_training_env
     from rlver.env.dialogue import EnvConfig
     from rlver.rules import protocol_label
     from rlver.train.config import load_train_config
@@ -166,7 +166,7 @@ def test_protocol_training_with_a_run_folder_takes_that_runs_evaluation(tmp_path
     (run / "checkpoints" / "step_2").mkdir(parents=True)
     cfg = load_train_config("tiny-offline", ["rollout.agent_prompt=published"])
     (run / "config.yaml").write_text(cfg.model_dump_json(), encoding="utf-8")  # JSON is YAML
-    env = EnvConfig(**_run_training_env(run / "checkpoints" / "step_2"))
+    env = EnvConfig(**run_training_env(run / "checkpoints" / "step_2"))
     assert protocol_label(env.rules) == "training protocol: 2 replies from 30"  # the demo's held-out check
     assert env.agent_prompt == "published"
-    assert _run_training_env(tmp_path / "elsewhere") == {}
+    assert run_training_env(tmp_path / "elsewhere") == {}

@@ -75,7 +75,7 @@ def test_model_default_sampling_sends_no_temperature_or_top_p(tmp_path: Path) ->
     policy = [r for r in requests if r["model"] == "policy"]
     sim = [r for r in requests if r["model"] == "sim"]
     assert policy and all("temperature" not in r and "top_p" not in r for r in policy)
-    assert all("max_tokens" in r for r in policy)  # the reply cap is still sent
+    assert all("max_tokens" not in r for r in policy)  # nor a reply cap: the model's own limit applies
     assert sim and all("temperature" in r for r in sim)  # the simulator's own sampling is untouched
     sampling = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest["agent_sampling"]
     assert sampling["model_default"] is True

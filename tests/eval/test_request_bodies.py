@@ -61,9 +61,3 @@ def test_a_sampling_value_set_is_sent_recorded_and_named(shared_data: Path, tmp_
     assert extra["requests"]["simulator"] == {**UNSENT, "max_tokens": 300}
     rows = {d.row for d in explain(tmp_path / "set").differences}
     assert {"agent-sampling", "agent-max-tokens"} <= rows, rows
-
-
-def test_model_default_sends_no_max_tokens(shared_data: Path, tmp_path: Path) -> None:
-    """``--agent-sampling model-default`` is the model's own defaults, its reply limit included."""
-    bodies = _eval(tmp_path, "md", "--agent-sampling", "model-default")
-    assert all("max_tokens" not in r for r in bodies if r["model"] == "policy")
