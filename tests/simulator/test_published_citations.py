@@ -18,6 +18,7 @@ in :data:`REPO_TOKENS`.
 from __future__ import annotations
 
 import ast
+import functools
 import io
 import os
 import re
@@ -136,9 +137,14 @@ def _page(page: Path) -> Iterator[tuple[str, str, str | None]]:
         yield f"{name}:end", "\n".join(paragraph), None
 
 
-def citations() -> Iterator[tuple[str, str | None, str]]:
+@functools.cache
+def citations() -> tuple[tuple[str, str | None, str], ...]:
     """``(where, file name or None, lines)`` for every citation; ``None``: a bare ``:N`` whose file
-    cannot be told."""
+    cannot be told. Read once a session: every source file and docs page is parsed."""
+    return tuple(_citations())
+
+
+def _citations() -> Iterator[tuple[str, str | None, str]]:
     for where, text, column in _texts():
         named = re.search(rf"(?<![\w.])({_NAMES})", column or "")
         last = named.group(1) if named else None
