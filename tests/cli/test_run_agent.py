@@ -85,9 +85,12 @@ def test_on_other_profiles_only_the_think_mode_is_the_runs(tmp_path: Path) -> No
     assert cfg.env.think is True and cfg.env.agent_prompt == "neutral"
 
 
-def test_a_model_folder_is_not_a_run(tmp_path: Path) -> None:
+def test_a_model_folder_is_not_a_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "model").mkdir()
     assert run_agent(tmp_path / "model") is None
+    # a model name typed inside a run folder is not that run
+    monkeypatch.chdir(_run(tmp_path))
+    assert run_agent(Path("smollm2-135m-instruct")) is None
 
 
 def test_chat_takes_the_runs_think_mode(tmp_path: Path) -> None:

@@ -43,6 +43,9 @@ class RunAgent:
 def run_folder(path: Path) -> Path | None:
     """The training run ``path`` is in (a folder with ``checkpoints/`` and ``config.yaml``), or None."""
     folder = path.expanduser()
+    if not folder.is_dir():  # a hub id or a model name: never the folder it is typed in
+        return None
+    folder = folder.resolve()
     for _ in range(_LEVELS):
         if (folder / "checkpoints").is_dir() and (folder / "config.yaml").is_file():
             return folder
