@@ -165,6 +165,10 @@ def test_a_training_rollout_sends_the_published_player_simulators_requests(
     key = lambda messages: json.dumps(messages, ensure_ascii=False)  # noqa: E731
     assert sorted(map(key, sent)) == sorted(map(key, as_sent))
     assert len(sent) >= 96, len(sent)
+    # the bodies too: the published call_api takes the prompt alone (dsv3 :35), so no sampling field
+    assert all(set(r) == {"model", "messages"} for r in requests), {tuple(sorted(r)) for r in requests}
+    extra = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest.get("requests")
+    assert extra == {"simulator": dict.fromkeys(("temperature", "top_p", "max_tokens"), "server default")}
     # what the judge's answers exercised (on both sides: the requests are the same)
     assert "" in answers and any("再见" in a for a in answers)
     assert any(n > 1 for n in server_judge.seen.values())  # a malformed or empty appraisal was re-sent

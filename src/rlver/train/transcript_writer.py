@@ -91,7 +91,19 @@ def training_manifest(
             "every": e.every,
             "at_start": e.at_start,
         },
+        requests=_simulator_requests(cfg),
     )
+
+
+def _simulator_requests(cfg: TrainConfig) -> dict[str, Any]:
+    """What the simulator's request bodies carried of the sampling fields (``"server default"`` for a
+    field left out, as the published ``call_api`` sends none), as ``rlver eval``'s manifest records
+    them; the policy is local and sends no request."""
+    sampling = getattr(cfg.simulator, "sampling", None)
+    model = getattr(cfg.simulator, "model", None)
+    if sampling is None or getattr(model, "kind", None) != "openai":
+        return {}
+    return {"simulator": sampling.sent()}
 
 
 class TrainingTranscript:
