@@ -63,6 +63,40 @@ def _yaml_line(path: Path, loc: Sequence[str]) -> int | None:
     return line
 
 
+def duplicate_key(path: Path, text: str) -> str | None:
+    """``FILE:LINE: ...`` for the first key written twice in one mapping of the YAML ``text``, or None.
+
+    Why: YAML loaders keep the last of two equal keys without a word, so ``run: {steps: 2, steps: 3}``
+    ran 3 steps and a setting pasted twice in a long config silently overrode the first. A ``<<``
+    merge key is left alone (it is meant to be overridden).
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
+    todo: list[tuple[Any, str]] = [(root, "")]
+    while todo:
+        node, prefix = todo.pop()
+        if isinstance(node, yaml.SequenceNode):
+            todo.extend((item, prefix) for item in node.value)
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag.endswith(":merge"):
+                continue
+            line = key.start_mark.line + 1
+            dotted = f"{prefix}{key.value}"
+            if key.value in first:
+                return (
+                    f"{path}:{line}: duplicate key {dotted} (first on line {first[key.value]}); "
+                    f"YAML would silently keep the last one: keep one of them"
+                )
+            first[key.value] = line
+            todo.append((value, f"{dotted}."))
+    return None
+
+
 def _model_types(annotation: Any) -> list[type[BaseModel]]:
     """The pydantic models in a field's annotation (through ``X | None``, ``list[X]``, ``Annotated``)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

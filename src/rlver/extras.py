@@ -21,10 +21,14 @@ from rlver.errors import RlverError
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "train": ("torch", "transformers", "tokenizers", "peft", "tensorboard"),
 }
+#: ``[gguf]`` is the ``gguf`` package on top of ``[train]`` (pyproject.toml): ``rlver models fetch``
+#: needs both, and naming ``[train]`` there left the user one refusal short (the docs say ``[gguf]``).
+EXTRA_MODULES["gguf"] = ("gguf", *EXTRA_MODULES["train"])
 
 #: Each extra → what it is for, as the refusal says it.
 EXTRA_PURPOSE: dict[str, str] = {
     "train": "the local-model stack",
+    "gguf": "the GGUF reader and the local-model stack",
 }
 
 

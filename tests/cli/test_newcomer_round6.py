@@ -1,0 +1,95 @@
+"""First-hour cases a new user met that were silent or misleading: each now says what is wrong and
+where, or the docs name only what exists.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+
+from rlver.config import apply_overrides, load_config
+from rlver.errors import ConfigError
+from rlver.train.config import TrainConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("run: {steps: 2, steps: 3}\n", ":1: duplicate key run.steps (first on line 1)"),
+        (
+            "run:\n  steps: 2\nalgorithm:\n  name: ppo\nrun:\n  seed: 1\n",
+            ":5: duplicate key run (first on line 1)",
+        ),
+        (
+            "optim:\n  actor_lr: 1.0e-6\n  critic_lr: 5.0e-6\n  actor_lr: 1.0e-5\n",
+            ":4: duplicate key optim.actor_lr",
+        ),
+    ],
+    ids=["flow", "top-level", "block"],
+)
+def test_a_duplicate_yaml_key_is_refused_with_file_and_line(tmp_path: Path, text: str, where: str) -> None:
+    """YAML keeps the last of two equal keys without a word: `steps: 2, steps: 3` ran 3 steps."""
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(TrainConfig, path)
+    assert str(caught.value).startswith(f"{path}{where}")
+
+
+def test_a_merge_key_overridden_on_purpose_is_not_a_duplicate(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text("base: &b {steps: 2}\nrun:\n  <<: *b\n  steps: 3\n")
+    with pytest.raises(ConfigError, match="base"):  # only the unknown top-level key is refused
+        load_config(TrainConfig, path)
+
+
+def test_the_set_syntax_example_names_a_real_key() -> None:
+    """The error for a malformed --set gave `train.lr=1e-6`, a key that does not exist."""
+    with pytest.raises(ConfigError) as caught:
+        apply_overrides({}, ["steps"])
+    example = re.search(r"e\.g\. (\S+)", str(caught.value))
+    assert example is not None
+    load_config(TrainConfig, None, [example.group(1)])  # the example itself loads
+
+
+def _commands(group: Any, prefix: str = "rlver") -> set[str]:
+    """Every command path under ``group`` (typer >= 0.20 vendors click: groups are told by ``commands``)."""
+    names: set[str] = set()
+    for name, command in group.commands.items():
+        names.add(f"{prefix} {name}")
+        if hasattr(command, "commands"):
+            names |= _commands(command, f"{prefix} {name}")
+    return names
+
+
+def test_every_command_config_md_names_exists() -> None:
+    """config.md pointed to `rlver simulator kinds`, which does not exist."""
+    from rlver.cli import app
+
+    commands = _commands(typer.main.get_command(app))
+    groups = {c.rsplit(" ", 1)[0] for c in commands if c.count(" ") > 1}
+    assert "rlver data" in groups and "rlver data download" in commands
+    text = (REPO / "docs" / "config.md").read_text()
+    named = {m.group(1) for m in re.finditer(r"`+(rlver(?: [a-z][a-z-]*)+)", text)}
+    assert named
+    for name in named:
+        words = name.split()
+        command = " ".join(words[:3]) if " ".join(words[:2]) in groups else " ".join(words[:2])
+        assert command in commands, name
+
+
+def test_the_kinds_a_config_takes_are_the_simulator_flags_choices() -> None:
+    """`--simulator` lists offline, llm; config.md said offline, llm or replay (replay is calibrate's)."""
+    from rlver.simulator.spec import SimulatorSpec
+
+    buildable = set(SimulatorSpec.from_blocks().names())
+    assert buildable == {"offline", "llm"}
+    description = SimulatorSpec.model_fields["kind"].description or ""
+    listed = set(re.findall(r"``(\w+)``", description.split(";")[0]))
+    assert listed == buildable
