@@ -93,3 +93,24 @@ def test_the_kinds_a_config_takes_are_the_simulator_flags_choices() -> None:
     description = SimulatorSpec.model_fields["kind"].description or ""
     listed = set(re.findall(r"``(\w+)``", description.split(";")[0]))
     assert listed == buildable
+
+
+def test_multinode_md_gives_the_batch_size_the_launcher_writes(tmp_path: Path) -> None:
+    """multinode.md said `data.train_batch_size = 32 / n`; the launcher writes 32 with n = 4."""
+    from rlver.integrations.verl.config import verl_overrides
+    from rlver.integrations.verl.launch import load_verl_config
+
+    cfg = load_verl_config("grpo-think", [])
+    assert cfg.rollout.n_per_profile == 4
+    overrides = verl_overrides(
+        cfg,
+        model_path=cfg.model.path,
+        train_files=tmp_path / "train.parquet",
+        val_files=tmp_path / "val.parquet",
+        agent_loop_yaml=tmp_path / "agent_loops.yaml",
+        n_train_profiles=500,
+    )
+    written = dict(o.split("=", 1) for o in overrides)["data.train_batch_size"]
+    doc = (REPO / "docs" / "multinode.md").read_text()
+    [row] = [line for line in doc.splitlines() if line.startswith("| batch 32 |")]
+    assert f"`data.train_batch_size = {written}`" in row
