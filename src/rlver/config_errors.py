@@ -8,6 +8,7 @@ typo, and the allowed range of a number out of bounds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple, get_args, get_origin
@@ -242,8 +243,13 @@ def _describe(
     loc = [str(p) for p in err["loc"]]
     where, key = _origin(loc, layers, overrides)
     if not loc and err["type"] == "value_error":
-        # a check of several settings together: its message names them; the whole block is no value
-        return f"{where}: {err['ctx']['error']}"
+        # a check of several settings together: its message names them; the whole block is no value.
+        # When a --set gave one of the keys it names, that flag is the source, not the file below it
+        # (`--set rollout.n_per_profile=1` with GRPO was blamed on the preset).
+        text = str(err["ctx"]["error"])
+        given = [o.partition("=")[0].strip() for o in overrides]
+        named = [k for k in given if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", text)]
+        return f"{f'--set {named[-1]}' if named else where}: {text}"
     head = f"{where}: {key}" if key else where
     if err["type"] == "extra_forbidden":
         return f"{head}: unknown key{_nearest_key('.'.join(loc), model)}"

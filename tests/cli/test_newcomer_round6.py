@@ -114,3 +114,18 @@ def test_multinode_md_gives_the_batch_size_the_launcher_writes(tmp_path: Path) -
     doc = (REPO / "docs" / "multinode.md").read_text()
     [row] = [line for line in doc.splitlines() if line.startswith("| batch 32 |")]
     assert f"`data.train_batch_size = {written}`" in row
+
+
+def test_a_check_of_several_settings_blames_the_set_that_gave_one(tmp_path: Path) -> None:
+    """GRPO with `--set rollout.n_per_profile=1` was blamed on the preset file."""
+    from rlver.train.config import resolve_config_path
+
+    preset = resolve_config_path("tiny-offline")
+    with pytest.raises(ConfigError) as caught:
+        load_config(TrainConfig, preset, ["rollout.n_per_profile=1"])
+    assert str(caught.value).startswith("--set rollout.n_per_profile: algorithm.name=grpo needs")
+    own = tmp_path / "mine.yaml"
+    own.write_text("algorithm:\n  name: grpo\nrollout:\n  n_per_profile: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(TrainConfig, own, ["run.steps=2"])  # a --set the check does not name
+    assert str(caught.value).startswith(f"{own}")
