@@ -129,3 +129,43 @@ def test_a_check_of_several_settings_blames_the_set_that_gave_one(tmp_path: Path
     with pytest.raises(ConfigError) as caught:
         load_config(TrainConfig, own, ["run.steps=2"])  # a --set the check does not name
     assert str(caught.value).startswith(f"{own}")
+
+
+def test_score_of_an_edited_transcript_points_to_audit(tmp_path: Path) -> None:
+    """`rlver score` printed an edited transcript's score without a word; the audit would catch it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from rlver.testing.openai_server import FakeChatServer
+    from rlver.testing.responders import policy_and_simulator
+
+    env = {**os.environ, "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    env.pop("OPENAI_API_KEY", None)
+
+    def rlver(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "rlver", *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+
+    with FakeChatServer(policy_and_simulator) as server:
+        agent = ["--agent-base-url", server.url, "--agent-model", "policy"]
+        sim = ["--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "judge-sim"]
+        done = rlver(
+            "eval", *agent, *sim, "--profiles", "en-test", "--limit", "2", "--out", "run", "--no-report"
+        )
+    assert done.returncode == 0, done.stderr[-2000:]
+    clean = rlver("score", "run")
+    assert clean.returncode == 0 and "warning" not in clean.stderr, clean.stderr
+
+    transcript = tmp_path / "run" / "transcript.jsonl"
+    lines = transcript.read_text().splitlines()
+    record = json.loads(lines[1])
+    record["final_emotion"] = 100.0
+    lines[1] = json.dumps(record)
+    transcript.write_text("\n".join(lines) + "\n")
+    edited = rlver("score", "run")
+    assert edited.returncode == 0, edited.stderr
+    [warning] = [line for line in edited.stderr.splitlines() if line.startswith("warning:")]
+    assert "1 dialogue(s) whose emotion arithmetic does not add up" in warning
+    assert "rlver audit run/transcript.jsonl shows where" in warning
