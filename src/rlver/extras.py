@@ -51,8 +51,9 @@ def _importable(module: str) -> bool:
 
 
 def install_command(extra: str) -> str:
-    """How to add ``extra``: from the package index, and from a checkout (CPU torch, as ``make setup``)."""
-    return f"pip install 'rlver[{extra}]' (in a checkout: pip install -c constraints.txt -e '.[{extra}]')"
+    """How to add ``extra``: rlver is installed from its checkout (it is not on the package index), with
+    constraints.txt's CPU torch as ``make setup`` does (on a GPU machine without it: docs/concepts.md)."""
+    return f"pip install -c constraints.txt -e '.[{extra}]' (in the rlver checkout)"
 
 
 def require_extra(extra: str, what: str) -> None:

@@ -169,3 +169,29 @@ def test_score_of_an_edited_transcript_points_to_audit(tmp_path: Path) -> None:
     [warning] = [line for line in edited.stderr.splitlines() if line.startswith("warning:")]
     assert "1 dialogue(s) whose emotion arithmetic does not add up" in warning
     assert "rlver audit run/transcript.jsonl shows where" in warning
+
+
+def test_make_test_checks_the_python_floor_before_building_a_venv(tmp_path: Path) -> None:
+    """README said Python >= 3.10 for `make test`, which builds a verifiers venv that needs 3.11."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("make") is None:
+        pytest.skip("no make here")
+    readme = (REPO / "README.md").read_text()
+    assert "`make demo` needs Python ≥ 3.10, `make test` Python ≥ 3.11" in readme
+    dry = subprocess.run(["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert dry.stdout.lstrip().startswith("v=$("), dry.stdout[:300]  # the check, before any venv
+    ok = subprocess.run(
+        ["make", "-s", "python-check", f"PYTHON={sys.executable}"], cwd=REPO, capture_output=True
+    )
+    assert ok.returncode == (0 if sys.version_info >= (3, 11) else 2)
+    old = tmp_path / "python3"  # an interpreter that answers as 3.10 does
+    old.write_text("#!/bin/sh\necho 3.10\n")
+    old.chmod(0o755)
+    refused = subprocess.run(
+        ["make", "-s", "python-check", f"PYTHON={old}"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2
+    assert refused.stderr.startswith("error: make test needs Python >= 3.11"), refused.stderr
