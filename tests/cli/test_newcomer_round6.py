@@ -195,3 +195,33 @@ def test_make_test_checks_the_python_floor_before_building_a_venv(tmp_path: Path
     )
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: make test needs Python >= 3.11"), refused.stderr
+
+
+def test_an_eval_whose_replies_are_mostly_vetoed_says_which_veto(tmp_path: Path) -> None:
+    """English replies to Chinese users: every reply vetoed for the wrong language, and the run said
+    only its score (3.0, all failures). Now one line names the veto and the count; a run whose replies
+    are judged on their content prints no such line."""
+    import os
+    import subprocess
+    import sys
+
+    from rlver.testing.openai_server import FakeChatServer
+    from rlver.testing.responders import policy_and_simulator
+
+    env = {**os.environ, "COLUMNS": "200", "HF_HUB_OFFLINE": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    with FakeChatServer(policy_and_simulator) as server:
+        agent = ["--agent-base-url", server.url, "--agent-model", "policy", "--limit", "2", "--no-report"]
+
+        def run(profiles: str) -> str:
+            argv = [sys.executable, "-m", "rlver", "eval", *agent, "--profiles", profiles, "--out", profiles]
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+            assert done.returncode == 0, done.stderr[-2000:]
+            return done.stdout + done.stderr
+
+        zh = run("zh-test")
+        vetoed = [line for line in zh.splitlines() if line.startswith("most replies were vetoed")]
+        judged = run("en-test")
+    assert len(vetoed) == 1, zh
+    assert re.match(r"most replies were vetoed: (\d+)/\1 \(wrong_language \1\)", vetoed[0])
+    assert "vetoed" not in judged
