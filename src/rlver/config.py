@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from rlver.config_errors import ConfigLayer, format_validation_error, yaml_problem
+from rlver.config_errors import ConfigLayer, duplicate_key, format_validation_error, yaml_problem
 from rlver.errors import ConfigError
 
 M = TypeVar("M", bound=BaseModel)
@@ -40,11 +40,11 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     """Apply ``a.b.c=value`` overrides to a nested dict (in place) and return it."""
     for item in overrides:
         if "=" not in item:
-            raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. train.lr=1e-6")
+            raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. optim.actor_lr=1e-6")
         key, _, value = item.partition("=")
         parts = key.strip().split(".")
         if not all(part.strip() for part in parts):
-            raise ConfigError(f"override {item[:80]!r}: empty key part in {key!r}, e.g. train.lr=1e-6")
+            raise ConfigError(f"override {item[:80]!r}: empty key part in {key!r}, e.g. optim.actor_lr=1e-6")
         node = data
         for part in parts[:-1]:
             child = node.setdefault(part, {})
@@ -59,7 +59,8 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
     """Read a YAML file whose top level must be a mapping; every failure is a ``ConfigError`` naming
     the file (missing, unreadable, not UTF-8, not YAML, absurdly nested, not a mapping)."""
     try:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        text = Path(path).read_text(encoding="utf-8")
+        loaded = yaml.safe_load(text) or {}
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except yaml.YAMLError as exc:
@@ -73,6 +74,9 @@ def read_yaml_mapping(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    twice = duplicate_key(Path(path), text)
+    if twice:
+        raise ConfigError(twice)
     if not loaded:
         # An empty file silently meant "all defaults": a 100-step PPO run on en-train, or an eval config.
         raise ConfigError(

@@ -8,6 +8,7 @@ typo, and the allowed range of a number out of bounds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple, get_args, get_origin
@@ -61,6 +62,40 @@ def _yaml_line(path: Path, loc: Sequence[str]) -> int | None:
         key, node = found[-1]
         line = key.start_mark.line + 1
     return line
+
+
+def duplicate_key(path: Path, text: str) -> str | None:
+    """``FILE:LINE: ...`` for the first key written twice in one mapping of the YAML ``text``, or None.
+
+    Why: YAML loaders keep the last of two equal keys without a word, so ``run: {steps: 2, steps: 3}``
+    ran 3 steps and a setting pasted twice in a long config silently overrode the first. A ``<<``
+    merge key is left alone (it is meant to be overridden).
+    """
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
+    todo: list[tuple[Any, str]] = [(root, "")]
+    while todo:
+        node, prefix = todo.pop()
+        if isinstance(node, yaml.SequenceNode):
+            todo.extend((item, prefix) for item in node.value)
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        first: dict[str, int] = {}
+        for key, value in node.value:
+            if not isinstance(key, yaml.ScalarNode) or key.tag.endswith(":merge"):
+                continue
+            line = key.start_mark.line + 1
+            dotted = f"{prefix}{key.value}"
+            if key.value in first:
+                return (
+                    f"{path}:{line}: duplicate key {dotted} (first on line {first[key.value]}); "
+                    f"YAML would silently keep the last one: keep one of them"
+                )
+            first[key.value] = line
+            todo.append((value, f"{dotted}."))
+    return None
 
 
 def _model_types(annotation: Any) -> list[type[BaseModel]]:
@@ -208,8 +243,13 @@ def _describe(
     loc = [str(p) for p in err["loc"]]
     where, key = _origin(loc, layers, overrides)
     if not loc and err["type"] == "value_error":
-        # a check of several settings together: its message names them; the whole block is no value
-        return f"{where}: {err['ctx']['error']}"
+        # a check of several settings together: its message names them; the whole block is no value.
+        # When a --set gave one of the keys it names, that flag is the source, not the file below it
+        # (`--set rollout.n_per_profile=1` with GRPO was blamed on the preset).
+        text = str(err["ctx"]["error"])
+        given = [o.partition("=")[0].strip() for o in overrides]
+        named = [k for k in given if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", text)]
+        return f"{f'--set {named[-1]}' if named else where}: {text}"
     head = f"{where}: {key}" if key else where
     if err["type"] == "extra_forbidden":
         return f"{head}: unknown key{_nearest_key('.'.join(loc), model)}"

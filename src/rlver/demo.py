@@ -32,7 +32,6 @@ import resource
 import shutil
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,12 +42,12 @@ from rlver.eval.report_parts import Featured, Figure, Preface, first_shared_pair
 from rlver.eval.report_view import dialogue_lines
 from rlver.eval.runs import load_run
 from rlver.eval.training_report import held_out_points, reward_curve_figure
+from rlver.eval.vetoes import veto_counts
 from rlver.heartbeat import Say, step_reporter
 from rlver.io import atomic_write_json
 from rlver.manifest import RunManifest
 from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
-from rlver.simulator.offline.scoring import hard_flags_of
 from rlver.train.config import TrainConfig, load_train_config
 from rlver.train.logger import read_metrics
 from rlver.train.trainer import Trainer
@@ -157,26 +156,6 @@ def _headline(episodes: list[Episode]) -> dict[str, Any]:
         "vetoed": vetoed,
         "vetoes": by_flag,
     }
-
-
-def veto_counts(episodes: list[Episode]) -> tuple[int, int, dict[str, int]]:
-    """Appraised replies, how many tripped a hard veto, and the count per veto (most frequent first).
-
-    A tiny model's score can rise by trading an expensive veto for a cheaper one without ever writing
-    a reply the user would accept; printing the counts beside the score keeps that visible. Read from
-    the appraisals' recorded features (a hard flag is recorded as a feature of that name).
-    """
-    counts: Counter[str] = Counter()
-    replies = vetoed = 0
-    for ep in episodes:
-        for turn in ep.user_turns:
-            if turn.appraisal is None:
-                continue
-            flags = hard_flags_of(turn.appraisal.features)
-            replies += 1
-            vetoed += bool(flags)
-            counts.update(flags)
-    return replies, vetoed, dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def veto_text(h: dict[str, Any]) -> str:

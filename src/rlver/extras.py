@@ -21,10 +21,14 @@ from rlver.errors import RlverError
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "train": ("torch", "transformers", "tokenizers", "peft", "tensorboard"),
 }
+#: ``[gguf]`` is the ``gguf`` package on top of ``[train]`` (pyproject.toml): ``rlver models fetch``
+#: needs both, and naming ``[train]`` there left the user one refusal short (the docs say ``[gguf]``).
+EXTRA_MODULES["gguf"] = ("gguf", *EXTRA_MODULES["train"])
 
 #: Each extra → what it is for, as the refusal says it.
 EXTRA_PURPOSE: dict[str, str] = {
     "train": "the local-model stack",
+    "gguf": "the GGUF reader and the local-model stack",
 }
 
 
@@ -47,8 +51,9 @@ def _importable(module: str) -> bool:
 
 
 def install_command(extra: str) -> str:
-    """How to add ``extra``: from the package index, and from a checkout (CPU torch, as ``make setup``)."""
-    return f"pip install 'rlver[{extra}]' (in a checkout: pip install -c constraints.txt -e '.[{extra}]')"
+    """How to add ``extra``: rlver is installed from its checkout (it is not on the package index), with
+    constraints.txt's CPU torch as ``make setup`` does (on a GPU machine without it: docs/concepts.md)."""
+    return f"pip install -c constraints.txt -e '.[{extra}]' (in the rlver checkout)"
 
 
 def require_extra(extra: str, what: str) -> None:

@@ -214,24 +214,26 @@ def test_the_concepts_page_agreement_figures_are_the_artefacts() -> None:
         assert quoted in concepts[at : at + 200], f"docs/concepts.md after {lead!r} should quote {quoted!r}"
 
 
-def readme_demo_range() -> tuple[float, float, float]:
-    """The README's stated spread of the demo's scores: (before, lowest after, highest after)."""
+def readme_demo_range() -> tuple[tuple[float, float], tuple[float, float]]:
+    """The README's stated spread of the demo's scores: ((lowest, highest) before, (lowest, highest)
+    after). Both are ranges: the before score moves with the CPU's kernels too (12.67 on other boxes
+    where the README once said 12.9 "whatever the seed")."""
     text = README.read_text(encoding="utf-8")
-    before = re.search(r"`before` is (\d+(?:\.\d+)?) whatever the seed", text)
-    after = re.search(r"came out between\s+(\d+(?:\.\d+)?) and (\d+(?:\.\d+)?)", text)
-    assert before and after, "README.md should state the demo's before score and its range after training"
-    return float(before.group(1)), float(after.group(1)), float(after.group(2))
+    spans = re.findall(r"came out between\s+(\d+(?:\.\d+)?) and (\d+(?:\.\d+)?)", text)
+    assert "`before`" in text and len(spans) == 2, "README.md should state the before and after ranges"
+    (b_low, b_high), (a_low, a_high) = ((float(lo), float(hi)) for lo, hi in spans)
+    return (b_low, b_high), (a_low, a_high)
 
 
 def test_the_readme_block_lies_inside_the_range_the_readme_states() -> None:
-    """The quoted block and the sentence that gives the range are one claim: the block's scores must be
-    the stated before score and an after score inside the stated range."""
-    before, low, high = readme_demo_range()
+    """The quoted block and the sentence that gives the ranges are one claim: the block's scores must be
+    inside the stated ranges."""
+    (b_low, b_high), (a_low, a_high) = readme_demo_range()
     head = next(line for line in readme_demo_block() if line.startswith("held-out score  before"))
     numbers = re.search(r"before (\d+\.\d+)\s+after (\d+\.\d+)", head)
     assert numbers, head
-    assert float(numbers.group(1)) == before
-    assert low <= float(numbers.group(2)) <= high, (head, low, high)
+    assert b_low <= float(numbers.group(1)) <= b_high, (head, b_low, b_high)
+    assert a_low <= float(numbers.group(2)) <= a_high, (head, a_low, a_high)
 
 
 def test_step_lines_come_every_tenth_of_the_run_and_at_the_end() -> None:

@@ -17,13 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from rlver.extras import EXTRA_MODULES, MissingExtraError, install_command, require_extra
+from rlver.extras import (
+    EXTRA_MODULES,
+    EXTRA_PURPOSE,
+    MissingExtraError,
+    install_command,
+    missing_modules,
+    require_extra,
+)
 from rlver.testing.openai_server import FakeChatServer
 from rlver.testing.responders import policy_and_simulator
 from test_calibrate import write_synthetic
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("without_train_extra.py")
+BLOCKED = frozenset(EXTRA_MODULES["train"])  # what RUNNER refuses
 #: Modules that are the local-model stack themselves: they may (and do) import torch at the top.
 TRAIN_ONLY = ("rlver.train", "rlver.demo", "rlver.integrations", "rlver.llm.precision")
 
@@ -132,7 +140,7 @@ def test_calibrate_chat_probe_and_the_listings_run_without_the_train_extra(tmp_p
         ),
         (("export", "run", "out"), "rlver export"),
         (("demo", "--out", "out"), "rlver demo"),
-        (("models", "fetch", "smollm2-135m-instruct"), "rlver models fetch"),
+        (("models", "fetch", "smollm2-135m-instruct"), "rlver models fetch [gguf]"),
         (("eval", "--agent-local", "tiny", "--profiles", "en-test", "--out", "out"), "--agent-local"),
         (("eval", "--agent-tiny", "--profiles", "en-test", "--out", "out"), "--agent-tiny"),
         (("chat", "--play-user", "--local", "tiny"), "--local"),
@@ -145,8 +153,11 @@ def test_a_command_that_needs_the_extra_refuses_before_any_work(
     proc = light(*argv, cwd=tmp_path, stdin="")
     assert proc.returncode == 2, proc.stderr
     [line] = proc.stderr.strip().splitlines()
+    what, _, extra = what.partition(" [")  # models fetch needs [gguf], which holds [train]
+    extra = extra.rstrip("]") or "train"
     assert line == (
-        f"error: {what} needs the [train] extra (the local-model stack), which is not installed here "
-        f"(no {', '.join(EXTRA_MODULES['train'])}): {install_command('train')}"
+        f"error: {what} needs the [{extra}] extra ({EXTRA_PURPOSE[extra]}), which is not installed here "
+        f"(no {', '.join(m for m in EXTRA_MODULES[extra] if m in BLOCKED or m in missing_modules(extra))}): "
+        f"{install_command(extra)}"
     )
     assert not (tmp_path / "out").exists()  # refused before any folder was made

@@ -193,7 +193,7 @@ def test_embed_flag_probes_the_embedding_user_or_names_the_extra() -> None:
         import sentence_transformers  # noqa: F401
     except ImportError:
         assert result.returncode == 2, result.stderr
-        assert "rlver[embed]" in result.stderr and "Traceback" not in result.stderr
+        assert "'.[embed]'" in result.stderr and "Traceback" not in result.stderr
     else:  # pragma: no cover - only with the [embed] extra
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout)

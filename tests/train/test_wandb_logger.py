@@ -1,6 +1,6 @@
 """Weights & Biases as an optional logger (issue 16, defect 13), tested in ``WANDB_MODE=offline``:
 wandb writes its run files locally and needs no network. Skipped when wandb is not installed
-(``pip install 'rlver[wandb]'``; the ``[dev]`` extra includes it)."""
+(``pip install -e '.[wandb]'`` in the checkout; the ``[dev]`` extra includes it)."""
 
 from __future__ import annotations
 
@@ -67,5 +67,5 @@ def test_wandb_missing_is_a_config_error(tmp_path: Path, monkeypatch: pytest.Mon
     from rlver.train.logger import MetricsLogger
 
     monkeypatch.setitem(sys.modules, "wandb", None)  # as if not installed
-    with pytest.raises(ConfigError, match=r"rlver\[wandb\]"):
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[wandb\]' in the rlver checkout"):
         MetricsLogger(tmp_path, tensorboard=False, wandb=WandbSettings(enabled=True, mode="offline"))

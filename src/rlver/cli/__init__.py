@@ -251,7 +251,13 @@ def _run(args: Any) -> None:
             raise
         print(f"error: {_path_error_line(exc)}", file=sys.stderr)
         sys.exit(2)
-    except Exception as exc:  # usage errors: bad option values, unknown commands, no arguments
+    except Exception as exc:  # a disk that refuses a write; usage errors: bad option values, unknown commands
+        from rlver.cli.disk_errors import disk_error_line
+
+        said = disk_error_line(exc, args)
+        if said is not None:
+            print(f"error: {said[0]}", file=sys.stderr)
+            sys.exit(said[1])
         if not isinstance(exc, _click_exception_types()):
             raise
         if type(exc).__name__ == "NoArgsIsHelpError":  # `rlver`, `rlver data`: the help is the answer

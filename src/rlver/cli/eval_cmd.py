@@ -397,6 +397,9 @@ def _run_with_progress(cfg: Any, *, resume: bool) -> None:
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
     console.print(f"{m.counts()} dialogue(s) · {result.manifest.protocol or 'protocol not recorded'}")
     console.print(f"{m.truncation()}" + _cap_note(result.manifest))
+    from rlver.eval.vetoes import print_veto_line  # most replies vetoed: which veto, how many
+
+    print_veto_line(console, result.transcript)
     if m.n_failed_runs:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
         console.print(

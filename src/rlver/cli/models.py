@@ -20,7 +20,7 @@ def fetch_cmd(
     folder under the data dir. Prints the folder's path as its last line."""
     from rlver.extras import require_extra
 
-    require_extra("train", "rlver models fetch")
+    require_extra("gguf", "rlver models fetch")
     from rlver.models.fetch import check_fetchable, fetch, installed, model_folder
 
     spec = check_fetchable(name)  # a typo is refused before anything says "downloading"

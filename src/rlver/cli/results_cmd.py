@@ -37,19 +37,24 @@ def score_command(
         )
     runs = [load_run(p) for p in transcripts]
     unique_names(runs)
+    from rlver.transcripts.audit import audit_hint
+    from rlver.transcripts.files import transcript_path
+
+    hints = [h for h in (audit_hint(transcript_path(p)) for p in transcripts) if h]
     comparisons = (
         [(r.name, paired_comparison(r.episodes, runs[0].episodes)) for r in runs[1:]] if compare else []
     )
     if as_json:
         _print_scores_json(runs, comparisons if compare else None)
-        return
+    else:
+        from rlver.tables import print_fitting
 
-    from rlver.tables import print_fitting
-
-    console = output_console()
-    print_fitting(console, _scores_table(runs))
-    if comparisons:
-        print_fitting(console, _comparison_table(runs[0].name, comparisons))
+        console = output_console()
+        print_fitting(console, _scores_table(runs))
+        if comparisons:
+            print_fitting(console, _comparison_table(runs[0].name, comparisons))
+    for hint in hints:
+        typer.echo(f"warning: {hint}", err=True)
 
 
 def _print_scores_json(runs: list[Any], comparisons: list[tuple[str, Any]] | None) -> None:

@@ -105,9 +105,7 @@ class EvalConfig(BaseModel):
     )
     simulator: SimulatorSpec = Field(
         default_factory=lambda: SimulatorSpec(kind="offline"),
-        description=(
-            "The simulated user: ``kind`` picks it (``offline``, ``llm``, ``replay``); its own keys below."
-        ),
+        description=("The simulated user: ``kind`` picks it (``offline`` or ``llm``); its own keys below."),
     )
     profiles: str = Field(default="sage", description="a profile set name (sage, en-test, ...) or a file")
     limit: int | None = Field(default=None, ge=1, le=MAX_COUNT, description="use only the first N profiles")

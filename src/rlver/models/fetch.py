@@ -153,7 +153,7 @@ def _require_gguf() -> None:
         import gguf  # noqa: F401
     except ImportError:
         raise FetchError(
-            "converting the model needs the `gguf` package: pip install 'rlver[gguf]' (or: pip install gguf)"
+            "converting the model needs the `gguf` package: pip install -e '.[gguf]' in the rlver checkout (or: pip install gguf)"
         ) from None
 
 

@@ -253,7 +253,8 @@ class SimulatorSpec(Variants):
     kind: str = Field(
         default="offline",
         description=(
-            "Which simulated user: ``offline`` (default), ``llm`` or ``replay`` (``rlver simulator kinds``)."
+            "Which simulated user: ``offline`` (default) or ``llm``, the kinds ``--simulator`` lists; "
+            "``replay`` is built only by ``rlver calibrate --simulator replay``, from the files it reads."
         ),
     )
     difficulty: Difficulty | None = Field(

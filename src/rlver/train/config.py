@@ -351,7 +351,7 @@ class EvalSettings(_Strict):
 
 
 class WandbSettings(_Strict):
-    """Weights & Biases logging (``pip install 'rlver[wandb]'``), next to metrics.jsonl and TensorBoard.
+    """Weights & Biases logging (the ``[wandb]`` extra: ``pip install -e '.[wandb]'`` in the checkout), next to metrics.jsonl and TensorBoard.
 
     The API key comes from ``WANDB_API_KEY`` or ``wandb login``, never from this file; the run's config
     is sent redacted, like config.yaml.

@@ -43,7 +43,7 @@ def start_wandb(out_dir: Path, settings: Any, config: dict[str, Any], *, resume:
         import wandb
     except ImportError:
         raise ConfigError(
-            "run.wandb.enabled: the wandb package is not installed; pip install 'rlver[wandb]' "
+            "run.wandb.enabled: the wandb package is not installed; pip install -e '.[wandb]' in the rlver checkout "
             "(or set run.wandb.enabled=false)"
         ) from None
     id_file = out_dir / WANDB_ID_FILE

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlver.env.rewards import REWARD_MODES, RewardSpec, episode_reward
-from rlver.errors import InputError, Problem
+from rlver.errors import InputError, Problem, RlverError
 from rlver.manifest import RunManifest
 from rlver.records import Episode
 from rlver.rules import EVALUATION, DialogueRules, rule_range
@@ -328,3 +328,25 @@ __all__ = [
     "audit_file",
     "report_to_json",
 ]
+
+
+def audit_hint(path: str | os.PathLike[str]) -> str | None:
+    """A one-line warning for ``rlver score`` when ``path``'s emotion arithmetic does not add up, or None.
+
+    Why: ``rlver score`` recomputes the metrics from the final emotions a transcript records, so a
+    transcript edited by hand scores what the edit says, silently. The audit is cheap (no model) and
+    is the check that would catch it; score runs it and points to ``rlver audit`` for the details.
+    Only our own transcripts: unreadable files are left to the score itself, and released files
+    follow their authors' rules, which ``rlver audit`` reports on when asked.
+    """
+    try:
+        report = audit_file(path)
+    except RlverError:
+        return None
+    if report.ok or report.format != "rlver":  # released files follow their own rules: audit says so
+        return None
+    dialogues = len({f.dialogue for f in report.findings})
+    return (
+        f"{path}: {dialogues} dialogue(s) whose emotion arithmetic does not add up (edited, or "
+        f"written by other rules?); the score above is what the file says: rlver audit {path} shows where"
+    )

@@ -391,6 +391,13 @@ def _model_config_here(path: str) -> bool:
 def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool = False) -> int:
     """Entry point of ``rlver train --engine verl``; returns the process exit code."""
     cfg = load_verl_config(config_path, overrides)
+    if not dry_run:
+        from rlver.integrations.verl.preflight import check_launch
+
+        if importlib.util.find_spec("verl") is None:
+            raise RlverError(f"verl is not installed in this environment: {INSTALL_HINT}")
+
+        check_launch(cfg)  # the key, the GPUs, the model: refused here, before anything is written
     plan = prepare(cfg, stand_in=dry_run)
     for note in plan.notes:
         print(note)
@@ -400,10 +407,8 @@ def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool =
     print("command:")
     print(plan.shell_command)
     if importlib.util.find_spec("verl") is None:
-        if dry_run:
-            print("(verl is not installed here, so the overrides were not checked against its config)")
-            return 0
-        raise RlverError(f"verl is not installed in this environment: {INSTALL_HINT}")
+        print("(verl is not installed here, so the overrides were not checked against its config)")
+        return 0  # a dry run: a launch without verl was refused above
     try:
         compose_verl_config(plan.overrides)
         print("verl's config loader accepted the overrides.")
