@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -25,6 +25,8 @@ from rlver.llm.sampling import is_greedy, row_uniforms, sample_tokens, to_host
 
 if TYPE_CHECKING:
     import torch
+
+    from rlver.llm.engine_request import Request
 
 
 class Decoder:
@@ -80,6 +82,19 @@ class Decoder:
         (:mod:`rlver.llm.sampling`, computed on the model's device). The same seed samples other tokens
         than the per-row ``torch.multinomial`` of earlier versions did; the distribution is the same.
         """
+        with self.session():
+            return self.whole(prompts, settings, sampling, seeds, stops)
+
+    def whole(
+        self,
+        prompts: list[list[int]],
+        settings: dict[str, Any],
+        sampling: SamplingParams,
+        seeds: Sequence[int | None],
+        stops: set[int] | frozenset[int],
+    ) -> tuple[list[list[int]], list[list[float]]]:
+        """:meth:`generate` inside a :meth:`session` the caller holds: the whole-batch loop, which the
+        static cache (its rows keep their slots) still decodes with."""
         import torch
 
         rows = len(prompts)
@@ -89,24 +104,87 @@ class Decoder:
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids) :] = 1
+        generators = [self._generator(seed) for seed in seeds]
+        return self._sample_loop(
+            input_ids.to(self.device), attention.to(self.device), settings, generators, set(stops), sampling
+        )
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """One generation's (or one busy period's) setting: this decoder alone, the model in eval mode
+        (its training mode restored after), inference mode, and one autocast region."""
+        import torch
+
         with self._lock:
             was_training = self.model.training
             self.model.eval()
             try:
                 with torch.inference_mode(), self._one_cast_region():
-                    generators = [self._generator(seed) for seed in seeds]
-                    tokens, logps = self._sample_loop(
-                        input_ids.to(self.device),
-                        attention.to(self.device),
-                        settings,
-                        generators,
-                        stops,
-                        sampling,
-                    )
+                    yield
             finally:
                 if was_training:
                     self.model.train()
-        return tokens, logps
+
+    # -- continuous batching (driven by rlver.llm.scheduler) -------------------------------------------------
+    def join(self, batch: Running | None, requests: list[Request]) -> Running:
+        """Prefill ``requests`` (left-padded among themselves) and add their rows to ``batch``: the two
+        KV caches are left-padded to one width and stacked, so the next step decodes them all."""
+        import torch
+
+        width = max(len(r.prompt) for r in requests)
+        rows = len(requests)
+        input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((rows, width), dtype=torch.long)
+        for row, r in enumerate(requests):
+            input_ids[row, width - len(r.prompt) :] = torch.tensor(r.prompt, dtype=torch.long)
+            attention[row, width - len(r.prompt) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        budgets = [self._new_token_budget(len(r.prompt), int(r.settings["max_tokens"])) for r in requests]
+        uniforms = None
+        if not is_greedy(float(requests[0].settings["temperature"])):
+            # each row its own stream of its own length: what it draws depends on its seed alone
+            drawn = [
+                row_uniforms([self._generator(r.seed)], n, self.device)[0]
+                for r, n in zip(requests, budgets, strict=True)
+            ]
+            uniforms = pad_right(drawn, max(budgets))
+        position = (attention.cumsum(-1) - 1).clamp(min=0)
+        keep = {"logits_to_keep": 1} if self.keeps_last_logits else {}
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True, **keep
+        )
+        fresh = Running(
+            requests=list(requests),
+            tokens=[[] for _ in requests],
+            logps=[[] for _ in requests],
+            budgets=budgets,
+            lengths=[len(r.prompt) for r in requests],
+            width=width,
+            logits=out.logits[:, -1, :],
+            cache=returned_cache(out),
+            attention=attention,
+            position=position[:, -1:],
+            uniforms=uniforms,
+            steps=torch.zeros(rows, dtype=torch.long, device=self.device),
+        )
+        return fresh if batch is None else batch.stacked(fresh)
+
+    def step(self, batch: Running, ids: torch.Tensor, keep: list[int]) -> Running:
+        """Drop the rows not in ``keep``, feed the kept rows' sampled ``ids``, one decode forward."""
+        import torch
+
+        if len(keep) < len(batch.requests):
+            batch.select(keep)
+            ids = ids[torch.tensor(keep, dtype=torch.long, device=ids.device)]
+        batch.steps = batch.steps + 1
+        ones = torch.ones((len(keep), 1), dtype=batch.attention.dtype, device=batch.attention.device)
+        batch.attention = torch.cat([batch.attention, ones], 1)
+        batch.position = batch.position + 1
+        batch.lengths = [n + 1 for n in batch.lengths]
+        batch.width += 1
+        batch.trim()
+        batch.logits = self.decode_forward(ids, batch)
+        return batch
 
     def _one_cast_region(self) -> contextlib.AbstractContextManager[Any]:
         """One autocast region around a whole generation, for a model that computes in bf16.
@@ -251,7 +329,7 @@ class Decoder:
         self.held_static = ((rows, length), cache)
         return cache, length
 
-    def decode_forward(self, ids: torch.Tensor, state: _Decode) -> torch.Tensor:
+    def decode_forward(self, ids: torch.Tensor, state: _Decode | Running) -> torch.Tensor:
         """One decode step's forward (compiled when ``compile_decode`` is on); the last logits."""
         forward = self.compiled_forward if self.compiled_forward is not None else self.model
         out = forward(
@@ -321,6 +399,117 @@ class _Decode:
         self.length += 1
         self.position = self.position + 1
         self.logits = decoder.decode_forward(ids, self)
+
+
+@dataclass
+class Running:
+    """The continuous batch's state: per row (``requests[b]``) its sampled ids and log-probs so far, its
+    token budget and its length in columns (the rest of the ``width`` columns, on its left, are pad);
+    on the device the logits to sample from, the KV cache, mask, positions, each row's uniforms and
+    its step index (which uniform the next draw takes)."""
+
+    requests: list[Request]
+    tokens: list[list[int]]
+    logps: list[list[float]]
+    budgets: list[int]
+    lengths: list[int]
+    width: int
+    logits: Any
+    cache: Any
+    attention: Any
+    position: Any
+    uniforms: Any
+    steps: Any
+    static: bool = False
+
+    def step_uniforms(self) -> Any:
+        """Each row's uniform for this step, gathered on the device at the row's own step index."""
+        if self.uniforms is None:
+            return None
+        return self.uniforms.gather(1, self.steps[:, None]).squeeze(1)
+
+    def select(self, keep: list[int]) -> None:
+        """Keep only the rows ``keep`` (host lists and device tensors alike)."""
+        import torch
+
+        index = torch.tensor(keep, dtype=torch.long, device=self.attention.device)
+        for name in ("requests", "tokens", "logps", "budgets", "lengths"):
+            values = getattr(self, name)
+            setattr(self, name, [values[b] for b in keep])
+        self.attention, self.position, self.steps = (
+            self.attention[index],
+            self.position[index],
+            self.steps[index],
+        )
+        if self.uniforms is not None:
+            self.uniforms = self.uniforms[index]
+        self.cache = select_cache_rows(self.cache, index)
+
+    def trim(self) -> None:
+        """Cut the columns that are pad in every row (the longest row left): the cache stays as wide
+        as the longest live row, not as the longest row the busy period ever held."""
+        cut = self.width - max(self.lengths)
+        if cut <= 0:
+            return
+        self.attention = self.attention[:, cut:]
+        for layer in cache_layers(self.cache):
+            layer.keys, layer.values = layer.keys[:, :, cut:], layer.values[:, :, cut:]
+        self.width -= cut
+
+    def stacked(self, other: Running) -> Running:
+        """This batch's rows, then ``other``'s, left-padded to one width (caches, masks, uniforms)."""
+        import torch
+
+        width = max(self.width, other.width)
+        mine, theirs = cache_layers(self.cache), cache_layers(other.cache)
+        for a, b in zip(mine, theirs, strict=True):
+            a.keys = torch.cat([pad_left(a.keys, width, 2), pad_left(b.keys, width, 2)])
+            a.values = torch.cat([pad_left(a.values, width, 2), pad_left(b.values, width, 2)])
+        self.attention = torch.cat([pad_left(self.attention, width, 1), pad_left(other.attention, width, 1)])
+        self.width = width
+        for name in ("requests", "tokens", "logps", "budgets", "lengths"):
+            getattr(self, name).extend(getattr(other, name))
+        self.logits = torch.cat([self.logits, other.logits])
+        self.position = torch.cat([self.position, other.position])
+        self.steps = torch.cat([self.steps, other.steps])
+        if self.uniforms is not None and other.uniforms is not None:
+            span = max(self.uniforms.shape[1], other.uniforms.shape[1])
+            self.uniforms = torch.cat([pad_right([*self.uniforms], span), pad_right([*other.uniforms], span)])
+        return self
+
+
+def cache_layers(cache: Any) -> list[Any]:
+    """The layers of a transformers dynamic KV cache, each with ``keys`` and ``values`` of shape
+    ``[rows, heads, columns, dim]``; any other cache (sliding windows, a legacy tuple) cannot be
+    refilled or trimmed column-wise, and is refused by name."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if layers is None or any(type(layer) is not DynamicLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers or []}) or [type(cache).__name__]
+        raise TypeError(f"continuous batching needs a dynamic KV cache of full layers, got {kinds}")
+    return list(layers)
+
+
+def pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """``t`` with zeros added before its ``dim`` axis up to ``width`` (pad columns, masked out)."""
+    import torch
+
+    short = width - t.shape[dim]
+    if short <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = short
+    return torch.cat([t.new_zeros(shape), t], dim)
+
+
+def pad_right(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """1-D rows stacked into ``[rows, width]``, zeros after each (uniforms a row never reaches)."""
+
+    out = rows[0].new_zeros((len(rows), width))
+    for b, row in enumerate(rows):
+        out[b, : row.shape[0]] = row
+    return out
 
 
 def select_cache_rows(cache: Any, index: torch.Tensor) -> Any:
