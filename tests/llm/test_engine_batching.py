@@ -97,7 +97,8 @@ def test_a_reply_alone_equals_the_same_reply_in_a_crowded_refilled_batch() -> No
 def fifo_steps(lengths: list[int], slots: int) -> int:
     """The decode steps of first-in-first-out refilling that never leaves a slot empty while a reply
     waits: the best an engine that does not know the lengths ahead can do in arrival order."""
-    queue, live, steps = list(lengths), [], 0
+    queue, steps = list(lengths), 0
+    live: list[int] = []
     while queue or live:
         while queue and len(live) < slots:
             live.append(queue.pop(0))

@@ -122,7 +122,6 @@ class EngineChatModel(ChatModel):
         self.stop_token_ids = stop_token_ids(tokenizer, eos_ids)
         #: special and think-tag ids, once per tokenizer (never per reply)
         self.token_classes = TokenClasses.of(tokenizer)
-        self._stops = frozenset(self.stop_token_ids)
         self._request_ids = itertools.count()
         #: an engine with its own queue gets each request alone (the rollout runner forms no batches)
         self.queues_requests = engine.queues_requests
@@ -161,7 +160,7 @@ class EngineChatModel(ChatModel):
     ) -> Completion:
         """Cut at the first stop id (kept in ``token_ids``: the policy produced it), then at the first
         stop string in the text."""
-        stops = self._stops
+        stops = set(self.stop_token_ids)
         tokens = out.token_ids
         end = next((k for k, t in enumerate(tokens) if t in stops), None)
         if end is not None:
