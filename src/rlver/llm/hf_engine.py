@@ -207,6 +207,15 @@ class HFEngine(TokenEngine):
         self.scheduler.submit(requests)
         return [self._output(r, *r.future.result()) for r in requests]
 
+    def generate_here(
+        self, prompts: PromptIds, sampling: SamplingParams, *, seeds: RowSeeds, stop_token_ids: StopIds
+    ) -> list[TokenOutput]:
+        """:meth:`generate` with the decode loop in the calling thread (benchmarks, profiles); refused
+        while the engine's worker runs."""
+        requests = self._requests(prompts, sampling, seeds, stop_token_ids, "here-")
+        self.scheduler.run_here(requests)
+        return [self._output(r, *r.future.result()) for r in requests]
+
     async def generate_request(
         self,
         prompt_ids: Sequence[int],

@@ -79,6 +79,22 @@ class Scheduler:
                 self._worker = threading.Thread(target=self._run, name="rlver-engine", daemon=True)
                 self._worker.start()
 
+    def run_here(self, requests: list[Request]) -> None:
+        """Queue ``requests`` and run the loop in the calling thread until the queue is empty: the
+        engine's own time with no thread hop, and a loop a profiler started in this thread records
+        (benchmarks). Refused while the worker runs."""
+        with self._lock:
+            if self._worker is not None:
+                raise RuntimeError("the engine's worker thread is running; run_here needs it idle")
+            self._worker = threading.current_thread()
+            self._queue.extend(requests)
+        try:
+            with self.decoder.session():
+                self._busy()
+        finally:
+            with self._lock:
+                self._worker = None
+
     def waiting(self) -> int:
         with self._lock:
             return len(self._queue)
