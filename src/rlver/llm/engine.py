@@ -53,6 +53,8 @@ RESUME_TAGS: tuple[str, ...] = ("weights", "kv_cache")
 #: ``generate``'s arguments: the prompts' token ids, one seed per prompt (``None``: unseeded), the ids
 #: that end a row
 PromptIds = Sequence[Sequence[int]]
+#: one prompt's token ids (a request of :meth:`TokenEngine.generate_request`)
+PromptRow = Sequence[int]
 RowSeeds = Sequence[int | None]
 StopIds = Sequence[int]
 

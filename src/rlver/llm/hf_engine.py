@@ -36,6 +36,7 @@ from rlver.llm.engine import (
     RESUME_TAGS,
     FinishReason,
     PromptIds,
+    PromptRow,
     RowSeeds,
     StopIds,
     TokenEngine,
@@ -163,6 +164,12 @@ class HFEngine(TokenEngine):
             "seeding": "one torch.Generator per row (per-dialogue seed): one uniform per step, "
             "inverse CDF on the device",
             "finished_rows": "leave the batch" if not self.decoder.static_cache else "keep their slot",
+            "batching": "one FIFO queue for every caller; "
+            + (
+                "a group decodes to its end, then the next"
+                if self.decoder.static_cache
+                else f"{self.max_batch_size} slots, a freed slot takes the next request at the next step"
+            ),
             "compile_decode": self.compile_decode,  # what decodes: asked for and on CUDA
             "compile_decode_asked": self.compile_asked,
             "weights": "shared with the trained model" if self.shares_weights else "its own copy",
@@ -218,7 +225,7 @@ class HFEngine(TokenEngine):
 
     async def generate_request(
         self,
-        prompt_ids: Sequence[int],
+        prompt_ids: PromptRow,
         sampling_params: SamplingParams,
         request_id: str,
         *,
@@ -234,7 +241,7 @@ class HFEngine(TokenEngine):
 
     async def generate_requests(
         self,
-        prompts: PromptIds,
+        prompts: Sequence[PromptRow],
         samplings: Sequence[SamplingParams],
         request_ids: Sequence[str],
         *,
