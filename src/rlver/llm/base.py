@@ -122,10 +122,6 @@ class ChatModel(abc.ABC):
     #: the first on the same device). The rollout runner then forms each batch from every dialogue
     #: waiting while the previous one ran; an endpoint takes new requests while others are in flight.
     batch_serially: bool = False
-    #: Batches concurrent requests itself (a continuous-batching engine: one queue, slots refilled as
-    #: replies end). The rollout runner then forms no batches: each dialogue's request goes alone, the
-    #: moment it is ready.
-    queues_requests: bool = False
 
     @abc.abstractmethod
     async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:

@@ -64,7 +64,6 @@ class CachedChatModel(ChatModel):
     def __init__(self, inner: ChatModel, path: str | Path, *, policy: CachePolicy = "deterministic") -> None:
         self.inner = inner
         self.batch_serially = inner.batch_serially
-        self.queues_requests = inner.queues_requests
         self.name = inner.name
         self.path = Path(path)
         self.policy = policy

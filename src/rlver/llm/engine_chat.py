@@ -123,8 +123,6 @@ class EngineChatModel(ChatModel):
         #: special and think-tag ids, once per tokenizer (never per reply)
         self.token_classes = TokenClasses.of(tokenizer)
         self._request_ids = itertools.count()
-        #: an engine with its own queue gets each request alone (the rollout runner forms no batches)
-        self.queues_requests = engine.queues_requests
 
     def describe(self) -> dict[str, Any]:
         where = {k: v for k, v in self.engine.describe().items() if k not in ("name", "backend", "sampler")}

@@ -1,11 +1,9 @@
 """The policy's side of a rollout: one queue that every dialogue asks for its next reply.
 
-Each dialogue runs as its own coroutine and, when its user has spoken, asks :class:`PolicyQueue` for a
-reply. A policy that batches requests itself (``ChatModel.queues_requests``: the local engine, which
-refills its slots at every decode step) is sent each request alone, the moment it is ready: batching
-has one home, the engine. For any other policy the queue runs one ``complete_each`` over every request
-that is waiting when the policy is free; requests that arrive while a generation is in flight form the
-next batch. So a dialogue whose simulator answered quickly is generated for again while a slow simulator
+Continuous batching by turn. Each dialogue runs as its own coroutine and, when its user has spoken,
+asks :class:`PolicyQueue` for a reply. The queue runs one ``complete_each`` over every request that is
+waiting when the policy is free; requests that arrive while a generation is in flight form the next
+batch. So a dialogue whose simulator answered quickly is generated for again while a slow simulator
 call is still out: nobody waits for the slowest user of a round.
 
 What is batched does not change what is sampled: each request carries its own seed, and the local
@@ -114,24 +112,20 @@ class PolicyQueue:
         self.arrived.set()
 
     async def serve(self) -> None:
-        """Run batches until :meth:`close`: everything queued when the policy is free, in one call; to
-        a policy that batches requests itself (``policy.queues_requests``), each request alone at once."""
-        alone = self.policy.queues_requests
+        """Run batches until :meth:`close`: everything queued when the policy is free, in one call."""
         while True:
             await self.arrived.wait()
-            if not alone:
-                await settle()
+            await settle()
             self.arrived.clear()
             if self.stop_errors:
                 raise self.stop_errors[0]
             if self.pending:
                 batch, self.pending = self.pending, []
-                for part in [[r] for r in batch] if alone else [batch]:
-                    task = asyncio.create_task(self._run(part))
-                    self.in_flight.add(task)
-                    task.add_done_callback(self.in_flight.discard)
-                    if self.serial and not alone:
-                        await task
+                task = asyncio.create_task(self._run(batch))
+                self.in_flight.add(task)
+                task.add_done_callback(self.in_flight.discard)
+                if self.serial:
+                    await task
             elif self.closed:
                 if self.in_flight:
                     await asyncio.gather(*self.in_flight)
