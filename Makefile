@@ -158,10 +158,11 @@ clean:
 gpu-smoke: setup
 	$(PY) bench/gpu_smoke.py
 
-# The local engine on one GPU in one run (docs/performance.md, "GPU bench"): sampler vs generate at batch
-# 8/32/128, eager and compiled, on a Qwen2.5-7B-shaped model built from its config with SmolLM2's
+# The local engine on one GPU in one run (docs/performance.md, "GPU bench"): the engine on ids vs generate
+# on the same ids at batch 8/32/128 (per-step and fixed cost, chat layer, bandwidth share, refill
+# occupancy), eager and compiled, on a Qwen2.5-7B-shaped model built from its config with SmolLM2's
 # tokenizer; one GRPO LoRA step's time split, MFU and peak memory against the memory guard; SmolLM2
-# steps. Into bench/results/gpu_bench.json, in under 10 minutes on one H100. No pip: it runs from this
+# steps. Into bench/results/gpu_bench.json, in 8 minutes on one H100. No pip: it runs from this
 # source tree (PYTHONPATH=src) with the machine's own torch, transformers and peft, so it works where
 # there is no package index. Says so and exits 0 without CUDA.
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))

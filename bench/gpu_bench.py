@@ -5,17 +5,24 @@ What it measures (``bench/results/gpu_bench.json``, and a table per part):
 Order: eager decode, the step, compiled decode (compiles are slow to warm up: they get the time left),
 SmolLM2.
 
-1. **Decode.** rlver's sampler (``LocalChatModel.complete_many``) against transformers'
-   ``model.generate`` with the same distribution (temperature 1, top-p 1, every row to exactly
-   ``--new-tokens``) at batch 8, 32 and 128, on a Qwen2.5-7B-shaped model with random weights, built on
-   the device from its config (no download) with SmolLM2's tokenizer (vocabulary 49,152). Eager, then
-   compiled: the sampler's ``compile_decode`` (static KV cache + ``torch.compile``; recorded as
-   unavailable when this rlver has no such option) and ``generate`` with
-   ``cache_implementation="static"``. Each (batch, mode) gets a warm-up at that batch first; the two
-   sides then alternate ``--runs`` times; prompts are tokenised and moved to the device inside the
-   timed region on both sides, and every time is read after ``torch.cuda.synchronize()``.
-   Then one eager call of each side at ``--profile-batch`` under ``torch.profiler``: the ops with the
-   most host and device self time, and the host-device syncs and copies (``profile`` in the JSON).
+1. **Decode.** rlver's engine on token ids (``HFEngine.generate_here``: the decode loop in this
+   thread) against transformers' ``model.generate`` on the same left-padded ids, with the same
+   distribution (temperature 1, top-p 1, every row to exactly its token count) at batch 8, 32 and 128,
+   on a Qwen2.5-7B-shaped model with random weights, built on the device from its config (no
+   download) with SmolLM2's tokenizer (vocabulary 49,152). Each cell: a warm-up at the batch, then
+   ``--runs`` (at least 5) alternating runs of each side at ``--new-tokens`` and at a quarter of it,
+   every time read after ``torch.cuda.synchronize()``; the two lengths give each side's milliseconds
+   per decode step (the slope) apart from its fixed cost per call (the intercept: prefill, setup).
+   Beside it: the chat layer timed on its own (``complete_many``: templating, the engine's queue and
+   worker thread, reply text), tok/s as a fraction of the memory-bandwidth bound (``batch x bandwidth /
+   weight bytes``, the bandwidth from ``--bandwidth-tbs`` or the card's name), and the refill
+   occupancy: ``4 x batch`` replies of staggered length (2 to ``--new-tokens``) through the engine's
+   queue, its decode steps against the least possible and its slots' occupancy. Eager, then compiled:
+   the engine's ``compile_decode`` (static KV cache, the whole step in one CUDA graph) against
+   ``generate`` with ``cache_implementation="static"`` (compiled by transformers), each also read
+   against eager ``generate``. Then one eager call of each side at ``--profile-batch`` under
+   ``torch.profiler``: the ops with the most host and device self time, and the host-device syncs
+   and copies (``profile`` in the JSON).
 2. **One GRPO LoRA step** of ``rlver train`` on the same model (saved to a temporary folder), the
    issue's command: 32 dialogues x 1 reply x ``--new-tokens``, ``micro_batch_tokens`` 16384, gradient
    checkpointing, the offline simulator, then the end-of-run evaluation on 8 profiles. Its ``time/*``
@@ -24,7 +31,7 @@ SmolLM2.
    same config (``rlver.train.memory_guard``).
 3. **SmolLM2 steps**: ``bench/gpu_smoke.py``'s GRPO step, LoRA and full, on SmolLM2-135M-Instruct.
 
-It is sized for under 10 minutes on one H100 (``--budget-s``, default 540): each part checks the time
+It is sized for 8 minutes on one H100 (``--budget-s``, default 480): each part checks the time
 left, and a part that would not fit is recorded as skipped, never guessed. Without CUDA it says so and
 exits 0. It runs from a source tree (``PYTHONPATH=src``) on a machine with torch, transformers and peft
 and no package index (docs/performance.md; ``../shared/gpu/README.md`` for the wheels rlver adds).
@@ -37,7 +44,6 @@ Usage: python bench/gpu_bench.py [--preset qwen2.5-7b] [--batches 8 32 128] [--n
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import inspect
 import json
@@ -49,7 +55,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -174,34 +179,6 @@ def time_sampler(chat: Any, batch: int, new_tokens: int, seed: int, device: str)
     return sum(c.completion_tokens for c in out) / seconds
 
 
-def time_generate(model: Any, tokenizer: Any, batch: int, new_tokens: int, seed: int, static: bool) -> float:
-    """Generated tokens per second of one ``model.generate`` with the sampler's distribution; the
-    prompts are tokenised and moved to the model's device inside the timed region, as the sampler does."""
-    import torch
-    from transformers import GenerationConfig
-
-    device = str(next(model.parameters()).device)
-    tokenizer.padding_side = "left"
-    config = GenerationConfig(
-        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, repetition_penalty=1.0,
-        max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id, cache_implementation="static" if static else None,
-    )  # fmt: skip
-    torch.manual_seed(seed)
-    _sync(device)
-    start = time.perf_counter()
-    texts = [
-        tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
-        for m in messages_for(batch)
-    ]
-    enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-    with torch.inference_mode():
-        out = model.generate(**enc, generation_config=config)
-    _sync(device)
-    seconds = time.perf_counter() - start
-    return (out.shape[1] - enc["input_ids"].shape[1]) * batch / seconds
-
-
 def sampler_for(model: Any, tokenizer: Any, batch: int, compiled: bool) -> Any:
     """rlver's sampler on ``model``; with ``compiled``, its ``compile_decode`` path, or a string saying
     why there is none (an rlver without the option)."""
@@ -227,32 +204,168 @@ def where_it_failed(exc: BaseException, frames: int = 6) -> list[str]:
     return [f"{f.filename}:{f.lineno} {f.name}" for f in traceback.extract_tb(exc.__traceback__)[-frames:]]
 
 
+#: memory bandwidth (TB/s) of the cards we borrow, by a part of their name (the SXM parts)
+BANDWIDTH_TBS = {"H200": 4.8, "H100": 3.35, "A100": 2.0}
+
+
+def bandwidth_tbs(args: argparse.Namespace) -> float | None:
+    if args.bandwidth_tbs:
+        return float(args.bandwidth_tbs)
+    if not args.device.startswith("cuda"):
+        return None
+    import torch
+
+    name = torch.cuda.get_device_name()
+    return next((v for k, v in BANDWIDTH_TBS.items() if k in name), None)
+
+
+def prompt_ids(tokenizer: Any, batch: int) -> list[list[int]]:
+    """The chat prompts of ``batch`` conversations as ids (outside any timed region)."""
+    texts = [
+        tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False)
+        for m in messages_for(batch)
+    ]
+    return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def time_engine(chat: Any, ids: list[list[int]], new_tokens: int, seed: int, device: str) -> float:
+    """Seconds of one engine call on ids, its decode loop in this thread."""
+    from rlver.llm.base import SamplingParams
+
+    sampling = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=new_tokens)
+    seeds = [seed * 1000 + i for i in range(len(ids))]
+    _sync(device)
+    start = time.perf_counter()
+    out = chat.engine.generate_here(ids, sampling, seeds=seeds, stop_token_ids=chat.stop_token_ids)
+    _sync(device)
+    seconds = time.perf_counter() - start
+    assert all(len(o.token_ids) == new_tokens for o in out)
+    return seconds
+
+
+def padded(tokenizer: Any, ids: list[list[int]], device: str) -> dict[str, Any]:
+    """``ids`` left-padded for ``generate``, on the device."""
+    import torch
+
+    width = max(len(r) for r in ids)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    input_ids = torch.full((len(ids), width), int(pad), dtype=torch.long)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for b, r in enumerate(ids):
+        input_ids[b, width - len(r) :] = torch.tensor(r)
+        mask[b, width - len(r) :] = 1
+    return {"input_ids": input_ids.to(device), "attention_mask": mask.to(device)}
+
+
+def time_generate_ids(
+    model: Any, tokenizer: Any, enc: dict[str, Any], new_tokens: int, seed: int, static: bool
+) -> float:
+    """Seconds of one ``model.generate`` on the same ids, the engine's distribution, every row to
+    ``new_tokens``."""
+    import torch
+    from transformers import GenerationConfig
+
+    device = str(next(model.parameters()).device)
+    config = GenerationConfig(
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0, repetition_penalty=1.0,
+        max_new_tokens=new_tokens, min_new_tokens=new_tokens, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, cache_implementation="static" if static else None,
+    )  # fmt: skip
+    torch.manual_seed(seed)
+    _sync(device)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(**enc, generation_config=config)
+    _sync(device)
+    seconds = time.perf_counter() - start
+    assert out.shape[1] - enc["input_ids"].shape[1] == new_tokens
+    return seconds
+
+
+def split_cost(short: float, long: float, n_short: int, n_long: int) -> tuple[float, float]:
+    """(ms per decode step, fixed ms per call) from the medians at two token counts."""
+    per_step = (long - short) / (n_long - n_short)
+    return per_step * 1000, (long - n_long * per_step) * 1000
+
+
+def refill(chat: Any, batch: int, new_tokens: int) -> dict[str, Any]:
+    """``4 x batch`` replies of staggered length through the engine's queue: decode steps against the
+    least possible, and the slots' occupancy."""
+    import asyncio
+    import math
+
+    from rlver.llm.base import SamplingParams
+
+    rows = 4 * batch
+    lengths = [2 + (i * 37) % max(new_tokens - 1, 1) for i in range(rows)]
+    ids = (prompt_ids(chat.tokenizer, batch) * 4)[:rows]
+    samplings = [
+        SamplingParams(temperature=1.0, top_p=1.0, max_tokens=k, seed=i) for i, k in enumerate(lengths)
+    ]
+    before = dict(vars(chat.engine.scheduler.counts))
+    asyncio.run(
+        chat.engine.generate_requests(ids, samplings, [f"r{i}" for i in range(rows)], stop_token_ids=[-1])
+    )
+    after = vars(chat.engine.scheduler.counts)
+    steps = after["decode_steps"] - before["decode_steps"]
+    least = max(math.ceil(sum(k - 1 for k in lengths) / batch), max(lengths) - 1)
+    offered = after["slots_offered"] - before["slots_offered"]
+    return {
+        "rows": rows,
+        "decode_steps": steps,
+        "least_possible": least,
+        "steps_over_least": steps / least,
+        "occupancy": (after["decode_rows"] - before["decode_rows"]) / max(offered, 1),
+    }
+
+
 def decode_row(
     model: Any, tokenizer: Any, batch: int, compiled: bool, args: argparse.Namespace
 ) -> dict[str, Any]:
-    """One (batch, mode): warm-ups at the batch, then ``--runs`` alternating timed runs of each side."""
+    """One (batch, mode): warm-ups at the batch, then ``--runs`` alternating timed runs of each side
+    at two token counts, the chat layer alone, the bandwidth fraction and the refill occupancy."""
     mode = "compiled" if compiled else "eager"
-    row: dict[str, Any] = {"batch": batch, "mode": mode, "new_tokens": args.new_tokens}
+    n_long, n_short = args.new_tokens, max(args.new_tokens // 4, 2)
+    row: dict[str, Any] = {"batch": batch, "mode": mode, "new_tokens": n_long, "short_tokens": n_short}
     chat = sampler_for(model, tokenizer, batch, compiled)
-    started = time.perf_counter()
-    time_generate(model, tokenizer, batch, args.new_tokens, 0, compiled)  # warm-up (and compile)
-    if not isinstance(chat, str):
-        time_sampler(chat, batch, args.new_tokens, 0, args.device)
-    row["warmup_s"] = time.perf_counter() - started
-    sampler: list[float] = []
-    generate: list[float] = []
-    for run in range(1, args.runs + 1):
-        if not isinstance(chat, str):
-            sampler.append(time_sampler(chat, batch, args.new_tokens, run, args.device))
-        generate.append(time_generate(model, tokenizer, batch, args.new_tokens, run, compiled))
-    row["generate_tok_s"] = generate
-    row["generate_median"] = statistics.median(generate)
     if isinstance(chat, str):
-        row["sampler"] = chat
-    else:
-        row["sampler_tok_s"] = sampler
-        row["sampler_median"] = statistics.median(sampler)
-        row["sampler_over_generate"] = row["sampler_median"] / row["generate_median"]
+        return {**row, "sampler": chat}
+    ids = prompt_ids(tokenizer, batch)
+    enc = padded(tokenizer, ids, args.device)
+    started = time.perf_counter()
+    for n in (n_short, n_long):  # warm-up (and compile) at both shapes
+        time_generate_ids(model, tokenizer, enc, n, 0, compiled)
+        time_engine(chat, ids, n, 0, args.device)
+    row["warmup_s"] = time.perf_counter() - started
+    times: dict[str, dict[int, list[float]]] = {
+        "engine": {n_short: [], n_long: []},
+        "generate": {n_short: [], n_long: []},
+    }
+    for run in range(1, args.runs + 1):  # alternate, so drift falls on both sides alike
+        for n in (n_short, n_long):
+            times["engine"][n].append(time_engine(chat, ids, n, run, args.device))
+            times["generate"][n].append(time_generate_ids(model, tokenizer, enc, n, run, compiled))
+    for side, by_n in times.items():
+        med = {n: statistics.median(v) for n, v in by_n.items()}
+        per_step, fixed = split_cost(med[n_short], med[n_long], n_short, n_long)
+        row[f"{side}_s"] = by_n[n_long]
+        row[f"{side}_tok_s"] = batch * n_long / med[n_long]
+        row[f"{side}_ms_per_step"] = per_step
+        row[f"{side}_fixed_ms"] = fixed
+    row["engine_over_generate"] = row["engine_tok_s"] / row["generate_tok_s"]
+    # the legacy names the tables and earlier results use
+    row["sampler_median"], row["generate_median"] = row["engine_tok_s"], row["generate_tok_s"]
+    row["sampler_over_generate"] = row["engine_over_generate"]
+    chat_tok_s = [time_sampler(chat, batch, n_long, run, args.device) for run in range(args.runs)]
+    row["chat_layer_tok_s"] = statistics.median(chat_tok_s)
+    row["chat_layer_over_engine"] = row["chat_layer_tok_s"] / row["engine_tok_s"]
+    bw = bandwidth_tbs(args)
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    if bw:
+        row["bandwidth_bound_tok_s"] = batch * bw * 1e12 / weight_bytes
+        row["engine_share_of_bound"] = row["engine_tok_s"] / row["bandwidth_bound_tok_s"]
+    if not compiled:
+        row["refill"] = refill(chat, batch, n_long)
     return row
 
 
@@ -284,24 +397,6 @@ def bench_decode(
         rows.append(row)
 
 
-@contextlib.contextmanager
-def on_this_thread() -> Iterator[None]:
-    """``asyncio.to_thread`` run inline while profiling: the sampler decodes in a worker thread, and
-    torch's profiler records only the threads it was started on (its all-threads option is
-    experimental and not in every release)."""
-    import asyncio
-
-    async def inline(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        return fn(*args, **kwargs)
-
-    saved = asyncio.to_thread
-    asyncio.to_thread = inline  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        asyncio.to_thread = saved  # type: ignore[assignment]
-
-
 def profile_decode(model: Any, tokenizer: Any, batch: int, args: argparse.Namespace) -> dict[str, Any]:
     """Where a decode's time goes, for the sampler and for ``generate`` at ``batch`` (eager): the ops
     with the most self time on the host and on the device, and the host-device syncs and copies.
@@ -317,14 +412,16 @@ def profile_decode(model: Any, tokenizer: Any, batch: int, args: argparse.Namesp
         activities.append(ProfilerActivity.CUDA)
     chat = sampler_for(model, tokenizer, batch, compiled=False)
     out: dict[str, Any] = {"batch": batch, "new_tokens": args.new_tokens}
-    sides = {
-        "sampler": lambda: time_sampler(chat, batch, args.new_tokens, 7, args.device),
-        "generate": lambda: time_generate(model, tokenizer, batch, args.new_tokens, 7, False),
+    ids = prompt_ids(tokenizer, batch)
+    enc = padded(tokenizer, ids, args.device)
+    sides = {  # both on ids, both in this thread (the profiler records the threads it started on)
+        "sampler": lambda: time_engine(chat, ids, args.new_tokens, 7, args.device),
+        "generate": lambda: time_generate_ids(model, tokenizer, enc, args.new_tokens, 7, False),
     }
     for side, run in sides.items():
         run()  # warm at this batch, outside the profile
-        with on_this_thread(), profile(activities=activities) as prof:
-            tok_s = run()
+        with profile(activities=activities) as prof:
+            tok_s = batch * args.new_tokens / run()
         events = prof.key_averages()
         if not events:
             out[side] = {"tok_s_profiled": tok_s, "error": "the profiler recorded no op"}
@@ -465,8 +562,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tokenizer", help="tokenizer folder (default: SmolLM2's in the rlver data dir)")
     ap.add_argument("--batches", type=int, nargs="+", default=[8, 32, 128])
     ap.add_argument("--new-tokens", type=int, default=64)
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--budget-s", type=float, default=540.0, help="stop starting parts after this")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--budget-s", type=float, default=480.0, help="stop starting parts after this")
+    ap.add_argument("--bandwidth-tbs", type=float, help="the card's memory bandwidth (default: by its name)")
     ap.add_argument("--reserve-s", type=float, default=240.0, help="time eager decode leaves for the rest")
     ap.add_argument("--skip", nargs="*", default=[], choices=["decode", "step", "smollm2"])
     ap.add_argument("--device", default="cuda", help="cpu: check the plumbing without a GPU (toy preset)")
@@ -558,10 +656,17 @@ def report(payload: dict[str, Any]) -> None:
         return str(row.get("skipped") or row.get("error") or row.get("sampler") or "-")[:40]
 
     print_table(
-        f"Sampler vs generate, {payload['preset']} ({payload.get('gpu', payload['device'])})",
-        ["batch", "mode", "sampler tok/s", "generate tok/s", "sampler/generate", "vs eager generate"],
+        f"Engine on ids vs generate on ids, {payload['preset']} ({payload.get('gpu', payload['device'])})",
+        ["batch", "mode", "engine tok/s", "generate tok/s", "engine/generate", "vs eager generate",
+         "ms/step engine | generate", "fixed ms engine | generate", "chat layer / engine", "share of bound",
+         "refill occupancy", "steps / least"],
         [[r["batch"], r["mode"], f(r, "sampler_median"), f(r, "generate_median"),
-          f(r, "sampler_over_generate", ".2f"), f(r, "sampler_over_eager_generate", ".2f")] for r in rows],
+          f(r, "sampler_over_generate", ".2f"), f(r, "sampler_over_eager_generate", ".2f"),
+          f"{f(r, 'engine_ms_per_step', '.1f')} | {f(r, 'generate_ms_per_step', '.1f')}",
+          f"{f(r, 'engine_fixed_ms', '.0f')} | {f(r, 'generate_fixed_ms', '.0f')}",
+          f(r, "chat_layer_over_engine", ".2f"), f(r, "engine_share_of_bound", ".3f"),
+          f(r.get("refill", {}), "occupancy", ".2f"), f(r.get("refill", {}), "steps_over_least", ".2f")]
+         for r in rows],
     )  # fmt: skip
     step = payload.get("step")
     if step:

@@ -3,7 +3,8 @@
     python bench/run_all.py                 # all of them, full size (~10 min on 2 quiet cores for the first
                                             # four; update-memory and sampler need SmolLM2 fetched, else skip)
     python bench/run_all.py --only rollout  # some of them (rollout, simulator, trainer, memory,
-                                            # update-memory, sampler: SmolLM2, see docs/performance.md)
+                                            # update-memory, sampler: SmolLM2, see docs/performance.md;
+                                            # engine: the tiny model's chat layer and decode steps)
     python bench/run_all.py --quick         # tiny configurations: checks the scripts run (~1 min)
     python bench/run_all.py --render-only   # rewrite the docs tables from bench/results/*.json
 
@@ -47,6 +48,7 @@ FULL: dict[str, list[str]] = {
     "memory": ["memory.py"],
     "update-memory": ["update_memory.py"],
     "sampler": ["sampler_vs_generate.py"],
+    "engine": ["engine_speed.py"],
 }
 QUICK: dict[str, list[str]] = {
     "rollout": [
@@ -63,6 +65,7 @@ QUICK: dict[str, list[str]] = {
     "memory": ["memory.py", *_a("--runs 1 --skip-demo --sizes tiny")],
     "update-memory": ["update_memory.py", "--quick"],
     "sampler": ["sampler_vs_generate.py", "--quick"],
+    "engine": ["engine_speed.py", "--quick"],
 }
 
 

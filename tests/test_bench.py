@@ -214,3 +214,23 @@ def test_the_cuda_mutants_are_mutmuts_own() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "12 of 12 line mutants are mutmut's" in proc.stdout
+
+
+@pytest.mark.slow
+def test_engine_speed_times_the_chat_layer_and_counts_decode_steps(tmp_path: Path) -> None:
+    env = {**os.environ, "RLVER_BENCH_OUT": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "engine_speed.py"), "--quick"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "engine_speed_quick.json").read_text())
+    layer = data["chat_layer_vs_generate"]
+    assert len(layer["ratios"]) == layer["runs"] == 3 and layer["ratio_median"] > 0
+    assert [s["path"] for s in data["staggered"]] == ["complete_each", "concurrent complete"]
+    for s in data["staggered"]:
+        assert s["least_possible"] <= s["decode_steps"] and 0 < s["occupancy"] <= 1
+    assert data["staggered"][0]["decode_steps"] == data["staggered"][0]["fifo"]

@@ -56,7 +56,13 @@ def test_gpu_bench_plumbing_on_cpu_with_a_toy_shape(tmp_path: Path) -> None:
         compiled["sampler_median"] / eager["generate_median"]
     )
     assert "step" not in result and result["params_b"] > 0
-    for side in ("sampler", "generate"):  # the profile sees the sampler's worker-thread decode too
+    for row in (eager, compiled):  # each side's cost per decode step apart from its fixed cost per call
+        assert row["engine_ms_per_step"] > 0 and row["generate_ms_per_step"] > 0
+        assert {"engine_fixed_ms", "generate_fixed_ms", "chat_layer_over_engine"} <= set(row)
+    refill = eager["refill"]
+    assert refill["rows"] == 8 and refill["least_possible"] <= refill["decode_steps"]
+    assert 0 < refill["occupancy"] <= 1
+    for side in ("sampler", "generate"):  # both sides decode in the profiling thread
         top = result["profile"][side]["top_host"]
         assert any(row["op"] == "aten::mm" and row["calls"] > 0 for row in top), top
 

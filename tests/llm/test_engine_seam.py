@@ -172,7 +172,7 @@ class ScriptedEngine(TokenEngine):
     def release(self) -> None:
         pass
 
-    def resume(self) -> None:
+    def resume(self, tags: Sequence[str] = ("weights", "kv_cache")) -> None:
         pass
 
 

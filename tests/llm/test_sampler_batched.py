@@ -225,7 +225,8 @@ def test_static_cache_samples_what_the_dynamic_cache_samples(decisive_dir: Path)
 def test_the_static_cache_path_stops_decoding_when_every_row_has_finished(decisive_dir: Path) -> None:
     """S7 (issue 42): on the static-cache path a finished row keeps its slot but is marked finished, so
     the loop ends when the last row ends. Counted in decode steps (forward passes of one token per
-    row after the prefill), not in time: the longest reply's length - 1, not the token budget's."""
+    row after the prefill), not in time: the longest reply's length, not the token budget's (its ids
+    are read back one step late, so the step after the last row's last token has already run)."""
     chat = chat_for(decisive_dir, 16, end_bias=5.0)  # replies of 1 to 18 tokens
     chat.engine.decoder.static_cache = True  # the compiled path's cache, without torch.compile
     decode_steps: list[int] = []
@@ -240,7 +241,7 @@ def test_the_static_cache_path_stops_decoding_when_every_row_has_finished(decisi
     longest = max(len(c.token_ids or []) for c in out)
     assert {c.finish_reason for c in out} == {"stop"} and longest < budget  # every row ended early
     assert len(set(len(c.token_ids or []) for c in out)) > 1  # ... at different steps
-    assert decode_steps == [16] * (longest - 1)  # the slots stay (static shapes); the loop stops
+    assert decode_steps == [16] * longest  # the slots stay (static shapes); the loop stops
 
 
 def test_compile_decode_on_cpu_warns_once_and_stays_eager(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +95,9 @@ class _CountingEngine(HFEngine):
         self.calls.append(("release", None))
         super().release()
 
-    def resume(self) -> None:
+    def resume(self, tags: Sequence[str] = ("weights", "kv_cache")) -> None:
         self.calls.append(("resume", None))
-        super().resume()
+        super().resume(tags)
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         given = list(weights)

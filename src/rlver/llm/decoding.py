@@ -14,17 +14,19 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.heartbeat import activity
 from rlver.interrupt import raise_if_stopping
 from rlver.llm.base import SamplingParams
-from rlver.llm.sampling import is_greedy, row_uniforms, sample_tokens, to_host
+from rlver.llm.sampling import is_greedy, row_uniforms, sample_tokens
 
 if TYPE_CHECKING:
     import torch
+
+    from rlver.llm.engine_request import Request
 
 
 class Decoder:
@@ -42,43 +44,47 @@ class Decoder:
         self.cache_keyword = cache_keyword(model)
         #: a static KV cache; on CPU only tests turn it on (to check it samples what the dynamic one does)
         self.static_cache = compile_decode
+        #: the compiled decode step (:func:`rlver.llm.graph_step.decode_step`); ``compiled_forward`` is
+        #: its older name, kept for the engine's record
+        self.compiled_step: Any = None
         self.compiled_forward: Any = None
         self.held_static: tuple[tuple[int, int], Any] | None = None
         if compile_decode:
             self.compile_forward()
 
     def compile_forward(self) -> None:
-        """Compile the decode step (again, after the weights' storage changed: CUDA graphs are
-        recorded for the tensors they read)."""
+        """Compile the decode step, forward and sampling in one graph (again, after the weights'
+        storage changed: CUDA graphs are recorded for the tensors they read)."""
         import torch
 
-        # transformers' own choice for its static cache (GenerationConfig's CompileConfig)
-        self.compiled_forward = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
+        from rlver.llm.graph_step import decode_step
 
-    def generate(
+        # transformers' own choice for its static cache (GenerationConfig's CompileConfig), whole graph
+        self.compiled_step = torch.compile(decode_step, mode="reduce-overhead", dynamic=False, fullgraph=True)
+        self.compiled_forward = self.compiled_step
+
+    def whole(
         self,
         prompts: list[list[int]],
         settings: dict[str, Any],
         sampling: SamplingParams,
         seeds: Sequence[int | None],
-        stops: set[int],
+        stops: set[int] | frozenset[int],
     ) -> tuple[list[list[int]], list[list[float]]]:
-        """Each row's sampled ids and log-probs: our own sampling loop (KV cache, left padding) instead of
-        ``model.generate``.
+        """The whole-group loop inside a :meth:`session` the caller holds, which the static cache (its
+        rows keep their slots) decodes with: each row's sampled ids and log-probs.
 
-        Why not ``generate``: it merges the call's settings with the model's ``generation_config``, so a
-        checkpoint's shipped extras (Qwen2.5-Instruct: ``repetition_penalty`` 1.05, ``top_k`` 20) would
-        shape the sampled distribution while the trainer scores the plain softmax. Here the distribution
-        is exactly ``softmax(logits / temperature)`` filtered by the explicit ``top_p``/``top_k`` and
-        nothing else, each row draws from its own ``torch.Generator`` seeded with its own seed (so a
-        completion depends only on its messages and sampling params, not on its batch), and the
-        log-prob of every sampled token under ``softmax(logits / temperature)`` (the trainer's
-        convention) is kept for the rollout-vs-trainer check.
-
-        The contract for a seed: the row's generator draws ``budget`` uniforms up front, and step ``t``
-        takes the token where the ``t``-th falls in the row's cumulative filtered distribution
-        (:mod:`rlver.llm.sampling`, computed on the model's device). The same seed samples other tokens
-        than the per-row ``torch.multinomial`` of earlier versions did; the distribution is the same.
+        Why our own loop and not ``model.generate`` (here and in :meth:`join`/:meth:`step`): it merges
+        the call's settings with the model's ``generation_config``, so a checkpoint's shipped extras
+        (Qwen2.5-Instruct: ``repetition_penalty`` 1.05, ``top_k`` 20) would shape the sampled
+        distribution while the trainer scores the plain softmax. Here the distribution is exactly
+        ``softmax(logits / temperature)`` filtered by the explicit ``top_p``/``top_k`` and nothing else,
+        each row draws from its own ``torch.Generator`` seeded with its own seed (so a completion
+        depends only on its messages and sampling params, not on its batch), and the log-prob of every
+        sampled token under ``softmax(logits / temperature)`` (the trainer's convention) is kept for the
+        rollout-vs-trainer check. The contract for a seed: the row's generator draws ``budget``
+        uniforms up front, and step ``t`` takes the token where the ``t``-th falls in the row's
+        cumulative filtered distribution (:mod:`rlver.llm.sampling`, computed on the model's device).
         """
         import torch
 
@@ -89,24 +95,87 @@ class Decoder:
         for row, ids in enumerate(prompts):
             input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
             attention[row, width - len(ids) :] = 1
+        generators = [self._generator(seed) for seed in seeds]
+        return self._sample_loop(
+            input_ids.to(self.device), attention.to(self.device), settings, generators, set(stops), sampling
+        )
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """One generation's (or one busy period's) setting: this decoder alone, the model in eval mode
+        (its training mode restored after), inference mode, and one autocast region."""
+        import torch
+
         with self._lock:
             was_training = self.model.training
             self.model.eval()
             try:
                 with torch.inference_mode(), self._one_cast_region():
-                    generators = [self._generator(seed) for seed in seeds]
-                    tokens, logps = self._sample_loop(
-                        input_ids.to(self.device),
-                        attention.to(self.device),
-                        settings,
-                        generators,
-                        stops,
-                        sampling,
-                    )
+                    yield
             finally:
                 if was_training:
                     self.model.train()
-        return tokens, logps
+
+    # -- continuous batching (driven by rlver.llm.scheduler) -------------------------------------------------
+    def join(self, batch: Running | None, requests: list[Request]) -> Running:
+        """Prefill ``requests`` (left-padded among themselves) and add their rows to ``batch``: the two
+        KV caches are left-padded to one width and stacked, so the next step decodes them all."""
+        import torch
+
+        width = max(len(r.prompt) for r in requests)
+        rows = len(requests)
+        input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((rows, width), dtype=torch.long)
+        for row, r in enumerate(requests):
+            input_ids[row, width - len(r.prompt) :] = torch.tensor(r.prompt, dtype=torch.long)
+            attention[row, width - len(r.prompt) :] = 1
+        input_ids, attention = input_ids.to(self.device), attention.to(self.device)
+        budgets = [self._new_token_budget(len(r.prompt), int(r.settings["max_tokens"])) for r in requests]
+        uniforms = None
+        if not is_greedy(float(requests[0].settings["temperature"])):
+            # each row its own stream of its own length: what it draws depends on its seed alone
+            drawn = [
+                row_uniforms([self._generator(r.seed)], n, self.device)[0]
+                for r, n in zip(requests, budgets, strict=True)
+            ]
+            uniforms = pad_right(drawn, max(budgets))
+        position = (attention.cumsum(-1) - 1).clamp(min=0)
+        keep = {"logits_to_keep": 1} if self.keeps_last_logits else {}
+        out = self.model(
+            input_ids=input_ids, attention_mask=attention, position_ids=position, use_cache=True, **keep
+        )
+        fresh = Running(
+            requests=list(requests),
+            tokens=[[] for _ in requests],
+            logps=[[] for _ in requests],
+            budgets=budgets,
+            lengths=[len(r.prompt) for r in requests],
+            width=width,
+            logits=out.logits[:, -1, :],
+            cache=returned_cache(out),
+            attention=attention,
+            position=position[:, -1:],
+            uniforms=uniforms,
+            steps=torch.zeros(rows, dtype=torch.long, device=self.device),
+        )
+        return fresh if batch is None else batch.stacked(fresh)
+
+    def step(self, batch: Running, ids: torch.Tensor, keep: list[int]) -> Running:
+        """Drop the rows not in ``keep``, feed the kept rows' sampled ``ids``, one decode forward."""
+        import torch
+
+        if len(keep) < len(batch.requests):
+            batch.select(keep)
+            ids = ids[torch.tensor(keep, dtype=torch.long, device=ids.device)]
+        batch.steps = batch.steps + 1
+        ones = torch.ones((len(keep), 1), dtype=batch.attention.dtype, device=batch.attention.device)
+        batch.attention = torch.cat([batch.attention, ones], 1)
+        batch.position = batch.position + 1
+        batch.lengths = [n + 1 for n in batch.lengths]
+        batch.width += 1
+        batch.trim()
+        batch.logits = self.decode_forward(ids, batch)
+        return batch
 
     def _one_cast_region(self) -> contextlib.AbstractContextManager[Any]:
         """One autocast region around a whole generation, for a model that computes in bf16.
@@ -144,42 +213,64 @@ class Decoder:
         stops: set[int],
         sampling: SamplingParams,
     ) -> tuple[list[list[int]], list[list[float]]]:
-        """Prefill, then one token per live row per step, sampled on the device (:mod:`.sampling`).
+        """Prefill, then the whole group decodes together: the static-cache path (shapes never change;
+        a finished row keeps its slot and its further tokens are dropped).
 
-        A row that ends (stop token or stop string) leaves the batch at once: its KV cache, mask and
-        position are index-selected away, so the batch shrinks instead of decoding to its longest row
-        (the static-cache path keeps its shape; see :meth:`_decode_state`).
+        Each decode step is one :func:`rlver.llm.graph_step.decode_step` (forward and sampling, the
+        step index on the device; compiled with ``compile_decode``), and its ids are read back one step
+        late: step ``t``'s copy is queued, step ``t + 1`` is launched, and only then does the host wait
+        for the copy (:class:`rlver.llm.graph_step.ReadBack`), so the host's bookkeeping of step ``t``
+        overlaps the device's step ``t + 1``. The cost: when the last row ends, one surplus step has run.
         """
+        import torch
+
+        from rlver.llm.graph_step import ReadBack, decode_step
+
         rows = input_ids.shape[0]
         tokens: list[list[int]] = [[] for _ in range(rows)]
         logps: list[list[float]] = [[] for _ in range(rows)]
         budget = self._new_token_budget(input_ids.shape[1], sampling.max_tokens)
         state = self._decode_state(input_ids, attention, budget, settings, generators)
-        for step in range(budget):
+        knobs = (float(settings["temperature"]), float(settings["top_p"]), int(settings["top_k"]))
+        steps = torch.zeros(rows, dtype=torch.long, device=self.device)
+        first = state.uniforms[:, 0] if state.uniforms is not None else None
+        pending = sample_tokens(state.logits, first, *knobs)  # the first token, from the prefill's logits
+        steps += 1
+        step = self.compiled_step if self.compiled_step is not None else decode_step
+        read = ReadBack(rows, self.device)
+        live = [True] * rows
+        for t in range(budget):
             raise_if_stopping()  # Ctrl-C ends a generation between decode steps, not at its token limit
-            ids, lps = sample_tokens(
-                state.logits,
-                state.uniforms[:, step] if state.uniforms is not None else None,
-                float(settings["temperature"]),
-                float(settings["top_p"]),
-                int(settings["top_k"]),
-            )
-            host_ids, host_logps = to_host(ids, lps)  # the step's one copy: [2, live rows]
-            keep: list[int] = []
-            for b, (row, tok, lp) in enumerate(zip(state.rows, host_ids, host_logps, strict=True)):
-                if row < 0:
-                    continue  # finished, holding its static-cache slot
+            read.queue(*pending)  # step t's ids and log-probs, copied before step t + 1 is launched
+            if t < budget - 1:
+                self._mark_step()
+                pending = step(
+                    self.model, self.cache_keyword, state.cache, pending[0], state.attention, state.position,
+                    state.uniforms, steps, *knobs,
+                )  # fmt: skip
+            host_ids, host_logps = read.wait()  # the step's one host sync
+            for row, (tok, lp) in enumerate(zip(host_ids, host_logps, strict=True)):
+                if not live[row]:
+                    continue  # finished: a surplus token, dropped
                 tokens[row].append(tok)
                 logps[row].append(lp)
-                if not (
-                    tok in stops or (sampling.stop and self.hits_stop_string(tokens[row], sampling.stop))
-                ):
-                    keep.append(b)
-            activity.add_tokens(sum(r >= 0 for r in state.rows))  # progress lines (rlver.heartbeat)
-            if not keep or step == budget - 1:
+                if tok in stops or (sampling.stop and self.hits_stop_string(tokens[row], sampling.stop)):
+                    live[row] = False
+            activity.add_tokens(sum(live))  # progress lines (rlver.heartbeat)
+            if not any(live):
                 break
-            state.advance(self, ids, keep)
         return tokens, logps
+
+    def _mark_step(self) -> None:
+        """A compiled step's outputs are overwritten by its next replay (CUDA graphs): say where a new
+        step begins (nothing to do when eager)."""
+        if self.compiled_step is None:
+            return
+        import torch
+
+        mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
+        if mark is not None:
+            mark()
 
     def _decode_state(
         self,
@@ -189,11 +280,11 @@ class Decoder:
         settings: dict[str, Any],
         generators: list[torch.Generator],
     ) -> _Decode:
-        """Run the prefill and return the decode loop's state (cache, mask, positions, uniforms).
+        """Run the prefill into a static cache and return the decode loop's state.
 
-        The static cache (``compile_decode`` on CUDA, or the private ``_static_cache`` switch on CPU
-        for tests) is sized ``prompt + budget`` up front and takes a full-width attention mask, so
-        every decode step has the same shapes and a compiled step is not recompiled.
+        The static cache (``compile_decode`` on CUDA, or ``Decoder.static_cache`` set on CPU by tests)
+        is sized ``prompt + budget`` up front and takes a full-width attention mask, so every decode
+        step has the same shapes and a compiled step is not recompiled.
         """
         import torch
 
@@ -202,13 +293,10 @@ class Decoder:
         if not is_greedy(float(settings["temperature"])):
             uniforms = row_uniforms(generators, budget, self.device)
         position = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache_kw: dict[str, Any] = {}
-        static = self.static_cache
-        if static:
-            cache_kw[self.cache_keyword], length = self._static_kv(rows, width + budget)
-            full = torch.zeros((rows, length), dtype=attention.dtype)
-            full[:, :width] = attention
-            attention = full.to(attention.device)
+        cache, length = self._static_kv(rows, width + budget)
+        full = torch.zeros((rows, length), dtype=attention.dtype)
+        full[:, :width] = attention
+        attention = full.to(attention.device)
         # Prefill: only the last position's logits are sampled from; a model that can skip the rest
         # does (full logits are [rows, prompt, vocab]: 54 GiB in bf16 for 32 rows x 6 k tokens x 152 k).
         keep = {"logits_to_keep": 1} if self.keeps_last_logits else {}
@@ -217,18 +305,15 @@ class Decoder:
             attention_mask=attention,
             position_ids=position,
             use_cache=True,
-            **cache_kw,
+            **{self.cache_keyword: cache},
             **keep,
         )
         return _Decode(
-            rows=list(range(rows)),
             logits=out.logits[:, -1, :],
-            cache=returned_cache(out),
+            cache=cache,
             attention=attention,
-            position=position[:, -1:],
+            position=position[:, -1:].clone(),  # its own storage: the step adds to it in place
             uniforms=uniforms,
-            length=width,
-            static=static,
         )
 
     def _static_kv(self, rows: int, length: int) -> tuple[Any, int]:
@@ -251,18 +336,16 @@ class Decoder:
         self.held_static = ((rows, length), cache)
         return cache, length
 
-    def decode_forward(self, ids: torch.Tensor, state: _Decode) -> torch.Tensor:
-        """One decode step's forward (compiled when ``compile_decode`` is on); the last logits."""
-        forward = self.compiled_forward if self.compiled_forward is not None else self.model
-        out = forward(
+    def decode_forward(self, ids: torch.Tensor, state: Running) -> torch.Tensor:
+        """One decode step's forward on the continuous batch's dynamic cache; the last logits."""
+        out = self.model(
             input_ids=ids.view(-1, 1),
             attention_mask=state.attention,
             position_ids=state.position,
             use_cache=True,
             **{self.cache_keyword: state.cache},
         )
-        if not state.static:
-            state.cache = returned_cache(out)
+        state.cache = returned_cache(out)
         return cast("torch.Tensor", out.logits[:, -1, :])
 
     def _new_token_budget(self, prompt_width: int, max_tokens: int | None) -> int:
@@ -289,41 +372,124 @@ class Decoder:
 
 @dataclass
 class _Decode:
-    """The decode loop's state. ``rows[b]`` is the caller's row index of batch row ``b``; on the
-    static-cache path a finished row keeps its slot (the shapes must not change) and is marked -1."""
+    """The static-cache loop's state after the prefill: the logits to sample the first token from,
+    the cache, the full-width mask, each row's next position and its uniforms."""
 
-    rows: list[int]
     logits: Any
     cache: Any
     attention: Any
     position: Any
     uniforms: Any
-    length: int  # sequence columns so far: prompt width + tokens fed back
-    static: bool
 
-    def advance(self, decoder: Decoder, ids: torch.Tensor, keep: list[int]) -> None:
-        """Drop the finished rows (dynamic cache) or mark them (static), then feed the live tokens."""
+
+@dataclass
+class Running:
+    """The continuous batch's state: per row (``requests[b]``) its sampled ids and log-probs so far, its
+    token budget and its length in columns (the rest of the ``width`` columns, on its left, are pad);
+    on the device the logits to sample from, the KV cache, mask, positions, each row's uniforms and
+    its step index (which uniform the next draw takes)."""
+
+    requests: list[Request]
+    tokens: list[list[int]]
+    logps: list[list[float]]
+    budgets: list[int]
+    lengths: list[int]
+    width: int
+    logits: Any
+    cache: Any
+    attention: Any
+    position: Any
+    uniforms: Any
+    steps: Any
+
+    def step_uniforms(self) -> Any:
+        """Each row's uniform for this step, gathered on the device at the row's own step index."""
+        if self.uniforms is None:
+            return None
+        return self.uniforms.gather(1, self.steps[:, None]).squeeze(1)
+
+    def select(self, keep: list[int]) -> None:
+        """Keep only the rows ``keep`` (host lists and device tensors alike)."""
         import torch
 
-        if len(keep) < sum(r >= 0 for r in self.rows):
-            if self.static:
-                kept = set(keep)
-                self.rows = [r if b in kept else -1 for b, r in enumerate(self.rows)]
-            else:
-                index = torch.tensor(keep, dtype=torch.long, device=ids.device)
-                self.rows = [self.rows[b] for b in keep]
-                ids, self.attention, self.position = ids[index], self.attention[index], self.position[index]
-                if self.uniforms is not None:
-                    self.uniforms = self.uniforms[index]
-                self.cache = select_cache_rows(self.cache, index)
-        if self.static:
-            self.attention[:, self.length] = 1
-        else:
-            ones = torch.ones((len(self.rows), 1), dtype=self.attention.dtype, device=self.attention.device)
-            self.attention = torch.cat([self.attention, ones], 1)
-        self.length += 1
-        self.position = self.position + 1
-        self.logits = decoder.decode_forward(ids, self)
+        index = torch.tensor(keep, dtype=torch.long, device=self.attention.device)
+        for name in ("requests", "tokens", "logps", "budgets", "lengths"):
+            values = getattr(self, name)
+            setattr(self, name, [values[b] for b in keep])
+        self.attention, self.position, self.steps = (
+            self.attention[index],
+            self.position[index],
+            self.steps[index],
+        )
+        if self.uniforms is not None:
+            self.uniforms = self.uniforms[index]
+        self.cache = select_cache_rows(self.cache, index)
+
+    def trim(self) -> None:
+        """Cut the columns that are pad in every row (the longest row left): the cache stays as wide
+        as the longest live row, not as the longest row the busy period ever held."""
+        cut = self.width - max(self.lengths)
+        if cut <= 0:
+            return
+        self.attention = self.attention[:, cut:]
+        for layer in cache_layers(self.cache):
+            layer.keys, layer.values = layer.keys[:, :, cut:], layer.values[:, :, cut:]
+        self.width -= cut
+
+    def stacked(self, other: Running) -> Running:
+        """This batch's rows, then ``other``'s, left-padded to one width (caches, masks, uniforms)."""
+        import torch
+
+        width = max(self.width, other.width)
+        mine, theirs = cache_layers(self.cache), cache_layers(other.cache)
+        for a, b in zip(mine, theirs, strict=True):
+            a.keys = torch.cat([pad_left(a.keys, width, 2), pad_left(b.keys, width, 2)])
+            a.values = torch.cat([pad_left(a.values, width, 2), pad_left(b.values, width, 2)])
+        self.attention = torch.cat([pad_left(self.attention, width, 1), pad_left(other.attention, width, 1)])
+        self.width = width
+        for name in ("requests", "tokens", "logps", "budgets", "lengths"):
+            getattr(self, name).extend(getattr(other, name))
+        self.logits = torch.cat([self.logits, other.logits])
+        self.position = torch.cat([self.position, other.position])
+        self.steps = torch.cat([self.steps, other.steps])
+        if self.uniforms is not None and other.uniforms is not None:
+            span = max(self.uniforms.shape[1], other.uniforms.shape[1])
+            self.uniforms = torch.cat([pad_right([*self.uniforms], span), pad_right([*other.uniforms], span)])
+        return self
+
+
+def cache_layers(cache: Any) -> list[Any]:
+    """The layers of a transformers dynamic KV cache, each with ``keys`` and ``values`` of shape
+    ``[rows, heads, columns, dim]``; any other cache (sliding windows, a legacy tuple) cannot be
+    refilled or trimmed column-wise, and is refused by name."""
+    from transformers.cache_utils import DynamicLayer
+
+    layers = getattr(cache, "layers", None)
+    if layers is None or any(type(layer) is not DynamicLayer for layer in layers):
+        kinds = sorted({type(layer).__name__ for layer in layers or []}) or [type(cache).__name__]
+        raise TypeError(f"continuous batching needs a dynamic KV cache of full layers, got {kinds}")
+    return list(layers)
+
+
+def pad_left(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """``t`` with zeros added before its ``dim`` axis up to ``width`` (pad columns, masked out)."""
+    import torch
+
+    short = width - t.shape[dim]
+    if short <= 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = short
+    return torch.cat([t.new_zeros(shape), t], dim)
+
+
+def pad_right(rows: list[torch.Tensor], width: int) -> torch.Tensor:
+    """1-D rows stacked into ``[rows, width]``, zeros after each (uniforms a row never reaches)."""
+
+    out = rows[0].new_zeros((len(rows), width))
+    for b, row in enumerate(rows):
+        out[b, : row.shape[0]] = row
+    return out
 
 
 def select_cache_rows(cache: Any, index: torch.Tensor) -> Any:

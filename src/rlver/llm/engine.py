@@ -24,6 +24,10 @@ The contract of :meth:`TokenEngine.generate`:
   samples (abstract here, so an engine cannot inherit another's), and the chat layer and the trainer
   record them as given, with the engine's class beside them (:func:`sampler_record`).
 
+:meth:`TokenEngine.generate_request` is the per-request form (one prompt, awaited; the seed in its
+sampling parameters), which an engine with its own queue of requests (:attr:`TokenEngine.queues_requests`)
+batches with everything else waiting.
+
 The lifecycle, as the trainer drives it through its rollout backend (verl's order for a co-located
 engine): sample; :meth:`TokenEngine.release` before the update (free the KV cache and, for an engine
 with its own copy, the weights); :meth:`TokenEngine.resume` after it (take the memory back);
@@ -33,6 +37,7 @@ with its own copy, the weights); :meth:`TokenEngine.resume` after it (take the m
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -43,9 +48,13 @@ if TYPE_CHECKING:
     from rlver.llm.base import SamplingParams
 
 FinishReason = Literal["stop", "length"]
+#: what :meth:`TokenEngine.resume` may take back, in verl's order (``BaseRollout.resume(tags)``)
+RESUME_TAGS: tuple[str, ...] = ("weights", "kv_cache")
 #: ``generate``'s arguments: the prompts' token ids, one seed per prompt (``None``: unseeded), the ids
 #: that end a row
 PromptIds = Sequence[Sequence[int]]
+#: one prompt's token ids (a request of :meth:`TokenEngine.generate_request`)
+PromptRow = Sequence[int]
 RowSeeds = Sequence[int | None]
 StopIds = Sequence[int]
 
@@ -72,6 +81,9 @@ class TokenEngine(abc.ABC):
 
     #: a short name for manifests (the model's id or folder, never a key)
     name: str = "engine"
+    #: the engine batches requests itself (one queue for every caller, slots refilled as rows end, as
+    #: an inference server does), so its callers send each request alone, the moment it is ready
+    queues_requests: bool = False
 
     @abc.abstractmethod
     def generate(
@@ -79,6 +91,44 @@ class TokenEngine(abc.ABC):
     ) -> list[TokenOutput]:
         """Sample one continuation of each prompt (the contract is in the module docstring). Blocks;
         the chat layer calls it from a worker thread. A failure of the call raises."""
+
+    async def generate_request(
+        self,
+        prompt_ids: Sequence[int],
+        sampling_params: SamplingParams,
+        request_id: str,
+        *,
+        stop_token_ids: StopIds,
+    ) -> TokenOutput:
+        """One request, awaited: the call inference servers expose (verl's server
+        ``generate(prompt_ids, sampling_params, request_id)``, vLLM's ``AsyncLLM.generate(prompt,
+        sampling_params, request_id)``, SGLang's ``async_generate``), with the row's seed as
+        ``sampling_params.seed``. An engine that batches requests itself (:attr:`queues_requests`)
+        overrides it; this default samples the one row with :meth:`generate` in a worker thread."""
+        (out,) = await asyncio.to_thread(
+            self.generate,
+            [list(prompt_ids)],
+            sampling_params,
+            seeds=[sampling_params.seed],
+            stop_token_ids=stop_token_ids,
+        )
+        return out
+
+    async def generate_requests(
+        self,
+        prompts: PromptIds,
+        samplings: Sequence[SamplingParams],
+        request_ids: Sequence[str],
+        *,
+        stop_token_ids: StopIds,
+    ) -> list[TokenOutput | BaseException]:
+        """Several requests at once, in order (so an engine with a queue prefills them together);
+        each row's failure in its place. The default awaits :meth:`generate_request` for each."""
+        calls = [
+            self.generate_request(p, s, r, stop_token_ids=stop_token_ids)
+            for p, s, r in zip(prompts, samplings, request_ids, strict=True)
+        ]
+        return list(await asyncio.gather(*calls, return_exceptions=True))
 
     @abc.abstractmethod
     def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:
@@ -106,8 +156,10 @@ class TokenEngine(abc.ABC):
         """The rollout is over: free what this engine holds on the device for the update's peak."""
 
     @abc.abstractmethod
-    def resume(self) -> None:
-        """The update is over: take back what :meth:`release` freed (:meth:`update_weights` follows)."""
+    def resume(self, tags: Sequence[str] = RESUME_TAGS) -> None:
+        """The update is over: take back what :meth:`release` freed, as verl's ``resume(tags)`` does:
+        ``"weights"`` first (:meth:`update_weights` follows and fills them), then ``"kv_cache"``
+        (after the weights are in, so the update's peak never holds both). No tags given: both."""
 
 
 def engine_class(engine: TokenEngine) -> str:

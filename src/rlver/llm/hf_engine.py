@@ -1,8 +1,10 @@
 """The transformers engine: a :class:`~rlver.llm.engine.TokenEngine` on a causal LM in this process.
 
 It samples with rlver's own decode loop (:class:`rlver.llm.decoding.Decoder`: left-padded prefill,
-per-row seeded draws, finished rows leave the batch), in chunks of ``max_batch_size`` rows, halving a
-chunk that runs out of memory. Nothing of chat lives here: prompts arrive as ids and the stop ids are
+per-row seeded draws, finished rows leave the batch) under continuous batching
+(:class:`rlver.llm.scheduler.Scheduler`): every caller's rows wait in one FIFO queue, ``max_batch_size``
+slots decode at once and a freed slot takes the next waiting row at the next step; out of memory
+halves the slots and samples the rows again from their seeds. Nothing of chat lives here: prompts arrive as ids and the stop ids are
 the chat layer's (:mod:`rlver.llm.engine_chat`).
 
 Two ways to hold the weights:
@@ -22,16 +24,27 @@ and only the per-row generators live on the host (:mod:`rlver.llm.sampling`).
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import sys
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.decoding import Decoder, is_out_of_memory, release_cached_memory
-from rlver.llm.engine import FinishReason, PromptIds, RowSeeds, StopIds, TokenEngine, TokenOutput
+from rlver.llm.engine import (
+    RESUME_TAGS,
+    FinishReason,
+    PromptIds,
+    PromptRow,
+    RowSeeds,
+    StopIds,
+    TokenEngine,
+    TokenOutput,
+)
+from rlver.llm.engine_request import Request
 from rlver.llm.sampling import is_greedy
+from rlver.llm.scheduler import Scheduler
 from rlver.llm.weights import WeightSlots
 
 if TYPE_CHECKING:
@@ -89,18 +102,10 @@ def own_copy(module: Any) -> Any:
     return twin
 
 
-@dataclass(frozen=True)
-class _Call:
-    """What every chunk of one ``generate`` call shares: the explicit settings, the parameters they
-    came from, and the stop ids."""
-
-    settings: dict[str, Any]
-    sampling: SamplingParams
-    stops: set[int]
-
-
 class HFEngine(TokenEngine):
     """A transformers causal LM sampled by rlver's decode loop (see the module docstring)."""
+
+    queues_requests = True
 
     def __init__(
         self,
@@ -141,6 +146,10 @@ class HFEngine(TokenEngine):
         )
         #: the module's tensors by name: what update_weights loads into, release frees
         self.weights = WeightSlots(self.model)
+        #: the one FIFO queue every caller's rows wait in; ``max_batch_size`` slots decode at once
+        self.scheduler = Scheduler(
+            self.decoder, max_batch_size, out_of_memory=self._out_of_memory, is_out_of_memory=is_out_of_memory
+        )
 
     # -- what it states ---------------------------------------------------------------------------------
     def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:
@@ -155,6 +164,12 @@ class HFEngine(TokenEngine):
             "seeding": "one torch.Generator per row (per-dialogue seed): one uniform per step, "
             "inverse CDF on the device",
             "finished_rows": "leave the batch" if not self.decoder.static_cache else "keep their slot",
+            "batching": "one FIFO queue for every caller; "
+            + (
+                "a group decodes to its end, then the next"
+                if self.decoder.static_cache
+                else f"{self.max_batch_size} slots, a freed slot takes the next request at the next step"
+            ),
             "compile_decode": self.compile_decode,  # what decodes: asked for and on CUDA
             "compile_decode_asked": self.compile_asked,
             "weights": "shared with the trained model" if self.shares_weights else "its own copy",
@@ -171,56 +186,96 @@ class HFEngine(TokenEngine):
         return f"HFEngine(name={self.name!r}, device={str(self.device)!r})"
 
     # -- generate ---------------------------------------------------------------------------------------
-    def generate(
-        self, prompts: PromptIds, sampling: SamplingParams, *, seeds: RowSeeds, stop_token_ids: StopIds
-    ) -> list[TokenOutput]:
-        """Chunks of ``max_batch_size`` rows, each by :meth:`_generate_fitting`."""
+    def _requests(
+        self, prompts: PromptIds, sampling: SamplingParams, seeds: RowSeeds, stop_token_ids: StopIds, ids: str
+    ) -> list[Request]:
+        """The queue's requests for one call (its settings checked first: a bad one fails the call)."""
         if len(seeds) != len(prompts):
             raise ValueError(f"generate: {len(prompts)} prompts but {len(seeds)} seeds")
         if not stop_token_ids:
             raise ValueError("generate: no stop token ids; a reply could only end at its token cap")
         self.weights.check_loaded()
-        call = _Call(sampling_settings(sampling), sampling, set(stop_token_ids))
-        out: list[TokenOutput] = []
-        for start in range(0, len(prompts), self.max_batch_size):
-            end = start + self.max_batch_size
-            out += self._generate_fitting([list(p) for p in prompts[start:end]], list(seeds[start:end]), call)
+        settings = sampling_settings(sampling)
+        stops = frozenset(stop_token_ids)
+        return [
+            Request(
+                list(p), settings, sampling, seed, stops, request_id=f"{ids}{i}" if len(prompts) > 1 else ids
+            )
+            for i, (p, seed) in enumerate(zip(prompts, seeds, strict=True))
+        ]
+
+    def generate(
+        self, prompts: PromptIds, sampling: SamplingParams, *, seeds: RowSeeds, stop_token_ids: StopIds
+    ) -> list[TokenOutput]:
+        """Every row into the engine's queue (:mod:`rlver.llm.scheduler`), in order; blocks until all
+        are sampled. The first failed row's error is raised (an out-of-memory one as
+        :class:`PolicyOutOfMemoryError`)."""
+        requests = self._requests(prompts, sampling, seeds, stop_token_ids, "generate-")
+        self.scheduler.submit(requests)
+        return [self._output(r, *r.future.result()) for r in requests]
+
+    def generate_here(
+        self, prompts: PromptIds, sampling: SamplingParams, *, seeds: RowSeeds, stop_token_ids: StopIds
+    ) -> list[TokenOutput]:
+        """:meth:`generate` with the decode loop in the calling thread (benchmarks, profiles); refused
+        while the engine's worker runs."""
+        requests = self._requests(prompts, sampling, seeds, stop_token_ids, "here-")
+        self.scheduler.run_here(requests)
+        return [self._output(r, *r.future.result()) for r in requests]
+
+    async def generate_request(
+        self,
+        prompt_ids: PromptRow,
+        sampling_params: SamplingParams,
+        request_id: str,
+        *,
+        stop_token_ids: StopIds,
+    ) -> TokenOutput:
+        """One request into the queue; awaits its row without holding a thread."""
+        (request,) = self._requests(
+            [prompt_ids], sampling_params, [sampling_params.seed], stop_token_ids, request_id
+        )
+        self.scheduler.submit([request])
+        tokens, logps = await asyncio.wrap_future(request.future)
+        return self._output(request, tokens, logps)
+
+    async def generate_requests(
+        self,
+        prompts: Sequence[PromptRow],
+        samplings: Sequence[SamplingParams],
+        request_ids: Sequence[str],
+        *,
+        stop_token_ids: StopIds,
+    ) -> list[TokenOutput | BaseException]:
+        """The rows into the queue together, in order; each awaited in its place."""
+        requests: list[Request | BaseException] = []
+        for p, s, rid in zip(prompts, samplings, request_ids, strict=True):
+            try:
+                requests += self._requests([p], s, [s.seed], stop_token_ids, rid)
+            except ValueError as exc:  # a setting this engine cannot honour fails its row
+                requests.append(exc)
+        self.scheduler.submit([r for r in requests if isinstance(r, Request)])
+        out: list[TokenOutput | BaseException] = []
+        for r in requests:
+            if isinstance(r, BaseException):
+                out.append(r)
+                continue
+            try:
+                out.append(self._output(r, *await asyncio.wrap_future(r.future)))
+            except Exception as exc:
+                out.append(exc)
         return out
 
-    def _generate_fitting(
-        self, prompts: list[list[int]], seeds: list[int | None], call: _Call
-    ) -> list[TokenOutput]:
-        """:meth:`_generate`, halving the chunk on out-of-memory until it fits.
+    def _output(self, request: Request, tokens: list[int], logps: list[float]) -> TokenOutput:
+        return TokenOutput(tokens, logps, self._finish_reason(tokens, request.sampling, set(request.stops)))
 
-        Why retry instead of failing the rows: the rows that do not fit are the longest dialogues, and
-        dropping them would bias training towards short ones. A row's sample depends only on its
-        prompt and its own seed, so splitting a chunk changes no sampled token. A single row that still
-        does not fit fails the step with the settings to lower.
-        """
-        try:
-            return self._generate(prompts, seeds, call)
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-        # released here, not in the handler: the exception's traceback holds the failed attempt's tensors
-        release_cached_memory()
-        if len(prompts) == 1:
-            raise PolicyOutOfMemoryError(
-                f"the policy ran out of memory generating one reply of {len(prompts[0])} prompt tokens "
-                f"+ up to {call.sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
-                "or the dialogue's length (rollout.rules.max_assistant_turns), or use a larger device"
-            )
-        half = len(prompts) // 2
-        first = self._generate_fitting(prompts[:half], seeds[:half], call)
-        return first + self._generate_fitting(prompts[half:], seeds[half:], call)
-
-    def _generate(self, prompts: list[list[int]], seeds: list[int | None], call: _Call) -> list[TokenOutput]:
-        """One run of the decode loop over ``prompts``, each row's ids with why it ended."""
-        tokens, logps = self.decoder.generate(prompts, call.settings, call.sampling, seeds, call.stops)
-        return [
-            TokenOutput(toks, lps, self._finish_reason(toks, call.sampling, call.stops))
-            for toks, lps in zip(tokens, logps, strict=True)
-        ]
+    def _out_of_memory(self, request: Request) -> PolicyOutOfMemoryError:
+        """The error of one row that does not fit alone, naming the settings to lower."""
+        return PolicyOutOfMemoryError(
+            f"the policy ran out of memory generating one reply of {len(request.prompt)} prompt tokens "
+            f"+ up to {request.sampling.max_tokens} new ones on {self.device}; lower rollout.max_new_tokens "
+            "or the dialogue's length (rollout.rules.max_assistant_turns), or use a larger device"
+        )
 
     def _finish_reason(self, tokens: list[int], sampling: SamplingParams, stops: set[int]) -> FinishReason:
         """``stop`` when the loop ended the row on a stop id or string, else ``length``."""
@@ -242,10 +297,15 @@ class HFEngine(TokenEngine):
             self.weights.free()
         release_cached_memory()
 
-    def resume(self) -> None:
-        """Take the weights' memory back (its own copy only; :meth:`update_weights` fills it). A
-        compiled decode step recorded for the freed tensors is compiled again for the new ones."""
-        if self.shares_weights or not self.weights.released:
+    def resume(self, tags: Sequence[str] = RESUME_TAGS) -> None:
+        """``"weights"``: take the weights' memory back (its own copy only; :meth:`update_weights`
+        fills it), and compile the decode step again for the new tensors (CUDA graphs are recorded for
+        the tensors they read). ``"kv_cache"``: nothing to take back ahead of time; the static cache is
+        allocated by the next generation and the dynamic one grows with it."""
+        unknown = sorted(set(tags) - set(RESUME_TAGS))
+        if unknown:
+            raise ValueError(f"resume: unknown tags {unknown}; known: {list(RESUME_TAGS)}")
+        if "weights" not in tags or self.shares_weights or not self.weights.released:
             return
         self.weights.allocate()
         if self.decoder.compiled_forward is not None:

@@ -160,7 +160,7 @@ class ModelSpec(BaseModel):
         default=16,
         ge=1,
         le=MAX_COUNT,
-        description="``kind: local`` only: prompts generated together in one batch.",
+        description="``kind: local`` only: slots of the engine's running batch (a freed slot takes the next waiting request).",
     )
     compile_decode: bool = Field(
         default=False, description="CUDA: static KV cache + compiled decode step (rlver.llm.local)"

@@ -1,0 +1,240 @@
+"""Continuous batching for the transformers engine: one FIFO queue of requests, slots refilled at every
+decode step.
+
+Why the engine owns batching: a caller that forms its own batches (a rollout that waits for every
+dialogue of a turn, a chunk that decodes to its longest row) leaves a finished row's slot empty until
+the whole batch is done, and callers that ask one by one (concurrent ``complete`` calls, an async
+environment) are never batched at all. Here every request, from any caller and any thread, waits in one
+queue; one worker thread runs the decode loop, and after every decode step the free slots take the next
+waiting requests (their prefill runs beside the step and their rows join the running batch's KV cache).
+
+What a refill does not change: each row draws from its own seeded stream (``row_uniforms``) at its own
+step index, so a row's tokens depend on its prompt and seed alone, never on which rows shared its
+steps. Requests whose sampling settings differ (temperature, top-p, top-k) do not share a batch: a
+request whose settings differ from the running batch's waits at the head of the queue until that batch
+drains (first in, first out, never overtaken).
+
+Out of memory: the rows in flight go back to the head of the queue in their order and the slot count is
+halved (a row resampled from its seed draws the same tokens); a single row that still does not fit
+fails with the engine's error. The decode state itself (prefill, merging and trimming the cache, one
+step) is :mod:`rlver.llm.decoding`'s.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rlver.heartbeat import activity
+from rlver.interrupt import raise_if_stopping
+from rlver.llm.engine_request import Request
+from rlver.llm.sampling import sample_tokens, to_host
+
+if TYPE_CHECKING:
+    from rlver.llm.decoding import Decoder, Running
+
+
+@dataclass
+class Counts:
+    """What the loop did, for tests and the bench: decode steps (one forward of the running batch),
+    prefills, and the rows each decode step held (their sum over steps is the slot occupancy)."""
+
+    decode_steps: int = 0
+    prefills: int = 0
+    decode_rows: int = 0
+    slots_offered: int = 0
+
+
+class Scheduler:
+    """The FIFO queue and its worker thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        decoder: Decoder,
+        max_slots: int,
+        *,
+        out_of_memory: Callable[[Request], BaseException],
+        is_out_of_memory: Callable[[BaseException], bool],
+    ) -> None:
+        """``out_of_memory(request)``: the error for a single row that does not fit;
+        ``is_out_of_memory(exc)``: whether a failure was an allocation failure."""
+        self.decoder = decoder
+        self.max_slots = max_slots
+        self._oom_error = out_of_memory
+        self._is_oom = is_out_of_memory
+        self._queue: collections.deque[Request] = collections.deque()
+        self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self.counts = Counts()
+
+    # -- callers' side ------------------------------------------------------------------------------------
+    def submit(self, requests: list[Request]) -> None:
+        """Queue ``requests`` in order (after everything already waiting); the worker starts if idle."""
+        with self._lock:
+            self._queue.extend(requests)
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._run, name="rlver-engine", daemon=True)
+                self._worker.start()
+
+    def run_here(self, requests: list[Request]) -> None:
+        """Queue ``requests`` and run the loop in the calling thread until the queue is empty: the
+        engine's own time with no thread hop, and a loop a profiler started in this thread records
+        (benchmarks). Refused while the worker runs."""
+        with self._lock:
+            if self._worker is not None:
+                raise RuntimeError("the engine's worker thread is running; run_here needs it idle")
+            self._worker = threading.current_thread()
+            self._queue.extend(requests)
+        try:
+            with self.decoder.session():
+                self._busy()
+        finally:
+            with self._lock:
+                self._worker = None
+
+    def waiting(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    # -- the worker ---------------------------------------------------------------------------------------
+    def _take(self, room: int, key: tuple[float, float, int] | None) -> list[Request]:
+        """Up to ``room`` requests from the head of the queue that share ``key`` (the first one sets
+        it when the batch is empty); the worker ends when nothing is left to run."""
+        taken: list[Request] = []
+        with self._lock:
+            while self._queue and len(taken) < room:
+                head = self._queue[0]
+                if head.future.cancelled():
+                    self._queue.popleft()
+                    continue
+                if key is None:
+                    key = head.key
+                if head.key != key:
+                    break
+                taken.append(self._queue.popleft())
+        return taken
+
+    def _give_back(self, requests: list[Request]) -> None:
+        with self._lock:
+            self._queue.extendleft(reversed(requests))
+
+    def _finish_or_stop(self) -> bool:
+        """Whether the worker may end: nothing waits (checked under the lock a submitter takes)."""
+        with self._lock:
+            if self._queue:
+                return False
+            self._worker = None
+            return True
+
+    def _run(self) -> None:
+        """Busy periods until the queue is empty; the decoder's session (eval mode, inference mode,
+        one autocast region) spans each."""
+        try:
+            while True:
+                with self.decoder.session():
+                    self._busy()
+                if self._finish_or_stop():
+                    return
+        except BaseException as exc:  # a stop request (Ctrl-C): every waiting caller hears of it
+            with self._lock:
+                waiting, self._queue = list(self._queue), collections.deque()
+                self._worker = None
+            for r in waiting:
+                _fail(r, exc)
+
+    def _busy(self) -> None:
+        """Refill, sample, step, until no row is live and nothing waits."""
+        slots = self.max_slots
+        batch: Running | None = None
+        while True:
+            live = batch.requests if batch is not None else []
+            newcomers = self._take(slots - len(live), live[0].key if live else None)
+            if not newcomers and batch is None:
+                return
+            try:
+                raise_if_stopping()
+                if self.decoder.static_cache:  # the static cache's rows keep their slots: no refill
+                    self._whole(newcomers)
+                    continue
+                if newcomers:
+                    self.counts.prefills += 1
+                    batch = self.decoder.join(batch, newcomers)
+                assert batch is not None
+                batch = self._sample_and_step(batch, slots)
+            except Exception as exc:
+                rows = [*live, *newcomers]
+                batch = None
+                if not self._is_oom(exc):
+                    for r in rows:
+                        _fail(r, exc)
+                    continue
+                from rlver.llm.decoding import release_cached_memory
+
+                release_cached_memory()
+                if len(rows) == 1:
+                    _fail(rows[0], self._oom_error(rows[0]))
+                    continue
+                slots = max(1, len(rows) // 2)
+                self._give_back(rows)  # sampled again from their seeds: the same tokens
+            except BaseException as exc:  # a stop request: the rows in flight fail with it, then the rest
+                for r in [*live, *newcomers]:
+                    _fail(r, exc)
+                raise
+
+    def _whole(self, requests: list[Request]) -> None:
+        """The static-cache path: the group decodes to its end together, then the next one starts."""
+        head = requests[0]
+        tokens, logps = self.decoder.whole(
+            [r.prompt for r in requests], head.settings, head.sampling, [r.seed for r in requests], head.stops
+        )
+        self.counts.prefills += 1
+        for r, toks, lps in zip(requests, tokens, logps, strict=True):
+            if not r.future.done():
+                r.future.set_result((toks, lps))
+
+    def _sample_and_step(self, batch: Running, slots: int) -> Running | None:
+        """One token for every row; finished rows answer their callers and leave; the others decode
+        one step (``None`` when none is left)."""
+        s = batch.requests[0].settings
+        ids, lps = sample_tokens(
+            batch.logits,
+            batch.step_uniforms(),
+            float(s["temperature"]),
+            float(s["top_p"]),
+            int(s["top_k"]),
+        )
+        host_ids, host_lps = to_host(ids, lps)  # the step's one copy: [2, rows]
+        keep: list[int] = []
+        done: list[int] = []
+        for b, (req, tok, lp) in enumerate(zip(batch.requests, host_ids, host_lps, strict=True)):
+            tokens, logps = batch.tokens[b], batch.logps[b]
+            tokens.append(tok)
+            logps.append(lp)
+            stop = req.sampling.stop
+            if (
+                tok in req.stops
+                or len(tokens) >= batch.budgets[b]
+                or (stop and self.decoder.hits_stop_string(tokens, stop))
+            ):
+                done.append(b)
+            else:
+                keep.append(b)
+        activity.add_tokens(len(host_ids))  # progress lines (rlver.heartbeat)
+        for b in done:
+            req = batch.requests[b]
+            if not req.future.done():
+                req.future.set_result((batch.tokens[b], batch.logps[b]))
+        if not keep:
+            return None
+        self.counts.decode_steps += 1
+        self.counts.decode_rows += len(keep)
+        self.counts.slots_offered += slots
+        return self.decoder.step(batch, ids, keep)
+
+
+def _fail(request: Request, exc: BaseException) -> None:
+    if not request.future.done():
+        request.future.set_exception(exc)
