@@ -465,6 +465,16 @@ class TrainConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _loss_scale_factor(self) -> TrainConfig:
+        """Dr. GRPO's constant (``seq-mean-token-sum-norm``) left unset is ``model.max_length``, the
+        most tokens a sample holds: written into the config, so both engines and a resumed run divide
+        by one number (verl would otherwise divide by each batch's padded width)."""
+        a = self.algorithm
+        if a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor is None:
+            a.loss_scale_factor = self.model.max_length
+        return self
+
+    @model_validator(mode="after")
     def _counts_the_run_can_use(self) -> TrainConfig:
         """Counts that are each in range but cannot be used together: refused before any model loads
         rather than silently clamped (a mini-batch of no profile became one) or never reached."""
