@@ -32,6 +32,7 @@ from rlver.rollout.runner import RolloutConfig
 from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
+from rlver.simulator.spec import asks_prompt_set
 from rlver.simulator.llm.protocols import SentientProtocol
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
@@ -539,9 +540,9 @@ class TrainConfig(_Strict):
         training simulator itself.
         """
         spec = self.simulator
-        if self.eval.protocol != "benchmark" or spec.kind != "llm":
+        if self.eval.protocol != "benchmark" or not asks_prompt_set(spec.kind):
             return spec
-        published = asks_published_text(self.eval.profiles, spec.kind)
+        published = asks_published_text(self.eval.profiles, True)
         protocol = SentientProtocol.model_validate({"name": BENCHMARK_TEXT} if published else {})
         return spec.model_copy(update={"protocol": protocol})  # {} above: the default protocol
 
@@ -563,7 +564,8 @@ def eval_env(training: EnvConfig, e: EvalSettings, simulator_kind: str | None = 
     so the two scores are comparable — keeping only the training's think mode (a think-mode policy is
     evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
     """
-    prompt = {"agent_prompt": BENCHMARK_TEXT} if asks_published_text(e.profiles, simulator_kind) else {}
+    published = asks_published_text(e.profiles, asks_prompt_set(simulator_kind))
+    prompt = {"agent_prompt": BENCHMARK_TEXT} if published else {}
     base = EnvConfig.evaluation(think=training.think, **prompt) if e.protocol == "benchmark" else training
     if e.rules is None:
         return base
