@@ -76,15 +76,15 @@ class Judgement:
 
 
 #: A kind's own options, as its user reads them (typically the kind's spec class, ``OfflineSpec``...).
-O = TypeVar("O")
+OptionsT = TypeVar("OptionsT")
 
 
-class SimulatedUser(Generic[O]):
+class SimulatedUser(Generic[OptionsT]):
     """One user in one dialogue. ``options``: its kind's typed options (a kind's user subclasses
     ``SimulatedUser[ItsSpec]`` and reads ``self.options.<field>``), handed over by
     :meth:`UserSimulator.start`; ``None`` for a kind that has none of its own."""
 
-    def __init__(self, profile: Profile, emotion: EmotionState, options: O | None = None) -> None:
+    def __init__(self, profile: Profile, emotion: EmotionState, options: OptionsT | None = None) -> None:
         self.profile = profile
         self.emotion = emotion
         #: the kind's options (:attr:`UserSimulator.options` of the simulator that started this user)
@@ -94,7 +94,7 @@ class SimulatedUser(Generic[O]):
         self.history: list[Message] = []
 
     @property
-    def options(self) -> O:
+    def options(self) -> OptionsT:
         """The kind's typed options; a user started without any has none to read (an error naming
         the class, not an ``AttributeError`` on ``None`` three lines later)."""
         if self._options is None:

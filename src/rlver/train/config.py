@@ -32,8 +32,8 @@ from rlver.rollout.runner import RolloutConfig
 from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
-from rlver.simulator.spec import asks_prompt_set
 from rlver.simulator.llm.protocols import SentientProtocol
+from rlver.simulator.spec import asks_prompt_set
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
