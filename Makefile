@@ -67,9 +67,14 @@ typecheck: setup-dev
 # Wall-clock tests (marked `timing`) run alone after the parallel suite, so they measure our code
 # and not a neighbouring test. `--dist worksteal`: an idle worker takes queued tests from the busy one,
 # so the suite's 30-40 s training tests do not leave one core idle at the end.
+# Each test's CPU seconds go to .pytest-durations; tests/test_slow_marks.py then fails on a test over
+# the slow threshold (tests/durations.py) that is not marked `slow`.
+DURATIONS_DIR ?= .pytest-durations
 pytest: setup-dev
-	$(VENV)/bin/pytest -q -n 2 --dist worksteal --timeout 900 -m "not timing"
+	rm -rf $(DURATIONS_DIR) && mkdir -p $(DURATIONS_DIR)
+	RLVER_TEST_DURATIONS=$(CURDIR)/$(DURATIONS_DIR) $(VENV)/bin/pytest -q -n 2 --dist worksteal --timeout 900 -m "not timing"
 	$(VENV)/bin/pytest -q --timeout 900 -m timing
+	RLVER_SLOW_MARKS_FROM=$(CURDIR)/$(DURATIONS_DIR) $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_slow_marks.py
 
 # Side venvs for optional extras (.venv-verl, .venv-embed, .venv-bench), so the main one stays light.
 .venv-%/bin/activate:
