@@ -171,3 +171,20 @@ def test_a_dr_grpo_config_divides_by_model_max_length_unless_told() -> None:
 
 def test_the_settings_name_the_same_modes_as_core() -> None:
     assert get_args(LossAggMode) == LOSS_AGG_MODES
+
+
+def test_the_drilled_algorithm_picks_its_aggregation_as_a_settings_default() -> None:
+    """The additions drill's algorithm (``tests/data/additions/algorithm.py.txt``), run here in a
+    second: a settings default is all an algorithm writes to change how its loss is aggregated."""
+    import runpy
+    from pathlib import Path
+
+    source = Path(__file__).parents[1] / "data" / "additions" / "algorithm.py.txt"
+    module = runpy.run_path(str(source), run_name="loo_drill")
+    settings = module["LOOSettings"](dual_clip=None)
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]])
+    zeros = torch.zeros(2, 3)
+    advantages = torch.tensor([[1.0, 0.0, 0.0], [2.0, 2.0, 2.0]])
+    x = ActorLossInputs(mask, 4.0, zeros, zeros, advantages, zeros)
+    loss = module["LOO"]().actor_loss(x, settings).loss
+    assert settings.loss_agg_mode == "seq-mean-token-mean" and loss.item() == pytest.approx(-(1 + 2) / 2)
