@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 RLVER := $(VENV)/bin/rlver
 CONSTRAINTS ?= constraints.txt
 
-.PHONY: python-check config-docs mutants models demo test setup setup-dev light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
+.PHONY: python-check config-docs mutants models demo test setup setup-dev dist light-setup light-test verifiers-setup verifiers-test lint typecheck pytest browser browser-check verl-setup verl-test embed-setup embed-test floor-setup test-floor bench bench-setup gpu-smoke gpu-bench clean
 
 $(VENV)/bin/activate:
 	$(PYTHON) -m venv $(VENV)
@@ -67,9 +67,14 @@ typecheck: setup-dev
 # Wall-clock tests (marked `timing`) run alone after the parallel suite, so they measure our code
 # and not a neighbouring test. `--dist worksteal`: an idle worker takes queued tests from the busy one,
 # so the suite's 30-40 s training tests do not leave one core idle at the end.
+# Each test's CPU seconds go to .pytest-durations; tests/test_slow_marks.py then fails on a test over
+# the slow threshold (tests/durations.py) that is not marked `slow`.
+DURATIONS_DIR ?= .pytest-durations
 pytest: setup-dev
-	$(VENV)/bin/pytest -q -n 2 --dist worksteal --timeout 900 -m "not timing"
+	rm -rf $(DURATIONS_DIR) && mkdir -p $(DURATIONS_DIR)
+	RLVER_TEST_DURATIONS=$(CURDIR)/$(DURATIONS_DIR) $(VENV)/bin/pytest -q -n 2 --dist worksteal --timeout 900 -m "not timing"
 	$(VENV)/bin/pytest -q --timeout 900 -m timing
+	RLVER_SLOW_MARKS_FROM=$(CURDIR)/$(DURATIONS_DIR) $(VENV)/bin/pytest -q -p no:cacheprovider tests/test_slow_marks.py
 
 # Side venvs for optional extras (.venv-verl, .venv-embed, .venv-bench), so the main one stays light.
 .venv-%/bin/activate:
@@ -95,24 +100,41 @@ embed-test: embed-setup
 	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/core/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
 		"tests/fidelity/test_probe.py::test_embed_flag_probes_the_embedding_user_or_names_the_extra"
 
-# The light core in a real venv of its own: `pip install -c constraints.txt -e .` (no extra), rebuilt
-# from scratch whenever pyproject.toml or constraints.txt changes; tests/test_light_install.py checks
-# that it holds no torch, its size, an endpoint benchmark with its report, and train's refusal.
+# The release: `python -m build` makes the sdist and, from the sdist, the wheel (dist/), rebuilt when a
+# source changes. The light and verifiers venvs below install this wheel, never the checkout.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+WHEEL := dist/rlver-$(VERSION)-py3-none-any.whl
+BUILD_PY ?= $(PY)
+$(WHEEL): pyproject.toml README.md LICENSE $(shell find src -type f -not -name '*.pyc' -not -path '*/__pycache__/*' -not -path '*.egg-info/*')
+	rm -rf dist
+	$(BUILD_PY) -m build --outdir dist .
+
+dist: setup-dev $(WHEEL)
+
+# The light core in a real venv of its own: the wheel alone (no extra, not `-e`), in a venv rebuilt from
+# scratch whenever pyproject.toml or constraints.txt changes and given each new wheel;
+# tests/test_light_install.py checks that it is the wheel's, holds no torch, its size, an offline
+# benchmark on the bundled profiles with its report, and train's refusal.
 LIGHT_VENV ?= .venv-light
-$(LIGHT_VENV)/installed: pyproject.toml $(CONSTRAINTS)
+$(LIGHT_VENV)/deps: pyproject.toml $(CONSTRAINTS) | $(WHEEL)
 	rm -rf $(LIGHT_VENV)
 	$(PYTHON) -m venv $(LIGHT_VENV)
-	$(LIGHT_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e .
+	$(LIGHT_VENV)/bin/pip install -q -c $(CONSTRAINTS) $(WHEEL)
 	touch $@
 
-light-setup: $(LIGHT_VENV)/installed
+$(LIGHT_VENV)/installed: $(LIGHT_VENV)/deps $(WHEEL)
+	$(LIGHT_VENV)/bin/pip install -q --no-deps --force-reinstall $(WHEEL)
+	touch $@
+
+light-setup: setup-dev $(LIGHT_VENV)/installed
 
 light-test: setup-dev light-setup
 	RLVER_LIGHT_VENV=$(LIGHT_VENV) $(VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/test_light_install.py
 
 # The verifiers environment (src/rlver_sentient) against the real verifiers 0.4.0, which needs Python
 # >= 3.11 and pulls its own stack (openai, mcp, numpy >= 2.1): a venv of its own, with the light core
-# (no torch) and the test tools.
+# (no torch) and the test tools, from the wheel (so `vf-eval rlver-sentient` finds the environment as
+# an installed release, not the checkout; the same version rebuilt is reinstalled).
 VERIFIERS_VENV ?= .venv-verifiers
 # `make test` ends with the verifiers venv, and verifiers 0.4.0 needs Python >= 3.11 (the core and `make
 # demo` keep 3.10): say so before any venv is built, not after minutes of setup and a pip resolver error.
@@ -122,8 +144,9 @@ python-check:
 	  "environment's venv; verifiers 0.4.0 requires it), but $(PYTHON) is Python $$v: give one with" \
 	  "make test PYTHON=python3.11 (make demo needs only 3.10)" >&2; exit 2;; esac
 
-verifiers-setup: python-check $(VERIFIERS_VENV)/bin/activate
-	$(VERIFIERS_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[verifiers,test]"
+verifiers-setup: python-check setup-dev $(VERIFIERS_VENV)/bin/activate $(WHEEL)
+	$(VERIFIERS_VENV)/bin/pip install -q -c $(CONSTRAINTS) "$(WHEEL)[verifiers,test]"
+	$(VERIFIERS_VENV)/bin/pip install -q --no-deps --force-reinstall $(WHEEL)
 
 verifiers-test: verifiers-setup
 	$(VERIFIERS_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verifiers_env.py
@@ -150,7 +173,7 @@ bench: setup-dev bench-setup
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .venv-floor .venv-light .venv-verifiers .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-verl .venv-embed .venv-bench .venv-floor .venv-light .venv-verifiers .pytest_cache .mypy_cache .ruff_cache dist
 
 # One step of `rlver train` on CUDA (bf16) for the tiny model and SmolLM2 (fetched first with
 # `rlver models fetch smollm2-135m-instruct`), LoRA and full, PPO and GRPO: tokens/s, peak GPU memory,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from durations import pytest_runtest_protocol  # noqa: F401  (each test's CPU seconds, when asked: durations.py)
 from rlver.io import default_data_dir
 from rlver.testing.openai_server import FakeChatServer
 

@@ -241,6 +241,7 @@ def train_with_the_additions(tree: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     config = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
     assert config["algorithm"]["name"] == "loo" and config["algorithm"]["baseline_weight"] == 0.5
+    assert config["algorithm"]["loss_agg_mode"] == "seq-mean-token-mean"  # its aggregation, one default
     assert config["rollout"]["backend_settings"] == {"max_batch_size": 3}
     assert config["rollout"]["reward"]["mode"] == "half" and config["simulator"]["sternness"] == 2
     manifest = json.loads((run / "transcript.jsonl").read_text(encoding="utf-8").splitlines()[0])

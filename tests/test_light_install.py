@@ -1,12 +1,16 @@
-"""The light core in a real venv: ``pip install -c constraints.txt -e .`` with no extra.
+"""The release as a user installs it: the wheel ``python -m build`` made (``make dist``: the sdist, and
+the wheel built from it), installed alone in a fresh venv, no extra, not ``-e``:
+``pip install -c constraints.txt dist/rlver-<version>-py3-none-any.whl``.
 
 Built and run by ``make light-test`` (part of ``make test``), which sets ``RLVER_LIGHT_VENV``; without
-it these tests skip (the suite itself never installs anything). tests/core/test_light_core.py checks
-the import paths of every core command in this venv with the [train] extra's modules refused.
+it these tests skip (the suite itself never installs anything: building the venv here would cost CI a
+second copy of what ``make`` builds once). tests/core/test_light_core.py checks the import paths of
+every core command in this venv with the [train] extra's modules refused.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -61,13 +65,20 @@ def megabytes(folder: Path) -> float:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()) / 1e6
 
 
-def test_the_light_venv_holds_the_checkout_and_no_training_stack(venv: Path, tmp_path: Path) -> None:
+def test_the_light_venv_holds_the_wheel_and_no_training_stack(venv: Path, tmp_path: Path) -> None:
+    """rlver is the wheel's copy in the venv's site-packages (pip's ``direct_url.json`` names the
+    wheel file, not an editable checkout), beside its sdist in dist/; no module of [train] is there."""
     probe = (
-        "import importlib.util, rlver; print(rlver.__file__); "
+        "import importlib.metadata as md, importlib.util, rlver; print(rlver.__file__); "
+        "print(md.distribution('rlver').read_text('direct_url.json')); "
         f"print([m for m in {EXTRA_MODULES['train']!r} if importlib.util.find_spec(m)])"
     )
-    where, found = run(venv, "python", "-c", probe, cwd=tmp_path).stdout.split("\n")[:2]
-    assert Path(where).is_relative_to(REPO / "src")  # the editable install of this checkout
+    where, direct_url, found = run(venv, "python", "-c", probe, cwd=tmp_path).stdout.split("\n")[:3]
+    assert Path(where).is_relative_to(site_packages(venv)) and not Path(where).is_relative_to(REPO / "src")
+    installed = json.loads(direct_url)
+    assert installed["url"].endswith("-py3-none-any.whl") and "dir_info" not in installed  # not -e
+    version = installed["url"].rsplit("/", 1)[1].split("-")[1]
+    assert (REPO / "dist" / f"rlver-{version}.tar.gz").is_file()  # python -m build made both
     assert found == "[]"
     size = megabytes(site_packages(venv))
     print(f"light venv site-packages: {size:.0f} MB")

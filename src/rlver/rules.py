@@ -44,9 +44,11 @@ BENCHMARK_PROFILES = "sage"
 BENCHMARK_TEXT = "sage-published"
 
 
-def asks_published_text(profiles: str, simulator_kind: str | None) -> bool:
-    """Whether a benchmark run on ``profiles`` with a ``simulator_kind`` user sends SAGE's own text."""
-    return profiles == BENCHMARK_PROFILES and simulator_kind == "llm"
+def asks_published_text(profiles: str, prompt_set: bool) -> bool:
+    """Whether a benchmark run on ``profiles`` sends SAGE's own text: on SAGE's profiles, to a user
+    whose kind is asked a prompt set (``prompt_set``: ``simulator.spec.asks_prompt_set``; the kinds'
+    registry is above this module, so the caller reads it)."""
+    return profiles == BENCHMARK_PROFILES and prompt_set
 
 
 #: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with

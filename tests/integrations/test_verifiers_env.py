@@ -79,6 +79,50 @@ def policy_requests(server: FakeChatServer) -> list[str]:
     )
 
 
+def test_vf_eval_finds_the_environment_in_the_installed_wheel(tmp_path: Path) -> None:
+    """``make verifiers-setup`` installs the wheel (``make dist``), not the checkout: the environment
+    ``vf-eval rlver-sentient`` loads is the release's copy in site-packages, as on Prime's Hub."""
+    import importlib.metadata as md
+
+    import rlver_sentient
+
+    checkout = Path(__file__).resolve().parents[2]
+    assert not Path(rlver_sentient.__file__).resolve().is_relative_to(checkout / "src")
+    installed = json.loads(md.distribution("rlver").read_text("direct_url.json") or "{}")
+    assert installed.get("url", "").endswith(".whl") and "dir_info" not in installed
+    probe = "import rlver_sentient, verifiers.v1.utils.loaders as l; print(rlver_sentient.__file__, l.taskset_class('rlver-sentient').__name__)"
+    where, name = run(str(BIN / "python"), "-c", probe, cwd=tmp_path).stdout.split()
+    assert Path(where).resolve() == Path(rlver_sentient.__file__).resolve() and name == "SentientTaskset"
+
+
+def test_the_environments_readme_ships_and_lists_every_taskset_argument_with_its_default() -> None:
+    """``rlver_sentient/README.md`` (verifiers' ``vf-init`` layout, for Prime's Environment Hub) is in the
+    installed package, and its "Environment Arguments" table is the taskset config's own fields, each
+    with the config's default."""
+    from importlib import resources
+
+    text = (resources.files("rlver_sentient") / "README.md").read_text(encoding="utf-8")
+    for heading in (
+        "### Overview",
+        "### Datasets",
+        "### Task",
+        "### Quickstart",
+        "### Environment Arguments",
+        "### Metrics",
+    ):
+        assert f"\n{heading}\n" in text, heading
+    table = text.split("### Environment Arguments", 1)[1].split("###", 1)[0]
+    rows = {
+        cells[0].strip("` "): cells[2].strip("` ")
+        for line in table.splitlines()
+        if line.startswith("| `") and len(cells := [c.strip() for c in line.strip("|").split(" | ")]) == 4
+    }
+    own = set(SentientTasksetConfig.model_fields) - set(vf.TasksetConfig.model_fields)
+    assert set(rows) == own
+    defaults = {name: SentientTasksetConfig.model_fields[name].default for name in own}
+    assert {name: json.loads(rows[name]) for name in own} == defaults
+
+
 def test_the_verifiers_loader_finds_the_taskset_env_and_harness() -> None:
     from verifiers.v1.utils.loaders import default_harness_id, environment_class, harness_class, taskset_class
 

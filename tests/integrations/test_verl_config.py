@@ -89,6 +89,17 @@ def test_grpo_overrides_group_size_and_batch(tmp_path: Path) -> None:
     assert not vc.algorithm.use_kl_in_reward
 
 
+def test_dr_grpo_reaches_verl_as_its_aggregation_and_constant(tmp_path: Path) -> None:
+    """Dr. GRPO under verl: GRPO's estimator without the std, ``seq-mean-token-sum-norm`` over
+    ``model.max_length`` (the constant the local trainer divides by), for the critic's loss too."""
+    _, plan = _plan(tmp_path, "algorithm.name=dr_grpo", "rollout.n_per_profile=2", "model.max_length=3000")
+    vc = compose_verl_config(plan.overrides)
+    assert vc.algorithm.adv_estimator == "grpo" and vc.algorithm.norm_adv_by_std_in_grpo is False
+    actor = vc.actor_rollout_ref.actor
+    assert (actor.loss_agg_mode, actor.loss_scale_factor) == ("seq-mean-token-sum-norm", 3000)
+    assert (vc.critic.loss_agg_mode, vc.critic.loss_scale_factor) == ("seq-mean-token-sum-norm", 3000)
+
+
 def test_ray_address_and_raw_overrides_reach_verl(tmp_path: Path) -> None:
     _, plan = _plan(tmp_path, "verl.ray_address=ray://head:10001", "verl.overrides=[trainer.nnodes=2]")
     vc = compose_verl_config(plan.overrides)
@@ -303,7 +314,7 @@ def _is_read(leaf: str, code: dict[Path, str], yamls: dict[Path, str]) -> bool:
     return any(access.search(t) for t in code.values()) or any(interpolated.search(t) for t in yamls.values())
 
 
-@pytest.mark.parametrize("algorithm", ["ppo", "grpo"])
+@pytest.mark.parametrize("algorithm", ["ppo", "grpo", "dr_grpo"])
 def test_every_key_we_write_is_in_verls_schema_and_read(tmp_path: Path, algorithm: str) -> None:
     """Each override names a setting at its exact dotted path in verl's own schema (``verl_schema``: the
     tree verl composes and the dataclass behind each ``_target_`` on the way, without our overrides in
@@ -312,6 +323,7 @@ def test_every_key_we_write_is_in_verls_schema_and_read(tmp_path: Path, algorith
     does), but it tells ``clip_grad`` from ``grad_clip``: ``actor.grad_clip`` is in the schema yet never
     read, verl clips with ``optim.clip_grad``."""
     extra = ["rollout.n_per_profile=1"] if algorithm == "ppo" else ["rollout.n_per_profile=2"]
+    extra += ["algorithm.loss_scale_factor=64"] if algorithm == "dr_grpo" else []
     _, plan = _plan(
         tmp_path,
         f"algorithm.name={algorithm}",

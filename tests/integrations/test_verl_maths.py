@@ -172,6 +172,70 @@ def test_policy_loss_matches_verl_with_asymmetric_and_dual_clip_and_tis_weights(
         assert ours.ppo_kl.item() == pytest.approx(metrics["actor/ppo_kl"], abs=1e-5), seed
 
 
+@pytest.mark.parametrize(
+    "mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+)
+def test_every_loss_aggregation_matches_verls_agg_loss_over_micro_batches(mode: str) -> None:
+    """``core.aggregate`` on each of two micro-batches, told the minibatch's counts, against verl's
+    ``agg_loss`` told the same global counts (``batch_num_tokens``, ``global_batch_size``,
+    ``loss_scale_factor``, as ``verl/workers/utils/losses.py`` passes them), summed."""
+    from rlver.train.algorithms.core import Aggregation, aggregate
+
+    for seed in range(BATCHES):
+        b = _batch(seed)
+        mask, per_token = b["mask"], b["logp"]
+        assert isinstance(mask, torch.Tensor) and isinstance(per_token, torch.Tensor)
+        n_tok, n_seq = float(mask.sum()), float((mask.sum(dim=1) > 0).sum())
+        agg = Aggregation(mode, n_tok, n_seq, 97.0)
+        cut = 1 + seed % (mask.shape[0] - 1)
+        ours = sum(aggregate(per_token[r], mask[r], agg) for r in (slice(0, cut), slice(cut, None)))
+        theirs = sum(
+            core_algos.agg_loss(
+                per_token[r], mask[r], mode, batch_num_tokens=n_tok, global_batch_size=n_seq,
+                loss_scale_factor=97,
+            )
+            for r in (slice(0, cut), slice(cut, None))
+        )  # fmt: skip
+        assert float(ours) == pytest.approx(float(theirs), rel=1e-5, abs=1e-6), seed
+
+
+def test_dr_grpos_actor_loss_matches_verls_seq_mean_token_sum_norm() -> None:
+    """Dr. GRPO's whole actor loss (clipped surrogate, k3 KL, entropy bonus) against verl's policy
+    loss, ``low_var_kl`` and entropy each through ``agg_loss`` with ``seq-mean-token-sum-norm``, as
+    ``verl/workers/utils/losses.py`` adds them; the clip fraction stays verl's token mean."""
+    from omegaconf import OmegaConf
+
+    from rlver.train.algorithms import get_algorithm
+    from rlver.train.algorithms.base import ActorLossInputs
+    from rlver.train.algorithms.dr_grpo import DrGRPOSettings
+
+    settings = DrGRPOSettings(kl_coef=0.05, entropy_coef=0.01, loss_scale_factor=64)
+    for seed in range(BATCHES):
+        b = _batch(seed)
+        mask, old, logp, adv = (b[k] for k in ("mask", "old", "logp", "adv"))
+        assert all(isinstance(t, torch.Tensor) for t in (mask, old, logp, adv))
+        g = torch.Generator().manual_seed(seed)
+        ref = old + (torch.rand(old.shape, generator=g) - 0.5)
+        entropy = torch.rand(old.shape, generator=g)
+        n_seq = float((mask.sum(dim=1) > 0).sum())
+        x = ActorLossInputs(mask, float(mask.sum()), logp, old, adv, entropy, ref, None, n_seq)
+        ours = get_algorithm("dr_grpo").actor_loss(x, settings)
+        info = {"global_batch_size": n_seq, "loss_scale_factor": 64}
+        cfg = OmegaConf.create(
+            {"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "clip_ratio_c": 3.0,
+             "global_batch_info": info}
+        )  # fmt: skip
+        mode = "seq-mean-token-sum-norm"
+        pg, metrics = core_algos.compute_policy_loss_vanilla(
+            old_log_prob=old, log_prob=logp, advantages=adv, response_mask=mask, loss_agg_mode=mode, config=cfg
+        )  # fmt: skip
+        kl = core_algos.agg_loss(core_algos.kl_penalty(logp, ref, "low_var_kl"), mask, mode, **info)
+        ent = core_algos.agg_loss(entropy, mask, mode, **info)
+        theirs = pg - 0.01 * ent + 0.05 * kl
+        assert ours.loss.item() == pytest.approx(theirs.item(), rel=1e-5, abs=1e-6), seed
+        assert ours.stats["clip_fraction"].item() == pytest.approx(metrics["actor/pg_clipfrac"], abs=1e-6)
+
+
 def test_value_loss_and_its_clip_fraction_match_verl() -> None:
     from rlver.train.algorithms.core import value_loss
 

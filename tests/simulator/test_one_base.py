@@ -5,6 +5,9 @@ its end reason, and the records."""
 from __future__ import annotations
 
 import asyncio
+import runpy
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -66,6 +69,45 @@ def test_the_user_says_goodbye_at_s_satisfied_and_at_f_left() -> None:
 
 
 def test_a_kind_without_an_appraisal_says_what_it_lacks() -> None:
-    user = SimulatedUser(TEST_PROFILES["p1"], UserSimulator().emotion_at(40))
+    user: SimulatedUser[None] = SimulatedUser(TEST_PROFILES["p1"], UserSimulator().emotion_at(40))
     with pytest.raises(NotImplementedError, match="judge"):
         asyncio.run(user.respond("hi"))
+
+
+@dataclass(frozen=True)
+class Fussiness:
+    """A kind's own options, typed: what its user reads through ``self.options``."""
+
+    points: int
+
+
+class Fussy(SimulatedUser[Fussiness]):
+    async def judge(self, agent_reply: str) -> Judgement:
+        return Judgement(-self.options.points)
+
+
+class Fussies(UserSimulator):
+    name = "fussy"
+    user_class = Fussy
+
+
+def test_a_kind_hands_its_typed_options_to_every_user_it_starts() -> None:
+    """The kind's options reach its users through the base's ``start`` (no back-reference to the
+    simulator, no isinstance check), and a user started without them says so by name."""
+    sim = Fussies(options=Fussiness(points=3))
+    users = [sim.start(TEST_PROFILES["p1"], start_emotion=40, seed=s) for s in (0, 1)]
+    assert all(u.options is sim.options for u in users)
+    turn = asyncio.run(users[0].respond("hello"))
+    assert turn.appraisal is not None and turn.appraisal.change == -3
+    with pytest.raises(TypeError, match="Fussy was started without its kind's options"):
+        asyncio.run(Fussy(TEST_PROFILES["p1"], sim.emotion_at(40)).respond("hello"))
+
+
+def test_the_drilled_kinds_user_reads_its_spec_as_options() -> None:
+    """The additions drill's simulator kind (``tests/data/additions/simulator_kind.py.txt``), run here
+    in seconds: its user reads ``sternness`` from the options its simulator was built with."""
+    source = Path(__file__).parents[1] / "data" / "additions" / "simulator_kind.py.txt"
+    kind = runpy.run_path(str(source), run_name="stern_kind")
+    sim = kind["SternSimulator"](kind["Spec"](sternness=4))
+    user = sim.start(TEST_PROFILES["p1"], start_emotion=40)
+    assert asyncio.run(user.judge("why?")).change == 6 and asyncio.run(user.judge("ok")).change == -4

@@ -319,20 +319,66 @@ class _FileServer:
         self.server.server_close()
 
 
-def test_no_published_prompt_text_is_in_rlvers_source(shared_data: Path) -> None:
-    """No 30-character run of any published prompt, agent or training text appears under src/."""
+#: The length of a run of published text the source may not hold.
+RUN = 30
+
+
+def _published_runs() -> set[str]:
+    """Every run of :data:`RUN` characters of the published prompt, agent and training texts that is
+    no stretch of plain ASCII or whitespace (code and English words any text shares)."""
     sage, training = published_text.sage_texts(), published_text.training_texts()
     texts = [
         sage.appraisal_template, sage.reply_template, sage.target, training.appraisal_template,
         training.reply_template, training.target, published_text.sage_agent_prompt(),
         *published_text.training_agent_prompts().values(),
     ]  # fmt: skip
-    runs = {t[i : i + 30] for t in texts for i in range(len(t) - 29)}
-    runs = {r for r in runs if len(r.strip()) == 30 and not r.isascii()}
-    source = "\n".join(
-        p.read_text(encoding="utf-8")
+    runs = {t[i : i + RUN] for t in texts for i in range(len(t) - RUN + 1)}
+    return {r for r in runs if len(r.strip()) == RUN and not r.isascii()}
+
+
+def _runs_in(sources: dict[str, str], runs: set[str]) -> list[str]:
+    """``file: run`` for each run of ``runs`` a source holds: every window of each source looked up in
+    the set (linear in the source's length; a run holds a non-ASCII character, so an ASCII file
+    holds none and is skipped whole). The same question as ``run in source`` for every run, which
+    scanned the whole source once per run (125 s)."""
+    found = set()
+    for name, text in sources.items():
+        if text.isascii():
+            continue
+        found |= {
+            f"{name}: {text[i : i + RUN]}" for i in range(len(text) - RUN + 1) if text[i : i + RUN] in runs
+        }
+    return sorted(found)
+
+
+def _source_files() -> dict[str, str]:
+    return {
+        str(p.relative_to(REPO)): p.read_text(encoding="utf-8")
         for p in (REPO / "src").rglob("*")
         if p.suffix in {".py", ".md", ".yaml", ".txt", ".json", ".html"}
-    )
-    found = sorted(r for r in runs if r in source)
+    }
+
+
+def test_no_published_prompt_text_is_in_rlvers_source(shared_data: Path) -> None:
+    """No 30-character run of any published prompt, agent or training text appears under src/."""
+    found = _runs_in(_source_files(), _published_runs())
     assert not found, found[:3]
+
+
+def test_the_scan_finds_a_published_sentence_planted_in_a_source_file(shared_data: Path) -> None:
+    """The scan's power: one published sentence (40 characters of SAGE's appraisal template, at a
+    non-ASCII stretch) planted in the middle of a real source file, once as it is and once with a
+    line of Chinese of our own before it, is found, named by its file."""
+    runs = _published_runs()
+    template = published_text.sage_texts().appraisal_template
+    at = next(i for i in range(len(template)) if template[i : i + RUN] in runs)
+    sentence = template[at : at + 40]
+    sources = _source_files()
+    name = "src/rlver/simulator/base.py"
+    text = sources[name]
+    planted = {**sources, name: text[: len(text) // 2] + sentence + text[len(text) // 2 :]}
+    found = _runs_in(planted, runs)
+    assert found and all(f.startswith(f"{name}: ") for f in found)
+    assert any(f.endswith(template[at : at + RUN]) for f in found)
+    ours = {name: "# 这是我们自己写的一句话。\n" + sentence}
+    assert _runs_in(ours, runs)

@@ -530,3 +530,19 @@ def test_per_turn_samples_keep_their_dialogue_and_fit_max_length() -> None:
     assert [s.seq.meta["turn"] for s in samples] == list(range(len(samples)))
     assert all(s.episode is ep for s in samples)
     assert pad_batch(samples).groups.tolist() == [0] * len(samples)
+
+
+def test_a_sample_mean_aggregation_is_the_same_over_split_micro_batches(tmp_path: Path) -> None:
+    """Dr. GRPO divides by the minibatch's samples × its constant: each micro-batch is told the
+    minibatch's sample count (``ActorLossInputs.samples``), so splitting the minibatch into
+    micro-batches changes neither the loss nor the gradient (a micro-batch counting its own samples
+    would weigh each split's samples more)."""
+    out = []
+    for budget in (16384, SPLIT):
+        lr = learner(tmp_path / str(budget), "algorithm.name=dr_grpo", minibatch_samples=4,
+                     micro_batch_tokens=budget)  # fmt: skip
+        out.append(lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0)))
+    whole, split = out
+    assert split["train/policy_loss"] == pytest.approx(whole["train/policy_loss"], rel=1e-4, abs=1e-7)
+    assert split["train/grad_norm_actor"] == pytest.approx(whole["train/grad_norm_actor"], rel=1e-4)
+    assert whole["train/grad_norm_actor"] > 1e-6

@@ -513,7 +513,7 @@ def test_old_flat_algorithm_keys_are_still_read(name: str, recwarn: pytest.Warni
     moved = {"micro_batch_tokens", "logit_chunk_tokens"}  # to update: (issue 44), at their defaults quietly
     assert set(dumped) == (
         set(data) - {"whiten_advantages", "value_clip", "grpo_scale_by_std", "grpo_eps"} - moved
-    ) | own | {"target_kl", "rollout_is", "rollout_is_threshold"}  # settings added since
+    ) | own | {"target_kl", "rollout_is", "rollout_is_threshold", "loss_agg_mode", "loss_scale_factor"}
     assert cfg.update.model_dump() == {k: data[k] for k in moved}
     assert all(dumped[k] == data[k] for k in data if k in dumped)
     assert TrainConfig.model_validate(cfg.model_dump(mode="json")) == cfg  # the new config.yaml reads back

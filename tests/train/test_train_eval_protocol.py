@@ -158,3 +158,15 @@ def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
     assert sum(m[0]["content"].startswith(heads[1]) for m in held_out) >= 6  # SAGE's appraisals
     # a think-trained run is evaluated thinking, with no --think given: its manifest's mode
     assert RunManifest.read(tmp_path / "ev").think is True
+
+
+def test_the_benchmark_swap_follows_the_kinds_registry_attribute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which user is handed SAGE's text is the kind's ``prompt_set`` (``simulator/spec.KINDS``), not
+    its name: with the attribute off, the LLM user of a preset is evaluated as it was trained."""
+    from rlver.simulator.spec import KINDS, simulator_kind
+
+    assert [name for name in KINDS if simulator_kind(name).prompt_set] == ["llm"]
+    monkeypatch.setattr(simulator_kind("llm"), "prompt_set", False)
+    cfg = load_train_config("grpo-nothink")
+    assert cfg.eval_simulator() == cfg.simulator
+    assert cfg.env_config(evaluation=True).agent_prompt != "sage-published"

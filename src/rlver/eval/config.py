@@ -30,6 +30,7 @@ from rlver.llm.spec import ModelSpec
 from rlver.rules import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
+from rlver.simulator.spec import asks_prompt_set
 
 #: The tiny test model writes gibberish; a few tokens a turn keep an offline smoke run fast.
 TINY_AGENT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=16)
@@ -67,7 +68,7 @@ def published_benchmark(data: dict[str, Any]) -> dict[str, Any]:
     protocol (SAGE has no English prompts) and the neutral prompt; so does the offline user."""
     simulator = data.get("simulator")
     if not isinstance(simulator, dict) or not asks_published_text(
-        data.get("profiles", BENCHMARK_PROFILES), simulator.get("kind")
+        data.get("profiles", BENCHMARK_PROFILES), asks_prompt_set(simulator.get("kind"))
     ):
         return data
     out = dict(data)

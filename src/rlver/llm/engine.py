@@ -141,7 +141,8 @@ class TokenEngine(abc.ABC):
         model's ``generation_config``, its stop ids, its cache), in its own words."""
 
     def describe(self) -> dict[str, Any]:
-        """Where it runs, for the manifest's ``agent`` (device, dtype, batch size); never secrets."""
+        """Where it runs, for the manifest's ``agent`` (device, dtype, batch size); never secrets, and
+        none of :data:`RESERVED_DESCRIBE_KEYS` (:func:`engine_description` refuses them)."""
         return {}
 
     # -- lifecycle (verl's BaseRollout) ---------------------------------------------------------------
@@ -160,6 +161,26 @@ class TokenEngine(abc.ABC):
         """The update is over: take back what :meth:`release` freed, as verl's ``resume(tags)`` does:
         ``"weights"`` first (:meth:`update_weights` follows and fills them), then ``"kv_cache"``
         (after the weights are in, so the update's peak never holds both). No tags given: both."""
+
+
+#: The keys of the manifest's ``agent`` that the chat layer writes itself (the model's name, its class,
+#: the sampler record): an engine's :meth:`TokenEngine.describe` may not use them.
+RESERVED_DESCRIBE_KEYS = ("name", "backend", "sampler")
+
+
+def engine_description(engine: TokenEngine) -> dict[str, Any]:
+    """``engine.describe()``, refused (``TypeError`` naming the class and the keys) when it uses a key
+    of :data:`RESERVED_DESCRIBE_KEYS`: dropped without a word, an engine's ``name`` or ``sampler`` would
+    never reach the manifest its author reads, and overwriting the chat layer's would misname the run."""
+    described = engine.describe()
+    reserved = [key for key in RESERVED_DESCRIBE_KEYS if key in described]
+    if reserved:
+        raise TypeError(
+            f"{engine_class(engine)}.describe() returned {', '.join(reserved)}: the chat layer writes "
+            f"{', '.join(RESERVED_DESCRIBE_KEYS)} itself (the sampler's words go in sampler()); "
+            "name the engine's own keys otherwise"
+        )
+    return described
 
 
 def engine_class(engine: TokenEngine) -> str:

@@ -37,7 +37,7 @@ from typing import Any
 from rlver.errors import PolicyOutOfMemoryError
 from rlver.llm.base import ChatModel, Completion, MessagesLike, SamplingParams
 from rlver.llm.control_tokens import render_ids
-from rlver.llm.engine import TokenEngine, TokenOutput, sampler_record
+from rlver.llm.engine import TokenEngine, TokenOutput, engine_description, sampler_record
 from rlver.llm.sequence import SequenceError, chat_ids, end_of_turn_id
 
 #: End-of-turn markers a chat model may emit; generation stops at whichever the tokenizer knows.
@@ -125,11 +125,10 @@ class EngineChatModel(ChatModel):
         self._request_ids = itertools.count()
 
     def describe(self) -> dict[str, Any]:
-        where = {k: v for k, v in self.engine.describe().items() if k not in ("name", "backend", "sampler")}
         return {
             "name": self.name,
             "backend": type(self).__name__,
-            **where,
+            **engine_description(self.engine),
             "sampler": {**sampler_record(self.engine), "stop_token_ids": list(self.stop_token_ids)},
         }
 

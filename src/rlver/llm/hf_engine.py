@@ -43,7 +43,7 @@ from rlver.llm.engine import (
     TokenOutput,
 )
 from rlver.llm.engine_request import Request
-from rlver.llm.sampling import is_greedy
+from rlver.llm.sampling import LOGPROB_CONVENTION, explicit_settings
 from rlver.llm.scheduler import Scheduler
 from rlver.llm.weights import WeightSlots
 
@@ -58,30 +58,16 @@ LOCAL_EXTRA_KEYS = frozenset({"top_k"})
 
 
 def sampling_settings(sampling: SamplingParams) -> dict[str, Any]:
-    """Every setting the transformers engine samples with, explicitly (recorded in run manifests).
+    """Every setting the transformers engine samples with, explicitly (recorded in run manifests):
+    the shared statement (:func:`rlver.llm.sampling.explicit_settings`) and what this engine fixes.
 
     Nothing comes from the model's ``generation_config``: no repetition penalty (1.0), no ``top_k``
     unless ``extra`` sets it, no min_p/typical sampling.
     """
-    unknown = sorted(set(sampling.extra) - LOCAL_EXTRA_KEYS)
-    if unknown:
-        raise ValueError(
-            f"sampling.extra: the local backend supports only {sorted(LOCAL_EXTRA_KEYS)}, got {unknown}"
-        )
-    top_k = int(sampling.extra.get("top_k", 0) or 0)
-    if top_k < 0:
-        raise ValueError(f"sampling.extra.top_k must be >= 0 (0 = off), got {top_k}")
-    greedy = is_greedy(sampling.temperature)  # no filter: the argmax is taken
-    return {
-        "temperature": sampling.temperature,
-        "top_p": 1.0 if greedy else sampling.top_p,
-        "top_k": 0 if greedy else top_k,
-        "repetition_penalty": 1.0,
-        "max_tokens": sampling.max_tokens,
-        "seed": sampling.seed,
-        "stop": list(sampling.stop or []),
-        "logprob_convention": "log_softmax(logits / temperature), before top-p/top-k filtering",
-    }
+    return explicit_settings(
+        sampling, extra_keys=LOCAL_EXTRA_KEYS, engine="the local backend",
+        repetition_penalty=1.0, logprob_convention=LOGPROB_CONVENTION,
+    )  # fmt: skip
 
 
 def own_copy(module: Any) -> Any:

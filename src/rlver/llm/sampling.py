@@ -16,10 +16,12 @@ older per-row ``torch.multinomial`` did; only the distribution is the same.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
+
+    from rlver.llm.base import SamplingParams
 
 
 def is_greedy(temperature: float) -> bool:
@@ -41,6 +43,41 @@ def scoring_temperature(temperature: float) -> float:
     scored under the tempered softmax it was drawn from.
     """
     return 1.0 if is_greedy(temperature) else temperature
+
+
+#: What a token engine's filters mean, for every engine that draws by :func:`sample_tokens`' rule.
+LOGPROB_CONVENTION = "log_softmax(logits / temperature), before top-p/top-k filtering"
+
+
+def explicit_settings(
+    sampling: SamplingParams, *, extra_keys: frozenset[str], engine: str, **fixed: Any
+) -> dict[str, Any]:
+    """Every setting a token engine samples ``sampling`` with, stated explicitly: the one home of what
+    an engine records (``TokenEngine.sampling_settings`` of every engine calls it), so that greedy
+    decoding and ``top_k`` read the same on all of them.
+
+    Greedy (:func:`is_greedy`) takes the argmax, so no filter acts: ``top_p`` 1 and ``top_k`` 0 are
+    recorded whatever was asked. ``top_k`` comes from ``sampling.extra`` (0 = off). ``extra_keys``:
+    the ``extra`` keys the engine honours; any other is refused (``ValueError`` naming ``engine``), as
+    a silently ignored setting would make the recorded sampling differ from what was sampled.
+    ``fixed``: what the engine always does beyond them (``repetition_penalty=1.0``...), recorded after.
+    """
+    unknown = sorted(set(sampling.extra) - extra_keys)
+    if unknown:
+        raise ValueError(f"sampling.extra: {engine} supports only {sorted(extra_keys)}, got {unknown}")
+    top_k = int(sampling.extra.get("top_k", 0) or 0)
+    if top_k < 0:
+        raise ValueError(f"sampling.extra.top_k must be >= 0 (0 = off), got {top_k}")
+    greedy = is_greedy(sampling.temperature)  # no filter: the argmax is taken
+    return {
+        "temperature": sampling.temperature,
+        "top_p": 1.0 if greedy else sampling.top_p,
+        "top_k": 0 if greedy else top_k,
+        "max_tokens": sampling.max_tokens,
+        "seed": sampling.seed,
+        "stop": list(sampling.stop or []),
+        **fixed,
+    }
 
 
 def row_uniforms(generators: Sequence[torch.Generator], steps: int, device: torch.device) -> torch.Tensor:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from rlver.profiles.schema import Difficulty, Profile
 from rlver.records import Appraisal, Message, Tier, UserTurn
@@ -75,17 +75,31 @@ class Judgement:
     features: Mapping[str, float] = field(default_factory=dict)
 
 
-class SimulatedUser:
-    """One user in one dialogue."""
+#: A kind's own options, as its user reads them (typically the kind's spec class, ``OfflineSpec``...).
+OptionsT = TypeVar("OptionsT")
 
-    def __init__(self, profile: Profile, emotion: EmotionState) -> None:
+
+class SimulatedUser(Generic[OptionsT]):
+    """One user in one dialogue. ``options``: its kind's typed options (a kind's user subclasses
+    ``SimulatedUser[ItsSpec]`` and reads ``self.options.<field>``), handed over by
+    :meth:`UserSimulator.start`; ``None`` for a kind that has none of its own."""
+
+    def __init__(self, profile: Profile, emotion: EmotionState, options: OptionsT | None = None) -> None:
         self.profile = profile
         self.emotion = emotion
-        #: the simulator whose default :meth:`UserSimulator.start` made this user (its settings)
-        self.started_by: UserSimulator | None = None
+        #: the kind's options (:attr:`UserSimulator.options` of the simulator that started this user)
+        self._options = options
         #: The dialogue as the user saw it: ``user`` = the simulated user, ``assistant`` = the agent's
         #: *visible* replies (think blocks already stripped).
         self.history: list[Message] = []
+
+    @property
+    def options(self) -> OptionsT:
+        """The kind's typed options; a user started without any has none to read (an error naming
+        the class, not an ``AttributeError`` on ``None`` three lines later)."""
+        if self._options is None:
+            raise TypeError(f"{type(self).__name__} was started without its kind's options")
+        return self._options
 
     def restore(self, history: Sequence[Message], emotion: int) -> None:
         """Put this user mid-dialogue: ``history`` as it saw it (visible text only), emotion now ``emotion``.
@@ -199,8 +213,11 @@ class UserSimulator:
         *,
         difficulty: Difficulty | None = None,
         behaviour: str | None = None,
+        options: Any = None,
     ) -> None:
         self.rules = rules or EmotionRules()
+        #: the kind's own options (its spec), handed to every user :meth:`start` makes
+        self.options = options
         #: The run's difficulty and behaviour for every user; ``None`` follows each profile.
         self.difficulty = difficulty
         if behaviour is not None:
@@ -223,9 +240,7 @@ class UserSimulator:
         this run's rules (a kind with more to set up overrides this)."""
         if self.user_class is None:
             raise NotImplementedError(f"{type(self).__name__}: set user_class or override start")
-        user = self.user_class(profile, self.emotion_at(start_emotion))
-        user.started_by = self
-        return user
+        return self.user_class(profile, self.emotion_at(start_emotion), self.options)
 
     def describe(self) -> dict[str, Any]:
         """Settings recorded in run manifests (models, sampling, prompt version). No secrets."""

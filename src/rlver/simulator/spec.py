@@ -182,10 +182,15 @@ class SimulatorKind(Entry[Any]):
     (``build(spec, model: ChatModel | None) -> UserSimulator``) and whose settings class is its spec.
 
     Both are ``None`` for a kind that needs more than a spec (``replay``: recorded dialogues).
-    ``needs_model``: the spec must carry ``model`` (the CLI asks for ``--sim-model``).
+    What a kind can do is stated here, as attributes, so that no caller branches on its name:
+    ``needs_model``: the spec must carry ``model`` (the CLI asks for ``--sim-model``);
+    ``prompt_set``: its user is asked a set of prompt texts (its spec's ``protocol``), which the
+    benchmark replaces by SAGE's own on SAGE's profiles (``TrainConfig.eval_simulator``,
+    ``eval/config.published_benchmark``).
     """
 
     needs_model: bool = False
+    prompt_set: bool = False
 
     @property
     def spec(self) -> type[SimulatorSpec] | None:
@@ -225,6 +230,7 @@ KINDS: Registry[Any] = Registry(
             "rlver.simulator.llm.spec:build",
             "rlver.simulator.llm.spec:SentientSpec",
             needs_model=True,
+            prompt_set=True,
         ),
     ],
 )
@@ -235,6 +241,12 @@ def simulator_kind(name: str) -> SimulatorKind:
     entry = KINDS.entry(name)
     assert isinstance(entry, SimulatorKind)  # every entry of KINDS is one
     return entry
+
+
+def asks_prompt_set(kind: object) -> bool:
+    """Whether the kind named ``kind`` asks its user a prompt set (:attr:`SimulatorKind.prompt_set`);
+    ``False`` for a name that is no kind (a block not yet validated: its validation names the error)."""
+    return isinstance(kind, str) and kind in KINDS and simulator_kind(kind).prompt_set
 
 
 class SimulatorSpec(Variants):

@@ -33,6 +33,7 @@ from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
 from rlver.simulator.llm.protocols import SentientProtocol
+from rlver.simulator.spec import asks_prompt_set
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
 from rlver.train.algorithms.ppo import PPOSettings
@@ -473,6 +474,16 @@ class TrainConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _loss_scale_factor(self) -> TrainConfig:
+        """Dr. GRPO's constant (``seq-mean-token-sum-norm``) left unset is ``model.max_length``, the
+        most tokens a sample holds: written into the config, so both engines and a resumed run divide
+        by one number (verl would otherwise divide by each batch's padded width)."""
+        a = self.algorithm
+        if a.loss_agg_mode == "seq-mean-token-sum-norm" and a.loss_scale_factor is None:
+            a.loss_scale_factor = self.model.max_length
+        return self
+
+    @model_validator(mode="after")
     def _counts_the_run_can_use(self) -> TrainConfig:
         """Counts that are each in range but cannot be used together: refused before any model loads
         rather than silently clamped (a mini-batch of no profile became one) or never reached."""
@@ -537,9 +548,9 @@ class TrainConfig(_Strict):
         training simulator itself.
         """
         spec = self.simulator
-        if self.eval.protocol != "benchmark" or spec.kind != "llm":
+        if self.eval.protocol != "benchmark" or not asks_prompt_set(spec.kind):
             return spec
-        published = asks_published_text(self.eval.profiles, spec.kind)
+        published = asks_published_text(self.eval.profiles, True)
         protocol = SentientProtocol.model_validate({"name": BENCHMARK_TEXT} if published else {})
         return spec.model_copy(update={"protocol": protocol})  # {} above: the default protocol
 
@@ -561,7 +572,8 @@ def eval_env(training: EnvConfig, e: EvalSettings, simulator_kind: str | None = 
     so the two scores are comparable — keeping only the training's think mode (a think-mode policy is
     evaluated thinking, and, as in ``rlver eval``, later turns see only its visible text).
     """
-    prompt = {"agent_prompt": BENCHMARK_TEXT} if asks_published_text(e.profiles, simulator_kind) else {}
+    published = asks_published_text(e.profiles, asks_prompt_set(simulator_kind))
+    prompt = {"agent_prompt": BENCHMARK_TEXT} if published else {}
     base = EnvConfig.evaluation(think=training.think, **prompt) if e.protocol == "benchmark" else training
     if e.rules is None:
         return base

@@ -197,7 +197,7 @@ class NoCritic:
     def train(self) -> None:
         """Nothing to put in training mode."""
 
-    def backward(self, mb: MicroBatch, n_tok: float, batch: Batch) -> dict[str, float]:
+    def backward(self, mb: MicroBatch, counts: tuple[float, float], batch: Batch) -> dict[str, float]:
         return {}
 
     def clip_grad(self, max_norm: float | None) -> dict[str, float]:
@@ -216,12 +216,13 @@ class ValueCritic(NoCritic):
     def train(self) -> None:
         self.model.train()
 
-    def backward(self, mb: MicroBatch, n_tok: float, batch: Batch) -> dict[str, float]:
+    def backward(self, mb: MicroBatch, counts: tuple[float, float], batch: Batch) -> dict[str, float]:
         values = value_forward(self.model, mb)
         assert batch.values is not None and batch.returns is not None, "scored and advantaged with a critic"
         inputs = CriticLossInputs(
-            mb.action_mask, n_tok, values, batch.rows(batch.values, mb), batch.rows(batch.returns, mb)
-        )
+            mb.action_mask, counts[0], values, batch.rows(batch.values, mb), batch.rows(batch.returns, mb),
+            counts[1],
+        )  # fmt: skip
         terms = self.algo.critic_loss(inputs, self.settings)
         terms.loss.backward()
         return {key: value.item() for key, value in terms.stats.items()}
@@ -413,13 +414,15 @@ class Learner:
 
     def _minibatch_step(self, b: Batch, idx: list[int], grid: GridCheck, step: int) -> dict[str, float]:
         """One optimiser step: gradients accumulated over the minibatch's micro-batches (each loss is a
-        token mean over the whole minibatch's action tokens), clipped, applied."""
+        token mean over the whole minibatch's action tokens, or what the algorithm's aggregation says
+        over its samples), clipped, applied."""
         seqs = b.seqs
         n_tok = float(sum(sum(seqs[i].assistant_mask[1:]) for i in idx))
+        n_seq = float(sum(1 for i in idx if any(seqs[i].assistant_mask[1:])))
         self.p.optimisers.zero_grad()
         summed: dict[str, float] = {}
         for group in micro_batches([len(q) for q in seqs], idx, self.p.update.micro_batch_tokens):
-            for key, value in self._micro_batch(b, group, n_tok, grid).items():
+            for key, value in self._micro_batch(b, group, (n_tok, n_seq), grid).items():
                 summed[key] = summed.get(key, 0.0) + value
         max_norm = self.p.optim.max_grad_norm
         out = {
@@ -457,9 +460,13 @@ class Learner:
             )
         return True
 
-    def _micro_batch(self, b: Batch, group: list[int], n_tok: float, grid: GridCheck) -> dict[str, float]:
-        """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic."""
+    def _micro_batch(
+        self, b: Batch, group: list[int], counts: tuple[float, float], grid: GridCheck
+    ) -> dict[str, float]:
+        """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic.
+        ``counts``: the minibatch's action tokens and samples, which every micro-batch's loss divides by."""
         a = self.a
+        n_tok, n_seq = counts
         mb = collate(b.seqs, group, self.p.pad_id, self.p.device)
         self.perf.add([len(b.seqs[i]) for i in group], mb.padded_tokens)
         logp, entropy = policy_forward(
@@ -474,14 +481,14 @@ class Learner:
         actor = self.p.algo.actor_loss(
             ActorLossInputs(
                 mb.action_mask, n_tok, logp, old_logp, b.rows(b.advantages, mb), entropy, ref_logp,
-                is_weights,
+                is_weights, n_seq,
             ),
             a,
         )  # fmt: skip
         actor.loss.backward()
         stats = {key: value.item() for key, value in actor.stats.items()}
         stats.update(is_stats)
-        stats.update(self.critic.backward(mb, n_tok, b))
+        stats.update(self.critic.backward(mb, counts, b))
         return stats
 
     def _is_weights(

@@ -315,7 +315,9 @@ def _actor_overrides(cfg: VerlTrainConfig, model_path: str) -> dict[str, Any]:
         "actor_rollout_ref.actor.use_kl_loss": spec.kl_in == "loss" and algo.kl_coef > 0,
         "actor_rollout_ref.actor.kl_loss_coef": algo.kl_coef,
         "actor_rollout_ref.actor.kl_loss_type": "low_var_kl",
-        "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+        # the one aggregation both engines read (Algorithm.aggregation; the critic's follows the actor's)
+        "actor_rollout_ref.actor.loss_agg_mode": algo.loss_agg_mode,
+        "actor_rollout_ref.actor.loss_scale_factor": algo.loss_scale_factor,
         "actor_rollout_ref.actor.fsdp_config.param_offload": v.param_offload,
         "actor_rollout_ref.actor.fsdp_config.optimizer_offload": v.optimizer_offload,
         "actor_rollout_ref.ref.fsdp_config.param_offload": v.param_offload,

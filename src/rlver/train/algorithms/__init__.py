@@ -9,7 +9,7 @@ line below (:func:`lazy`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`
 module imports no algorithm, so an algorithm's module may import this package, and a config imports
 only the algorithm it names. ``algorithm.name`` in a config is checked against it, so an unknown name is
 a config error in the registry's one wording ("unknown algorithm 'gpro'; did you mean 'grpo'? known:
-ppo, grpo, mapo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
+ppo, grpo, dr_grpo, mapo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
 (:func:`settings_for`).
 """
 
@@ -42,6 +42,12 @@ ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
     [
         lazy("ppo", "a critic, per-token rewards, GAE advantages", "ppo", "PPO"),
         lazy("grpo", "no critic; each dialogue's score against its group's", "grpo", "GRPO"),
+        lazy(
+            "dr_grpo",
+            "GRPO without the std division, each sample's token sum over a constant (Dr. GRPO)",
+            "dr_grpo",
+            "DrGRPO",
+        ),
         lazy(
             "mapo",
             "no critic; each turn's return, normalised within the turn and over the batch",
@@ -96,10 +102,12 @@ def settings_for(data: Any) -> Any:
 
 
 def _others_keys(cls: type[AlgorithmSettings]) -> dict[str, tuple[str, Any]]:
-    """Each key of another registered algorithm's settings: who owns it, and its default."""
-    return {
-        key: (f"{other.name} ({other.settings_class.__name__}, {other.__module__})", field.default)
-        for _, other in ALGORITHMS.items()
-        for key, field in other.settings_class.model_fields.items()
-        if key not in cls.model_fields
-    }
+    """Each key of another registered algorithm's settings: who owns it, and its default. A key two
+    algorithms share (``dr_grpo``'s settings extend ``grpo``'s) belongs to the first registered."""
+    out: dict[str, tuple[str, Any]] = {}
+    for _, other in ALGORITHMS.items():
+        for key, field in other.settings_class.model_fields.items():
+            if key not in cls.model_fields:
+                owner = f"{other.name} ({other.settings_class.__name__}, {other.__module__})"
+                out.setdefault(key, (owner, field.default))
+    return out

@@ -43,6 +43,11 @@ from rlver.config import MAX_COUNT
 if TYPE_CHECKING:  # the settings classes are read with every config: torch only where tensors are
     from torch import Tensor
 
+    from rlver.train.algorithms.core import Aggregation
+
+#: verl's ``loss_agg_mode`` names (``core.LOSS_AGG_MODES``, which imports torch: kept equal by a test)
+LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
+
 
 class AlgorithmSettings(BaseModel):
     """The settings every algorithm shares: which one (``name``), the clipped policy loss they all use,
@@ -109,6 +114,21 @@ class AlgorithmSettings(BaseModel):
     rollout_is_threshold: float = Field(
         default=2.0, gt=0.0, description="upper bound on an importance weight (verl's default 2.0)"
     )
+    #: How each loss term's per-token values become one number (:meth:`Algorithm.aggregation`), by
+    #: verl's ``actor.loss_agg_mode`` names; the logged statistics stay token means whatever it says.
+    loss_agg_mode: LossAggMode = Field(
+        default="token-mean",
+        description="how a loss's per-token values are aggregated, by verl's loss_agg_mode names: "
+        "token-mean (over the minibatch's action tokens), seq-mean-token-sum, seq-mean-token-mean (the "
+        "mean over samples of each one's token sum or mean), seq-mean-token-sum-norm (Dr. GRPO: each "
+        "sample's token sum, summed, / (samples x loss_scale_factor))",
+    )
+    loss_scale_factor: int | None = Field(
+        default=None,
+        ge=1,
+        description="seq-mean-token-sum-norm's constant (verl's loss_scale_factor, TRL's "
+        "max_completion_length); null: the run's model.max_length",
+    )
 
 
 @dataclass
@@ -152,8 +172,10 @@ class Advantages:
 class ActorLossInputs:
     """One micro-batch of the policy update, every tensor ``[b, t]`` on the shifted grid.
 
-    ``normalizer`` is the whole minibatch's action-token count, so that the gradients accumulated over
-    its micro-batches equal the full-minibatch gradient (see ``core``). ``ref_logp`` is ``None`` without
+    ``normalizer`` is the whole minibatch's action-token count and ``samples`` its count of samples
+    with an action token, so that the gradients accumulated over its micro-batches equal the
+    full-minibatch gradient under every loss aggregation (see ``core.Aggregation``; ``samples=None``:
+    counted on this micro-batch, right only when it is the minibatch). ``ref_logp`` is ``None`` without
     a KL term, ``is_weights`` without truncated importance sampling (``core.rollout_is_weights``).
     """
 
@@ -165,17 +187,20 @@ class ActorLossInputs:
     entropy: Tensor
     ref_logp: Tensor | None = None
     is_weights: Tensor | None = None
+    samples: float | None = None
 
 
 @dataclass
 class CriticLossInputs:
-    """One micro-batch of the value update: the critic's values now, at scoring time, and the targets."""
+    """One micro-batch of the value update: the critic's values now, at scoring time, and the targets;
+    the minibatch's counts as in :class:`ActorLossInputs`."""
 
     mask: Tensor
     normalizer: float
     values: Tensor
     old_values: Tensor
     returns: Tensor
+    samples: float | None = None
 
 
 @dataclass
@@ -240,21 +265,34 @@ class Algorithm(Generic[S]):
             inputs, token_rewards=inputs.token_rewards - penalty, scores=inputs.scores - penalty.sum(dim=1)
         )
 
+    def aggregation(self, normalizer: float, samples: float | None, settings: S) -> Aggregation:
+        """How this algorithm's loss terms become one number over a minibatch of ``normalizer`` action
+        tokens in ``samples`` samples: ``settings.loss_agg_mode`` (token mean unless set; Dr. GRPO's
+        settings default to its constant normaliser). The one hook an aggregation goes through: the
+        policy, entropy and KL terms and the critic's loss all read it, as verl's ``agg_loss`` serves
+        each of its terms."""
+        from rlver.train.algorithms import core
+
+        return core.Aggregation(settings.loss_agg_mode, normalizer, samples, settings.loss_scale_factor)
+
     def actor_loss(self, x: ActorLossInputs, settings: S) -> LossTerms:
         """The clipped surrogate (weighted by ``x.is_weights`` under truncated importance sampling)
         − ``entropy_coef`` × entropy (logged either way), + ``kl_coef`` × k3(policy ‖ reference) when
-        ``kl_in == "loss"`` (verl's ``use_kl_loss`` with ``low_var_kl``)."""
+        ``kl_in == "loss"`` (verl's ``use_kl_loss`` with ``low_var_kl``), each aggregated by
+        :meth:`aggregation`. The logged entropy, KL and clip statistics are token means over the
+        minibatch whatever the aggregation (``policy_loss`` is the aggregated loss)."""
         from rlver.train.algorithms import core
 
+        agg = self.aggregation(x.normalizer, x.samples, settings)
         out = core.policy_loss(
             x.logp, x.old_logp, x.advantages, x.mask,
             clip_eps=settings.clip_eps, clip_eps_high=settings.clip_eps_high, normalizer=x.normalizer,
-            dual_clip=settings.dual_clip, is_weights=x.is_weights,
+            dual_clip=settings.dual_clip, is_weights=x.is_weights, agg=agg,
         )  # fmt: skip
         entropy = core.masked_mean(x.entropy, x.mask, normalizer=x.normalizer)
         loss = out.loss
         if settings.entropy_coef > 0:
-            loss = loss - settings.entropy_coef * entropy
+            loss = loss - settings.entropy_coef * core.aggregate(x.entropy, x.mask, agg)
         stats = {
             "policy_loss": out.loss,
             "clip_fraction": out.clip_fraction,
@@ -263,9 +301,9 @@ class Algorithm(Generic[S]):
             "entropy": entropy,
         }
         if self.kl_in == "loss" and settings.kl_coef > 0 and x.ref_logp is not None:
-            kl = core.masked_mean(core.kl_k3(x.logp, x.ref_logp), x.mask, normalizer=x.normalizer)
-            loss = loss + settings.kl_coef * kl
-            stats["kl_loss"] = kl
+            k3 = core.kl_k3(x.logp, x.ref_logp)
+            loss = loss + settings.kl_coef * core.aggregate(k3, x.mask, agg)
+            stats["kl_loss"] = core.masked_mean(k3.detach(), x.mask, normalizer=x.normalizer)
         return LossTerms(loss, stats)
 
     # ------------------------------------------------------------------------------ under verl

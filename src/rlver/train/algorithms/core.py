@@ -6,9 +6,11 @@ Conventions (CleanRL-style: every shape is written down):
 * ``mask[b, t] = 1`` where token ``t`` of sequence ``b`` was written by the policy (an *action*);
   0 for system/user tokens and padding. User tokens are environment transitions: they are skipped by
   GAE, never carry loss, advantage, entropy or KL.
-* Losses use the "token mean" over every action token of a (mini)batch, as verl does. Pass
+* Losses use the "token mean" over every action token of a (mini)batch by default, as verl does. Pass
   ``normalizer`` (the minibatch's action-token count) to the loss functions when a minibatch is split
-  into micro-batches, so that the accumulated gradient equals the full-minibatch gradient.
+  into micro-batches, so that the accumulated gradient equals the full-minibatch gradient. Another
+  aggregation (verl's ``loss_agg_mode`` names, :data:`LOSS_AGG_MODES`) is an :class:`Aggregation`
+  holding the minibatch's counts; the logged statistics stay token means whatever the loss's mode.
 
 References: PPO (Schulman et al., 2017, arXiv:1707.06347), GAE (Schulman et al., 2016,
 arXiv:1506.02438), GRPO (Shao et al., DeepSeekMath, 2024, arXiv:2402.03300), KL estimators k1/k3
@@ -69,6 +71,53 @@ def masked_whiten(x: Tensor, mask: Tensor, shift_mean: bool = True, eps: float =
     if not shift_mean:
         out = out + mean
     return out * mask
+
+
+# --------------------------------------------------------------------------------------- aggregation
+#: How a loss's per-token values become one number, by verl 0.9.1's ``loss_agg_mode`` names
+#: (``core_algos.agg_loss``, lines 1140-1206): the mean over every action token; the mean over samples
+#: of each sample's token sum or token mean; and Dr. GRPO's (Liu et al., 2025, arXiv:2503.20783) sum
+#: over samples of each token sum divided by a constant, TRL's ``loss_type="dr_grpo"``.
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """A loss aggregation and the counts of the whole minibatch it divides by, so that the losses of a
+    minibatch's micro-batches add up to the minibatch's loss (each divides by the minibatch's counts,
+    never its own).
+
+    ``tokens``: the minibatch's action tokens (``token-mean``); ``samples``: its samples with at least
+    one action token (the ``seq-mean-*`` modes; verl excludes fully masked rows the same way);
+    ``horizon``: ``seq-mean-token-sum-norm``'s constant (verl's ``loss_scale_factor``, TRL's
+    ``max_completion_length``). ``None``: counted on the tensors at hand (one micro-batch is the
+    minibatch), and for ``horizon`` the mask's width, as verl does without ``loss_scale_factor``.
+    """
+
+    mode: str = "token-mean"
+    tokens: float | None = None
+    samples: float | None = None
+    horizon: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in LOSS_AGG_MODES:
+            raise ValueError(f"loss_agg_mode {self.mode!r}: expected one of {', '.join(LOSS_AGG_MODES)}")
+
+
+def aggregate(per_token: Tensor, mask: Tensor, agg: Aggregation) -> Tensor:
+    """``per_token`` ``[B, T]`` → a scalar, as ``agg.mode`` says (0, not NaN, for an empty mask)."""
+    if agg.mode == "token-mean":
+        return masked_mean(per_token, mask, normalizer=agg.tokens)
+    row_tokens = mask.sum(dim=-1)
+    if agg.mode == "seq-mean-token-mean":
+        per_row = masked_sum(per_token, mask, dim=-1) / row_tokens.clamp(min=1.0)
+    else:
+        per_row = masked_sum(per_token, mask, dim=-1)
+    samples = float((row_tokens > 0).sum()) if agg.samples is None else agg.samples
+    loss = per_row.sum() / max(samples, 1.0)
+    if agg.mode == "seq-mean-token-sum-norm":
+        loss = loss / (float(mask.shape[-1]) if agg.horizon is None else agg.horizon)
+    return loss
 
 
 # ---------------------------------------------------------------------------------------- advantages
@@ -212,6 +261,7 @@ def policy_loss(
     normalizer: float | None = None,
     dual_clip: float | None = None,
     is_weights: Tensor | None = None,
+    agg: Aggregation | None = None,
 ) -> PolicyLossOut:
     """The PPO-clip surrogate shared by PPO and GRPO (only the advantages differ).
 
@@ -230,6 +280,10 @@ def policy_loss(
     k3(old ‖ new) (CleanRL's ``approx_kl``, never negative; what ``algorithm.target_kl`` reads), and
     ``ppo_kl``, k1 = mean(old − new) over the ±20-clamped log-ratio (verl's ``actor/ppo_kl``; unbiased
     but can be negative), so a local run and a verl run can be compared on verl's number.
+
+    ``agg`` aggregates the loss (default: the token mean over ``normalizer`` tokens); the statistics
+    are token means over ``normalizer`` tokens whatever it says, so that a clip fraction or a KL reads
+    the same under every aggregation (verl's ``pg_metrics`` are token means too).
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
     log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
@@ -245,7 +299,11 @@ def policy_loss(
         clip_fraction = masked_mean((clipped > unclipped).float(), mask, normalizer=normalizer)
         approx_kl = masked_mean(kl_k3(old_logp, logp, bound=None), mask, normalizer=normalizer)
         ppo_kl = masked_mean(-log_ratio, mask, normalizer=normalizer)  # k1, clamped to ±20 as verl's
-    loss = masked_mean(per_token, mask, normalizer=normalizer)
+    loss = (
+        masked_mean(per_token, mask, normalizer=normalizer)
+        if agg is None
+        else aggregate(per_token, mask, agg)
+    )
     return PolicyLossOut(loss, clip_fraction, approx_kl, ppo_kl)
 
 
@@ -331,6 +389,7 @@ def value_loss(
     mask: Tensor,
     clip_range: float | None = 0.2,
     normalizer: float | None = None,
+    agg: Aggregation | None = None,
 ) -> ValueLossOut:
     """0.5 * max((V - R)^2, (V_clipped - R)^2), V_clipped = clamp(V, V_old - c, V_old + c).
 
@@ -340,15 +399,19 @@ def value_loss(
     the clip moved. The other form rounds ``V_old + (V - V_old)`` away from ``V`` by an ulp where ``V``
     is much smaller than ``V_old`` (a young critic's values near 0), and counted that noise as clipping
     (5 % of such tokens, ``test_the_value_clip_fraction_counts_only_tokens_the_clip_moved``).
+
+    ``agg`` aggregates the loss as :func:`policy_loss`'s does (verl's ``compute_value_loss`` reads the
+    same ``loss_agg_mode``); the clip fraction stays a token mean.
     """
+    agg = Aggregation(tokens=normalizer) if agg is None else agg
     err = (values - returns) ** 2
     if clip_range is None:
-        return ValueLossOut(0.5 * masked_mean(err, mask, normalizer=normalizer), torch.zeros(()))
+        return ValueLossOut(0.5 * aggregate(err, mask, agg), torch.zeros(()))
     v_clipped = torch.clamp(values, min=old_values - clip_range, max=old_values + clip_range)
     err_clipped = (v_clipped - returns) ** 2
     with torch.no_grad():
         frac = masked_mean((err_clipped > err).float(), mask, normalizer=normalizer)
-    return ValueLossOut(0.5 * masked_mean(torch.maximum(err, err_clipped), mask, normalizer=normalizer), frac)
+    return ValueLossOut(0.5 * aggregate(torch.maximum(err, err_clipped), mask, agg), frac)
 
 
 def entropy_from_logits(logits: Tensor) -> Tensor:

@@ -66,8 +66,9 @@ class PPO(Algorithm[PPOSettings]):
         from rlver.train.algorithms import core
 
         out = core.value_loss(
-            x.values, x.old_values, x.returns, x.mask, clip_range=settings.value_clip, normalizer=x.normalizer
-        )
+            x.values, x.old_values, x.returns, x.mask, clip_range=settings.value_clip,
+            normalizer=x.normalizer, agg=self.aggregation(x.normalizer, x.samples, settings),
+        )  # fmt: skip
         return LossTerms(out.loss, {"value_loss": out.loss, "value_clip_fraction": out.clip_fraction})
 
     def verl_overrides(self, settings: PPOSettings) -> dict[str, Any]:
