@@ -46,6 +46,7 @@ from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
 from rlver.redaction import mask_secret_values, redacted
 from rlver.rollout.batching import RolloutTimes
+from rlver.rollout.failed_groups import trainable_episodes
 from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts
 from rlver.simulator.base import UserSimulator
@@ -400,14 +401,12 @@ class Trainer:
     def _trainable(self, step: int, episodes: list[Episode]) -> tuple[list[Sample], dict[str, Any]]:
         """The samples the update trains on (tokenised, with their rewards) and the rollout's metrics.
 
-        Failed dialogues are dropped; an algorithm that needs groups drops a group with a failed
-        dialogue whole (verl refills it), so the survivors carry no bias.
+        Which dialogues: ``rlver.rollout.failed_groups`` (an algorithm that needs groups drops a group
+        with a failed dialogue whole).
         """
         r = self.cfg.rollout
         finished = [ep for ep in episodes if ep.status == "finished"]
-        broken = {ep.profile_id for ep in episodes if ep.status != "finished"}
-        grouped = self.algo.min_group_size > 1 and broken
-        trainable = [ep for ep in finished if ep.profile_id not in broken] if grouped else finished
+        trainable = trainable_episodes(episodes, self.algo.min_group_size)
         samples, untokenisable = make_samples(trainable, self.tokenizer, r, self.cfg.model.max_length)
         metrics: dict[str, Any] = rollout_metrics(episodes, finished)
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
