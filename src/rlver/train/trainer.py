@@ -422,10 +422,30 @@ class Trainer:
         stop_if_too_many_failed(step, episodes, r.max_failed_share)
         return samples, metrics
 
+    def _evaluation_due(self, step: int) -> bool:
+        """Whether step ``step`` ends with a held-out evaluation: every ``eval.every`` steps, and the last."""
+        every = self.cfg.eval.every
+        return bool(every and step % every == 0) or step == self.cfg.run.steps
+
+    def _evaluate_missed(self) -> None:
+        """On resume: the held-out evaluation the last finished step was due and never got (a Ctrl-C
+        in its update skips it, one in it cuts it short), run now and logged at that step, so
+        ``eval_history`` has no hole. It runs where the uninterrupted run ran it (after the step, before
+        the next), seeded the same (``evaluate_episodes`` leaves the training random stream alone)."""
+        step = self.step
+        if step == 0 or not self._evaluation_due(step) or any(e["step"] == step for e in self.eval_history):
+            return
+        t0 = time.perf_counter()
+        result = self.evaluate()
+        self.eval_history.append({"step": step, **result})
+        self.logger.log(
+            step, {**{f"eval/{k}": v for k, v in result.items()}, "time/eval_s": time.perf_counter() - t0}
+        )
+        self.evaluation_cut = False
+
     def _evaluate_if_due(self, step: int, metrics: dict[str, Any]) -> None:
         """Every ``eval.every`` steps and after the last: the held-out score, into ``metrics``."""
-        e = self.cfg.eval
-        if (e.every and step % e.every == 0) or step == self.cfg.run.steps:
+        if self._evaluation_due(step):
             t0 = time.perf_counter()
             result = self.evaluate()
             self.eval_history.append({"step": step, **result})
@@ -454,6 +474,7 @@ class Trainer:
         # Ctrl-C: the step in flight is abandoned before its update or finished once the update began
         # (train_step), then the last finished step is checkpointed (_save_interrupted).
         try:
+            self._evaluate_missed()  # a resumed run's last step, if its evaluation was skipped or cut
             with progress:
                 while self.step < cfg.run.steps:
                     metrics = self._step_or_save_on_interrupt()
