@@ -119,3 +119,29 @@ def test_one_update_of_several_optimiser_steps_advances_the_schedule_once(
             assert sched.last_epoch == 1, which
             assert opt.param_groups[0]["lr"] == pytest.approx(base * 0.25), which
     assert ("critic" in lrn.p.optimisers.trained) == (algorithm == "ppo")
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()`")
+def test_the_schedule_named_in_the_config_is_the_one_run() -> None:
+    """``optim.schedule`` reaches each optimiser's scheduler: linear, warm-up 3 of 4 steps (so the
+    decay has one step: ``total - warmup`` = 1, the rate reaching 0 at the end)."""
+    settings = OptimSettings(actor_lr=1.0, critic_lr=2.0, schedule="linear", warmup_steps=3)
+    optimisers = Optimisers(_Model(), _Model(), settings, total_steps=4)
+    seen = [optimisers.schedule_step() for _ in range(4)]
+    assert [s["train/lr_actor"] for s in seen] == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+    assert [s["train/lr_critic"] for s in seen] == pytest.approx([0.0, 2 / 3, 4 / 3, 2.0])
+    assert optimisers.schedule_step()["train/lr_actor"] == 0.0  # after the last step: decayed to 0
+    constant = Optimisers(_Model(), None, OptimSettings(actor_lr=1.0, schedule="constant"), total_steps=4)
+    assert [constant.schedule_step()["train/lr_actor"] for _ in range(4)] == [1.0] * 4
+
+
+def test_zero_grad_frees_the_gradients() -> None:
+    """Between optimiser steps the gradients are dropped (``None``), not kept as zeros: no memory held
+    for them, and a parameter that gets no gradient in the next minibatch is not moved by AdamW's
+    momentum or decay."""
+    actor, critic = _Model(), _Model()
+    optimisers = Optimisers(actor, critic, SETTINGS, total_steps=4)
+    for model in (actor, critic):
+        model.head(model.body(torch.ones(1, 3))).sum().backward()
+    optimisers.zero_grad()
+    assert all(p.grad is None for model in (actor, critic) for p in model.parameters())
