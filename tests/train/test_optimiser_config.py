@@ -98,20 +98,18 @@ def test_the_critic_runs_its_own_schedule_and_resumes_it() -> None:
 def test_one_update_of_several_optimiser_steps_advances_the_schedule_once(
     tmp_path: Path, algorithm: str
 ) -> None:
-    """Six samples in minibatches of one over two epochs: twelve optimiser steps, and every schedule
-    (the actor's, PPO's critic's) one step on: warm-up 4 of 10 steps, so the rate goes from 0 to a
-    quarter, not to lr × 12/4 capped at the decay."""
+    """Four samples in minibatches of one: four optimiser steps, and every schedule (the actor's, PPO's
+    critic's) one step on: warm-up 4 of 10 steps, so the rate goes from 0 to a quarter, not to the full
+    rate and on into the decay."""
     sets = [
-        f"algorithm.name={algorithm}", "algorithm.epochs=2", "optim.schedule=cosine",
+        f"algorithm.name={algorithm}", "optim.schedule=cosine",
         "optim.warmup_steps=4", "run.steps=10", "optim.actor_lr=0.01", "optim.critic_lr=0.02",
     ]  # fmt: skip
     lrn = learner(tmp_path, *sets, minibatch_samples=1)
-    samples = [
-        sample(9, 3, reward, f"p{i // 2}", k=i) for i, reward in enumerate([0.1, 0.9, 0.3, 0.5, 0.2, 0.8])
-    ]
+    samples = [sample(9, 3, reward, f"p{i // 2}", k=i) for i, reward in enumerate([0.1, 0.9, 0.3, 0.5])]
     batch = lrn.score(samples)
     stats = lrn.update(batch, step=1, generator=torch.Generator().manual_seed(0))
-    assert stats["train/optimizer_steps"] == 12
+    assert stats["train/optimizer_steps"] == 4
     assert stats["train/lr_actor"] == 0.0  # the rate the step ran with
     for which, base in (("actor", 0.01), ("critic", 0.02)):
         if which in lrn.p.optimisers.trained:
