@@ -8,10 +8,12 @@ Why: the tiny-offline learning test has a constant rate, an on-policy ratio of 1
 binds and a user that never fails, so reversed AdamW betas, a value clip around the current values, a
 schedule stepped on every optimiser step and a failed group's survivors kept all passed it.
 
-CI runs the correct GRPO trainer at seed 0 (``REGIME_SEEDS``). The planted bugs (reversed betas, the value
-clip off, a failed group's survivors kept) run only when ``RLVER_LEARNING_SEEDS`` is set, as their power is
-measured (docs/notes/2026-12-06-training-round-6.md has the figures, and says which bug this test cannot
-tell from a correct trainer on the tiny model).
+CI runs the correct GRPO trainer at seed 0 (``REGIME_SEEDS``). The planted bugs run only when
+``RLVER_LEARNING_SEEDS`` is set. Measured (docs/notes/2026-12-06-training-round-6.md): a failed group's
+survivors kept fails the regime's own check (no sibling dropped); the reversed betas still learn on the
+tiny model (held-out +0.7, +1.7, +3.1 at seeds 0-2, against the correct +4.3, +1.5, +2.0), and at the
+test's critic rate the value clip never binds, so clipping around the current values gives the correct
+run's numbers: those two are held by ``test_optimiser_config.py`` and ``test_clip_bounds.py``, not here.
 """
 
 from __future__ import annotations
@@ -168,6 +170,6 @@ def test_the_regime_test_fails_each_planted_bug(
     plant(monkeypatch)
     before, after, history = _learn(algorithm, tmp_path, seed)
     print(f"regime {algorithm} seed {seed}, {bug}: held-out {before:.1f} -> {after:.1f}; {_summary(history)}")
-    assert _not_learned(algorithm, before, after, history), (
-        f"{bug} still learned: {before:.1f} -> {after:.1f}"
-    )
+    failures = _failures(algorithm, before, after, history)
+    print(f"  {bug} seed {seed} fails on: {failures}")
+    assert failures, f"{bug} still learned: {before:.1f} -> {after:.1f}"
