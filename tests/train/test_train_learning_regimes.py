@@ -12,9 +12,9 @@ CI runs the correct GRPO trainer at seed 0 (``REGIME_SEEDS``). The planted bugs 
 ``RLVER_LEARNING_SEEDS`` is set. Measured (docs/notes/2026-12-06-training-round-6.md): a failed group's
 survivors kept fails the regime's own check (no sibling dropped); the reversed betas still learn on the
 tiny model (held-out 13.1 -> 13.8, 14.8, 16.2, 14.0, 15.2 at seeds 0-4; the correct trainer 17.4, 14.6,
-15.1, 14.8, 14.2), and at the
-test's critic rate the value clip never binds, so clipping around the current values gives the correct
-run's numbers: those two are held by ``test_optimiser_config.py`` and ``test_clip_bounds.py``, not here.
+15.1, 14.8, 14.2), and at the test's critic rate the value clip never binds, so clipping around the
+current values gives the correct run's numbers: those two are held by ``test_optimiser_config.py`` and
+``test_clip_bounds.py``, not here.
 """
 
 from __future__ import annotations
