@@ -343,3 +343,49 @@ def test_a_signal_in_the_update_skips_the_evaluation_and_names_the_update(tmp_pa
         trainer.train()
     assert trainer.step == 1 and evaluated == [] and not trainer.evaluation_cut
     assert trainer.interrupt_note.startswith("step 1 finished first (the signal came during its update)")
+
+
+@pytest.mark.usefixtures("_own_signals")  # three 3-step tiny runs in-process, an evaluation each step
+def test_a_step_whose_evaluation_a_signal_skipped_is_evaluated_on_resume(tmp_path: Path) -> None:
+    """SIGINT inside step 2's update, an evaluation due after every step: step 2 finishes and is saved
+    without its evaluation; ``--resume`` runs that evaluation first, logged at step 2, so the resumed
+    run's ``eval_history`` and held-out numbers are the uninterrupted run's, step for step, and so are
+    its weights. A resume whose last step was evaluated runs no evaluation twice."""
+    from rlver.train.config import load_train_config
+    from rlver.train.logger import read_metrics
+    from rlver.train.trainer import Trainer
+
+    torch.set_num_threads(1)
+    cfg = load_train_config("tiny-offline", list(EVAL_SETS))
+    straight = Trainer(cfg, tmp_path / "a")
+    straight.train()
+    assert [e["step"] for e in straight.eval_history] == [1, 2, 3]
+
+    trainer = Trainer(cfg, tmp_path / "b")
+    update = trainer.learner.update
+
+    def signalled_update(*args: object, **kwargs: object) -> dict:
+        if trainer.step == 1:  # step 2's update
+            os.kill(os.getpid(), signal.SIGINT)
+        return update(*args, **kwargs)  # type: ignore[arg-type]
+
+    trainer.learner.update = signalled_update  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt), graceful_stop():
+        trainer.train()
+    assert trainer.step == 2 and [e["step"] for e in trainer.eval_history] == [1]
+
+    stop_requested.clear()
+    resumed = Trainer(cfg, tmp_path / "b", resume=True)
+    assert [e["step"] for e in resumed.eval_history] == [1]
+    resumed.train()
+    assert resumed.eval_history == straight.eval_history
+    logged = [(r["step"], r["eval/score"]) for r in read_metrics(tmp_path / "b") if "eval/score" in r]
+    assert logged == [(e["step"], e["score"]) for e in straight.eval_history]
+    a, b = straight.policy.state_dict(), resumed.policy.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a), "the resumed weights differ"
+
+    evaluated: list[int] = []
+    again = Trainer(cfg, tmp_path / "b", resume=True)  # step 3 was evaluated: nothing to catch up
+    again.evaluate = lambda: evaluated.append(again.step) or {}  # type: ignore[method-assign]
+    again.train()
+    assert evaluated == []

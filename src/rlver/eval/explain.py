@@ -34,6 +34,7 @@ from rlver.migrate import recorded_max_quoted_chars, recorded_think_context
 from rlver.profiles.download import DATA_FILES
 from rlver.profiles.sets import PUBLISHED_SETS
 from rlver.records import Episode
+from rlver.rollout import failed_groups
 from rlver.rules import EVALUATION, PUBLISHED_TRAINING, DialogueRules
 from rlver.simulator.emotion import MAX_CHANGE
 from rlver.simulator.llm.prompts.sage import SAGE_PROMPT_VERSION
@@ -760,6 +761,16 @@ def _retries(manifest: RunManifest) -> list[Difference]:
     return found
 
 
+def _failed_dialogue(manifest: RunManifest) -> list[Difference]:
+    """What a training run does with a failed dialogue and its group (``rlver.rollout.failed_groups``,
+    recorded in ``published_run``); the published user retries each call until it answers, so none
+    fails there. Runs written before the rule was recorded name nothing."""
+    rule = (manifest.published_run or {}).get("failed_dialogue")
+    if not rule:
+        return []
+    return [Difference("a failed dialogue", str(rule), failed_groups.PUBLISHED, "retries")]
+
+
 def _held_out(manifest: RunManifest) -> list[Difference]:
     """How a training run's held-out score was measured; the published run validated once, after
     the last step, on the training environment (train_rlver.sh:73, :78; ray_trainer.py:1184-1189)."""
@@ -898,6 +909,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _reply_chars,
     _think_context,
     _retries,
+    _failed_dialogue,
     _profiles("rlver-train", 500, None),
     _held_out,
     _training_settings,

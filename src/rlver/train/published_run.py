@@ -5,7 +5,9 @@ published run's settings, each with its file:line in docs/protocol.md. A trainin
 setting by setting, with the preset of its algorithm and think mode (``ppo`` for an algorithm that was
 not published), and the settings that differ go into the manifest's ``published_run`` record, which
 ``rlver explain`` prints (row ``training-settings``): the model, the batch size, the steps,
-``max_length``, the group size per algorithm (published GRPO 4, PPO 1), the optimiser, the reward.
+``max_length``, the group size per algorithm (published GRPO 4, PPO 1), the optimiser, the reward;
+and what the run does with a failed dialogue and its group (``failed_dialogue``,
+``rlver.rollout.failed_groups``; row ``retries``).
 
 Settings that other rows of ``rlver explain`` compare from the manifest's own records (the dialogue's
 rules, the simulator, the agent prompt, think mode, the profiles, the held-out evaluation) and settings
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlver.rollout import failed_groups
+from rlver.train.algorithms import ALGORITHMS
 from rlver.train.config import TrainConfig, load_train_config
 
 #: The algorithms a published run used; any other is compared with the PPO preset.
@@ -104,4 +108,6 @@ def published_run(cfg: TrainConfig) -> dict[str, Any]:
             continue
         if run.get(path) != published.get(path):
             differences[path] = {"run": run.get(path), "published": published.get(path)}
-    return {"preset": name, "differences": differences}
+    # the published user never fails (it retries each call): what this run does when one does
+    failed = failed_groups.rule(ALGORITHMS.get(cfg.algorithm.name).min_group_size)
+    return {"preset": name, "differences": differences, "failed_dialogue": failed}

@@ -47,6 +47,7 @@ from rlver.profiles.sets import load_profile_set
 from rlver.records import Episode
 from rlver.redaction import mask_secret_values, redacted
 from rlver.rollout.batching import RolloutTimes
+from rlver.rollout.failed_groups import trainable_episodes
 from rlver.rollout.hackwatch import HackWatch
 from rlver.rollout.runner import run_rollouts
 from rlver.simulator.base import UserSimulator
@@ -401,14 +402,12 @@ class Trainer:
     def _trainable(self, step: int, episodes: list[Episode]) -> tuple[list[Sample], dict[str, Any]]:
         """The samples the update trains on (tokenised, with their rewards) and the rollout's metrics.
 
-        Failed dialogues are dropped; an algorithm that needs groups drops a group with a failed
-        dialogue whole (verl refills it), so the survivors carry no bias.
+        Which dialogues: ``rlver.rollout.failed_groups`` (an algorithm that needs groups drops a group
+        with a failed dialogue whole).
         """
         r = self.cfg.rollout
         finished = [ep for ep in episodes if ep.status == "finished"]
-        broken = {ep.profile_id for ep in episodes if ep.status != "finished"}
-        grouped = self.algo.min_group_size > 1 and broken
-        trainable = [ep for ep in finished if ep.profile_id not in broken] if grouped else finished
+        trainable = trainable_episodes(episodes, self.algo.min_group_size)
         samples, untokenisable = make_samples(trainable, self.tokenizer, r, self.cfg.model.max_length)
         metrics: dict[str, Any] = rollout_metrics(episodes, finished)
         metrics["rollout/dropped_with_group"] = len(finished) - len(trainable)
@@ -424,10 +423,30 @@ class Trainer:
         stop_if_too_many_failed(step, episodes, r.max_failed_share)
         return samples, metrics
 
+    def _evaluation_due(self, step: int) -> bool:
+        """Whether step ``step`` ends with a held-out evaluation: every ``eval.every`` steps, and the last."""
+        every = self.cfg.eval.every
+        return bool(every and step % every == 0) or step == self.cfg.run.steps
+
+    def _evaluate_missed(self) -> None:
+        """On resume: the held-out evaluation the last finished step was due and never got (a Ctrl-C
+        in its update skips it, one in it cuts it short), run now and logged at that step, so
+        ``eval_history`` has no hole. It runs where the uninterrupted run ran it (after the step, before
+        the next), seeded the same (``evaluate_episodes`` leaves the training random stream alone)."""
+        step = self.step
+        if step == 0 or not self._evaluation_due(step) or any(e["step"] == step for e in self.eval_history):
+            return
+        t0 = time.perf_counter()
+        result = self.evaluate()
+        self.eval_history.append({"step": step, **result})
+        self.logger.log(
+            step, {**{f"eval/{k}": v for k, v in result.items()}, "time/eval_s": time.perf_counter() - t0}
+        )
+        self.evaluation_cut = False
+
     def _evaluate_if_due(self, step: int, metrics: dict[str, Any]) -> None:
         """Every ``eval.every`` steps and after the last: the held-out score, into ``metrics``."""
-        e = self.cfg.eval
-        if (e.every and step % e.every == 0) or step == self.cfg.run.steps:
+        if self._evaluation_due(step):
             t0 = time.perf_counter()
             result = self.evaluate()
             self.eval_history.append({"step": step, **result})
@@ -456,6 +475,7 @@ class Trainer:
         # Ctrl-C: the step in flight is abandoned before its update or finished once the update began
         # (train_step), then the last finished step is checkpointed (_save_interrupted).
         try:
+            self._evaluate_missed()  # a resumed run's last step, if its evaluation was skipped or cut
             with progress:
                 while self.step < cfg.run.steps:
                     metrics = self._step_or_save_on_interrupt()
