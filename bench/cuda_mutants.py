@@ -63,7 +63,7 @@ MUTANTS: tuple[LineMutant, ...] = (
     LineMutant("rlver.train.batch.x__compute_region__mutmut_7", _B, _REGION, _REGION.replace("dtype=dtype", "dtype=None")),
     LineMutant("rlver.train.batch.x__compute_region__mutmut_9", _B, _REGION, _REGION.replace("dtype=dtype", "")),
     LineMutant("rlver.train.learner.xǁBatchǁrows__mutmut_1", _L, _ROWS, _ROWS.replace("(mb.action_mask.device)", "(None)")),
-    LineMutant("rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6", _L, _MICRO, _MICRO.replace("self.p.device", "None")),
+    LineMutant("rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7", _L, _MICRO, _MICRO.replace("self.p.device", "None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_25", _C, _ARANGE, _ARANGE.replace("device=mask.device", "device=None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_27", _C, _ARANGE, _ARANGE.replace("device=mask.device", "")),
     LineMutant("rlver.llm.sampling.x_row_uniforms__mutmut_4", _S, _EMPTY, _EMPTY.replace("device=device", "device=None")),

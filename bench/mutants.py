@@ -180,7 +180,7 @@ EQUIVALENT: dict[str, str] = {
         "so the default of sums.get is never used"
         for n in (67, 69, 72)
     },
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_27": "chunk_tokens left at policy_forward's "
+    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_28": "chunk_tokens left at policy_forward's "
     "default: the chunking is exact, the numbers do not depend on its size",
     "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
     "logit_chunk_tokens (batch's policy_forward_70 likewise)",
@@ -306,7 +306,7 @@ CPU_UNTESTABLE: dict[str, str] = {
         for n in (7, 9)
     },
     "rlver.train.learner.xǁBatchǁrows__mutmut_1": _TO_NONE,
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_6": "collate(..., None) leaves the micro-batch on "
+    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7": "collate(..., None) leaves the micro-batch on "
     "the CPU: on CUDA the model's forward gets CPU tensors",
     **{f"{_A}core.x_compact__mutmut_{n}": _NO_DEVICE for n in (25, 27)},
     **{_S + f"x_row_uniforms__mutmut_{n}": _NO_DEVICE for n in (4, 7)},

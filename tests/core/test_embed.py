@@ -63,9 +63,9 @@ def test_missing_extra_is_a_config_error_naming_it(monkeypatch: pytest.MonkeyPat
     from rlver.simulator.offline.user import load_minilm_embedder
 
     for load in (load_sentence_embedder, load_minilm_embedder, lambda: make_index("embed")):
-        with pytest.raises(ConfigError, match=r"rlver\[embed\]"):
+        with pytest.raises(ConfigError, match=r"\.\[embed\]"):
             load()
-    with pytest.raises(ConfigError, match=r"simulator\.embed: .*rlver\[embed\].*embed=false"):
+    with pytest.raises(ConfigError, match=r"simulator\.embed: .*\.\[embed\].*embed=false"):
         build_simulator(SimulatorSpec(embed=True))
 
 

@@ -65,6 +65,7 @@ ANY_SIZE = {
             "AlgorithmSettings.rollout_is_threshold",
             "GRPOSettings.grpo_eps",
             "PPOSettings.value_clip",
+            "AlgorithmSettings.loss_scale_factor",
         ],
         "a loss coefficient or clip range: any finite size is arithmetic the update can do",
     ),

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rlver.errors import RlverError
-from rlver.integrations.verl.launch import STAND_IN_PROMPT, main
+from rlver.integrations.verl.launch import STAND_IN_PROMPT, load_verl_config, main, prepare
 
 
 def test_a_real_preset_dry_runs_offline_with_a_labelled_stand_in(
@@ -38,10 +38,11 @@ def test_a_real_preset_dry_runs_offline_with_a_labelled_stand_in(
 
 
 def test_the_stand_in_is_for_dry_runs_only(tmp_path: Path) -> None:
-    """A real launch with the published set missing is refused, and makes no folder."""
+    """Writing a real launch's run folder with the published set missing is refused, and makes no
+    folder (the launch's own checks, verl and the key, come before it: tests/integrations/test_verl_launch.py)."""
     out = tmp_path / "grpo"
     with pytest.raises(RlverError, match="rlver-train"):
-        main("grpo-think", [f"verl.out_dir={out}"], dry_run=False)
+        prepare(load_verl_config("grpo-think", [f"verl.out_dir={out}"]), stand_in=False)
     assert not out.exists()
 
 

@@ -137,7 +137,7 @@ def test_embed_without_the_extra_is_a_config_error() -> None:
     try:
         import sentence_transformers  # noqa: F401
     except ImportError:
-        with pytest.raises(ConfigError, match=r"rlver\[embed\]"):
+        with pytest.raises(ConfigError, match=r"\.\[embed\]"):
             build_simulator(SimulatorSpec(embed=True))
     else:  # pragma: no cover
         pytest.skip("the [embed] extra is installed")

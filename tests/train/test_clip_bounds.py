@@ -98,7 +98,7 @@ def test_the_value_clip_is_around_the_values_at_scoring_time(tmp_path: Path) -> 
     rows = list(range(len(samples)))
     mb = collate(batch.seqs, rows, lrn.p.pad_id, lrn.p.device)
     n_tok = float(mb.action_mask.sum())
-    stats = lrn.critic.backward(mb, n_tok, batch)
+    stats = lrn.critic.backward(mb, (n_tok, float(len(rows))), batch)  # (tokens, samples)
     now = torch.ones_like(mb.action_mask)
     returns = batch.rows(batch.returns, mb)
     want = core.value_loss(now, batch.rows(batch.values, mb), returns, mb.action_mask, 0.2, normalizer=n_tok)

@@ -104,4 +104,4 @@ def _torch_gpus() -> int:
     """The CUDA devices torch sees here (0 without CUDA): what a local ``ray.init`` offers as GPUs."""
     import torch  # the [verl] extra brings it; imported where it computes
 
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return torch.cuda.device_count()  # 0 without CUDA
