@@ -3,7 +3,8 @@
 `rlver eval --profiles rlver-train --simulator offline --agent-local RUN --protocol training` loaded the
 agent, then stopped on "3 of its 4 files are not here", naming the simulator's published code an offline
 user does not need. The run's agent prompt (``rlver-published``) is the one fetched file it needs: it is
-now named alone, before any model loads, with the flag that sends rlver's own prompt instead.
+now named alone, before any model loads, with the flag that sends rlver's own prompt instead (an LLM
+user may read the set's other files: there every missing one is named, also before any model loads).
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ def test_only_the_runs_prompt_file_is_asked_for_before_any_model_loads(
     assert "hard_player_simulator" not in line and ".pyc" not in line
     assert "rlver data download rlver-train" in line and "--agent-prompt neutral" in line
     assert not (tmp_path / "o").exists()  # refused before any work
+
+    # an LLM user may read the set's simulator code too: then every missing file, at once, still first
+    llm = ["--simulator", "llm", "--sim-base-url", "http://127.0.0.1:1/v1", "--sim-model", "m"]
+    argv = [sys.executable, "-m", "rlver", "eval", "--profiles", "rlver-train", *llm, "--agent-tiny"]
+    argv += ["--agent-prompt", "rlver-published", "--limit", "1", "--out", str(tmp_path / "o")]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr[-2000:]
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("error: rlver-train: 3 of its 4 files are not here:"), line
+    assert not (tmp_path / "o").exists()
 
     # with that one file copied in, nothing else of the set is asked for
     monkeypatch.setenv("RLVER_DATA_DIR", str(data))

@@ -223,18 +223,23 @@ def eval_command(
 def _check_prompt_file(cfg: Any, run: Any) -> None:
     """Refuse, before any model loads, an agent prompt read from a fetched file that is not here.
 
-    Only that one file is named: an offline user needs the profiles and the prompt the agent is sent,
-    not the simulator's published code of the same download set. A training run's own prompt (what
-    ``--protocol training`` evaluates it with) says where it came from and how to use another."""
+    With a user that is asked no prompt set (offline, replay) only that one file is named: such a run
+    needs the profiles and the prompt the agent is sent, not the simulator's published code of the same
+    download set. An LLM user may read those too, so every missing file of the set is named at once.
+    A training run's own prompt (what ``--protocol training`` evaluates it with) says where it came
+    from and how to use another."""
     from rlver.env.thinking import absent_prompt_file
     from rlver.profiles.download import candidate_dirs, offline_fixes
-    from rlver.profiles.published_code import CODE_OF_SET, FOLDER
+    from rlver.profiles.published_code import CODE_OF_SET, FOLDER, missing_error, missing_from_set
+    from rlver.simulator.spec import asks_prompt_set
 
     name = cfg.env.agent_prompt
     file = None if cfg.env.system_prompt else absent_prompt_file(name)
     if file is None:
         return
     fetch = next(s for s, names in CODE_OF_SET.items() if file in names)
+    if asks_prompt_set(cfg.simulator.kind):  # an LLM user may read the set's other files: all at once
+        raise missing_error(fetch, missing_from_set(fetch))
     origin = (
         f"the prompt of the training run {run.folder}"
         if run is not None
