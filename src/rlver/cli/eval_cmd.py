@@ -27,7 +27,7 @@ from rlver.cli.simulator_flags import (
     simulator_option,
 )
 from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
-from rlver.errors import EXIT_CODES_HELP, ConfigError, did_you_mean
+from rlver.errors import EXIT_CODES_HELP, ConfigError, InputError, Problem, did_you_mean
 from rlver.extras import require_extra
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.llm.protocols import PROTOCOLS
@@ -196,6 +196,7 @@ def eval_command(
         cfg = evaluated_as_run(
             run, cfg, lambda base: load_layers(EvalConfig, [base, *layers], set_), "--agent-local"
         )
+    _check_prompt_file(cfg, run)
     _check_out(cfg.out_dir)
     if cfg.agent is None:  # agent_tiny: the tiny model, built and run in this process
         require_extra("train", "--agent-tiny")
@@ -209,6 +210,45 @@ def eval_command(
     if resume and not (transcript.is_file() and transcript.stat().st_size > 0):
         checks.nothing_to_resume(cfg.out_dir)
     run_with_progress(cfg, resume=resume)
+
+
+def _check_prompt_file(cfg: Any, run: Any) -> None:
+    """Refuse, before any model loads, an agent prompt read from a fetched file that is not here.
+
+    With a user that is asked no prompt set (offline, replay) only that one file is named: such a run
+    needs the profiles and the prompt the agent is sent, not the simulator's published code of the same
+    download set. An LLM user may read those too, so every missing file of the set is named at once.
+    A training run's own prompt (what ``--protocol training`` evaluates it with) says where it came
+    from and how to use another."""
+    from rlver.env.thinking import absent_prompt_file
+    from rlver.profiles.download import candidate_dirs, offline_fixes
+    from rlver.profiles.published_code import CODE_OF_SET, FOLDER, missing_error, missing_from_set
+    from rlver.simulator.spec import asks_prompt_set
+
+    name = cfg.env.agent_prompt
+    file = None if cfg.env.system_prompt else absent_prompt_file(name)
+    if file is None:
+        return
+    fetch = next(s for s, names in CODE_OF_SET.items() if file in names)
+    if asks_prompt_set(cfg.simulator.kind):  # an LLM user may read the set's other files: all at once
+        raise missing_error(fetch, missing_from_set(fetch))
+    origin = (
+        f"the prompt of the training run {run.folder}"
+        if run is not None
+        else "this evaluation's agent prompt"
+    )
+    caveat = " (the score is then not the run's logged eval/score)" if run is not None else ""
+    looked = ", ".join(str(d) for d in candidate_dirs())
+    raise InputError(
+        Problem(
+            "env.agent_prompt",
+            None,
+            None,
+            f"{name} ({origin}) is read from {FOLDER}/{file}, which is not here (looked in {looked}); run "
+            f"`rlver data download {fetch}`, or {offline_fixes(fetch)}; or pass --agent-prompt neutral "
+            f"to send rlver's own prompt instead{caveat}",
+        )
+    )
 
 
 def _in(data: Any, *keys: str) -> Any:
