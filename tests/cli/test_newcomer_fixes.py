@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import run_rlver
-from rlver.cli.eval_cmd import _interrupted
+from rlver.cli.eval_progress import interrupted_note
 
 
 def _errors(stderr: str) -> list[str]:
@@ -26,14 +26,14 @@ def _errors(stderr: str) -> list[str]:
 def test_an_interrupted_eval_names_only_what_its_folder_holds(tmp_path: Path) -> None:
     """An empty folder does not "hold the run's settings"; one with the manifest does."""
     out = tmp_path / "ev"
-    assert _interrupted(out) == "interrupted before the run started: nothing was written"
+    assert interrupted_note(out) == "interrupted before the run started: nothing was written"
     out.mkdir()
-    empty = _interrupted(out)
+    empty = interrupted_note(out)
     assert "settings" not in empty and "is empty" in empty and "nothing was written" in empty
     (out / "notes.txt").write_text("mine")
-    assert "settings" not in _interrupted(out)
+    assert "settings" not in interrupted_note(out)
     (out / "transcript.jsonl").write_text("")  # the manifest line is written first
-    assert "holds the run's settings" in _interrupted(out)
+    assert "holds the run's settings" in interrupted_note(out)
 
 
 # -- inspect / explain on the demo's folder -------------------------------------------------------------

@@ -526,7 +526,7 @@ def test_resume_with_nothing_to_resume_starts_a_new_run_in_train_and_eval(
 
     monkeypatch.setattr(trainer_module, "Trainer", fake_trainer)
     monkeypatch.setattr(
-        eval_cmd, "_run_with_progress", lambda cfg, *, resume: started.append(("eval", resume))
+        eval_cmd, "run_with_progress", lambda cfg, *, resume: started.append(("eval", resume))
     )
     (box / "emptyrun").mkdir()
     code, text = run_in_process(

@@ -2,7 +2,7 @@
 
 The reference is ``PlayerSimulator`` of the fetched ``hard_player_simulator_dsv3.py``, executed here (in
 the test only) with ``call_api`` replaced by a stub. Two published bugs are worked around, as
-docs/protocol.md says: the file does not compile as released (``call_api``'s docstring is not indented;
+docs/published-text.md says: the file does not compile as released (``call_api``'s docstring is not indented;
 the same one-docstring repair rlver makes before parsing it), and it imports its system prompts from
 ``verl.workers.rollout.vllm_rollout.system_prompt`` (a stand-in module here). ``PlayerSimulator`` is made
 without its ``__init__``, which reads ``data/train_profile.jsonl`` and calls the model; the state

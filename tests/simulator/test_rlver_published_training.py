@@ -10,7 +10,7 @@ changes up and down (beyond ±10, to 100 and below 0), an answer whose change do
 empty (re-sent), an empty reply, a goodbye.
 
 The published code makes one more call in every ``__init__`` (``:69``; a clone runs ``__init__`` too,
-``:395``) and throws its answer away; those calls are left out of the comparison (docs/protocol.md,
+``:395``) and throws its answer away; those calls are left out of the comparison (docs/published-text.md,
 published bugs). Its profile file is the dialogue's own profile, and ``generate_role`` reads a ``topic``
 the published profiles lack (``:91``): the test adds one.
 """

@@ -6,7 +6,7 @@ that records each prompt and answers with what the released transcript says the 
 same dialogues are then played by ``rlver eval`` against a real OpenAI-compatible server on 127.0.0.1,
 which answers the same way, and every request it receives is compared with SAGE's.
 
-Two published bugs are filled in, as docs/protocol.md says: ``planning_reply`` reads
+Two published bugs are filled in, as docs/published-text.md says: ``planning_reply`` reads
 ``player_data["target"]``, which ``player_init`` never sets (a KeyError as released; any integer makes the
 second ``{{target}}`` replace a no-op, as it is once the first has run), and ``npc_response.py`` calls a
 ``call_llm`` it never defines.
@@ -265,7 +265,7 @@ def think_reply(k: int) -> str:
 
 
 def shown_in_think_layout(raw: str) -> str:
-    """The documented think layout (docs/protocol.md, "The reply layout"; RLVER
+    """The documented think layout (docs/published-text.md, "The reply layout"; RLVER
     vllm_rollout_spmd_think.py:402-406): the text after the last ``</think>``, stripped, else the reply."""
     return raw.split("</think>")[-1].strip() if "</think>" in raw else raw
 

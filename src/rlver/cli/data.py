@@ -14,7 +14,8 @@ from rlver.cli.plain_help import add_group
 def download_cmd(
     name: str = typer.Argument(
         ...,
-        help="Which set: sage-test (100 benchmark profiles + SAGE's code) or rlver-train (500 + RLVER's training code).",
+        help="Which set: sage-test (100 benchmark profiles + SAGE's code), rlver-train (500 + RLVER's "
+        "training code) or sage-released (SAGE's nine released result files, for score and calibrate).",
     ),
     dest: Path | None = typer.Option(
         None,
@@ -43,14 +44,8 @@ def download_cmd(
     Without network: --from FOLDER takes copies from a folder, --base-url a mirror of the raw files,
     or RLVER_SHARED_DATA names a folder that already holds them as rlver stores them."""
     from rlver.errors import ConfigError
-    from rlver.profiles.download import DATA_FILES, find_data_file, sha256_of
-    from rlver.profiles.published_code import (
-        CODE_OF_SET,
-        PUBLISHED_CODE,
-        copy_set,
-        download_set,
-        find_published,
-    )
+    from rlver.profiles.download import candidate_dirs, sha256_of
+    from rlver.profiles.published_code import check_set, copy_set, download_set, set_files
 
     if source is not None:
         if base_url is not None:
@@ -58,16 +53,20 @@ def download_cmd(
         for path in copy_set(name, source, dest):
             typer.echo(f"{name}: verified and stored at {path}")
         return
-    if dest is None and not force and name in DATA_FILES:
+    if dest is None and not force:
         # A verified copy anywhere on the search path (e.g. $RLVER_SHARED_DATA) is what eval/train use:
         # say so instead of failing offline.
-        found = [(find_data_file(name), DATA_FILES[name].sha256)] + [
-            (find_published(code), PUBLISHED_CODE[code].sha256) for code in CODE_OF_SET.get(name, ())
+        files = set_files(check_set(name))
+        found = [
+            next((d / f.filename for d in candidate_dirs() if (d / f.filename).is_file()), None)
+            for f in files
         ]
-        if all(path is not None and sha256_of(path.read_bytes()) == digest for path, digest in found):
-            where = found[0][0].parent if found[0][0] is not None else "?"
+        if all(
+            p is not None and sha256_of(p.read_bytes()) == f.sha256 for p, f in zip(found, files, strict=True)
+        ):
+            where = next(d for d in candidate_dirs() if (d / files[0].filename).is_file())
             typer.echo(
-                f"{name}: verified copies of all {len(found)} files are already in {where} (--force downloads anew)"
+                f"{name}: verified copies of all {len(files)} files are already in {where} (--force downloads anew)"
             )
             return
     paths = download_set(name, dest, base_url=base_url, force=force)
@@ -77,8 +76,9 @@ def download_cmd(
 
 def list_cmd() -> None:
     """Show the published files, their checksums and where a local copy was found."""
-    from rlver.profiles.download import DATA_FILES, find_data_file
+    from rlver.profiles.download import DATA_FILES, candidate_dirs, find_data_file
     from rlver.profiles.published_code import CODE_OF_SET, find_published
+    from rlver.profiles.sage_released import RELEASED_SETS
 
     for spec in DATA_FILES.values():
         found = find_data_file(spec.name)
@@ -87,10 +87,18 @@ def list_cmd() -> None:
         for code in CODE_OF_SET.get(spec.name, ()):
             path = find_published(code)
             typer.echo(f"  {code:<40} {path if path else 'not found'}")
+    for name, files in RELEASED_SETS.items():
+        here = next((d for d in candidate_dirs() if all((d / f.filename).is_file() for f in files)), None)
+        where = (
+            f"{here / files[0].filename.split('/')[0]}"
+            if here
+            else f"not found (run `rlver data download {name}`)"
+        )
+        typer.echo(f"{name:<12} {len(files):>4} files {'':<28} {where}")
 
 
 #: The group's line in ``rlver --help``.
-HELP = "Download and locate the published profile data."
+HELP = "Download and locate the published profile data and SAGE's released results."
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,7 @@
 """``rlver eval``: run the benchmark (or a training-protocol evaluation) against simulated users.
 
 The commands that only read finished runs (``score``, ``report``, ``judge``) are in
-:mod:`rlver.cli.results_cmd`.
+:mod:`rlver.cli.results_cmd`; the progress display and the closing summary in :mod:`rlver.cli.eval_progress`.
 
 Heavy imports (torch, transformers, the report's plots, numpy) happen inside the command functions so that
 ``rlver --help`` stays fast.
@@ -9,15 +9,13 @@ Heavy imports (torch, transformers, the report's plots, numpy) happen inside the
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
 
 from rlver.cli import checks
+from rlver.cli.eval_progress import run_with_progress
 from rlver.cli.run_agent import evaluated_as_run, run_agent, run_training_env
 from rlver.cli.simulator_flags import (
     BEHAVIOUR,
@@ -29,16 +27,10 @@ from rlver.cli.simulator_flags import (
     simulator_option,
 )
 from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
-from rlver.errors import EXIT_CODES_HELP, EXIT_SOME_FAILED, ConfigError, did_you_mean
+from rlver.errors import EXIT_CODES_HELP, ConfigError, InputError, Problem, did_you_mean
 from rlver.extras import require_extra
-from rlver.heartbeat import Pace, activity, duration, heartbeat, say_line
-from rlver.interrupt import Interrupted
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.llm.protocols import PROTOCOLS
-from rlver.tables import output_console
-
-if TYPE_CHECKING:
-    from rlver.manifest import RunManifest
 
 
 def _text_arg(value: str | None) -> str | None:
@@ -204,6 +196,7 @@ def eval_command(
         cfg = evaluated_as_run(
             run, cfg, lambda base: load_layers(EvalConfig, [base, *layers], set_), "--agent-local"
         )
+    _check_prompt_file(cfg, run)
     _check_out(cfg.out_dir)
     if cfg.agent is None:  # agent_tiny: the tiny model, built and run in this process
         require_extra("train", "--agent-tiny")
@@ -216,7 +209,46 @@ def eval_command(
     transcript = cfg.out_dir / "transcript.jsonl"
     if resume and not (transcript.is_file() and transcript.stat().st_size > 0):
         checks.nothing_to_resume(cfg.out_dir)
-    _run_with_progress(cfg, resume=resume)
+    run_with_progress(cfg, resume=resume)
+
+
+def _check_prompt_file(cfg: Any, run: Any) -> None:
+    """Refuse, before any model loads, an agent prompt read from a fetched file that is not here.
+
+    With a user that is asked no prompt set (offline, replay) only that one file is named: such a run
+    needs the profiles and the prompt the agent is sent, not the simulator's published code of the same
+    download set. An LLM user may read those too, so every missing file of the set is named at once.
+    A training run's own prompt (what ``--protocol training`` evaluates it with) says where it came
+    from and how to use another."""
+    from rlver.env.thinking import absent_prompt_file
+    from rlver.profiles.download import candidate_dirs, offline_fixes
+    from rlver.profiles.published_code import CODE_OF_SET, FOLDER, missing_error, missing_from_set
+    from rlver.simulator.spec import asks_prompt_set
+
+    name = cfg.env.agent_prompt
+    file = None if cfg.env.system_prompt else absent_prompt_file(name)
+    if file is None:
+        return
+    fetch = next(s for s, names in CODE_OF_SET.items() if file in names)
+    if asks_prompt_set(cfg.simulator.kind):  # an LLM user may read the set's other files: all at once
+        raise missing_error(fetch, missing_from_set(fetch))
+    origin = (
+        f"the prompt of the training run {run.folder}"
+        if run is not None
+        else "this evaluation's agent prompt"
+    )
+    caveat = " (the score is then not the run's logged eval/score)" if run is not None else ""
+    looked = ", ".join(str(d) for d in candidate_dirs())
+    raise InputError(
+        Problem(
+            "env.agent_prompt",
+            None,
+            None,
+            f"{name} ({origin}) is read from {FOLDER}/{file}, which is not here (looked in {looked}); run "
+            f"`rlver data download {fetch}`, or {offline_fixes(fetch)}; or pass --agent-prompt neutral "
+            f"to send rlver's own prompt instead{caveat}",
+        )
+    )
 
 
 def _in(data: Any, *keys: str) -> Any:
@@ -366,150 +398,6 @@ def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | N
     if difficulty is not None:
         sim["difficulty"] = difficulty
     return sim
-
-
-def _run_with_progress(cfg: Any, *, resume: bool) -> None:
-
-    from rlver.eval.runner import run_eval
-
-    console = output_console(stderr=True)
-    started = time.perf_counter()
-    # A log (stderr not a terminal) sees a bar only once it is done: plain lines on stdout instead.
-    plain = not console.is_terminal
-    show, start, bar = _plain_progress(started) if plain else _bar_progress(console)
-    try:
-        with bar, heartbeat(_say, started) if plain else contextlib.nullcontext():
-            activity.set_phase("loading the agent and the profiles")
-            result = run_eval(cfg, resume=resume, on_progress=show, on_start=start)
-    except KeyboardInterrupt:
-        # An RlverError (not typer.Exit, whose code is lost under standalone_mode=False) so the
-        # root main() prints it and exits 130 (143 for SIGTERM).
-        raise Interrupted(_interrupted(cfg.out_dir)) from None
-    m = result.metrics
-    if m.n == 0:
-        from rlver.errors import NothingFinished
-
-        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items())) or "none run"
-        raise NothingFinished(
-            f"no dialogue finished ({m.n_failed_runs} failed: {kinds}); the errors are in "
-            f"{result.transcript} (field `error`); fix the cause and rerun with --resume"
-        )
-    console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
-    console.print(f"{m.counts()} dialogue(s) · {result.manifest.protocol or 'protocol not recorded'}")
-    console.print(f"{m.truncation()}" + _cap_note(result.manifest))
-    from rlver.eval.vetoes import print_veto_line  # most replies vetoed: which veto, how many
-
-    print_veto_line(console, result.transcript)
-    if m.n_failed_runs:
-        kinds = ", ".join(f"{k}: {v}" for k, v in sorted(m.failed_run_kinds.items()))
-        console.print(
-            f"[yellow]{m.n_failed_runs} dialogue(s) failed[/] ({kinds}), excluded from the score: the "
-            f"score is partial, not comparable with a complete run; the errors are in "
-            f"{result.transcript}; --resume re-runs them (exit code {EXIT_SOME_FAILED})"
-        )
-    console.print(f"transcript: {result.transcript}")
-    console.print(f"metrics:    {result.out_dir / 'metrics.json'}")
-    if result.report is not None:
-        console.print(f"report:     {result.report}")
-    if m.n_failed_runs:  # a script tells a partial run from a whole one (0) and a dead one (1)
-        raise typer.Exit(EXIT_SOME_FAILED)
-
-
-def _interrupted(out_dir: Path) -> str:
-    """What an interrupted eval kept, naming only files that exist."""
-    from rlver.transcripts.files import TRANSCRIPT_NAME
-    from rlver.transcripts.native import read_transcript
-
-    transcript = out_dir / TRANSCRIPT_NAME
-    done = 0
-    if transcript.exists():
-        done = sum(ep.error is None for ep in read_transcript(transcript).episodes)
-    if done:
-        return (
-            f"interrupted: {done} finished dialogue(s) are saved in {transcript}; "
-            "run the same command with --resume to continue"
-        )
-    if transcript.exists():  # its first line is the manifest: what --resume checks its settings against
-        return (
-            f"interrupted before any dialogue finished: nothing to keep yet; {out_dir} holds the run's "
-            "settings, and the same command with --resume starts it"
-        )
-    if out_dir.is_dir() and not any(out_dir.iterdir()):
-        return f"interrupted before the run started: nothing was written ({out_dir} is empty)"
-    return "interrupted before the run started: nothing was written"
-
-
-def _bar_progress(console: Any) -> tuple[Callable[[Any], None], Callable[[Any], None], Any]:
-    """A rich bar on a terminal: ``(on_progress, on_start, context)``."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    bar = Progress(
-        TextColumn("[bold]eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("mean emotion {task.fields[mean]} · failed {task.fields[failed]}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
-    # The task (and so the bar) appears only once the run has validated its settings, loaded the
-    # profiles and built the models: a config error never follows a half-drawn `0/?` bar.
-    tasks: list[Any] = []
-
-    def show(p: Any) -> None:
-        mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
-        if not tasks:
-            tasks.append(bar.add_task("eval", total=p.total, mean=mean, failed=p.failed))
-        # p.finished includes the dialogues a resumed run found already done
-        bar.update(tasks[0], total=p.total, completed=p.finished + p.failed, mean=mean, failed=p.failed)
-
-    def start(p: Any) -> None:
-        if p.already_done:
-            console.print(f"resuming: {p.already_done} of {p.total} dialogues already finished")
-        show(p)
-
-    return show, start, bar
-
-
-def _say(line: str) -> None:
-    typer.echo(line, err=True)
-
-
-def _plain_progress(started: float) -> tuple[Callable[[Any], None], Callable[[Any], None], Any]:
-    """Plain lines for a log: one as each dialogue ends (done/total, mean, elapsed, time left at the
-    pace between endings: :class:`rlver.heartbeat.Pace`), and :func:`rlver.heartbeat.heartbeat` lines
-    in between. On stderr, beside the summary, as the bar is: stdout stays free for what a script
-    reads."""
-    pace = Pace()
-
-    def show(p: Any) -> None:
-        done = p.finished + p.failed
-        mean = "–" if p.mean_emotion is None else f"{p.mean_emotion:.1f}"
-        now = time.perf_counter()
-        elapsed = now - started
-        left = pace.left(done, p.total, now)
-        say_line(
-            _say,
-            f"  eval {done}/{p.total} dialogues  mean emotion {mean}  failed {p.failed}  "
-            f"({duration(elapsed)}{left})",
-        )
-
-    def start(p: Any) -> None:
-        if p.already_done:
-            _say(f"resuming: {p.already_done} of {p.total} dialogues already finished")
-        activity.set_phase(f"generating ({p.total - p.already_done} dialogues to run)")
-        _say(f"eval: {p.total - p.already_done} dialogue(s) to run; a line as each one ends")
-
-    return show, start, contextlib.nullcontext()
-
-
-def _cap_note(manifest: RunManifest) -> str:
-    """`` (agent max_tokens N, simulator max_tokens M)`` from a run's manifest."""
-    agent, sim = manifest.agent_max_tokens, manifest.simulator_max_tokens
-    parts = [f"agent max_tokens {agent if agent is not None else 'server default'}"]
-    if sim is not None:
-        parts.append(f"simulator max_tokens {sim}")
-    return f" ({', '.join(parts)})"
 
 
 def register(app: typer.Typer) -> None:

@@ -29,7 +29,7 @@ Two choices worth knowing (see docs/transcripts.md):
 * Assistant messages keep their **raw** text, think block included, in the transcript. What the
   simulated user is shown of a reply, and what the policy's later turns see of it, is the reply layout
   (:meth:`EnvConfig.shown_to_simulator`, :meth:`EnvConfig.in_history`, recorded by
-  :meth:`EnvConfig.reply_layout`; docs/protocol.md, "The reply layout"): without think mode both see the
+  :meth:`EnvConfig.reply_layout`; docs/published-text.md, "The reply layout"): without think mode both see the
   reply as written, as both published loops pass it; in think mode the user sees the text after the
   last ``</think>`` and later turns see the same text (``think_context: visible``, the published think
   rollout) or the raw reply (``full``).

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rlver.profiles.published_code import find_published
 from rlver.profiles.schema import Language
 from rlver.simulator.llm import published_text
 
@@ -220,6 +221,14 @@ PUBLISHED_AGENT_PROMPT_FILES = {
     "sage-published": "sage/npc_response.py",
     "rlver-published": "rlver/system_prompt.py",
 }
+
+
+def absent_prompt_file(name: str) -> str | None:
+    """The fetched file the agent prompt ``name`` is read from when no copy of it is on the data search
+    path (``None``: a built-in prompt, or the file is here). A run checks it before any work starts:
+    the prompt is first read when the manifest is written, after the agent model has loaded."""
+    file = PUBLISHED_AGENT_PROMPT_FILES.get(name)
+    return file if file is not None and find_published(file) is None else None
 
 
 def system_prompt(think: bool, language: Language | str = "en", name: str = "coaching") -> str:

@@ -20,6 +20,8 @@ from rlver.io import atomic_write_bytes, default_data_dir
 #: Raw-file root of https://github.com/Tencent/digitalhuman (branch ``main``).
 DEFAULT_BASE_URL = "https://raw.githubusercontent.com/Tencent/digitalhuman/main"
 BASE_URL_ENV = "RLVER_DATA_BASE_URL"
+#: SAGE's repository at the commit whose files (code and released results) the pinned sha256 are of.
+SAGE_ROOT = "https://raw.githubusercontent.com/Tencent/digitalhuman/6dcfa78b6556e7398a82809e383bd60a67fe19eb"
 #: A folder holding already-verified copies of the published files (e.g. a shared team folder).
 SHARED_DATA_ENV = "RLVER_SHARED_DATA"
 _MAX_BYTES = 64 * 1024 * 1024  # the published files are 0.6 and 3 MB; refuse anything absurd

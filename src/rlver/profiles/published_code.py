@@ -14,21 +14,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlver.errors import InputError, Problem
+from rlver.errors import InputError, Problem, did_you_mean
 from rlver.io import atomic_write_bytes, default_data_dir
 from rlver.profiles.download import (
     DATA_FILES,
+    SAGE_ROOT,
     DataFile,
+    UnknownDataSet,
     candidate_dirs,
-    data_file,
     download,
     offline_fixes,
     sha256_of,
 )
+from rlver.profiles.sage_released import RELEASED_SETS
 
 #: SAGE's benchmark code (Tencent/digitalhuman) and RLVER's training code (zzjweb/digitalhuman), each
 #: at the commit whose files the sha256 below pins.
-SAGE_ROOT = "https://raw.githubusercontent.com/Tencent/digitalhuman/6dcfa78b6556e7398a82809e383bd60a67fe19eb"
 RLVER_ROOT = "https://raw.githubusercontent.com/zzjweb/digitalhuman/789ccd6f5258f58fcacaa7af6d8e97941c393929"
 _RLVER_DIR = "RLVER/code/verl/workers/rollout/vllm_rollout"
 #: Where the files sit under a data folder (the same layout as the team's shared data folder).
@@ -107,8 +108,22 @@ CODE_OF_SET: dict[str, tuple[str, ...]] = {
 }
 
 
+def check_set(name: str) -> str:
+    """``name`` if ``rlver data download`` takes it (a profile set, then a set of released results); a
+    misspelt one is refused with the names (exit 2)."""
+    names = (*DATA_FILES, *RELEASED_SETS)
+    if name not in names:
+        raise UnknownDataSet(
+            f"unknown data set {name!r}; choose one of: {', '.join(names)}{did_you_mean(name, names)}"
+        )
+    return name
+
+
 def set_files(name: str) -> list[DataFile]:
-    """Every file of the data set ``name``: its profile file, then the published code it comes with."""
+    """Every file of the data set ``name``: its profile file, then the published code it comes with
+    (a set of released results: its files)."""
+    if name in RELEASED_SETS:
+        return list(RELEASED_SETS[name])
     return [DATA_FILES[name], *(PUBLISHED_CODE[code] for code in CODE_OF_SET.get(name, ()))]
 
 
@@ -183,25 +198,29 @@ def download_set(
     force: bool = False,
     timeout_s: float = 60.0,
 ) -> list[Path]:
-    """Download a profile data set and the published code that goes with it; return every path.
+    """Download a data set (a profile file and the published code that goes with it, or a set of
+    released results); return every path.
 
     Each file is verified before it is written (atomically), so an interrupted download leaves either
     no file or a whole, verified one.
     """
-    paths = [download(name, dest, base_url=base_url, timeout_s=timeout_s, force=force)]
-    for code in CODE_OF_SET.get(name, ()):
-        code_file = PUBLISHED_CODE[code]
-        paths.append(
-            download(code_file, dest, base_url=base_url, timeout_s=timeout_s, force=force, set_name=name)
-        )
-    return paths
+    return [
+        download(spec, dest, base_url=base_url, timeout_s=timeout_s, force=force, set_name=name)
+        for spec in set_files(check_set(name))
+    ]
 
 
 def _copies_in(folder: Path, spec: DataFile) -> list[Path]:
     """Where a copy of ``spec`` may sit in ``folder``: as rlver stores it (a mirror of a data folder),
-    at each of its paths in the repository (a clone or a copy of the released tree), or by its bare
-    name beside the others (files saved one by one from a browser)."""
-    names = [spec.filename, *spec.paths, *(Path(p).name for p in (spec.filename, *spec.paths))]
+    at each of its paths in the repository (a clone or a copy of the released tree), under any folder
+    of those paths (``--from SAGE/dataset``, ``--from DATA/sage_released``), or by its bare name beside
+    the others (files saved one by one from a browser): the longest match first."""
+    whole = (spec.filename, *spec.paths)
+    tails = sorted(
+        {"/".join(Path(p).parts[i:]) for p in whole for i in range(1, len(Path(p).parts))},
+        key=lambda t: (-t.count("/"), t),
+    )
+    names = [*whole, *tails]
     return [folder / n for n in dict.fromkeys(names) if (folder / n).is_file()]
 
 
@@ -213,7 +232,7 @@ def copy_set(name: str, source: str | Path, dest: str | Path | None = None) -> l
     All or nothing: every file missing or not matching its checksum is named in one error (exit 2),
     and nothing is stored then, so a second try follows a complete list rather than the next file.
     """
-    data_file(name)  # a misspelt set: refused with the names
+    check_set(name)  # a misspelt set: refused with the names
     folder = Path(source).expanduser()
     if not folder.is_dir():
         raise InputError(Problem(str(folder), None, None, "--from: not a folder"))

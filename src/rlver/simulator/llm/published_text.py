@@ -10,7 +10,7 @@ is the published text itself, byte for byte, and no line of it is written into r
 Every template's slots are checked against the slots rlver fills: a file with a slot rlver does not
 know (or without one it needs) is refused with one ``error:`` line (exit 2), never sent half-filled.
 
-Two bugs of the published files are handled here and documented in docs/protocol.md:
+Two bugs of the published files are handled here and documented in docs/published-text.md:
 ``hard_player_simulator_dsv3.py`` does not compile (``call_api``'s docstring is not indented, dsv3 :36-38),
 so that one docstring is indented before parsing; the rest of the file is parsed as published.
 """

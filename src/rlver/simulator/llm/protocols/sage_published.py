@@ -83,7 +83,7 @@ def read_sage_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAn
 def sage_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[Message]) -> str:
     """``planning_reply``'s prompt (simulator_response.py:121-132), ``history`` ending with the agent's
     reply. Its second ``{{target}}`` replace is a no-op once the first has run (and reads a key SAGE
-    never sets: docs/protocol.md, published bugs), so it is left out."""
+    never sets: docs/published-text.md, published bugs), so it is left out."""
     texts, player, scene = who.texts, who.player, who.scene
     prompt = (
         texts.appraisal_template.replace("{{emotion}}", str(emotion))
