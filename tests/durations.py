@@ -29,6 +29,11 @@ DURATIONS_ENV = "RLVER_TEST_DURATIONS"
 #: 2-core dev box: the fast suite's tests that train, build venvs or run subprocess crashes cost
 #: 20 to 130 s, its unit tests under 10.
 SLOW_CPU_SECONDS = 20.0
+#: The check fails only past this multiple of the threshold: a test's CPU seconds move with the load
+#: (torch's worker threads spin while they wait) and with which test of a module pays its shared
+#: fixture, so a test measured just under the line must not turn CI red on a busier day. Mark at
+#: the threshold; the check catches what is clearly over it.
+CHECK_TOLERANCE = 1.5
 
 
 def cpu_seconds() -> float:
@@ -61,8 +66,11 @@ def read_records(folder: Path) -> list[dict[str, Any]]:
     ]
 
 
-def unmarked_slow(records: list[dict[str, Any]], threshold: float = SLOW_CPU_SECONDS) -> list[str]:
-    """``test (N CPU s)`` for each test over ``threshold`` that is not marked ``slow``, costliest first."""
+def unmarked_slow(
+    records: list[dict[str, Any]], threshold: float = SLOW_CPU_SECONDS * CHECK_TOLERANCE
+) -> list[str]:
+    """``test (N CPU s)`` for each test over ``threshold`` (by default the slow threshold with the
+    check's tolerance) that is not marked ``slow``, costliest first."""
     over = [r for r in records if not r["slow"] and r["cpu_s"] > threshold]
     return [
         f"{r['test']} ({r['cpu_s']:.1f} CPU s, {r['wall_s']:.1f} s wall)"
