@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import os
 import statistics
 import sys
@@ -92,23 +91,9 @@ def run_generate(model: Any, tokenizer: Any, convs: list[list[Any]], new_tokens:
     return seconds
 
 
-def least_steps(lengths: list[int], slots: int) -> int:
-    return max(math.ceil(sum(k - 1 for k in lengths) / slots), max(lengths) - 1)
-
-
-def fifo_steps(lengths: list[int], slots: int) -> int:
-    queue, steps = list(lengths), 0
-    live: list[int] = []
-    while queue or live:
-        while queue and len(live) < slots:
-            live.append(queue.pop(0))
-        live = [k - 1 for k in live if k > 1]
-        steps += bool(live)
-    return steps
-
-
 def staggered(chat_factory: Any, how: str, rows: int, slots: int) -> dict[str, Any]:
     from rlver.llm.base import SamplingParams
+    from rlver.llm.scheduler import fifo_decode_steps, least_decode_steps
 
     chat = chat_factory(slots)
     samplings = [
@@ -127,14 +112,14 @@ def staggered(chat_factory: Any, how: str, rows: int, slots: int) -> dict[str, A
     )
     lengths = [len(c.token_ids) for c in out]
     counts = chat.engine.scheduler.counts
-    least = least_steps(lengths, slots)
+    least = least_decode_steps(lengths, slots)
     return {
         "path": how,
         "rows": rows,
         "slots": slots,
         "decode_steps": counts.decode_steps,
         "least_possible": least,
-        "fifo": fifo_steps(lengths, slots),
+        "fifo": fifo_decode_steps(lengths, slots),
         "ratio_to_least": round(counts.decode_steps / least, 3),
         "occupancy": round(counts.decode_rows / max(counts.slots_offered, 1), 3),
         "prefills": counts.prefills,

@@ -9,7 +9,6 @@ replies of an exact length (only the model's text is steered, never the engine).
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ import torch
 
 from rlver.llm.base import Completion, SamplingParams
 from rlver.llm.local import LocalChatModel
+from rlver.llm.scheduler import fifo_decode_steps, least_decode_steps
 from rlver.models.tiny import tiny_model_and_tokenizer
 from rlver.records import Message
 
@@ -44,12 +44,6 @@ def staggered(n: int) -> list[SamplingParams]:
     """Lengths 2..48 in a fixed shuffled order, one seed each."""
     lengths = [2 + (i * 37) % 47 for i in range(n)]
     return [SAMPLING.model_copy(update={"seed": 500 + i, "max_tokens": k}) for i, k in enumerate(lengths)]
-
-
-def least_steps(lengths: list[int], slots: int) -> int:
-    """The fewest decode forwards that can feed back every token but each reply's last: each step
-    feeds at most ``slots`` rows, and a reply's tokens come one step after another."""
-    return max(math.ceil(sum(k - 1 for k in lengths) / slots), max(lengths) - 1)
 
 
 def test_a_reply_costs_one_decode_and_nothing_of_vocabulary_size() -> None:
@@ -94,19 +88,6 @@ def test_a_reply_alone_equals_the_same_reply_in_a_crowded_refilled_batch() -> No
         assert isinstance(c, Completion) and len(c.token_ids or []) == s.max_tokens
 
 
-def fifo_steps(lengths: list[int], slots: int) -> int:
-    """The decode steps of first-in-first-out refilling that never leaves a slot empty while a reply
-    waits: the best an engine that does not know the lengths ahead can do in arrival order."""
-    queue, steps = list(lengths), 0
-    live: list[int] = []
-    while queue or live:
-        while queue and len(live) < slots:
-            live.append(queue.pop(0))
-        live = [k - 1 for k in live if k > 1]
-        steps += bool(live)
-    return steps
-
-
 @pytest.mark.parametrize("how", ["complete_each", "concurrent complete"])
 def test_a_freed_slot_takes_the_next_waiting_reply_at_the_next_step(how: str) -> None:
     """64 replies of 2-48 tokens in 16 slots, in one call or as 64 concurrent ``complete`` calls (the
@@ -144,6 +125,6 @@ def test_a_freed_slot_takes_the_next_waiting_reply_at_the_next_step(how: str) ->
     lengths = [len(c.token_ids or []) for c in out]
     assert lengths == [s.max_tokens for s in samplings]
     assert sorted(queued) == sorted(lengths)
-    assert chat.engine.scheduler.counts.decode_steps == fifo_steps(queued, 16)
+    assert chat.engine.scheduler.counts.decode_steps == fifo_decode_steps(queued, 16)
     if how == "complete_each":
-        assert queued == lengths and fifo_steps(lengths, 16) <= 1.3 * least_steps(lengths, 16)
+        assert queued == lengths and fifo_decode_steps(lengths, 16) <= 1.3 * least_decode_steps(lengths, 16)

@@ -23,6 +23,7 @@ step) is :mod:`rlver.llm.decoding`'s.
 from __future__ import annotations
 
 import collections
+import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -238,3 +239,24 @@ class Scheduler:
 def _fail(request: Request, exc: BaseException) -> None:
     if not request.future.done():
         request.future.set_exception(exc)
+
+
+def least_decode_steps(lengths: list[int], slots: int) -> int:
+    """The fewest decode forwards that can feed back every token of replies of ``lengths`` tokens but
+    each reply's last: a step feeds at most ``slots`` rows, and a reply's tokens come one step after
+    another. What the engine's occupancy is measured against (bench/engine_speed.py, its tests)."""
+    return max(math.ceil(sum(k - 1 for k in lengths) / slots), max(lengths) - 1)
+
+
+def fifo_decode_steps(lengths: list[int], slots: int) -> int:
+    """The decode steps of first-in-first-out refilling that never leaves a slot empty while a reply
+    waits: the best an engine that does not know the lengths ahead can do in arrival order, and what
+    :class:`Scheduler` takes (its tests assert the equality)."""
+    queue, steps = list(lengths), 0
+    live: list[int] = []
+    while queue or live:
+        while queue and len(live) < slots:
+            live.append(queue.pop(0))
+        live = [k - 1 for k in live if k > 1]
+        steps += bool(live)
+    return steps
