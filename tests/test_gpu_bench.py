@@ -8,6 +8,7 @@ on a CPU with a toy shape and the tiny model's tokenizer, so a GPU run does not 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -57,7 +58,8 @@ def test_gpu_bench_plumbing_on_cpu_with_a_toy_shape(tmp_path: Path) -> None:
     )
     assert "step" not in result and result["params_b"] > 0
     for row in (eager, compiled):  # each side's cost per decode step apart from its fixed cost per call
-        assert row["engine_ms_per_step"] > 0 and row["generate_ms_per_step"] > 0
+        # a fit of two lengths' times, 1 run on a CPU: its sign is the load's, so only a number is asked
+        assert all(math.isfinite(row[k]) for k in ("engine_ms_per_step", "generate_ms_per_step"))
         assert {"engine_fixed_ms", "generate_fixed_ms", "chat_layer_over_engine"} <= set(row)
     refill = eager["refill"]
     assert refill["rows"] == 8 and refill["least_possible"] <= refill["decode_steps"]

@@ -70,6 +70,10 @@ class Scheduler:
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self.counts = Counts()
+        #: Answers held back until the busy period's session has ended: the last rows of a period are
+        #: answered after the model's training mode is restored, so a caller that gets its reply finds
+        #: the model as it left it (a trainer that scores right after its rollout races no restore).
+        self._held: list[tuple[Request, tuple[list[int], list[float]]]] = []
 
     # -- callers' side ------------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
@@ -93,6 +97,7 @@ class Scheduler:
             with self.decoder.session():
                 self._busy()
         finally:
+            self._answer_held()  # after the session: the model's mode is restored
             with self._lock:
                 self._worker = None
 
@@ -137,9 +142,11 @@ class Scheduler:
             while True:
                 with self.decoder.session():
                     self._busy()
+                self._answer_held()  # after the session: the model's mode is restored
                 if self._finish_or_stop():
                     return
         except BaseException as exc:  # a stop request (Ctrl-C): every waiting caller hears of it
+            self._answer_held()  # finished rows keep their answers
             with self._lock:
                 waiting, self._queue = list(self._queue), collections.deque()
                 self._worker = None
@@ -155,6 +162,7 @@ class Scheduler:
             newcomers = self._take(slots - len(live), live[0].key if live else None)
             if not newcomers and batch is None:
                 return
+            self._answer_held()  # the period goes on: held answers wait no longer
             try:
                 raise_if_stopping()
                 if self.decoder.static_cache:  # the static cache's rows keep their slots: no refill
@@ -193,8 +201,7 @@ class Scheduler:
         )
         self.counts.prefills += 1
         for r, toks, lps in zip(requests, tokens, logps, strict=True):
-            if not r.future.done():
-                r.future.set_result((toks, lps))
+            self._answer(r, (toks, lps), last=True)
 
     def _sample_and_step(self, batch: Running, slots: int) -> Running | None:
         """One token for every row; finished rows answer their callers and leave; the others decode
@@ -225,15 +232,27 @@ class Scheduler:
                 keep.append(b)
         activity.add_tokens(len(host_ids))  # progress lines (rlver.heartbeat)
         for b in done:
-            req = batch.requests[b]
-            if not req.future.done():
-                req.future.set_result((batch.tokens[b], batch.logps[b]))
+            self._answer(batch.requests[b], (batch.tokens[b], batch.logps[b]), last=not keep)
         if not keep:
             return None
         self.counts.decode_steps += 1
         self.counts.decode_rows += len(keep)
         self.counts.slots_offered += slots
         return self.decoder.step(batch, ids, keep)
+
+    def _answer(self, request: Request, result: tuple[list[int], list[float]], *, last: bool) -> None:
+        """Answer ``request`` now, or hold it to the end of the busy period when its batch is done
+        and nothing waits (``last``): see ``_held``."""
+        if last and not self.waiting():
+            self._held.append((request, result))
+        elif not request.future.done():
+            request.future.set_result(result)
+
+    def _answer_held(self) -> None:
+        held, self._held = self._held, []
+        for request, result in held:
+            if not request.future.done():
+                request.future.set_result(result)
 
 
 def _fail(request: Request, exc: BaseException) -> None:
