@@ -185,6 +185,78 @@ def test_the_llm_user_route_matches_rlver_eval(tmp_path: Path) -> None:
         )
 
 
+def _published_answers(request: dict[str, Any]) -> str:
+    """A deterministic SAGE-format responder: the policy's reply depends on the turn, the simulated
+    user appraises (SAGE's ``Change:`` field) and answers (``Response:``) in the published format."""
+    from rlver.simulator.llm import published_text
+
+    if request.get("model") == "policy":
+        return f"我在听，第{len(request['messages'])}句。"
+    if request["messages"][0]["content"].startswith(published_text.sage_texts().appraisal_template[:40]):
+        return "Content:\n懂了\nTargetCompletion:\n一半\nActivity:\n想\nAnalyse:\n还行\nChange:\n+5"
+    return "Response:\n嗯，还有呢？"
+
+
+def test_the_published_benchmark_sends_the_same_bodies_in_both_routes(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """On the SAGE profiles with an LLM user (``sage-published``, SAGE's agent prompt) and no sampling
+    value set, every request body, agent's and simulated user's, is the same JSON in both routes, key
+    for key and message for message, in the same order: ``model`` and ``messages`` alone, as SAGE's
+    ``call_npc`` and ``call_llm`` send."""
+    with FakeChatServer(_published_answers) as server:
+        vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
+            "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
+            "--env.taskset.limit", "1", "--env.taskset.seed", "5", "--env.taskset.max-turns", "3",
+            cwd=tmp_path,
+        )  # fmt: skip
+        by_verifiers = list(server.requests)
+        server.requests.clear()
+        rlver_eval(
+            server.url, "run", "--profiles", "sage", "--simulator", "llm", "--sim-base-url", server.url,
+            "--sim-model", "sim", "--sim-key-env", "", "--limit", "1", "--seed", "5",
+            "--set", "env.rules.max_assistant_turns=3", cwd=tmp_path,
+        )  # fmt: skip
+        by_rlver = list(server.requests)
+    # one dialogue, so one order: the opening, then each reply and (but the last) its appraisal and answer
+    assert [r["model"] for r in by_rlver] == ["policy", "sim", "sim", "policy", "sim", "sim", "policy"]
+    assert len(by_verifiers) == len(by_rlver)
+    for ours, theirs in zip(by_rlver, by_verifiers, strict=True):
+        assert sorted(theirs) == sorted(ours) == ["messages", "model"]
+        assert theirs["model"] == ours["model"]
+        assert len(theirs["messages"]) == len(ours["messages"])
+        for mine, other in zip(ours["messages"], theirs["messages"], strict=True):
+            assert other == mine  # role and content, and no other key
+    assert by_verifiers == by_rlver
+
+
+def test_a_sampling_value_set_is_sent_by_both_routes(shared_data: Path, tmp_path: Path) -> None:
+    """A temperature the user sets for the agent reaches the agent's bodies in both routes (verifiers'
+    ``--sampling.temperature``, ``rlver eval --agent-temperature``); the simulated user's stay as
+    published."""
+    with FakeChatServer(_published_answers) as server:
+        vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
+            "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
+            "--env.taskset.limit", "1", "--env.taskset.max-turns", "2", "--sampling.temperature", "0.7",
+            cwd=tmp_path,
+        )  # fmt: skip
+        by_verifiers = list(server.requests)
+        server.requests.clear()
+        rlver_eval(
+            server.url, "run", "--profiles", "sage", "--simulator", "llm", "--sim-base-url", server.url,
+            "--sim-model", "sim", "--sim-key-env", "", "--limit", "1", "--agent-temperature", "0.7",
+            "--set", "env.rules.max_assistant_turns=2", cwd=tmp_path,
+        )  # fmt: skip
+        by_rlver = list(server.requests)
+    for bodies in (by_verifiers, by_rlver):
+        agent = [r for r in bodies if r["model"] == "policy"]
+        assert len(agent) == 2 and all(r["temperature"] == 0.7 for r in agent)
+        assert all(sorted(r) == ["messages", "model"] for r in bodies if r["model"] == "sim")
+    assert [r["messages"] for r in by_verifiers] == [r["messages"] for r in by_rlver]
+
+
 def test_think_text_is_handled_as_rlver_eval_handles_it(tmp_path: Path) -> None:
     """Think then say: the user never sees the thought, and later turns see only earlier replies'
     visible text (the published rule), in both routes."""
