@@ -6,14 +6,14 @@ manifest. The three named presets are the protocols rlver knows (docs/protocol.m
 each published value):
 
 * :data:`EVALUATION`: the Sentient Benchmark. Start 40, 10 replies counting to SAGE's 10-turn limit,
-  the last reply never appraised (SAGE/test_npc.py:93), change bounded to ±10 and floored at 0, the
+  the last reply never appraised (SAGE/test_npc.py:93 ``turns>10``), change bounded to ±10 and floored at 0, the
   dialogue ends at 100 or below 10.
 * :data:`TRAINING`: rlver's training dialogue. Start 30, 8 replies, every one appraised, the
   evaluation's bounded dynamics.
 * :data:`PUBLISHED_TRAINING`: the published RLVER training dynamics on :data:`TRAINING`'s turns: no
-  bound and no floor (hard_player_simulator_dsv3.py:219-220), no stop at 100, the end at ``<= 0``
-  (``end_below=1``), the turn limit checked after the user's reply (vllm_rollout_spmd.py:518) and one
-  opening line per GRPO group (vllm_rollout_spmd.py:446-450).
+  bound and no floor (hard_player_simulator_dsv3.py:219-220 ``min(self.emo_point,100)``), no stop at 100, the end at ``<= 0``
+  (``end_below=1``), the turn limit checked after the user's reply (vllm_rollout_spmd.py:518 ``turn_count>self.config.environment.max_turns``) and one
+  opening line per GRPO group (vllm_rollout_spmd.py:446-450 ``.clone()``).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ def asks_published_text(profiles: str, prompt_set: bool) -> bool:
 
 
 #: ``reply_count``: at most ``max_assistant_turns`` replies (the last one appraised only with
-#: ``appraise_final_reply``), as SAGE/test_npc.py:93 does. ``after_user_exceeds``: the published
+#: ``appraise_final_reply``), as SAGE/test_npc.py:93 ``turns>10`` does. ``after_user_exceeds``: the published
 #: training check, made after the user's reply with ``turns > max_assistant_turns``
-#: (RLVER vllm_rollout_spmd.py:518), so ``max_assistant_turns + 1`` replies, every one appraised.
+#: (RLVER vllm_rollout_spmd.py:518 ``turn_count>self.config.environment.max_turns``), so ``max_assistant_turns + 1`` replies, every one appraised.
 TurnLimitRule = Literal["reply_count", "after_user_exceeds"]
 
 #: Why a dialogue ended because of the user's emotion.
@@ -117,7 +117,7 @@ class DialogueRules(BaseModel):
         default=False,
         description=(
             "All dialogues of one profile in a rollout round share one opening line (the published "
-            "training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450)."
+            "training clones one simulated user per prompt, vllm_rollout_spmd.py:446-450 ``.clone()``)."
         ),
     )
 

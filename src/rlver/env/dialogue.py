@@ -93,8 +93,8 @@ class EnvConfig(BaseModel):
             "Think mode: what later turns see of earlier replies. ``full`` = the raw reply, think block "
             "included; ``visible`` = only the visible text. ``visible`` is the default because both "
             "published protocols keep only what the user saw: SAGE's ``call_npc`` sends each message's "
-            "content (SAGE/npc_response.py:16-20) and the think rollout keeps the visible text "
-            "(RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411, 555-556). "
+            'content (SAGE/npc_response.py:16-20 ``mes["content"]``) and the think rollout keeps the visible text '
+            '(RLVER/code/verl/workers/rollout/vllm_rollout/vllm_rollout_spmd_think.py:402-411 ``split("</think>")[-1].strip()``, 555-556 ``"content":extracted_content_1``). '
             "rlver's own training dialogue (:meth:`training`) keeps ``full``."
         ),
     )
@@ -159,10 +159,10 @@ class EnvConfig(BaseModel):
         """What the simulated user is shown of the raw reply ``raw``, and whether it was cut.
 
         Without think mode: the reply as written, as both published loops pass it (SAGE's
-        ``test_npc.py:113-115`` hands ``call_npc``'s answer to the simulator; RLVER's rollout the decoded
-        text, ``vllm_rollout_spmd.py:496-504``), so a reply that happens to hold ``</think>`` is shown
+        ``test_npc.py:113-115`` ``call_npc(player["history"])`` hands ``call_npc``'s answer to the simulator; RLVER's rollout the decoded
+        text, ``vllm_rollout_spmd.py:496-504`` ``extracted_content = content``), so a reply that happens to hold ``</think>`` is shown
         whole. In think mode: the published think rollout's rule (:func:`shown_to_user`,
-        ``vllm_rollout_spmd_think.py:402-406``). ``cut``: rlver's safety bound ``max_reply_chars``
+        ``vllm_rollout_spmd_think.py:402-406`` ``split("</think>")[-1].strip()``). ``cut``: rlver's safety bound ``max_reply_chars``
         applies (a protocol that quotes the published way shows the text uncut, as the published code).
         """
         shown = shown_to_user(raw) if self.think else raw
@@ -173,7 +173,7 @@ class EnvConfig(BaseModel):
     def in_history(self, raw: str) -> str:
         """What the policy's later turns see of its earlier reply ``raw``: the text the user was shown
         (think mode with ``think_context: visible``, as the published think rollout keeps it,
-        ``vllm_rollout_spmd_think.py:555-556``), else the reply as written."""
+        ``vllm_rollout_spmd_think.py:555-556`` ``"content":extracted_content_1``), else the reply as written."""
         return shown_to_user(raw) if self.per_turn_samples else raw
 
     def reply_layout(self, *, cut: bool) -> dict[str, Any]:
@@ -194,7 +194,7 @@ class EnvConfig(BaseModel):
             "rules": PUBLISHED_TRAINING,
             "agent_prompt": "published",  # the friend-chat prompt (RLVER vllm_rollout/system_prompt.py)
         }
-        # think: only visible text in the history (vllm_rollout_spmd_think.py:555); without think the
+        # think: only visible text in the history (vllm_rollout_spmd_think.py:555 ``self.extract_content(content)``); without think the
         # context holds no thoughts either way, and ``full`` is what rlver's training configs record
         base["think_context"] = "visible" if overrides.get("think") else "full"
         return cls.model_validate({**base, **overrides})
@@ -380,7 +380,7 @@ class DialogueEnv:
 
     def _ending(self, turn: UserTurn) -> str | None:
         """Why the dialogue ends after this user turn (``None``: it goes on): the emotion, the user's
-        goodbye (before the emotion when the simulator follows SAGE's order, test_npc.py:107-111),
+        goodbye (before the emotion when the simulator follows SAGE's order, test_npc.py:107-111 ``"emotion-point"]>=100``),
         then the turn limit."""
         rules = self.config.rules
         goodbye = (turn.end_reason or "left") if turn.ends_dialogue else None

@@ -95,7 +95,7 @@ def final_rewards(episode: Episode, spec: RewardSpec) -> list[float]:
     """``final``: final emotion / 100 on the last assistant turn, 0 on the others."""
     rewards = [0.0] * episode.assistant_turns
     if rewards:
-        # floored at 0 as published (url_environment.py:38): an unfloored emotion may end below 0
+        # floored at 0 as published (url_environment.py:38 ``np.maximum(reward_batched, 0)``): an unfloored emotion may end below 0
         rewards[-1] = max(episode.final_emotion, 0) / 100.0
     return rewards
 
@@ -160,7 +160,7 @@ def sample_rewards(
       ``kept_turns`` (the turns that fit the token budget) is fewer than the dialogue's, what the lost
       turns earned lands on the last kept turn, so the sample still earns the episode's reward;
     * one assistant turn ``turn`` of the thought-free layout (``think_context: visible``, one sample per
-      turn as published, RLVER ``vllm_rollout_spmd_think.py:683-691``): one value, the reward from that
+      turn as published, RLVER ``vllm_rollout_spmd_think.py:683-691`` ``for _ in range(dialogue_turns[i])``): one value, the reward from that
       turn on, ``sum(turn_rewards[turn:])``. With γ = 1 that is exactly the return the turn's tokens
       get in the whole-dialogue layout; a format penalty on turn 3 is charged to turns 0-3, never to
       turns after it. (γ < 1 discounts within a sample's tokens only, not across turns.)

@@ -16,7 +16,7 @@ non-blank visible text. Anything else is a format error the reward may penalise.
 
 What the simulated user is *shown* of a think-mode reply, and what later turns see of an earlier
 reply when the history is thought-free, is :func:`shown_to_user`: the published think rollout's rule
-(RLVER ``vllm_rollout_spmd_think.py:402-406``), the text after the last ``</think>``, or the reply as
+(RLVER ``vllm_rollout_spmd_think.py:402-406`` ``split("</think>")[-1].strip()``), the text after the last ``</think>``, or the reply as
 written when it has none, with the published tag spelling only. So a reply cut at the token cap
 mid-thought reaches the user as it was written, not as an empty message (which the user would appraise
 as silence). Without think mode the reply reaches the user as written, as both published loops pass it
@@ -105,9 +105,9 @@ def shown_to_user(raw: str) -> str:
     """What the simulated user sees of a raw think-mode reply: the published rule, on both engines.
 
     RLVER's think-mode rollout hands the user ``content.split("</think>")[-1].strip()`` when the reply
-    holds the closing tag, else the reply as it is (``vllm_rollout_spmd_think.py:402-406``). Only that
+    holds the closing tag, else the reply as it is (``vllm_rollout_spmd_think.py:402-406`` ``split("</think>")[-1].strip()``). Only that
     spelling of the tag counts, as there (``</THINK>`` or ``</thinking>`` is text the user sees). The
-    published code then also cuts at a ``你：`` prefix (``:407-410``); that is a parsing bug and is not
+    published code then also cuts at a ``你：`` prefix (``:407-410`` ``"你：" in extracted_content``); that is a parsing bug and is not
     copied (docs/protocol.md).
     """
     if PUBLISHED_CLOSE_TAG in raw:
@@ -147,7 +147,7 @@ _THINK = {
 }
 
 
-#: The benchmark's plain agent prompt, equivalent in content to the published one (SAGE/npc_response.py:14:
+#: The benchmark's plain agent prompt, equivalent in content to the published one (SAGE/npc_response.py:14 ``role_system``:
 #: an *intelligent* chat partner, 智能聊天伙伴, who talks with high EQ so the user feels comfortable,
 #: happy or helped); no coaching. The role word is SAGE's own: a word such as "empathetic" would nudge
 #: the agent toward the very skill the benchmark measures.
@@ -159,10 +159,10 @@ _NEUTRAL = {
     "zh": "你是一个智能聊天伙伴，善于用高情商的方式和用户聊天，让对方觉得舒服、开心，或者得到所需要的帮助。",
 }
 
-#: The published training prompt (RLVER ``vllm_rollout/system_prompt.py:1-25``) in our own words: the
+#: The published training prompt (RLVER ``vllm_rollout/system_prompt.py:1-25`` ``system_prompt_train_think``) in our own words: the
 #: policy chats with a friend and is good at cheering friends up with emotionally intelligent replies;
 #: the aim is a better mood or a closer bond; replies are warm, casual and everyday. The think version
-#: (``:10-25``) adds: decide how and what to answer before replying, weigh the strategy (logic and
+#: (``:10-25`` ``system_prompt_train_think``) adds: decide how and what to answer before replying, weigh the strategy (logic and
 #: tone), wrap the thinking in <think></think>, and a reply format. Keyed by language, then think mode.
 _PUBLISHED: dict[str, dict[bool, str]] = {
     "en": {

@@ -36,13 +36,13 @@ from rlver.simulator.spec import asks_prompt_set
 TINY_AGENT_SAMPLING = SamplingParams(temperature=1.0, max_tokens=16)
 
 #: The agent's reply cap when a benchmark run does not set one. SAGE's ``call_npc`` sets none
-#: (SAGE/npc_response.py:22), so the cap must be one that no released reply would reach: the longest
+#: (SAGE/npc_response.py:22 ``call_llm(history)``), so the cap must be one that no released reply would reach: the longest
 #: agent reply in the nine released result files is 4,643 characters (o1), far under 8,192 tokens in
 #: any tokenizer. ``SamplingParams``' own default (512) would cut about half of some models' replies.
 EVAL_AGENT_MAX_TOKENS = 8192
 
 
-#: What SAGE's ``call_npc`` sends of the sampling fields: nothing (npc_response.py:22), so the
+#: What SAGE's ``call_npc`` sends of the sampling fields: nothing (npc_response.py:22 ``call_llm(history)``), so the
 #: endpoint's own defaults apply; an endpoint agent given SAGE's prompt and no sampling sends the same.
 PUBLISHED_AGENT_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
 

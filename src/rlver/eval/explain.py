@@ -129,7 +129,7 @@ TRAINING_JUDGE = "DeepSeek-V3 (the published training simulator)"
 PUBLISHED_PROTOCOLS = ("sage-published", "rlver-published")
 #: The longest agent reply in the nine released files (characters): a quote cut below it cut replies.
 LONGEST_RELEASED_REPLY = 4643
-#: The published training's reply cap (``per_turn_length=5000`` tokens, train_rlver.sh:46).
+#: The published training's reply cap (``per_turn_length=5000`` tokens, train_rlver.sh:46 ``per_turn_length=5000``).
 PUBLISHED_TRAINING_REPLY_TOKENS = 5000
 #: :func:`~rlver.profiles.sets.profile_ids_sha256` of the published sets (their ids in file order);
 #: ``tests/eval/test_explain.py`` checks them against ../shared/data.
@@ -652,7 +652,7 @@ def _uncut(manifest: RunManifest) -> bool:
 
 def _think_context(manifest: RunManifest) -> list[Difference]:
     """A think run against the published think rollout (the training reference): later turns see
-    only the visible text (``vllm_rollout_spmd_think.py:555-556``)."""
+    only the visible text (``vllm_rollout_spmd_think.py:555-556`` ``"content":extracted_content_1``)."""
     if not manifest.think:
         return []
     context = recorded_think_context(manifest.env)
@@ -665,8 +665,8 @@ def _think_context(manifest: RunManifest) -> list[Difference]:
     ]
 
 
-#: SAGE's loop: the agent's answer goes whole into the one history both sides read (test_npc.py:113-115,
-#: npc_response.py:16-20); SAGE has no think mode.
+#: SAGE's loop: the agent's answer goes whole into the one history both sides read (test_npc.py:113-115 ``call_npc(player["history"])``,
+#: npc_response.py:16-20 ``mes["content"]``); SAGE has no think mode.
 _SAGE_LAYOUT = (
     "the whole reply, the same text for the simulator and the agent's later turns (SAGE has no think mode)"
 )
@@ -697,7 +697,7 @@ def _think_layout(manifest: RunManifest) -> list[Difference]:
 def _hidden_thoughts(manifest: RunManifest, episodes: Sequence[Episode]) -> list[Difference]:
     """A run written before the reply layout was recorded (no ``reply_layout``): without ``--think``
     its simulator was still shown only the text after a reply's last ``</think>``; SAGE shows the
-    whole reply (test_npc.py:113-115), as rlver now does. Named when a reply of the run held such a
+    whole reply (test_npc.py:113-115 ``call_npc(player["history"])``), as rlver now does. Named when a reply of the run held such a
     block (otherwise the two are the same)."""
     if manifest.think is not False or (manifest.simulator or {}).get("shown_reply") == "whole":
         return []  # sage-published shows the whole reply, as SAGE
@@ -732,8 +732,8 @@ def _profiles(name: str, count: int, per_profile: int | None) -> Check:
 
 def _retries(manifest: RunManifest) -> list[Difference]:
     """How an empty or malformed answer is asked again. SAGE calls its agent and its judge once
-    (npc_response.py:22; an empty answer is read as it is) and re-sends a prompt whose answer does
-    not parse until one does (simulator_response.py:135-161; dsv3 :204-225)."""
+    (npc_response.py:22 ``call_llm(history)``; an empty answer is read as it is) and re-sends a prompt whose answer does
+    not parse until one does (simulator_response.py:135-161 ``time.sleep(3)``; dsv3 :204-225 ``time.sleep(3)``)."""
     found = []
     if (manifest.agent_spec or {}).get("retry_empty"):
         found.append(
@@ -773,7 +773,7 @@ def _failed_dialogue(manifest: RunManifest) -> list[Difference]:
 
 def _held_out(manifest: RunManifest) -> list[Difference]:
     """How a training run's held-out score was measured; the published run validated once, after
-    the last step, on the training environment (train_rlver.sh:73, :78; ray_trainer.py:1184-1189)."""
+    the last step, on the training environment (train_rlver.sh:73 ``val_before_train=False``, :78 ``test_freq=999999``; ray_trainer.py:1184-1189)."""
     held = manifest.held_out
     if not held:
         return []

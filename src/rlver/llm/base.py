@@ -72,7 +72,7 @@ class SamplingParams(BaseModel):
         description=(
             "Send no ``temperature`` or ``top_p``, so the server samples with the model's own defaults (a"
             " self-hosted model's ``generation_config``), as SAGE's ``call_npc`` did: it sets nothing "
-            "(SAGE/npc_response.py:22). Only an OpenAI-compatible endpoint can honour it: the local "
+            "(SAGE/npc_response.py:22 ``call_llm(history)``). Only an OpenAI-compatible endpoint can honour it: the local "
             "backend reads no ``generation_config``, so ``rlver eval`` refuses it for a local agent "
             "(docs/protocol.md)."
         ),

@@ -289,7 +289,7 @@ async def ask_parsed(
 
     For protocols whose answers are free text read the published way (``read`` raises
     ``ValueError`` where the published parser raises): the published loop re-sends the same prompt
-    until it parses, without bound (SAGE/simulator_response.py:135-161). Here the request is the same
+    until it parses, without bound (SAGE/simulator_response.py:135-161 ``time.sleep(3)``). Here the request is the same
     bytes each time, at most ``attempts`` times in all (``0``: until one parses, as published), then
     :class:`ReaskFailed`.
     """

@@ -15,7 +15,7 @@ no trajectory left (``:331-333``). rlver's verl agent loop therefore fails every
 (``rlver.integrations.verl.agent_loop.GroupSettlement``) and turns the refill on, so both engines train
 the same dialogues; verl then refills the group with a fresh prompt, the local trainer trains a smaller
 batch. The published run never meets the case: its simulated user retries each call until it answers
-(``hard_player_simulator_dsv3.py:204-225``, ``:364-372``).
+(``hard_player_simulator_dsv3.py:204-225`` ``time.sleep(3)``, ``:364-372`` ``reply = call_api(prompt)``).
 
 Lives in ``rollout`` (below ``train`` and ``eval``) so that the trainer applies it and ``rlver explain``
 names it from one place.

@@ -27,9 +27,9 @@ from rlver.simulator.emotion import EmotionRules, EmotionState
 
 #: The one tier at which a user who ends the dialogue is satisfied; a goodbye at any other tier is the
 #: user leaving. The published prompts tell the user to say goodbye at two tiers only: at S, thanking
-#: the agent (SAGE simulator_response.py:190; RLVER hard_player_simulator_dsv3.py:253), and at F,
-#: wanting no more of the dialogue (simulator_response.py:194; dsv3 :257); SAGE's loop ends the
-#: dialogue on any goodbye (test_npc.py:107-108), whatever the tier.
+#: the agent (SAGE simulator_response.py:190 ``Emotion-S``; RLVER hard_player_simulator_dsv3.py:253 ``Emotion-S``), and at F,
+#: wanting no more of the dialogue (simulator_response.py:194 ``Emotion-F``; dsv3 :257 ``Emotion-F``); SAGE's loop ends the
+#: dialogue on any goodbye (test_npc.py:107-108 ``"再见" in``), whatever the tier.
 SATISFIED_TIER: Tier = "S"
 #: The tiers the published prompts tell the user to say goodbye at (the offline user does).
 GOODBYE_TIERS: tuple[Tier, ...] = ("S", "F")

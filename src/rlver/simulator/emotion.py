@@ -46,9 +46,9 @@ def clamp(value: int, low: int, high: int) -> int:
 class EmotionRules:
     """How emotion moves: the per-turn bound and the value range.
 
-    The defaults are the published *evaluation* (SAGE/simulator_response.py:151 clamps the stated
-    change to ±10, :155 caps the value at 100). The published *training* simulator neither bounds the
-    change nor floors the value (RLVER hard_player_simulator_dsv3.py:219-220: ``+= change`` then
+    The defaults are the published *evaluation* (SAGE/simulator_response.py:151 ``max(-10,min(10,`` clamps the stated
+    change to ±10, :155 ``min(emo_point,100)`` caps the value at 100). The published *training* simulator neither bounds the
+    change nor floors the value (RLVER hard_player_simulator_dsv3.py:219-220 ``min(self.emo_point,100)``: ``+= change`` then
     ``min(.., 100)``): ``dialogue=PUBLISHED_TRAINING`` reproduces it (see docs/protocol.md). Whether
     the change is bounded and the value floored are rules of the dialogue (:class:`DialogueRules`,
     set by the environment); the bound itself is the simulator's.

@@ -13,7 +13,7 @@ a reply it has never seen.
 
 The emotion arithmetic is *not* replayed: the recorded ``change`` is applied by our
 :class:`~rlver.simulator.emotion.EmotionState`, so the check covers our clamp and cap. The user ends the
-dialogue with the published goodbye rule: its reply contains 再见 or 拜拜 (SAGE/test_npc.py:107).
+dialogue with the published goodbye rule: its reply contains 再见 or 拜拜 (SAGE/test_npc.py:107 ``"再见" in``).
 """
 
 from __future__ import annotations

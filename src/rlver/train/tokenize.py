@@ -232,7 +232,7 @@ def episode_turn_samples(
     Sample *k*'s prompt is exactly what the policy saw when it sampled turn *k*: the earlier replies as
     the user saw them (:func:`~rlver.env.thinking.shown_to_user`), rendered by the template, all mask 0; its response is
     turn *k*'s sampled ids (mask 1), closed with a mask-0 end token when it did not end on one. This is
-    the published think-mode layout (RLVER vllm_rollout_spmd_think.py:683-691 expands each dialogue
+    the published think-mode layout (RLVER vllm_rollout_spmd_think.py:683-691 ``for _ in range(dialogue_turns[i])`` expands each dialogue
     into one sample per turn). A sample longer than ``max_length`` keeps its prompt and the first
     response tokens that fit; one whose prompt alone does not fit is dropped (``meta["dropped"]``
     counts them on the first sample), so a long dialogue loses its *late* turns' samples, never

@@ -40,7 +40,7 @@ MAX_REASON_CHARS = 3_000
 MAX_REPLY_CHARS = 2_000
 #: A stated change outside this range is not a sloppy number but a broken answer. Large statements
 #: within it are kept: the published simulators parse any integer and then clamp it to ±10 (SAGE,
-#: simulator_response.py:150-151) or apply it as stated (RLVER training, hard_player_simulator_dsv3.py:219),
+#: simulator_response.py:150-151 ``max(-10,min(10,``) or apply it as stated (RLVER training, hard_player_simulator_dsv3.py:219 ``self.emo_point+=int(planning["change"])``),
 #: so a "+150" is a judgement the environment's rules (``EnvConfig.rules.bound_change``) deal with, not an error.
 MAX_ABS_RAW_CHANGE = 9999
 

@@ -91,7 +91,7 @@ class PublishedSimulator:
 
 def history_json(history: Sequence[Message], speakers: dict[str, str]) -> str:
     """The dialogue as the published code quotes it: a JSON list of ``{"role", "content"}`` with its
-    speaker names, ``ensure_ascii=False, indent=2`` (SAGE simulator_response.py:127-131)."""
+    speaker names, ``ensure_ascii=False, indent=2`` (SAGE simulator_response.py:127-131 ``ensure_ascii=False, indent=2``)."""
     rows = [{"role": speakers[m.role], "content": m.content} for m in history]
     return json.dumps(rows, ensure_ascii=False, indent=2)
 
@@ -103,7 +103,7 @@ def split_history(history: Sequence[Message], speakers: dict[str, str]) -> tuple
 
 def fill_history(prompt: str, texts: SimulatorTexts, history: Sequence[Message]) -> str:
     """A call's two dialogue slots: earlier context and the latest exchange; on an empty dialogue (the
-    opening line) the published opening text and nothing (SAGE simulator_response.py:282-297)."""
+    opening line) the published opening text and nothing (SAGE simulator_response.py:282-297 ``if not history``)."""
     if not history:
         return prompt.replace("{{dialog_history}}", texts.empty_history).replace("{{new_history}}", "")
     earlier, latest = split_history(history, texts.speakers)
@@ -112,7 +112,7 @@ def fill_history(prompt: str, texts: SimulatorTexts, history: Sequence[Message])
 
 def state_name(emotion: int, tiers: Sequence[tuple[str, int]]) -> str:
     """The published emotion state: the first tier whose threshold the value reaches, else F below the
-    last (SAGE simulator_response.py:164-169; dsv3 :227-232)."""
+    last (SAGE simulator_response.py:164-169 ``emo_point<10``; dsv3 :227-232 ``'Emotion-F'``)."""
     for name, threshold in tiers:
         if emotion >= threshold:
             return name

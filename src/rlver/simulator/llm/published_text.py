@@ -11,7 +11,7 @@ Every template's slots are checked against the slots rlver fills: a file with a 
 know (or without one it needs) is refused with one ``error:`` line (exit 2), never sent half-filled.
 
 Two bugs of the published files are handled here and documented in docs/published-text.md:
-``hard_player_simulator_dsv3.py`` does not compile (``call_api``'s docstring is not indented, dsv3 :36-38),
+``hard_player_simulator_dsv3.py`` does not compile (``call_api``'s docstring is not indented, dsv3 :36-38 ``Implement your own``),
 so that one docstring is indented before parsing; the rest of the file is parsed as published.
 """
 
@@ -263,7 +263,7 @@ def sage_texts() -> SimulatorTexts:
 @lru_cache(maxsize=4)
 def training_texts(target: str = "eq") -> SimulatorTexts:
     """RLVER's training simulator (``rlver/hard_player_simulator_dsv3.py``), with the ``target`` the
-    published runs chose (``generate_role("eq")``, dsv3 :68)."""
+    published runs chose (``generate_role("eq")``, dsv3 :68 ``self.generate_role("eq")``)."""
     file = "rlver/hard_player_simulator_dsv3.py"
     tree = _tree(file)
     targets = _assigned(tree, "target_prompt")

@@ -110,7 +110,7 @@ def default_cache_path() -> Path:
 
 
 #: What the published simulators' calls send of the sampling fields: nothing (SAGE's ``call_llm`` and
-#: RLVER's ``call_api`` take the prompt alone, simulator_response.py:24, dsv3 :35), so the endpoint's
+#: RLVER's ``call_api`` take the prompt alone, simulator_response.py:24 ``def call_llm(prompt)``, dsv3 :35 ``def call_api(prompt``), so the endpoint's
 #: own defaults apply; recorded as "server default".
 PUBLISHED_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
 

@@ -39,7 +39,7 @@ from rlver.simulator.llm.parsing import (
 from rlver.simulator.llm.protocols import DialogueStart, ReplyStep, SentientProtocol, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
-#: (SAGE/simulator_response.py:24-27 passes only the prompt); an appraisal in five named steps plus a
+#: (SAGE/simulator_response.py:24-27 ``def call_llm`` passes only the prompt); an appraisal in five named steps plus a
 #: planned reply runs to several hundred tokens, so the cap is set where only a runaway answer meets
 #: it. A cut answer is counted (``UserTurn.truncated_calls``) and re-asked once.
 SIMULATOR_MAX_TOKENS = 4096

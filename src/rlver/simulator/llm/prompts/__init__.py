@@ -41,7 +41,7 @@ PROMPT_SETS: dict[str, PromptSet] = {
 }
 
 #: The longest piece of conversation text quoted into a prompt (characters); the rest is cut with a
-#: note. A safety bound only: SAGE shows the whole reply (SAGE/simulator_response.py:129-132), and the
+#: note. A safety bound only: SAGE shows the whole reply (SAGE/simulator_response.py:129-132 ``"content": mes["content"]``), and the
 #: longest agent reply in the nine released result files is 4,643 characters, so the bound sits far
 #: above any released reply (it was 4,000, which cut some). The environment's ``max_reply_chars``
 #: (8,000) bounds the agent's visible reply before it gets here. Recorded in the manifest

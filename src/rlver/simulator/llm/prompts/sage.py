@@ -13,8 +13,8 @@ Structure (facts with file:line in docs/protocol.md ("Simulator prompts")):
 
 What each call is shown follows SAGE by default: the appraisal call gets its own rules (purpose,
 the 0-100 emotion, the analysis steps, the answer format with a placeholder in the change field; no
-tier list and no reply instructions, SAGE/simulator_response.py:56-115), the reply call its own (the
-tiers, the plan, the speech rules; the goodbye at S optional, :190). ``shared_rules``,
+tier list and no reply instructions, SAGE/simulator_response.py:56-115 ``def planning_reply``), the reply call its own (the
+tiers, the plan, the speech rules; the goodbye at S optional, :190 ``Emotion-S``). ``shared_rules``,
 ``change_example`` and ``goodbye_required`` bring back rlver's earlier variants.
 
 Layout for prefix caches (ours; the published code sent one flat prompt per call):
@@ -67,28 +67,28 @@ class SageOptions(BaseModel):
         default=False,
         description=(
             "Show the profile's traits and conversational style; SAGE's prompts show the portrait and "
-            "scene only (SAGE/simulator_response.py:105-109, 246-250)."
+            "scene only (SAGE/simulator_response.py:105-109 ``{{simulator_role}}``, 246-250 ``{{player_topic}}``)."
         ),
     )
     tier_bands: bool = Field(
         default=False,
         description=(
-            "Show each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (simulator_response.py:187-194)."
+            "Show each tier's numeric band (S 100, A 70-99, ...); SAGE names the tiers only (simulator_response.py:187-194 ``Emotion-F``)."
         ),
     )
     number_and_tier: bool = Field(
         default=False,
         description=(
             "Show both the emotion number and its tier in both steps, the reply step continuing the "
-            "appraisal exchange; SAGE gives step 1 the number (simulator_response.py:111) and step 2 the tier name (:261-262, "
-            ":279), each in its own prompt."
+            "appraisal exchange; SAGE gives step 1 the number (simulator_response.py:111 ``{{emotion}}``) and step 2 the tier name (:261-262 ``{{emotion}}``, "
+            ':279 ``replace("{{emotion}}",emo_state)``), each in its own prompt.'
         ),
     )
     first_person_appraiser: bool = Field(
         default=False,
         description=(
             "The person appraises the reply themselves; SAGE's step 1 is a third-person emotion analyser "
-            "(simulator_response.py:57)."
+            "(simulator_response.py:57 ``emotion分析器``)."
         ),
     )
     injection_guard: bool = Field(
@@ -101,27 +101,27 @@ class SageOptions(BaseModel):
         default=False,
         description=(
             "Step 2 gets the whole appraisal, the stated change included; SAGE gives it the fit analysis "
-            "and the inner activity and feeling only (simulator_response.py:277)."
+            "and the inner activity and feeling only (simulator_response.py:277 ``planning['TargetCompletion']``)."
         ),
     )
     shared_rules: bool = Field(
         default=False,
         description=(
             "Both calls share one system message with both steps' instructions and the tier list; SAGE's "
-            "appraisal prompt has neither the tiers nor the reply instructions (simulator_response.py:56-115)."
+            "appraisal prompt has neither the tiers nor the reply instructions (simulator_response.py:56-115 ``def planning_reply``)."
         ),
     )
     change_example: bool = Field(
         default=False,
         description=(
-            'The answer format shows ``"change": 0``; SAGE shows a placeholder (simulator_response.py:101-102), and an '
+            'The answer format shows ``"change": 0``; SAGE shows a placeholder (simulator_response.py:101-102 ``Change:``), and an '
             "example value of 0 can pull a judge toward 0."
         ),
     )
     goodbye_required: bool = Field(
         default=False,
         description=(
-            "The user must say goodbye at S; SAGE says they may (simulator_response.py:190, dsv3 :253). Under ``end_at_high: "
+            "The user must say goodbye at S; SAGE says they may (simulator_response.py:190 ``Emotion-S``, dsv3 :253 ``Emotion-S``). Under ``end_at_high: "
             "false`` a required goodbye still ends the dialogue at 100."
         ),
     )
@@ -269,7 +269,7 @@ def render_appraisal(appraisal: Appraisal, *, full: bool = True) -> str:
     """The appraisal as step 2 sees it (parsed fields only, so nothing else is echoed).
 
     ``full``: every field and the stated change; otherwise what SAGE passed on (its "objective" fit
-    analysis and "subjective" inner activity and feeling, SAGE/simulator_response.py:277).
+    analysis and "subjective" inner activity and feeling, SAGE/simulator_response.py:277 ``planning['TargetCompletion']``).
     """
     body: dict[str, object] = {
         "understanding": appraisal.understanding,

@@ -66,7 +66,7 @@ short, casual and natural; ask at most two questions; never repeat yourself; do 
 your own."""
 
 #: ``shared_rules`` off (the default, as SAGE): the appraisal call's own system rules. Like SAGE's
-#: appraisal prompt (SAGE/simulator_response.py:56-115) they hold the purpose, the 0-100 emotion, the
+#: appraisal prompt (SAGE/simulator_response.py:56-115 ``def planning_reply``) they hold the purpose, the 0-100 emotion, the
 #: five analysis steps and the answer format: no tier list and no reply instructions. Fields: intro,
 #: method, rubric, change_value, guard.
 APPRAISAL_RULES = """{intro}
@@ -90,7 +90,7 @@ Answer with one JSON object and nothing else:
 {{"understanding": "...", "goal_fit": "...", "inner_reaction": "...", "feeling": "...", "change": {change_value}}}{guard}"""
 
 #: ``shared_rules`` off: the reply call's own system rules, like SAGE's reply prompt
-#: (SAGE/simulator_response.py:176-265): the purpose, the five tiers, the plan and the speech rules.
+#: (SAGE/simulator_response.py:176-265 ``def player_reply``): the purpose, the five tiers, the plan and the speech rules.
 #: Fields: tiers, goodbye, guard.
 REPLY_RULES = """{actor}
 Step 1, an appraisal of the agent's latest reply, is done; you are told how that reply landed with you
@@ -111,7 +111,7 @@ Plan first, then write:
 Answer with one JSON object and nothing else:
 {{"stance": "...", "aim": "...", "tone": "...", "draft": "...", "rewrite": "...", "reply": "...", "end_dialogue": false}}{guard}"""
 
-#: The appraisal call's opening line when it has its own rules: an emotion analyst (SAGE :57) or, with
+#: The appraisal call's opening line when it has its own rules: an emotion analyst (SAGE :57 ``emotion分析器``) or, with
 #: ``first_person_appraiser``, the person.
 ANALYST_INTRO = """You are an emotion analyst. From a portrait of a person and the scene they are in, you profile how that
 person, who has come to confide in a conversational partner (called "the agent" below), takes the agent's
@@ -122,13 +122,13 @@ who has come to confide in a conversational partner, called "the agent" below. Y
 In this call you only appraise: as this person, make sense of how the agent's latest reply landed and how
 your emotion moves."""
 
-#: ``change_example`` off / on: the change field of the answer format is a placeholder (SAGE :101-102,
+#: ``change_example`` off / on: the change field of the answer format is a placeholder (SAGE :101-102 ``Change:``,
 #: a bracketed description of the change), or the example value 0 (which can pull a judge toward 0).
 CHANGE_PLACEHOLDER = "<integer, negative when it falls>"
 CHANGE_EXAMPLE = "0"
 
-#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (SAGE :190,
-#: :194; dsv3 :253), or rlver's earlier rule, a goodbye at both.
+#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (SAGE :190 ``Emotion-S``,
+#: :194 ``Emotion-F``; dsv3 :253 ``Emotion-S``), or rlver's earlier rule, a goodbye at both.
 GOODBYE_OPTIONAL = (
     "At tier F, say goodbye; at tier S you may say goodbye. Set end_dialogue to true when you say goodbye, "
     "otherwise to false."
@@ -141,7 +141,7 @@ S_REQUIRED = "thank the agent, say goodbye and end the conversation."
 STEP1_SUMMARY = "step 1 (appraisal): as this person, make sense of how the agent's latest reply landed and how your emotion moves;"
 STEP1_METHOD = """Put yourself in this person's mind (their character, the reactions the scene describes for each mood, the
 hidden theme and the current emotion) and work through:"""
-#: ``first_person_appraiser`` off (SAGE: a third-person emotion analyser, SAGE/simulator_response.py:57).
+#: ``first_person_appraiser`` off (SAGE: a third-person emotion analyser, SAGE/simulator_response.py:57 ``emotion分析器``).
 ANALYST_SUMMARY = (
     "step 1 (appraisal): step out of the role and, as an emotion analyst, profile how this person takes the "
     "agent's latest reply and how their emotion moves;"
@@ -155,7 +155,7 @@ TIERS_BANDED = """- S (100): you are fully met; {s_action}
 - B (40-69): neither good nor bad so far.
 - C (10-39): the conversation feels bad; you respond negatively.
 - F (0-9): you have had enough; say goodbye and end the conversation."""
-#: ``tier_bands`` off (SAGE :187-194 names the five levels, highest to lowest, without numbers).
+#: ``tier_bands`` off (SAGE :187-194 ``Emotion-F`` names the five levels, highest to lowest, without numbers).
 TIERS_NAMED = """- S, the highest: you are fully met; {s_action}
 - A, high: the conversation feels good; you respond warmly.
 - B, middling: neither good nor bad so far.
@@ -192,7 +192,7 @@ APPRAISAL_TASK = (
     "Step 1. Your emotion now: {emotion} (tier {tier}). The last agent turn above is the reply to "
     "appraise. Answer with the step-1 JSON object only."
 )
-#: ``number_and_tier`` off: step 1 is told the number only, step 2 the tier only (SAGE :111, :261-262).
+#: ``number_and_tier`` off: step 1 is told the number only, step 2 the tier only (SAGE :111 ``{{emotion}}``, :261-262 ``{{emotion}}``).
 APPRAISAL_TASK_NUMBER = (
     "Step 1. Your emotion now: {emotion}. The last agent turn above is the reply to appraise. Answer with "
     "the step-1 JSON object only."

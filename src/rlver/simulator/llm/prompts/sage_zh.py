@@ -57,7 +57,7 @@ REPLY_PLAN = """1. stance：根据你的感受、档位和隐藏主题，这次�
 不重复自己；不主动转移话题。"""
 
 #: ``shared_rules`` off (the default, as SAGE): the appraisal call's own rules. Like SAGE's appraisal
-#: prompt (SAGE/simulator_response.py:56-115): purpose, the 0-100 emotion, the analysis steps and the
+#: prompt (SAGE/simulator_response.py:56-115 ``def planning_reply``): purpose, the 0-100 emotion, the analysis steps and the
 #: answer format; no tier list, no reply instructions. Fields: intro, method, rubric, change_value, guard.
 APPRAISAL_RULES = """{intro}
 
@@ -76,7 +76,7 @@ APPRAISAL_RULES = """{intro}
 {{"understanding": "...", "goal_fit": "...", "inner_reaction": "...", "feeling": "...", "change": {change_value}}}{guard}"""
 
 #: ``shared_rules`` off: the reply call's own rules, like SAGE's reply prompt
-#: (SAGE/simulator_response.py:176-265): purpose, the five tiers, the plan, the speech rules.
+#: (SAGE/simulator_response.py:176-265 ``def player_reply``): purpose, the five tiers, the plan, the speech rules.
 #: Fields: tiers, goodbye, guard.
 REPLY_RULES = """{actor}第一步（对对方最新一句回复的评估）已经做完：你会拿到这句回复给你的感受和你的情绪档位。
 你要做的是第二步：构思并写出这个人接下来要说的话。
@@ -95,7 +95,7 @@ REPLY_RULES = """{actor}第一步（对对方最新一句回复的评估）已�
 只回答一个 JSON 对象，不要写别的：
 {{"stance": "...", "aim": "...", "tone": "...", "draft": "...", "rewrite": "...", "reply": "...", "end_dialogue": false}}{guard}"""
 
-#: The appraisal call's opening line: an emotion analyst (SAGE :57) or, with ``first_person_appraiser``, the person.
+#: The appraisal call's opening line: an emotion analyst (SAGE :57 ``emotion分析器``) or, with ``first_person_appraiser``, the person.
 ANALYST_INTRO = (
     "你是一名情绪分析者。剧本给出一个人的画像和他所处的场景：他来找一个聊天对象（下文称“对方”）倾诉心事。"
     "你要揣摩这个人如何看待对方最新一句回复，以及他的情绪如何变化。他的性格始终体现在说话方式、想法和感受的变化上。"
@@ -105,18 +105,18 @@ PERSON_INTRO = (
     "你不是助手。这一次你只做评估：以这个人的身份，体会对方最新一句回复给你的感受，以及你的情绪如何变化。"
 )
 
-#: ``change_example`` off / on: a placeholder in the change field (SAGE :101-102), or the example value 0.
+#: ``change_example`` off / on: a placeholder in the change field (SAGE :101-102 ``Change:``), or the example value 0.
 CHANGE_PLACEHOLDER = "<整数，下降时为负>"
 CHANGE_EXAMPLE = "0"
 
-#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (SAGE :190,
-#: :194; dsv3 :253), or rlver's earlier rule, a goodbye at both.
+#: ``goodbye_required`` off / on: SAGE lets the user say goodbye at S and tells them to at F (SAGE :190 ``Emotion-S``,
+#: :194 ``Emotion-F``; dsv3 :253 ``Emotion-S``), or rlver's earlier rule, a goodbye at both.
 GOODBYE_OPTIONAL = "在 F 档时道别；在 S 档时可以道别。道别时把 end_dialogue 设为 true，否则设为 false。"
 GOODBYE_REQUIRED = "在 S 或 F 档时道别，并把 end_dialogue 设为 true；否则设为 false。"
 S_OPTIONAL = "可以感谢对方，道别并结束对话。"
 S_REQUIRED = "感谢对方，道别并结束对话。"
 
-#: ``first_person_appraiser`` on / off (SAGE: a third-person emotion analyser, SAGE/simulator_response.py:57).
+#: ``first_person_appraiser`` on / off (SAGE: a third-person emotion analyser, SAGE/simulator_response.py:57 ``emotion分析器``).
 STEP1_SUMMARY = "第一步（评估）：以这个人的身份，体会对方最新一句回复给你的感受，以及你的情绪如何变化；"
 STEP1_METHOD = (
     "代入这个人的内心（他的性格、场景里写的他在不同心情下的反应、隐藏主题和当前情绪），依次想清楚："
@@ -126,7 +126,7 @@ ANALYST_SUMMARY = (
 )
 ANALYST_METHOD = "这一步你不是这个人，而是一名情绪分析者：根据他的画像和性格、场景里写的他在不同心情下的反应、隐藏主题和当前情绪，揣摩他的感受，依次想清楚："
 
-#: ``tier_bands`` on / off (SAGE :187-194 names the five levels without numbers).
+#: ``tier_bands`` on / off (SAGE :187-194 ``Emotion-F`` names the five levels without numbers).
 TIERS_BANDED = """- S（100）：你完全被满足了；{s_action}
 - A（70-99）：对话让你感觉不错；你的回应比较积极。
 - B（40-69）：目前说不上好也说不上坏。

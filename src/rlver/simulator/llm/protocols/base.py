@@ -142,7 +142,7 @@ class SentientProtocol(Variants, ABC):
     #: of a think block is the environment's reply layout (``EnvConfig.shown_to_simulator``).
     cuts_reply: ClassVar[bool] = True
     #: The user's goodbye ends the dialogue before the emotion thresholds are checked (SAGE's order,
-    #: test_npc.py:107-111); it changes the end's label, never the score.
+    #: test_npc.py:107-111 ``"emotion-point"]>=100``); it changes the end's label, never the score.
     goodbye_first: ClassVar[bool] = False
 
     def prepare(self) -> None:
@@ -227,8 +227,8 @@ class PublishedTextProtocol(SentientProtocol):
         le=MAX_COUNT,
         description=(
             "Calls a step may take until its answer parses (the same request each time). The published "
-            "loops re-send until one parses, without bound (SAGE simulator_response.py:135-161, dsv3 "
-            ":204-225); ``0`` does that. The default is a guard against a broken endpoint only, large "
+            "loops re-send until one parses, without bound (SAGE simulator_response.py:135-161 ``time.sleep(3)``, dsv3 "
+            ":204-225 ``time.sleep(3)``); ``0`` does that. The default is a guard against a broken endpoint only, large "
             "enough that a judge which sometimes answers out of format is handled as the published loop "
             "handles it; a smaller value fails the turn sooner (``rlver explain`` names it)."
         ),

@@ -4,16 +4,16 @@ The simulator the published training runs talked to is ``PlayerSimulator`` in RL
 ``hard_player_simulator_dsv3.py``. Its prompts differ from SAGE's benchmark simulator: its own
 appraisal layout (the user as an actor, a ``Reason:`` field where SAGE has ``TargetCompletion:``,
 the history split into earlier context and latest exchange in both calls), its own target text
-(``target_prompt["eq"]``, the one ``generate_role("eq")`` picks, dsv3 :68), and a reply call that is
+(``target_prompt["eq"]``, the one ``generate_role("eq")`` picks, dsv3 :68 ``self.generate_role("eq")``), and a reply call that is
 shown only the ``reason`` and ``analyse`` fields (line 335-336). Its parser differs too: fields lose
 their blank lines, and the change is the first (or, when it mentions 变化, the last) line after
 ``Change:``, read with ``int()``, with no clamp (lines 208-219). The text is read from the fetched file
 (:func:`rlver.simulator.llm.published_text.training_texts`); the building order of each prompt
-follows the published ``str.replace`` chains (dsv3 lines 178-193, 331-353).
+follows the published ``str.replace`` chains (dsv3 lines 178-193 ``replace("{{new_history}}",new_his_str)``, 331-353 ``replace("{{player_type}}",player_data["player"])``).
 
 The training dynamics (no clamp, no floor, no end at 100) are the dialogue rules'
 (:data:`rlver.rules.PUBLISHED_TRAINING`), not this protocol's. The published training loop ends a
-dialogue on the goodbye words its reply prompt tells the user to say (RLVER ``vllm_rollout_spmd.py:521``
+dialogue on the goodbye words its reply prompt tells the user to say (RLVER ``vllm_rollout_spmd.py:521`` ``or player_simulators[i].emo_point<=0``
 checks the same two words); they are read from the reply template's Emotion-F line.
 """
 
@@ -46,7 +46,7 @@ _QUOTED = re.compile(r"“([^”]+)”")
 
 
 def _field(text: str, name: str, until: str) -> str:
-    """The training parser's field split: SAGE's, with blank lines folded (dsv3 lines 210-213)."""
+    """The training parser's field split: SAGE's, with blank lines folded (dsv3 lines 210-213 ``replace("\\n\\n","\\n")``)."""
     return text.split(name)[-1].split(until)[0].strip("\n").strip("[").strip("]").replace("\n\n", "\n")
 
 
@@ -70,7 +70,7 @@ def read_training_appraisal(text: str) -> AppraisalAnswer:
 
 
 def read_training_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
-    """The user's reply as ``player_reply`` reads it (dsv3 lines 374-375)."""
+    """The user's reply as ``player_reply`` reads it (dsv3 lines 374-375 ``split("Response:")``)."""
     thinking = (
         text.split("Response:")[0]
         .split("Thinking:\n")[-1]
@@ -97,7 +97,7 @@ def goodbye_words() -> tuple[str, ...]:
 
 
 def training_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[Message]) -> str:
-    """``planning_reply``'s prompt (dsv3 lines 178-193), ``history`` ending with the agent's reply."""
+    """``planning_reply``'s prompt (dsv3 lines 178-193 ``replace("{{new_history}}",new_his_str)``), ``history`` ending with the agent's reply."""
     texts, player, scene = who.texts, who.player, who.scene
     prompt = (
         texts.appraisal_template.replace("{{emotion}}", str(emotion))
@@ -111,7 +111,7 @@ def training_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Seque
 def training_reply_prompt(
     who: PublishedPlayer, state: str, history: Sequence[Message], appraisal: Appraisal | None
 ) -> str:
-    """``player_reply``'s prompt (dsv3 lines 331-353): here the profile goes in after the history."""
+    """``player_reply``'s prompt (dsv3 lines 331-353 ``replace("{{player_type}}",player_data["player"])``): here the profile goes in after the history."""
     texts, player, scene = who.texts, who.player, who.scene
     prompt = texts.reply_template.replace("{{planning}}", planning_text(texts, appraisal))
     prompt = prompt.replace("{{target}}", texts.target)
@@ -144,9 +144,9 @@ class RlverPublishedProtocol(PublishedTextProtocol):
         description=(
             "The emotion each appraisal prompt shows. ``start`` (the published behaviour): the value the "
             "dialogue started at, every turn. The published rollout hands ``reply`` its ``self.role``, "
-            "whose ``emo_point`` is set once by ``generate_role`` (dsv3 :85) and never updated: "
-            "``planning_reply`` moves ``self.emo_point`` and a deep copy of the role (dsv3 :97, :219, "
-            ":235), so the prompt's number (dsv3 :178) stays the start. ``current``: the emotion at that "
+            'whose ``emo_point`` is set once by ``generate_role`` (dsv3 :85 ``"emo_point": self.emo_point``) and never updated: '
+            '``planning_reply`` moves ``self.emo_point`` and a deep copy of the role (dsv3 :97 ``copy.deepcopy(player_data)``, :219 ``self.emo_point+=int(planning["change"])``, '
+            ":235 ``player_data['emo_point'] = self.emo_point``), so the prompt's number (dsv3 :178 ``replace(\"{{emotion}}\",str(emo_point))``) stays the start. ``current``: the emotion at that "
             "turn, as SAGE shows it."
         ),
     )

@@ -14,7 +14,7 @@ splits, full-width colons and ``*`` removed, the first signed integer after ``Ch
 goodbye words of SAGE's loop in the user's reply. Where SAGE retries a failed parse forever, rlver
 sends the same request once more and then labels the turn failed. The emotion arithmetic stays
 rlver's (:class:`~rlver.simulator.emotion.EmotionRules`): the change clamped to ±10 and the value
-capped at 100, as SAGE's ``planning_reply`` does (simulator_response.py:150-155).
+capped at 100, as SAGE's ``planning_reply`` does (simulator_response.py:150-155 ``min(emo_point,100)``).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _SIGNED_INTEGER = re.compile(r"[+-]?\d+")
 
 def _field(text: str, name: str, until: str) -> str:
     """SAGE's field split: after the last ``name``, before the first ``until``, trimmed of newlines
-    and one layer of brackets (simulator_response.py:143-147)."""
+    and one layer of brackets (simulator_response.py:143-147 ``split("Content:")``)."""
     return text.split(name)[-1].split(until)[0].strip("\n").strip("[").strip("]")
 
 
@@ -74,14 +74,14 @@ def read_sage_appraisal(text: str) -> AppraisalAnswer:
 
 
 def read_sage_reply(text: str, goodbye_words: Sequence[str]) -> PublishedReplyAnswer:
-    """A reply answer read as SAGE's ``player_reply`` reads it (simulator_response.py:307-308); the
-    dialogue ends when the reply holds one of the loop's goodbye words (test_npc.py:107)."""
+    """A reply answer read as SAGE's ``player_reply`` reads it (simulator_response.py:307-308 ``split("Response:")``); the
+    dialogue ends when the reply holds one of the loop's goodbye words (test_npc.py:107 ``"再见" in``)."""
     thinking = text.split("Response:")[0].split("Thinking:\n")[-1].strip("\n").strip("[").strip("]")
     return published_reply(text, thinking, goodbye_words)
 
 
 def sage_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[Message]) -> str:
-    """``planning_reply``'s prompt (simulator_response.py:121-132), ``history`` ending with the agent's
+    """``planning_reply``'s prompt (simulator_response.py:121-132 ``replace("{{dialog_history}}",history_str)``), ``history`` ending with the agent's
     reply. Its second ``{{target}}`` replace is a no-op once the first has run (and reads a key SAGE
     never sets: docs/published-text.md, published bugs), so it is left out."""
     texts, player, scene = who.texts, who.player, who.scene
@@ -97,7 +97,7 @@ def sage_appraisal_prompt(who: PublishedPlayer, emotion: int, history: Sequence[
 def sage_reply_prompt(
     who: PublishedPlayer, state: str, history: Sequence[Message], appraisal: Appraisal | None
 ) -> str:
-    """``player_reply``'s prompt (simulator_response.py:273-297); ``appraisal`` ``None`` and an empty
+    """``player_reply``'s prompt (simulator_response.py:273-297 ``replace("{{new_history}}",new_his_str)``); ``appraisal`` ``None`` and an empty
     ``history`` make the opening line."""
     texts, player, scene = who.texts, who.player, who.scene
     prompt = (
