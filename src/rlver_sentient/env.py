@@ -99,7 +99,7 @@ class SentientEnv(vf.Env[SentientEnvConfig]):
         )
         seed = dialogue_seed(self.settings.seed, task.data.profile_index, 0, 1)
         opening = await dialogue.reset(Profile.model_validate(task.data.profile), seed=seed)
-        exchange = Exchange(dialogue, self.http())
+        exchange = Exchange(dialogue, self.http(), self.settings.agent_fields)
         async with agents.assistant.interaction(task) as chat:
             chat.trace.state.exchange = exchange
             await _converse(chat, exchange, opening)

@@ -7,6 +7,7 @@ the interaction opens and the harness reads it (and leaves each reply) there.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +21,15 @@ from rlver.llm.base import Completion
 
 @dataclass
 class Exchange:
-    """One dialogue: the env's rlver dialogue, the env's HTTP session (one for all its dialogues) and
-    the assistant's last reply as the harness got it."""
+    """One dialogue: the env's rlver dialogue, the env's HTTP session (one for all its dialogues), what
+    the agent's request bodies carry besides the messages, and the assistant's last reply as the
+    harness got it."""
 
     dialogue: DialogueEnv
     http: aiohttp.ClientSession
+    #: the sampling fields the agent's body carries for the sampling values set (the taskset's
+    #: :meth:`~rlver_sentient.taskset.SentientTasksetConfig.agent_fields`: what ``rlver eval`` sends)
+    agent_fields: Callable[[Mapping[str, Any]], dict[str, Any]]
     reply: Completion | None = None
 
 

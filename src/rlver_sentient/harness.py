@@ -9,6 +9,9 @@ What it sends is the policy's context as rlver's dialogue keeps it
 (:meth:`rlver.env.dialogue.DialogueEnv.messages_for_policy`: the system prompt, the user's lines, the
 assistant's earlier replies, with think text handled as the dialogue rules say). The env hands the
 dialogue over on the trace's state; the reply goes back the same way, untouched (think text included).
+Beside the messages the body carries the sampling fields ``rlver eval`` sends for the same settings
+and sampling values (:meth:`~rlver_sentient.taskset.SentientTasksetConfig.agent_fields`: none under
+SAGE's prompt with no value set), so the endpoint gets the same body by either route.
 """
 
 from __future__ import annotations
@@ -59,12 +62,18 @@ class SentientHarness(vf.Harness[SentientHarnessConfig]):
             exchange.http,
             f"{endpoint.rstrip('/')}/chat/completions",
             secret,
-            {"model": ctx.model, "messages": messages},
+            {"model": ctx.model, "messages": messages, **exchange.agent_fields(_stated(ctx.sampling))},
         )
         if status != 200 or payload is None:
             return vf.ProgramResult(exit_code=1, stdout="", stderr=f"HTTP {status}: {text[:2000]}")
         exchange.reply = _completion(payload, time.perf_counter() - started)
         return vf.ProgramResult(exit_code=0, stdout="", stderr="")
+
+
+def _stated(sampling: vf.Sampling | None) -> dict[str, Any]:
+    """The sampling values the run set (verifiers' ``--sampling.*``); verifiers lays the same values
+    over the body it forwards, so the body rlver builds from them is the one the endpoint gets."""
+    return sampling.model_dump(exclude_none=True) if sampling is not None else {}
 
 
 async def _post(

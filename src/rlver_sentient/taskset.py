@@ -8,13 +8,14 @@ profile selection (``limit``) are rlver's own, decided in one place for both rou
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any, Literal
 
 import verifiers.v1 as vf
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
 
 from rlver.config import MAX_COUNT
 from rlver.env.dialogue import EnvConfig
@@ -22,6 +23,7 @@ from rlver.env.thinking import system_prompt
 from rlver.errors import RlverError
 from rlver.eval.config import EvalConfig
 from rlver.eval.runner import select_profiles
+from rlver.llm.openai_client import sampling_fields
 from rlver.profiles.schema import Profile
 from rlver.seeding import MAX_SEED
 from rlver.simulator.factory import SimulatorSpec
@@ -64,6 +66,8 @@ class SentientTasksetConfig(vf.TasksetConfig):
     think: bool = False
     """Think then say: the agent is asked to reason in ``<think>...</think>``, which the user never
     sees; later turns see only the visible text of earlier replies (the published rule)."""
+    #: :meth:`agent_fields` per distinct set of sampling values (a config validated once each)
+    _agent_fields: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _settings_are_rlver_settings(self) -> SentientTasksetConfig:
@@ -94,6 +98,10 @@ class SentientTasksetConfig(vf.TasksetConfig):
     @cached_property
     def rlver_config(self) -> EvalConfig:
         """These settings as ``rlver eval`` would run them (its defaults, its published-protocol rule)."""
+        return EvalConfig.model_validate(self._rlver_data())
+
+    def _rlver_data(self) -> dict[str, Any]:
+        """These settings as the config data ``rlver eval`` would validate."""
         simulator: dict[str, Any] = {"kind": self.simulator}
         if self.simulator == "llm":
             if not self.sim_model:
@@ -111,18 +119,31 @@ class SentientTasksetConfig(vf.TasksetConfig):
         env: dict[str, Any] = {"think": self.think}
         if self.max_turns is not None:
             env["rules"] = {"max_assistant_turns": self.max_turns}
-        return EvalConfig.model_validate(
-            {
-                "agent": _VERIFIERS_AGENT,
-                "simulator": simulator,
-                "profiles": self.profiles,
-                "limit": self.limit,
-                "seed": self.seed,
-                "protocol": self.protocol,
-                "env": env,
-                "report": False,
-            }
-        )
+        return {
+            "agent": _VERIFIERS_AGENT,
+            "simulator": simulator,
+            "profiles": self.profiles,
+            "limit": self.limit,
+            "seed": self.seed,
+            "protocol": self.protocol,
+            "env": env,
+            "report": False,
+        }
+
+    def agent_fields(self, stated: Mapping[str, Any]) -> dict[str, Any]:
+        """What the agent's request bodies carry of the sampling fields, as ``rlver eval`` decides it
+        for the same settings and the same sampling values set (verifiers' ``--sampling.*``, passed in
+        as ``stated``; ``rlver eval --agent-temperature`` and the like): nothing under SAGE's prompt
+        with none set, as SAGE's ``call_npc`` sends none; the set values (and the benchmark's reply
+        cap) otherwise. Decided by :class:`EvalConfig`, so both routes send the same body."""
+        key = json.dumps(dict(stated), sort_keys=True)  # one validation per distinct set of values
+        if key not in self._agent_fields:
+            config = self.rlver_config
+            if stated:
+                data = {**self._rlver_data(), "sampling": _rlver_sampling(stated)}
+                config = EvalConfig.model_validate(data)
+            self._agent_fields[key] = sampling_fields(config.agent_sampling())
+        return dict(self._agent_fields[key])
 
     @property
     def simulator_spec(self) -> SimulatorSpec:
@@ -132,6 +153,14 @@ class SentientTasksetConfig(vf.TasksetConfig):
     def dialogue(self) -> EnvConfig:
         """The dialogue's rules and what the agent is shown (rlver's :class:`EnvConfig`)."""
         return self.rlver_config.env
+
+
+def _rlver_sampling(stated: Mapping[str, Any]) -> dict[str, Any]:
+    """verifiers' sampling values as an rlver ``sampling`` block: ``temperature``, ``top_p`` and
+    ``max_tokens`` by name, any other key (``reasoning_effort``, a provider's own) passed through."""
+    own = {k: v for k, v in stated.items() if k in ("temperature", "top_p", "max_tokens")}
+    extra = {k: v for k, v in stated.items() if k not in own}
+    return {**own, "extra": extra} if extra else own
 
 
 class SentientTaskData(vf.TaskData):

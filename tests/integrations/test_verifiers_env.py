@@ -166,15 +166,18 @@ def test_the_llm_user_route_matches_rlver_eval(tmp_path: Path) -> None:
             "--env.taskset.limit", "2", "--env.taskset.seed", "3", "--env.taskset.max-turns", "3",
             cwd=tmp_path,
         )  # fmt: skip
-        sent_by_verifiers = sorted(json.dumps(r["messages"]) for r in server.requests)
+        sent_by_verifiers = sorted(json.dumps(r, sort_keys=True) for r in server.requests)
         server.requests.clear()
         ours = rlver_eval(
             server.url, "run", "--profiles", "en-test", "--simulator", "llm", "--sim-base-url", server.url,
             "--sim-model", "sim", "--sim-key-env", "", "--limit", "2", "--seed", "3",
             "--set", "env.rules.max_assistant_turns=3", cwd=tmp_path,
         )  # fmt: skip
-        sent_by_rlver = sorted(json.dumps(r["messages"]) for r in server.requests)
-    assert sent_by_verifiers == sent_by_rlver  # the simulated user's prompts as well as the policy's
+        sent_by_rlver = sorted(json.dumps(r, sort_keys=True) for r in server.requests)
+    # whole bodies, the simulated user's as well as the policy's: rlver's own prompts send sampling
+    # values (the agent's temperature 1.0, top_p 1.0, reply cap 8,192), by both routes
+    assert sent_by_verifiers == sent_by_rlver
+    assert all(r["max_tokens"] == 8192 for r in server.requests if r["model"] == "policy")
     for profile_id, reward, emotions, end, turns in map(outcome, episodes):
         ep = ours[profile_id]
         assert (reward, emotions, end, turns) == (
@@ -231,10 +234,10 @@ def test_the_published_benchmark_sends_the_same_bodies_in_both_routes(
     assert by_verifiers == by_rlver
 
 
-def test_a_sampling_value_set_is_sent_by_both_routes(shared_data: Path, tmp_path: Path) -> None:
-    """A temperature the user sets for the agent reaches the agent's bodies in both routes (verifiers'
-    ``--sampling.temperature``, ``rlver eval --agent-temperature``); the simulated user's stay as
-    published."""
+def test_a_sampling_value_set_is_sent_alike_by_both_routes(shared_data: Path, tmp_path: Path) -> None:
+    """A temperature set for the agent (verifiers' ``--sampling.temperature``, ``rlver eval
+    --agent-temperature``) is sent by both routes, and with it the same other fields: the bodies are
+    the same JSON; the simulated user's stay as published."""
     with FakeChatServer(_published_answers) as server:
         vf_eval(
             server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
@@ -250,11 +253,10 @@ def test_a_sampling_value_set_is_sent_by_both_routes(shared_data: Path, tmp_path
             "--set", "env.rules.max_assistant_turns=2", cwd=tmp_path,
         )  # fmt: skip
         by_rlver = list(server.requests)
-    for bodies in (by_verifiers, by_rlver):
-        agent = [r for r in bodies if r["model"] == "policy"]
-        assert len(agent) == 2 and all(r["temperature"] == 0.7 for r in agent)
-        assert all(sorted(r) == ["messages", "model"] for r in bodies if r["model"] == "sim")
-    assert [r["messages"] for r in by_verifiers] == [r["messages"] for r in by_rlver]
+    agent = [r for r in by_rlver if r["model"] == "policy"]
+    assert len(agent) == 2 and all(r["temperature"] == 0.7 for r in agent)
+    assert all(sorted(r) == ["messages", "model"] for r in by_rlver if r["model"] == "sim")
+    assert by_verifiers == by_rlver
 
 
 def test_think_text_is_handled_as_rlver_eval_handles_it(tmp_path: Path) -> None:

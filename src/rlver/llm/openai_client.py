@@ -53,6 +53,26 @@ MIN_BODY_LIMIT = 4 * 1024 * 1024
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
+def sampling_fields(sampling: SamplingParams) -> dict[str, Any]:
+    """What a chat-completions body carries of ``sampling``, beside ``model`` and ``messages``: one
+    home for it, so that every route to an endpoint (``rlver eval``'s client, the verifiers harness)
+    sends the same body for the same settings."""
+    fields: dict[str, Any] = {}
+    if sampling.max_tokens is not None:  # else the server's own limit, as SAGE's calls send none
+        fields["max_tokens"] = sampling.max_tokens
+    if not sampling.model_default:  # else the server samples with the model's own defaults
+        fields["temperature"] = sampling.temperature
+        fields["top_p"] = sampling.top_p
+    if sampling.seed is not None:
+        fields["seed"] = sampling.seed
+    if sampling.stop:
+        fields["stop"] = list(sampling.stop)
+    for key, value in sampling.extra.items():
+        # Server-specific fields (top_k, repetition_penalty, ...) go into the body as they are.
+        fields.setdefault(key, value)
+    return fields
+
+
 class LLMRequestError(LLMError):
     """The server rejected the request itself (400, 401, 403, 404, 422): retrying cannot help."""
 
@@ -281,19 +301,8 @@ class OpenAIChatModel(ChatModel):
             "model": self.model,
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
-        if sampling.max_tokens is not None:  # else the server's own limit, as SAGE's calls send none
-            body["max_tokens"] = sampling.max_tokens
-        if not sampling.model_default:  # else the server samples with the model's own defaults
-            body["temperature"] = sampling.temperature
-            body["top_p"] = sampling.top_p
-        if sampling.seed is not None:
-            body["seed"] = sampling.seed
-        if sampling.stop:
-            body["stop"] = list(sampling.stop)
-        if sampling.extra:
-            # Server-specific fields (top_k, repetition_penalty, ...) go into the body as they are.
-            for key, value in sampling.extra.items():
-                body.setdefault(key, value)
+        for key, value in sampling_fields(sampling).items():
+            body.setdefault(key, value)
         return body
 
     async def _attempt(
