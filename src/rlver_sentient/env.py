@@ -14,7 +14,9 @@ What lands on the assistant's trace:
 * metrics ``final_emotion``, ``success`` (final ≥ 100), ``failure`` (final < 10), ``turns`` (assistant
   replies), ``end_<reason>`` (1 for the reason the dialogue ended: ``emotion_high``, ``emotion_low``,
   ``left``, ``turn_limit``, ...) and ``emotion_turn_<k>``: the emotion after the k-th appraised reply;
-* ``info["rlver"]``: the end reason, the emotion path and the dialogue's seed, for reading a trace.
+* ``info["rlver"]``: the end reason, the emotion path and the dialogue's seed, for reading a trace,
+  and ``requests``: what the agent's and the simulated user's bodies carried of the sampling fields
+  (``"server default"`` for each left out), the record ``rlver eval`` writes in its manifest.
 
 A dialogue whose simulated user fails for good (an endpoint down, an answer unreadable twice) fails the
 episode, as ``rlver eval`` marks such a dialogue failed and leaves it out of the score.
@@ -105,6 +107,7 @@ class SentientEnv(vf.Env[SentientEnvConfig]):
             await _converse(chat, exchange, opening)
         if dialogue.done:  # not done: the assistant's call failed, and its trace says why
             record(chat.trace, dialogue.episode)
+            chat.trace.info["rlver"]["requests"] = self.settings.requests(exchange.stated or {})
 
 
 async def _converse(chat: vf.Interaction, exchange: Exchange, opening: str) -> None:

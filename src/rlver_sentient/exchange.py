@@ -30,6 +30,8 @@ class Exchange:
     #: the sampling fields the agent's body carries for the sampling values set (the taskset's
     #: :meth:`~rlver_sentient.taskset.SentientTasksetConfig.agent_fields`: what ``rlver eval`` sends)
     agent_fields: Callable[[Mapping[str, Any]], dict[str, Any]]
+    #: the sampling values the run set for the agent (verifiers' ``--sampling.*``), as the harness saw them
+    stated: dict[str, Any] | None = None
     reply: Completion | None = None
 
 

@@ -57,12 +57,13 @@ class SentientHarness(vf.Harness[SentientHarnessConfig]):
                 "(no dialogue on this trace)"
             )
         messages = [{"role": m.role, "content": m.content} for m in exchange.dialogue.messages_for_policy()]
+        exchange.stated = _stated(ctx.sampling)
         started = time.perf_counter()
         status, payload, text = await _post(
             exchange.http,
             f"{endpoint.rstrip('/')}/chat/completions",
             secret,
-            {"model": ctx.model, "messages": messages, **exchange.agent_fields(_stated(ctx.sampling))},
+            {"model": ctx.model, "messages": messages, **exchange.agent_fields(exchange.stated)},
         )
         if status != 200 or payload is None:
             return vf.ProgramResult(exit_code=1, stdout="", stderr=f"HTTP {status}: {text[:2000]}")

@@ -22,7 +22,7 @@ from rlver.env.dialogue import EnvConfig
 from rlver.env.thinking import system_prompt
 from rlver.errors import RlverError
 from rlver.eval.config import EvalConfig
-from rlver.eval.runner import select_profiles
+from rlver.eval.runner import requests_record, select_profiles
 from rlver.llm.openai_client import sampling_fields
 from rlver.profiles.schema import Profile
 from rlver.seeding import MAX_SEED
@@ -66,8 +66,8 @@ class SentientTasksetConfig(vf.TasksetConfig):
     think: bool = False
     """Think then say: the agent is asked to reason in ``<think>...</think>``, which the user never
     sees; later turns see only the visible text of earlier replies (the published rule)."""
-    #: :meth:`agent_fields` per distinct set of sampling values (a config validated once each)
-    _agent_fields: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    #: :meth:`with_sampling`'s configs, by the sampling values set
+    _with_sampling: dict[str, EvalConfig] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _settings_are_rlver_settings(self) -> SentientTasksetConfig:
@@ -130,20 +130,25 @@ class SentientTasksetConfig(vf.TasksetConfig):
             "report": False,
         }
 
+    def with_sampling(self, stated: Mapping[str, Any]) -> EvalConfig:
+        """These settings with the agent's sampling values the run set (verifiers' ``--sampling.*``,
+        as ``rlver eval --agent-temperature`` and the like set them); validated once per distinct set."""
+        key = json.dumps(dict(stated), sort_keys=True)
+        if key not in self._with_sampling:
+            data = {**self._rlver_data(), "sampling": _rlver_sampling(stated)} if stated else None
+            self._with_sampling[key] = EvalConfig.model_validate(data) if data else self.rlver_config
+        return self._with_sampling[key]
+
     def agent_fields(self, stated: Mapping[str, Any]) -> dict[str, Any]:
         """What the agent's request bodies carry of the sampling fields, as ``rlver eval`` decides it
-        for the same settings and the same sampling values set (verifiers' ``--sampling.*``, passed in
-        as ``stated``; ``rlver eval --agent-temperature`` and the like): nothing under SAGE's prompt
-        with none set, as SAGE's ``call_npc`` sends none; the set values (and the benchmark's reply
-        cap) otherwise. Decided by :class:`EvalConfig`, so both routes send the same body."""
-        key = json.dumps(dict(stated), sort_keys=True)  # one validation per distinct set of values
-        if key not in self._agent_fields:
-            config = self.rlver_config
-            if stated:
-                data = {**self._rlver_data(), "sampling": _rlver_sampling(stated)}
-                config = EvalConfig.model_validate(data)
-            self._agent_fields[key] = sampling_fields(config.agent_sampling())
-        return dict(self._agent_fields[key])
+        for the same settings and values set: nothing under SAGE's prompt with none set, as SAGE's
+        ``call_npc`` sends none; the set values (and the benchmark's reply cap) otherwise."""
+        return sampling_fields(self.with_sampling(stated).agent_sampling())
+
+    def requests(self, stated: Mapping[str, Any]) -> dict[str, Any]:
+        """What the agent's and the simulated user's bodies carry of the sampling fields, ``"server
+        default"`` for each left out: the record ``rlver eval`` writes in its manifest."""
+        return requests_record(self.with_sampling(stated))
 
     @property
     def simulator_spec(self) -> SimulatorSpec:

@@ -22,6 +22,7 @@ import pytest
 
 vf = pytest.importorskip("verifiers.v1", reason="needs the verifiers extra: make verifiers-test")
 
+from rlver.manifest import RunManifest  # noqa: E402
 from rlver.testing.openai_server import FakeChatServer, ServerProcess  # noqa: E402
 from rlver.testing.responders import varied_policy_and_simulator  # noqa: E402
 from rlver.transcripts.native import read_transcript  # noqa: E402
@@ -208,7 +209,7 @@ def test_the_published_benchmark_sends_the_same_bodies_in_both_routes(
     for key and message for message, in the same order: ``model`` and ``messages`` alone, as SAGE's
     ``call_npc`` and ``call_llm`` send."""
     with FakeChatServer(_published_answers) as server:
-        vf_eval(
+        [episode] = vf_eval(
             server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
             "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
             "--env.taskset.limit", "1", "--env.taskset.seed", "5", "--env.taskset.max-turns", "3",
@@ -232,6 +233,13 @@ def test_the_published_benchmark_sends_the_same_bodies_in_both_routes(
         for mine, other in zip(ours["messages"], theirs["messages"], strict=True):
             assert other == mine  # role and content, and no other key
     assert by_verifiers == by_rlver
+    # the trace records what was sent as rlver eval's manifest does: "server default" for each field
+    unsent = dict.fromkeys(("temperature", "top_p", "max_tokens"), "server default")
+    [trace] = episode["traces"]
+    manifest = RunManifest.read(tmp_path / "run").model_extra or {}
+    assert (
+        trace["info"]["rlver"]["requests"] == manifest["requests"] == {"agent": unsent, "simulator": unsent}
+    )
 
 
 def test_a_sampling_value_set_is_sent_alike_by_both_routes(shared_data: Path, tmp_path: Path) -> None:
@@ -239,7 +247,7 @@ def test_a_sampling_value_set_is_sent_alike_by_both_routes(shared_data: Path, tm
     --agent-temperature``) is sent by both routes, and with it the same other fields: the bodies are
     the same JSON; the simulated user's stay as published."""
     with FakeChatServer(_published_answers) as server:
-        vf_eval(
+        [episode] = vf_eval(
             server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
             "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
             "--env.taskset.limit", "1", "--env.taskset.max-turns", "2", "--sampling.temperature", "0.7",
@@ -257,6 +265,10 @@ def test_a_sampling_value_set_is_sent_alike_by_both_routes(shared_data: Path, tm
     assert len(agent) == 2 and all(r["temperature"] == 0.7 for r in agent)
     assert all(sorted(r) == ["messages", "model"] for r in by_rlver if r["model"] == "sim")
     assert by_verifiers == by_rlver
+    [trace] = episode["traces"]
+    manifest = RunManifest.read(tmp_path / "run").model_extra or {}
+    assert trace["info"]["rlver"]["requests"] == manifest["requests"]
+    assert manifest["requests"]["agent"] == {"temperature": 0.7, "top_p": 1.0, "max_tokens": 8192}
 
 
 def test_think_text_is_handled_as_rlver_eval_handles_it(tmp_path: Path) -> None:
