@@ -2,7 +2,7 @@
 
 It samples with rlver's own decode loop (:class:`rlver.llm.decoding.Decoder`: left-padded prefill,
 per-row seeded draws, finished rows leave the batch) under continuous batching
-(:class:`rlver.llm.scheduler.Scheduler`): every caller's rows wait in one FIFO queue, ``max_batch_size``
+(:class:`rlver.llm.scheduler.Scheduler`): every caller's rows wait in one queue, ``max_batch_size``
 slots decode at once and a freed slot takes the next waiting row at the next step; out of memory
 halves the slots and samples the rows again from their seeds. Nothing of chat lives here: prompts arrive as ids and the stop ids are
 the chat layer's (:mod:`rlver.llm.engine_chat`).
@@ -146,7 +146,7 @@ class HFEngine(TokenEngine):
         )
         #: the module's tensors by name: what update_weights loads into, release frees
         self.weights = WeightSlots(self.model)
-        #: the one FIFO queue every caller's rows wait in; ``max_batch_size`` slots decode at once
+        #: the one queue every caller's rows wait in; ``max_batch_size`` slots decode at once
         self.scheduler = Scheduler(
             self.decoder,
             self.max_batch_size,
@@ -167,7 +167,7 @@ class HFEngine(TokenEngine):
             "seeding": "one torch.Generator per row (per-dialogue seed): one uniform per step, "
             "inverse CDF on the device",
             "finished_rows": "leave the batch" if not self.decoder.static_cache else "keep their slot",
-            "batching": "one FIFO queue for every caller; "
+            "batching": "one queue for every caller, the largest budget first among those seen waiting together; "
             + (
                 "a group decodes to its end, then the next"
                 if self.decoder.static_cache
