@@ -24,7 +24,7 @@ rollout) the order is the call's own.
 
 Requests whose sampling settings differ (temperature, top-p, top-k) do not share a batch: a
 request whose settings differ from the running batch's waits at the head of the queue until that batch
-drains (first in, first out, never overtaken).
+drains (overtaken by nothing seen after it).
 
 Out of memory: the rows in flight go back to the head of the queue in their order and the slot count is
 halved (a row resampled from its seed draws the same tokens); a single row that still does not fit
