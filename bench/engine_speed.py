@@ -8,9 +8,11 @@ and decode steps against the least possible when replies of staggered length sha
    so every row makes exactly ``T`` tokens. The sides alternate (A, B, A, B, ...) and the figure is the
    median of the per-run ratios, so load from other jobs falls on both alike.
 2. **Decode steps vs the least possible.** 64 replies of 2-48 tokens in 16 slots, through one
-   ``complete_each`` and through 64 concurrent ``complete`` calls: the engine's decode steps, the least
+   ``complete_each`` and through 64 concurrent ``complete`` calls (with the engine held until all 64 are
+   queued, and as they arrive): the engine's decode steps, the least
    any schedule could take (``max(ceil(sum(len - 1) / slots), longest - 1)``), what first-in-first-out
-   refilling takes (the best without knowing the lengths ahead) and the slot occupancy.
+   refilling takes in the call's order and with the longest first (the engine's order within one
+   call, by budget: here the budgets are the lengths) and the slot occupancy.
 
 Counts (steps, rows) are exact on any machine; times are noisy on a shared one (the load is recorded).
 
@@ -91,7 +93,10 @@ def run_generate(model: Any, tokenizer: Any, convs: list[list[Any]], new_tokens:
     return seconds
 
 
-def staggered(chat_factory: Any, how: str, rows: int, slots: int) -> dict[str, Any]:
+def staggered(chat_factory: Any, how: str, rows: int, slots: int, held: bool) -> dict[str, Any]:
+    """``rows`` replies of staggered length through ``how``; ``held``: the engine waits until every
+    row is queued (the count is then the engine's alone; unheld, the first rows start while the others
+    are still being templated, so the count moves with the machine's load)."""
     from rlver.llm.base import SamplingParams
     from rlver.llm.scheduler import fifo_decode_steps, least_decode_steps
 
@@ -105,6 +110,18 @@ def staggered(chat_factory: Any, how: str, rows: int, slots: int) -> dict[str, A
     async def concurrently() -> list[Any]:
         return await asyncio.gather(*(chat.complete(m, s) for m, s in zip(convs, samplings, strict=True)))
 
+    if held:  # the engine starts once every row is queued: its schedule, not the arrivals' pace
+        scheduler, hold = chat.engine.scheduler, chat.engine.decoder._lock
+        submit, queued = scheduler.submit, [0]
+
+        def counted(requests: list[Any]) -> None:
+            submit(requests)
+            queued[0] += len(requests)
+            if queued[0] == rows:
+                hold.release()
+
+        scheduler.submit = counted
+        hold.acquire()
     out = (
         asyncio.run(chat.complete_each(convs, samplings))
         if how == "complete_each"
@@ -114,12 +131,13 @@ def staggered(chat_factory: Any, how: str, rows: int, slots: int) -> dict[str, A
     counts = chat.engine.scheduler.counts
     least = least_decode_steps(lengths, slots)
     return {
-        "path": how,
+        "path": how + (", held until queued" if held else ""),
         "rows": rows,
         "slots": slots,
         "decode_steps": counts.decode_steps,
         "least_possible": least,
         "fifo": fifo_decode_steps(lengths, slots),
+        "fifo_longest_first": fifo_decode_steps(sorted(lengths, reverse=True), slots),
         "ratio_to_least": round(counts.decode_steps / least, 3),
         "occupancy": round(counts.decode_rows / max(counts.slots_offered, 1), 3),
         "prefills": counts.prefills,
@@ -180,8 +198,12 @@ def main() -> None:
     steps = []
     if "steps" in args.parts:
         steps = [
-            staggered(chat_factory, how, staggered_rows, 16)
-            for how in ("complete_each", "concurrent complete")
+            staggered(chat_factory, how, staggered_rows, 16, held)
+            for how, held in (
+                ("complete_each", False),
+                ("concurrent complete", True),
+                ("concurrent complete", False),
+            )
         ]
     payload = {
         "model": args.model,
@@ -201,13 +223,14 @@ def main() -> None:
     if steps:
         print_table(
             f"Decode steps, {staggered_rows} replies of 2-48 tokens in 16 slots",
-            ["path", "decode steps", "least possible", "FIFO", "steps / least", "occupancy"],
+            ["path", "decode steps", "least possible", "FIFO", "longest first", "steps / least", "occupancy"],
             [
                 [
                     s["path"],
                     s["decode_steps"],
                     s["least_possible"],
                     s["fifo"],
+                    s["fifo_longest_first"],
                     f"{s['ratio_to_least']:.2f}x",
                     s["occupancy"],
                 ]

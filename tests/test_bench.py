@@ -230,7 +230,12 @@ def test_engine_speed_times_the_chat_layer_and_counts_decode_steps(tmp_path: Pat
     data = json.loads((tmp_path / "engine_speed_quick.json").read_text())
     layer = data["chat_layer_vs_generate"]
     assert len(layer["ratios"]) == layer["runs"] == 3 and layer["ratio_median"] > 0
-    assert [s["path"] for s in data["staggered"]] == ["complete_each", "concurrent complete"]
+    assert [s["path"] for s in data["staggered"]] == [
+        "complete_each",
+        "concurrent complete, held until queued",
+        "concurrent complete",
+    ]
     for s in data["staggered"]:
         assert s["least_possible"] <= s["decode_steps"] and 0 < s["occupancy"] <= 1
-    assert data["staggered"][0]["decode_steps"] == data["staggered"][0]["fifo"]
+    each = data["staggered"][0]  # one call: its rows the largest budget (here: length) first
+    assert each["decode_steps"] == each["fifo_longest_first"] <= 1.25 * each["least_possible"]

@@ -1,4 +1,4 @@
-"""The transformers engine batches like an inference server: one FIFO queue for every caller, a freed
+"""The transformers engine batches like an inference server: one queue for every caller, a freed
 slot refilled at the next decode step, a row's tokens its own whatever shared its steps, and no host
 cost of vocabulary size per reply.
 
@@ -92,22 +92,22 @@ def test_a_reply_alone_equals_the_same_reply_in_a_crowded_refilled_batch() -> No
 def test_a_freed_slot_takes_the_next_waiting_reply_at_the_next_step(how: str) -> None:
     """64 replies of 2-48 tokens in 16 slots, in one call or as 64 concurrent ``complete`` calls (the
     engine's queue batches them; nobody else does): the decode steps are exactly those of
-    first-in-first-out refilling in the order the requests were queued, i.e. a freed slot takes the
-    next waiting reply at the next step. (Here 1.26 x the least possible for the call's order, which
-    only a schedule knowing every length ahead could reach.) The engine waits until all 64 are queued,
-    so the count does not depend on how fast the event loop hands them over."""
+    first-in-first-out refilling in the engine's admission order (all 64 were waiting when it first
+    looked, so the largest budget first), i.e. a freed slot takes the next waiting reply at the next
+    step, and at most 1.25 x the least any schedule could take (the call's own order: 1.26 x). The engine waits until all 64 are
+    queued, so the count does not depend on how fast the event loop hands them over."""
     net, tok = tiny_model_and_tokenizer(0)
     chat = LocalChatModel(net, tok, device="cpu", max_batch_size=16)
     exact_lengths(chat)
     samplings, conversations = staggered(64), chats(64)
     scheduler, hold = chat.engine.scheduler, chat.engine.decoder._lock
-    queued: list[int] = []
+    calls: list[list[int]] = []
     submit = scheduler.submit
 
-    def counted(requests: list[Any]) -> None:  # passes every request on; opens the engine after the 64th
-        queued.extend(r.sampling.max_tokens for r in requests)
+    def counted(requests: list[Any]) -> None:  # passes every call on; opens the engine after the 64th row
+        calls.append([r.sampling.max_tokens for r in requests])
         submit(requests)
-        if len(queued) == len(samplings):
+        if sum(map(len, calls)) == len(samplings):
             hold.release()
 
     scheduler.submit = counted  # type: ignore[method-assign]
@@ -124,7 +124,40 @@ def test_a_freed_slot_takes_the_next_waiting_reply_at_the_next_step(how: str) ->
         out = asyncio.run(concurrently())
     lengths = [len(c.token_ids or []) for c in out]
     assert lengths == [s.max_tokens for s in samplings]
-    assert sorted(queued) == sorted(lengths)
-    assert chat.engine.scheduler.counts.decode_steps == fifo_decode_steps(queued, 16)
-    if how == "complete_each":
-        assert queued == lengths and fifo_decode_steps(lengths, 16) <= 1.3 * least_decode_steps(lengths, 16)
+    assert len(calls) == (1 if how == "complete_each" else 64)
+    assert sorted(k for call in calls for k in call) == sorted(lengths)
+    # all 64 were waiting when the engine first looked: one cohort, the largest budget first
+    steps = chat.engine.scheduler.counts.decode_steps
+    assert steps == fifo_decode_steps(sorted(lengths, reverse=True), 16)
+    assert steps <= 1.25 * least_decode_steps(lengths, 16), (steps, least_decode_steps(lengths, 16))
+
+
+def test_a_request_is_overtaken_only_by_those_waiting_when_it_was_first_seen() -> None:
+    """One slot. A (4 tokens) and B (2) are queued together; while A decodes, C (8 tokens, the largest
+    budget) arrives. B was waiting before C was: B goes before C, so no later, longer request can hold
+    a waiting one back; A and B, seen together, go largest budget first."""
+    net, tok = tiny_model_and_tokenizer(0)
+    chat = LocalChatModel(net, tok, device="cpu", max_batch_size=1)
+    exact_lengths(chat)
+    engine = chat.engine
+    prompt = tok.encode("day 1: work was long")
+    stops = list(chat.stop_token_ids)
+
+    def request(rid: str, budget: int) -> Any:
+        (r,) = engine._requests([prompt], SAMPLING.model_copy(update={"max_tokens": budget}), [1], stops, rid)
+        return r
+
+    done: list[str] = []
+    late = request("C", 8)
+
+    def arrive_late(mod: Any, args: Any, out: Any) -> None:  # in the engine's thread, while A decodes
+        if not late.future.done() and late.seen is None and late not in engine.scheduler._queue:
+            engine.scheduler.submit([late])
+
+    chat.model.register_forward_hook(arrive_late)
+    first = [request("B", 2), request("A", 4)]
+    for r in [*first, late]:
+        r.future.add_done_callback(lambda f, rid=r.request_id: done.append(rid))
+    engine.scheduler.run_here(first)
+    assert [len(r.future.result()[0]) for r in (*first, late)] == [2, 4, 8]
+    assert done == ["A", "B", "C"]

@@ -27,6 +27,8 @@ class Request:
     stops: frozenset[int]
     request_id: str = ""
     future: Future[Sample] = field(default_factory=Future)
+    #: the scheduler's take that first saw it waiting (its cohort; ``None`` until then)
+    seen: int | None = None
 
     @property
     def key(self) -> tuple[float, float, int]:

@@ -2,7 +2,7 @@
 
 It samples with rlver's own decode loop (:class:`rlver.llm.decoding.Decoder`: left-padded prefill,
 per-row seeded draws, finished rows leave the batch) under continuous batching
-(:class:`rlver.llm.scheduler.Scheduler`): every caller's rows wait in one FIFO queue, ``max_batch_size``
+(:class:`rlver.llm.scheduler.Scheduler`): every caller's rows wait in one queue, ``max_batch_size``
 slots decode at once and a freed slot takes the next waiting row at the next step; out of memory
 halves the slots and samples the rows again from their seeds. Nothing of chat lives here: prompts arrive as ids and the stop ids are
 the chat layer's (:mod:`rlver.llm.engine_chat`).
@@ -45,6 +45,7 @@ from rlver.llm.engine import (
 from rlver.llm.engine_request import Request
 from rlver.llm.sampling import LOGPROB_CONVENTION, explicit_settings
 from rlver.llm.scheduler import Scheduler
+from rlver.llm.slots import plan_slots
 from rlver.llm.weights import WeightSlots
 
 if TYPE_CHECKING:
@@ -99,23 +100,36 @@ class HFEngine(TokenEngine):
         tokenizer: Any,
         *,
         device: str | None = None,
-        max_batch_size: int = 16,
+        max_batch_size: int | None = None,
         name: str | None = None,
         compile_decode: bool = False,
         shares_weights: bool = True,
+        longest_tokens: int | None = None,
+        memory_bytes: float | None = None,
     ) -> None:
         """``compile_decode``: on CUDA, decode with a static KV cache and a ``torch.compile``d step
-        (CUDA graphs); elsewhere one ``warning:`` line on stderr and the eager path."""
-        if max_batch_size < 1:
+        (CUDA graphs); elsewhere one ``warning:`` line on stderr and the eager path.
+
+        ``max_batch_size``: the slots that decode at once; ``None`` sizes them from the memory free on
+        the model's device once it is there (or ``memory_bytes``, when given) and the KV cost of
+        sequences of ``longest_tokens`` (:func:`rlver.llm.slots.plan_slots`)."""
+        if max_batch_size is not None and max_batch_size < 1:
             raise ValueError("max_batch_size must be >= 1")
         # Typed loosely on purpose: transformers' stubs do not model every model/tokenizer class.
         self.model: Any = cast(Any, model)
         self.tokenizer: Any = tokenizer
-        self.max_batch_size = max_batch_size
         self.name = name or str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
         if device is not None:
             self.model.to(device)
         self.device = next(self.model.parameters()).device
+        #: how many slots and what decided it (recorded by :meth:`describe`)
+        self.slot_plan = plan_slots(
+            self.model,
+            max_batch_size=max_batch_size,
+            longest_tokens=longest_tokens,
+            memory_bytes=memory_bytes,
+        )
+        self.max_batch_size = self.slot_plan.slots
         self.shares_weights = shares_weights
         self.compile_asked = compile_decode
         self.compile_decode = compile_decode and self.device.type == "cuda"
@@ -132,9 +146,12 @@ class HFEngine(TokenEngine):
         )
         #: the module's tensors by name: what update_weights loads into, release frees
         self.weights = WeightSlots(self.model)
-        #: the one FIFO queue every caller's rows wait in; ``max_batch_size`` slots decode at once
+        #: the one queue every caller's rows wait in; ``max_batch_size`` slots decode at once
         self.scheduler = Scheduler(
-            self.decoder, max_batch_size, out_of_memory=self._out_of_memory, is_out_of_memory=is_out_of_memory
+            self.decoder,
+            self.max_batch_size,
+            out_of_memory=self._out_of_memory,
+            is_out_of_memory=is_out_of_memory,
         )
 
     # -- what it states ---------------------------------------------------------------------------------
@@ -150,7 +167,7 @@ class HFEngine(TokenEngine):
             "seeding": "one torch.Generator per row (per-dialogue seed): one uniform per step, "
             "inverse CDF on the device",
             "finished_rows": "leave the batch" if not self.decoder.static_cache else "keep their slot",
-            "batching": "one FIFO queue for every caller; "
+            "batching": "one queue for every caller, the largest budget first among those seen waiting together; "
             + (
                 "a group decodes to its end, then the next"
                 if self.decoder.static_cache
@@ -166,6 +183,7 @@ class HFEngine(TokenEngine):
             "device": str(self.device),
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "max_batch_size": self.max_batch_size,
+            "slots": self.slot_plan.record(),
         }
 
     def __repr__(self) -> str:

@@ -35,12 +35,13 @@ class LocalChatModel(EngineChatModel):
         tokenizer: PreTrainedTokenizerBase,
         *,
         device: str | None = None,
-        max_batch_size: int = 16,
+        max_batch_size: int | None = None,
         name: str | None = None,
         compile_decode: bool = False,
     ) -> None:
         """``compile_decode``: on CUDA, decode with a static KV cache and a ``torch.compile``d step
-        (CUDA graphs); elsewhere one ``warning:`` line on stderr and the eager path."""
+        (CUDA graphs); elsewhere one ``warning:`` line on stderr and the eager path. ``max_batch_size``:
+        the engine's slots; ``None`` sizes them from the device's free memory (:mod:`rlver.llm.slots`)."""
         engine = HFEngine(
             model,
             tokenizer,
@@ -58,7 +59,7 @@ class LocalChatModel(EngineChatModel):
         *,
         device: str | None = None,
         dtype: str = "auto",
-        max_batch_size: int = 16,
+        max_batch_size: int | None = None,
         name: str | None = None,
         compile_decode: bool = False,
     ) -> LocalChatModel:

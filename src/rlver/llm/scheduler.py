@@ -1,4 +1,4 @@
-"""Continuous batching for the transformers engine: one FIFO queue of requests, slots refilled at every
+"""Continuous batching for the transformers engine: one queue of requests, slots refilled at every
 decode step.
 
 Why the engine owns batching: a caller that forms its own batches (a rollout that waits for every
@@ -10,9 +10,21 @@ waiting requests (their prefill runs beside the step and their rows join the run
 
 What a refill does not change: each row draws from its own seeded stream (``row_uniforms``) at its own
 step index, so a row's tokens depend on its prompt and seed alone, never on which rows shared its
-steps. Requests whose sampling settings differ (temperature, top-p, top-k) do not share a batch: a
+steps.
+
+Admission order: the requests the worker first sees waiting at the same decode step form a cohort;
+cohorts go in the order they were seen, and within one the largest token budget (``max_tokens``) goes
+first, the order of arrival among equals (:func:`admission_order`). Why: the decode steps a set of
+replies takes are set by its tail, the long replies that start late and then run with the slots nearly
+empty; starting the long ones first (the longest-job-first rule for filling machines) shrinks it. Why
+cohorts: a request is overtaken only by those that were already waiting when it was first seen, so no
+stream of later, longer requests can hold it back. One call's rows (``generate``, ``complete_each``,
+the rollout's batch) are queued at once and so share a cohort; where their budgets are equal (a
+rollout) the order is the call's own.
+
+Requests whose sampling settings differ (temperature, top-p, top-k) do not share a batch: a
 request whose settings differ from the running batch's waits at the head of the queue until that batch
-drains (first in, first out, never overtaken).
+drains (overtaken by nothing seen after it).
 
 Out of memory: the rows in flight go back to the head of the queue in their order and the slot count is
 halved (a row resampled from its seed draws the same tokens); a single row that still does not fit
@@ -50,7 +62,7 @@ class Counts:
 
 
 class Scheduler:
-    """The FIFO queue and its worker thread (see the module docstring)."""
+    """The queue and its worker thread (see the module docstring)."""
 
     def __init__(
         self,
@@ -70,6 +82,8 @@ class Scheduler:
         self._lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self.counts = Counts()
+        #: the worker's takes so far: a request's cohort is the take that first saw it waiting
+        self._takes = 0
         #: Answers held back until the busy period's session has ended: the last rows of a period are
         #: answered after the model's training mode is restored, so a caller that gets its reply finds
         #: the model as it left it (a trainer that scores right after its rollout races no restore).
@@ -77,7 +91,8 @@ class Scheduler:
 
     # -- callers' side ------------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
-        """Queue ``requests`` in order (after everything already waiting); the worker starts if idle."""
+        """Queue ``requests`` (after everything already waiting; :func:`admission_order` says who
+        goes first); the worker starts if idle."""
         with self._lock:
             self._queue.extend(requests)
             if self._worker is None:
@@ -107,20 +122,27 @@ class Scheduler:
 
     # -- the worker ---------------------------------------------------------------------------------------
     def _take(self, room: int, key: tuple[float, float, int] | None) -> list[Request]:
-        """Up to ``room`` requests from the head of the queue that share ``key`` (the first one sets
-        it when the batch is empty); the worker ends when nothing is left to run."""
+        """Up to ``room`` requests that share ``key`` (the first one sets it when the batch is empty),
+        in :func:`admission_order`, stopping at the first whose key differs (it waits for the batch to
+        drain, overtaken by nobody behind it); every request still waiting is marked seen at this take."""
         taken: list[Request] = []
         with self._lock:
-            while self._queue and len(taken) < room:
-                head = self._queue[0]
-                if head.future.cancelled():
-                    self._queue.popleft()
-                    continue
-                if key is None:
-                    key = head.key
-                if head.key != key:
-                    break
-                taken.append(self._queue.popleft())
+            self._takes += 1
+            live = [r for r in self._queue if not r.future.cancelled()]
+            for r in live:
+                if r.seen is None:
+                    r.seen = self._takes
+            if room > 0 and live:
+                for r in admission_order(live):
+                    if len(taken) == room:
+                        break
+                    if key is None:
+                        key = r.key
+                    if r.key != key:
+                        break
+                    taken.append(r)
+            chosen = {id(r) for r in taken}
+            self._queue = collections.deque(r for r in live if id(r) not in chosen)
         return taken
 
     def _give_back(self, requests: list[Request]) -> None:
@@ -258,6 +280,13 @@ class Scheduler:
 def _fail(request: Request, exc: BaseException) -> None:
     if not request.future.done():
         request.future.set_exception(exc)
+
+
+def admission_order(waiting: list[Request]) -> list[Request]:
+    """The waiting requests in the order they may take a slot: cohort by cohort (the take that first
+    saw each waiting), within one the largest ``max_tokens`` first, arrival order among equals (a
+    stable sort of the queue, which is in arrival order)."""
+    return sorted(waiting, key=lambda r: (r.seen or 0, -int(r.settings["max_tokens"])))
 
 
 def least_decode_steps(lengths: list[int], slots: int) -> int:

@@ -156,11 +156,11 @@ class ModelSpec(BaseModel):
         default="auto",
         description="``kind: local`` only: the weights' dtype (``auto``: as the checkpoint stores them).",
     )
-    max_batch_size: int = Field(
-        default=16,
+    max_batch_size: int | None = Field(
+        default=None,
         ge=1,
         le=MAX_COUNT,
-        description="``kind: local`` only: slots of the engine's running batch (a freed slot takes the next waiting request).",
+        description="``kind: local`` only: slots of the engine's running batch (a freed slot takes the next waiting request); unset: sized from the device's free memory and the KV cost of a token.",
     )
     compile_decode: bool = Field(
         default=False, description="CUDA: static KV cache + compiled decode step (rlver.llm.local)"
