@@ -198,14 +198,14 @@ def test_profiles_sage_with_an_llm_user_defaults_to_the_published_protocol_and_p
         "model": {"model": "judge", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None},
     }
     cfg = EvalConfig.model_validate({"agent_tiny": True, "simulator": llm, "profiles": "sage"})
-    assert cfg.simulator.protocol.name == "sage-published"  # type: ignore[attr-defined]
+    assert cfg.simulator.prompts.name == "sage-published"  # type: ignore[attr-defined]
     assert cfg.env.agent_prompt == "sage-published"
     chosen = EvalConfig.model_validate(
         {"agent_tiny": True, "simulator": {**llm, "protocol": "sage"}, "profiles": "sage"}
     )
-    assert chosen.simulator.protocol.name == "sage"  # type: ignore[attr-defined]
+    assert chosen.simulator.prompts.name == "sage"  # type: ignore[attr-defined]
     english = EvalConfig.model_validate({"agent_tiny": True, "simulator": llm, "profiles": "en-test"})
-    assert english.simulator.protocol.name == "sage" and english.env.agent_prompt == "neutral"  # type: ignore[attr-defined]
+    assert english.simulator.prompts.name == "sage" and english.env.agent_prompt == "neutral"  # type: ignore[attr-defined]
     offline = EvalConfig.model_validate({"agent_tiny": True, "profiles": "sage"})
     assert offline.env.agent_prompt == "neutral"
 

@@ -170,7 +170,7 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
         kind = simulator_kind(name)
         assert kind.spec is None or set(kind.options) <= set(kind.spec.model_fields), kind.name
     assert set(simulator_kind("offline").options) == {"embed", "learned"}
-    assert {"model", "sampling", "cache", "protocol"} == set(simulator_kind("llm").options)
+    assert {"model", "sampling", "cache", "prompts"} == set(simulator_kind("llm").options)
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", "calibrate", "--help"],
         capture_output=True,
@@ -226,15 +226,15 @@ def test_old_flat_blocks_still_load() -> None:
     }
     spec = SimulatorSpec.model_validate(flat)
     assert isinstance(spec, SentientSpec) and spec.cache is None
-    assert spec.protocol.name == "sage" and spec.protocol.shown()["magnitude_rubric"]
-    assert spec.protocol.shown()["show_traits"] and not spec.protocol.shown()["tier_bands"]
+    assert spec.prompts.name == "sage" and spec.prompts.shown()["magnitude_rubric"]
+    assert spec.prompts.shown()["show_traits"] and not spec.prompts.shown()["tier_bands"]
     # a flat rlver-v1 dump carried the sage options too (all false): they are ignored
     v1 = SimulatorSpec.model_validate(
         {**flat, "protocol": "rlver-v1", "show_traits": False, "magnitude_rubric": False}
     )
-    assert v1.model_dump()["protocol"] == {"name": "rlver-v1"}
+    assert v1.model_dump()["prompts"] == {"name": "rlver-v1"}
     # one set under a protocol that does not read it would do nothing: refused, naming its owner
-    with pytest.raises(ValidationError, match="show_traits=True is a setting of protocol sage"):
+    with pytest.raises(ValidationError, match="show_traits=True is a setting of prompt set sage"):
         SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "magnitude_rubric": False})
     offline = SimulatorSpec.model_validate({**flat, "kind": "offline", "model": None, "embed": False})
     assert isinstance(offline, OfflineSpec) and offline.learned

@@ -177,14 +177,14 @@ def test_spec_defaults_to_sage_and_manifest_records_options() -> None:
     spec = SimulatorSpec.model_validate(
         {"kind": "llm", "model": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}, "cache": None}
     )
-    assert isinstance(spec, SentientSpec) and isinstance(spec.protocol, SageProtocol)
-    assert not spec.protocol.magnitude_rubric and not spec.protocol.difficulty_paragraph
+    assert isinstance(spec, SentientSpec) and isinstance(spec.prompts, SageProtocol)
+    assert not spec.prompts.magnitude_rubric and not spec.prompts.difficulty_paragraph
     described = build_simulator(spec).describe()
-    assert described["protocol"] == "sage"
+    assert described["prompts"] == "sage"
     assert described["prompt_version"] == sage.SAGE_PROMPT_VERSION
     assert described["magnitude_rubric"] is False and described["difficulty_paragraph"] is False
-    v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
-    assert v1["protocol"] == "rlver-v1" and v1["magnitude_rubric"] is True
+    v1 = build_simulator(spec.model_copy(update={"prompts": V1Protocol()})).describe()
+    assert v1["prompts"] == "rlver-v1" and v1["magnitude_rubric"] is True
 
 
 def test_each_option_shows_what_sage_did_not_and_all_on_is_the_old_layout(
@@ -242,7 +242,7 @@ def test_spec_options_reach_the_prompts_and_the_manifest() -> None:
     assert sim.protocol == SageProtocol(show_traits=True, tier_bands=True)
     described = sim.describe()
     assert described["show_traits"] is True and described["injection_guard"] is False
-    v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
+    v1 = build_simulator(spec.model_copy(update={"prompts": V1Protocol()})).describe()
     assert all(v1[name] is True for name in sage.SageOptions.names())
 
 

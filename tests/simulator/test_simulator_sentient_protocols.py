@@ -54,7 +54,7 @@ def test_each_protocol_file_holds_one_registered_protocol() -> None:
     assert modules == files
     for name, cls in PROTOCOLS.items():
         assert cls.model_fields["name"].default == name
-        assert cls().describe()["protocol"] == name
+        assert cls().describe()["prompts"] == name
 
 
 class TerseDialogue(ProtocolDialogue):
@@ -114,16 +114,16 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     add_for_test(monkeypatch, PROTOCOLS, Entry("terse", "a test's protocol", TerseProtocol, TerseProtocol))
     fake_server.responder = _answer
     model = {"model": "judge", "base_url": fake_server.url, "api_key_env": None}
-    nested = {"kind": "llm", "model": model, "cache": None, "protocol": {"name": "terse", "max_words": 7}}
+    nested = {"kind": "llm", "model": model, "cache": None, "prompts": {"name": "terse", "max_words": 7}}
     flat = {"kind": "llm", "model": model, "cache": None, "protocol": "terse", "max_words": 7}
     spec = SimulatorSpec.model_validate(nested)
-    assert isinstance(spec, SentientSpec) and spec.protocol == TerseProtocol(max_words=7)
+    assert isinstance(spec, SentientSpec) and spec.prompts == TerseProtocol(max_words=7)
     assert SimulatorSpec.model_validate(flat) == spec
     with pytest.raises(ValidationError, match="max_words"):
         SimulatorSpec.model_validate({**flat, "max_words": "many"})
     assert _user_block("terse", None, None) == {
-        "protocol": {"name": "terse"}
-    }  # rlver eval --sim-protocol terse
+        "prompts": {"name": "terse"}
+    }  # rlver eval --sim-prompts terse
     assert "TerseProtocol" in json.dumps(SimulatorSpec.model_json_schema())
 
     sim = build_simulator(spec)
@@ -143,7 +143,7 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     for request in fake_server.requests:
         assert request["messages"][0]["content"].endswith("Answer in at most 7 words.")
     described = sim.describe()
-    assert described["protocol"] == "terse" and described["prompt_version"] == "terse-v1"
+    assert described["prompts"] == "terse" and described["prompt_version"] == "terse-v1"
     assert described["max_words_line"] is True
 
 
@@ -151,7 +151,7 @@ def test_a_protocol_by_name_and_an_unknown_one() -> None:
     assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
     assert PROTOCOLS.names()[:4] == ("sage", "sage-published", "rlver-published", "rlver-v1")
     known = f"known: {', '.join(PROTOCOLS)}"
-    with pytest.raises(ConfigError, match=f"^unknown protocol 'nope'; {known}$"):
+    with pytest.raises(ConfigError, match=f"^unknown prompt set 'nope'; {known}$"):
         SentientSimulator(object(), protocol="nope")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="unknown protocol 'sag'; did you mean 'sage'"):
+    with pytest.raises(ConfigError, match="unknown prompt set 'sag'; did you mean 'sage'"):
         SentientSimulator(object(), protocol="sag")  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ The models are the one home of each key; this page is their printout, so it cann
 ``tests/test_config_reference.py`` fails when it is out of date or a field has no description.
 
 A block whose class depends on a name (``algorithm`` on ``algorithm.name``, ``simulator`` on
-``simulator.kind``, ``simulator.protocol`` on its ``name``, ``rollout.backend_settings`` on
+``simulator.kind``, ``simulator.prompts`` on its ``name``, ``rollout.backend_settings`` on
 ``rollout.backend``) is printed once per registered choice, each with the keys only it adds.
 """
 

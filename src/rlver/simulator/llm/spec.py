@@ -1,8 +1,8 @@
-"""The sentient user's spec and builder (``kind: llm``): the model, its sampling and cache, the protocol.
+"""The sentient user's spec and builder (``kind: llm``): the model, its sampling and cache, the prompts.
 
-A config block names the protocol and its options; older flat blocks (``protocol: sage`` beside
-``show_traits: true``) still load: :func:`rlver.migrate.nest_protocol_options` moves a protocol's
-option keys into ``protocol``.
+A config block names the prompt set and its options (``prompts: {name: sage, show_traits: true}``);
+older blocks (``protocol: sage`` beside ``show_traits: true``) still load:
+:func:`rlver.migrate.renamed` and :func:`rlver.migrate.nest_protocol_options` move them into ``prompts``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rlver.llm.cache import CachedChatModel
 from rlver.llm.factory import build_chat_model
 from rlver.llm.sampling import is_greedy
 from rlver.llm.spec import ModelSpec
-from rlver.migrate import nest_protocol_options
+from rlver.migrate import nest_protocol_options, renamed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
 from rlver.simulator.llm.protocols import PROTOCOLS, SentientProtocol
@@ -58,7 +58,7 @@ class SentientSpec(SimulatorSpec):
             "``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off."
         ),
     )
-    protocol: SentientProtocol = Field(
+    prompts: SentientProtocol = Field(
         default_factory=SageProtocol,
         description=(
             "the prompts and their options: ``sage`` (default) follows the published simulator's "
@@ -69,7 +69,8 @@ class SentientSpec(SimulatorSpec):
 
     @classmethod
     def accepted_keys(cls) -> set[str]:
-        return super().accepted_keys() | _protocol_option_keys()
+        # ``protocol``: the older name of ``prompts``, so an old flat block read as another kind drops it
+        return super().accepted_keys() | _protocol_option_keys() | {"protocol"}
 
     @model_validator(mode="after")
     def _sampling_in_full(self) -> SentientSpec:
@@ -83,24 +84,26 @@ class SentientSpec(SimulatorSpec):
         found = {}
         if self.seed != SimulatorSpec.model_fields["seed"].default:
             found["seed"] = "the LLM user does not read it (simulator.sampling.seed seeds its calls)"
-        unread = self.protocol.unread_settings()
+        unread = self.prompts.unread_settings()
         found.update({key: why for key, why in unread.items() if getattr(self, key) is not None})
-        if self.model.retry_empty and not self.protocol.reads_empty_answers:
+        if self.model.retry_empty and not self.prompts.reads_empty_answers:
             found["model.retry_empty"] = (
-                f"protocol {self.protocol.name} takes no empty answer: the client asks again anyway"
+                f"prompts {self.prompts.name} take no empty answer: the client asks again anyway"
             )
         return found
 
     @model_validator(mode="before")
     @classmethod
     def _read_older_block(cls, data: Any) -> Any:
-        """A flat block's protocol options move into ``protocol``; a missing model is named. (Not
+        """The older key ``protocol`` reads as ``prompts`` and a flat block's prompt options move into
+        it (rlver.migrate); a missing model is named. (Not
         named ``_read_older_shapes``: that would replace the base's validator of the same name.)"""
         if not isinstance(data, Mapping):
             return data
         if data.get("model") is None:
             raise ValueError("kind 'llm' needs a 'model' (a model spec with at least 'model: NAME')")
         default = SentientProtocol.model_fields["name"].default
+        data = renamed(data, "protocol", "prompts", where="simulator.")
         return nest_protocol_options(data, _protocol_option_keys(), default)  # rlver.migrate
 
 
@@ -118,7 +121,7 @@ PUBLISHED_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
 def sends_as_published(spec: SentientSpec) -> bool:
     """Whether the simulator's requests are the published ones, sampling fields included: a published
     prompt set on an OpenAI-compatible endpoint (a local model has no server default to fall back on)."""
-    return isinstance(spec.protocol, PublishedTextProtocol) and spec.model.kind == "openai"
+    return isinstance(spec.prompts, PublishedTextProtocol) and spec.model.kind == "openai"
 
 
 def simulator_sampling(spec: SentientSpec) -> SamplingParams:
@@ -160,5 +163,5 @@ def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
         behaviour=spec.behaviour,
         rules=EmotionRules(max_change=spec.max_change),
         prompt_language=spec.prompt_language,
-        protocol=spec.protocol,
+        protocol=spec.prompts,
     )
