@@ -86,6 +86,11 @@ ROWS = [
         '        lazy("loo", "a leave-one-out baseline of settable weight", "loo", "LOO"),',
     ),
     Addition(
+        "a loss aggregation", "aggregation.py.txt", "src/rlver/train/algorithms/sum_grpo.py",
+        "src/rlver/train/algorithms/__init__.py", "ALGORITHMS",
+        '        lazy("sum_grpo", "GRPO with Dr. GRPO\'s aggregation, by its hook", "sum_grpo", "SumGRPO"),',
+    ),
+    Addition(
         "a model kind", "model_kind.py.txt", "src/rlver/llm/calm.py",
         "src/rlver/llm/spec.py", "KINDS",
         '        Entry("calm", "answers every call calmly", "rlver.llm.calm:build"),',
