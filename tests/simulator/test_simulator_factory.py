@@ -27,8 +27,8 @@ from rlver.simulator.factory import (
     kinds,
     simulator_kind,
 )
-from rlver.simulator.llm.spec import SentientSpec, simulator_sampling
-from rlver.simulator.llm.user import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.llm.spec import LLMUserSpec, simulator_sampling
+from rlver.simulator.llm.user import DEFAULT_SAMPLING, LLMSimulator
 from rlver.simulator.offline.spec import OfflineSpec
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
@@ -58,7 +58,7 @@ def one_turn(sim: Any) -> int:
             await user.open()
             turn = await user.respond("That sounds painful.")
         finally:
-            if isinstance(sim, SentientSimulator):
+            if isinstance(sim, LLMSimulator):
                 await sim.model.aclose()
         assert turn.appraisal is not None
         return turn.appraisal.emotion_after
@@ -84,7 +84,7 @@ def test_llm_simulator_over_http(fake_server: FakeChatServer) -> None:
         cache=None,
     )
     sim = build_simulator(spec)
-    assert isinstance(sim, SentientSimulator) and not isinstance(sim.model, CachedChatModel)
+    assert isinstance(sim, LLMSimulator) and not isinstance(sim.model, CachedChatModel)
     assert sim.sampling == DEFAULT_SAMPLING
     assert one_turn(sim) == 43
     assert fake_server.requests[0]["temperature"] == DEFAULT_SAMPLING.temperature
@@ -99,7 +99,7 @@ def test_greedy_simulator_is_cached_and_replays(fake_server: FakeChatServer, tmp
         cache=str(tmp_path / "sim.sqlite"),
     )
     first = build_simulator(spec)
-    assert isinstance(first, SentientSimulator) and isinstance(first.model, CachedChatModel)
+    assert isinstance(first, LLMSimulator) and isinstance(first.model, CachedChatModel)
     assert one_turn(first) == 43
     served = fake_server.served
     assert one_turn(build_simulator(spec)) == 43
@@ -225,7 +225,7 @@ def test_old_flat_blocks_still_load() -> None:
         "cache": None,
     }
     spec = SimulatorSpec.model_validate(flat)
-    assert isinstance(spec, SentientSpec) and spec.cache is None
+    assert isinstance(spec, LLMUserSpec) and spec.cache is None
     assert spec.prompts.name == "sage" and spec.prompts.shown()["magnitude_rubric"]
     assert spec.prompts.shown()["show_traits"] and not spec.prompts.shown()["tier_bands"]
     # a flat rlver-v1 dump carried the sage options too (all false): they are ignored

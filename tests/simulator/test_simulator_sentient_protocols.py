@@ -1,6 +1,6 @@
 """The sentient user's prompt protocols are objects: the user never asks which one it holds.
 
-docs/architecture.md: adding a protocol = one file (a ``SentientProtocol`` subclass with its options as
+docs/architecture.md: adding a protocol = one file (a ``LLMUserPrompts`` subclass with its options as
 fields and its ``ProtocolDialogue``) + one line in ``PROTOCOLS``. These tests hold that count.
 """
 
@@ -25,8 +25,8 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.simulator.llm import protocols
 from rlver.simulator.llm.protocols import PROTOCOLS, DialogueStart, ProtocolDialogue, ReplyStep
 from rlver.simulator.llm.protocols.v1 import V1Dialogue, V1Protocol
-from rlver.simulator.llm.spec import SentientSpec
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.spec import LLMUserSpec
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "src" / "rlver" / "simulator"
@@ -117,7 +117,7 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     nested = {"kind": "llm", "model": model, "cache": None, "prompts": {"name": "terse", "max_words": 7}}
     flat = {"kind": "llm", "model": model, "cache": None, "protocol": "terse", "max_words": 7}
     spec = SimulatorSpec.model_validate(nested)
-    assert isinstance(spec, SentientSpec) and spec.prompts == TerseProtocol(max_words=7)
+    assert isinstance(spec, LLMUserSpec) and spec.prompts == TerseProtocol(max_words=7)
     assert SimulatorSpec.model_validate(flat) == spec
     with pytest.raises(ValidationError, match="max_words"):
         SimulatorSpec.model_validate({**flat, "max_words": "many"})
@@ -127,7 +127,7 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     assert "TerseProtocol" in json.dumps(SimulatorSpec.model_json_schema())
 
     sim = build_simulator(spec)
-    assert isinstance(sim, SentientSimulator)
+    assert isinstance(sim, LLMSimulator)
 
     async def one_turn() -> int:
         try:
@@ -148,10 +148,10 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
 
 
 def test_a_protocol_by_name_and_an_unknown_one() -> None:
-    assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
+    assert LLMSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
     assert PROTOCOLS.names()[:4] == ("sage", "sage-published", "rlver-published", "rlver-v1")
     known = f"known: {', '.join(PROTOCOLS)}"
     with pytest.raises(ConfigError, match=f"^unknown prompt set 'nope'; {known}$"):
-        SentientSimulator(object(), protocol="nope")  # type: ignore[arg-type]
+        LLMSimulator(object(), protocol="nope")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="unknown prompt set 'sag'; did you mean 'sage'"):
-        SentientSimulator(object(), protocol="sag")  # type: ignore[arg-type]
+        LLMSimulator(object(), protocol="sag")  # type: ignore[arg-type]

@@ -73,7 +73,7 @@ def _protocols() -> list[tuple[str, type[BaseModel]]]:
 
 
 def variants() -> list[Variant]:
-    from rlver.simulator.llm.protocols import SentientProtocol
+    from rlver.simulator.llm.protocols import LLMUserPrompts
     from rlver.simulator.spec import SimulatorSpec
     from rlver.train.algorithms.base import AlgorithmSettings
     from rlver.train.backends.settings import BackendSettings
@@ -82,7 +82,7 @@ def variants() -> list[Variant]:
         Variant(AlgorithmSettings, "name", _algorithms),
         Variant(BackendSettings, "backend", _backends),
         Variant(SimulatorSpec, "kind", _simulator_kinds),
-        Variant(SentientProtocol, "name", _protocols),
+        Variant(LLMUserPrompts, "name", _protocols),
     ]
 
 

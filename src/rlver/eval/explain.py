@@ -877,7 +877,7 @@ BENCHMARK_CHECKS: tuple[Check, ...] = (
     _ends(EVALUATION),
     _change_bound,
     _simulator(BENCHMARK_JUDGES, ("deepseek-v3", "gpt-4o")),
-    _simulator_options("SAGE's own text (protocol sage-published)", "sage-published"),
+    _simulator_options("SAGE's own text (prompts sage-published)", "sage-published"),
     _simulator_sampling,
     _user_behaviour,
     _languages,
@@ -899,7 +899,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _change_bound,
     _simulator(TRAINING_JUDGE, ("deepseek-v3",)),
     _simulator_options(
-        "the published training simulator's own text (protocol rlver-published)", "rlver-published"
+        "the published training simulator's own text (prompts rlver-published)", "rlver-published"
     ),
     _simulator_sampling,
     _user_behaviour,

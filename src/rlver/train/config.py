@@ -32,7 +32,7 @@ from rlver.rollout.runner import RolloutConfig
 from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
-from rlver.simulator.llm.protocols import SentientProtocol
+from rlver.simulator.llm.protocols import LLMUserPrompts
 from rlver.simulator.spec import asks_prompt_set
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
@@ -552,7 +552,7 @@ class TrainConfig(_Strict):
         if self.eval.dialogue != "benchmark" or not asks_prompt_set(spec.kind):
             return spec
         published = asks_published_text(self.eval.profiles, True)
-        protocol = SentientProtocol.model_validate({"name": BENCHMARK_TEXT} if published else {})
+        protocol = LLMUserPrompts.model_validate({"name": BENCHMARK_TEXT} if published else {})
         return spec.model_copy(update={"prompts": protocol})  # {} above: the default protocol
 
     def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:

@@ -22,7 +22,7 @@ from rlver.llm.spec import ModelSpec
 from rlver.migrate import nest_protocol_options, renamed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
-from rlver.simulator.llm.protocols import PROTOCOLS, SentientProtocol
+from rlver.simulator.llm.protocols import PROTOCOLS, LLMUserPrompts
 from rlver.simulator.llm.protocols.base import PublishedTextProtocol
 from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
@@ -33,7 +33,7 @@ def _protocol_option_keys() -> set[str]:
     return set().union(*(set(p.model_fields) - {"name"} for _, p in PROTOCOLS.items()))
 
 
-class SentientSpec(SimulatorSpec):
+class LLMUserSpec(SimulatorSpec):
     """An LLM plays the user. ``sampling``: the keys given (here, else in the model spec's own
     ``sampling``) on top of the simulator's defaults (temperature 0.7); once read, it states the whole
     sampling the simulator uses (:func:`simulator_sampling`)."""
@@ -58,7 +58,7 @@ class SentientSpec(SimulatorSpec):
             "``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off."
         ),
     )
-    prompts: SentientProtocol = Field(
+    prompts: LLMUserPrompts = Field(
         default_factory=SageProtocol,
         description=(
             "the prompts and their options: ``sage`` (default) follows the published simulator's "
@@ -73,7 +73,7 @@ class SentientSpec(SimulatorSpec):
         return super().accepted_keys() | _protocol_option_keys() | {"protocol"}
 
     @model_validator(mode="after")
-    def _sampling_in_full(self) -> SentientSpec:
+    def _sampling_in_full(self) -> LLMUserSpec:
         """The sampling the simulator will use (:func:`simulator_sampling`), stated in full: a spec
         written out (``config.yaml``, a manifest) reloads to the same sampling. Left to the model's
         block, a written default (temperature 1.0) would read as stated and replace 0.7 on resume."""
@@ -102,7 +102,7 @@ class SentientSpec(SimulatorSpec):
             return data
         if data.get("model") is None:
             raise ValueError("kind 'llm' needs a 'model' (a model spec with at least 'model: NAME')")
-        default = SentientProtocol.model_fields["name"].default
+        default = LLMUserPrompts.model_fields["name"].default
         data = renamed(data, "protocol", "prompts", where="simulator.")
         return nest_protocol_options(data, _protocol_option_keys(), default)  # rlver.migrate
 
@@ -118,14 +118,14 @@ def default_cache_path() -> Path:
 PUBLISHED_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
 
 
-def sends_as_published(spec: SentientSpec) -> bool:
+def sends_as_published(spec: LLMUserSpec) -> bool:
     """Whether the simulator's requests are the published ones, sampling fields included: a published
     prompt set on an OpenAI-compatible endpoint (a local model has no server default to fall back on)."""
     return isinstance(spec.prompts, PublishedTextProtocol) and spec.model.kind == "openai"
 
 
-def simulator_sampling(spec: SentientSpec) -> SamplingParams:
-    """The sampling the LLM simulator will use (see :class:`SentientSpec`): the keys a ``sampling``
+def simulator_sampling(spec: LLMUserSpec) -> SamplingParams:
+    """The sampling the LLM simulator will use (see :class:`LLMUserSpec`): the keys a ``sampling``
     block states (``simulator.sampling``, else ``simulator.model.sampling``), each on top of the
     simulator's defaults (temperature 0.7, its own high reply cap). A block that states only
     ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0. Under a
@@ -147,16 +147,16 @@ def simulator_sampling(spec: SentientSpec) -> SamplingParams:
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
-    from rlver.simulator.llm.user import SentientSimulator
+    from rlver.simulator.llm.user import LLMSimulator
 
-    assert isinstance(spec, SentientSpec)
+    assert isinstance(spec, LLMUserSpec)
     sampling = simulator_sampling(spec)
     if model is None:
         model = build_chat_model(spec.model)
         if spec.cache and not spec.model.cache and is_greedy(sampling.temperature):
             path = default_cache_path() if spec.cache == "auto" else Path(spec.cache)
             model = CachedChatModel(model, path)
-    return SentientSimulator(
+    return LLMSimulator(
         model,
         sampling=sampling,
         difficulty=spec.difficulty,

@@ -6,7 +6,7 @@ differs between protocols is only what this interface names, so the user holds o
 never asks which one it is.
 
 Adding a protocol takes one file plus one registry line: ``protocols/<name>.py`` with a
-:class:`SentientProtocol` subclass (a ``Literal`` ``name``, its options as fields, its
+:class:`LLMUserPrompts` subclass (a ``Literal`` ``name``, its options as fields, its
 :class:`ProtocolDialogue`), and its line in :data:`PROTOCOLS` below (a lazy ``"module:attr"`` entry: the
 protocol's module imports this one, so naming it by string makes no import cycle). The
 config (``simulator.prompts: <name>`` with the options as keys), ``rlver eval --sim-prompts`` and the
@@ -119,7 +119,7 @@ PROTOCOLS: Registry[Any] = Registry(
 )
 
 
-class SentientProtocol(Variants, ABC):
+class LLMUserPrompts(Variants, ABC):
     """A prompt protocol of the sentient user, with its options as fields (chosen by ``name``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -192,7 +192,7 @@ class SentientProtocol(Variants, ABC):
 
     def unread_settings(self) -> dict[str, str]:
         """The run-wide user settings (``difficulty``, ``behaviour``) these prompts never show, each
-        with the reason (``SentientSpec.inert_settings`` reports those a run sets)."""
+        with the reason (``LLMUserSpec.inert_settings`` reports those a run sets)."""
         return {}
 
     @property
@@ -210,7 +210,7 @@ class SentientProtocol(Variants, ABC):
         }
 
 
-class PublishedTextProtocol(SentientProtocol):
+class PublishedTextProtocol(LLMUserPrompts):
     """A protocol that sends a published simulator's own requests, read from its fetched files
     (``sage-published``, ``rlver-published``): what they share; each names its :attr:`simulator`."""
 
