@@ -147,3 +147,14 @@ def test_the_old_engine_flag_is_the_trainer_flag(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 2 and "--engine is deprecated: write it as --trainer" in lines[0], lines
     assert lines[1] == "error: --trainer 'bogus': choose local or verl"
+
+
+def test_the_old_sim_protocol_flag_is_the_sim_prompts_flag(tmp_path: Path) -> None:
+    """``rlver eval --sim-protocol X`` reads as ``--sim-prompts X``: one deprecation line, and a wrong
+    name is refused under the flag of today with the prompt sets' names."""
+    proc = run_rlver("eval", "--agent-tiny", "--sim-protocol", "nope", "--out", "run", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "warning: --sim-protocol is deprecated: write it as --sim-prompts",
+        "error: --sim-prompts: unknown prompt set 'nope'; known: sage, sage-published, rlver-published, rlver-v1",
+    ]
