@@ -45,7 +45,7 @@ class LineMutant:
 _COLLATE = "    return MicroBatch(list(indices), ids.to(device), attn.to(device), amask[:, 1:].to(device))"
 _REGION = "    return torch.autocast(device_type=device.type, dtype=dtype)"
 _ROWS = "        return x[mb.indices, : mb.action_mask.shape[1]].to(mb.action_mask.device)"
-_MICRO = "        mb = collate(b.seqs, group, self.p.pad_id, self.p.device)"
+_MICRO = "        mb = collate(b.seqs, group, self.parts.pad_id, self.parts.device)"
 _ARANGE = "    positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)"
 _EMPTY = "        return torch.empty((0, steps), dtype=torch.float32, device=device)"
 _DRAWN = "    return drawn.to(device)"
@@ -63,7 +63,7 @@ MUTANTS: tuple[LineMutant, ...] = (
     LineMutant("rlver.train.batch.x__compute_region__mutmut_7", _B, _REGION, _REGION.replace("dtype=dtype", "dtype=None")),
     LineMutant("rlver.train.batch.x__compute_region__mutmut_9", _B, _REGION, _REGION.replace("dtype=dtype", "")),
     LineMutant("rlver.train.learner.xǁBatchǁrows__mutmut_1", _L, _ROWS, _ROWS.replace("(mb.action_mask.device)", "(None)")),
-    LineMutant("rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7", _L, _MICRO, _MICRO.replace("self.p.device", "None")),
+    LineMutant("rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7", _L, _MICRO, _MICRO.replace("self.parts.device", "None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_25", _C, _ARANGE, _ARANGE.replace("device=mask.device", "device=None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_27", _C, _ARANGE, _ARANGE.replace("device=mask.device", "")),
     LineMutant("rlver.llm.sampling.x_row_uniforms__mutmut_4", _S, _EMPTY, _EMPTY.replace("device=device", "device=None")),

@@ -1,7 +1,7 @@
 """What ``sage-published`` costs per turn against rlver's ``sage``, with no network.
 
 Both protocols play the same released dialogues (SAGE's DeepSeek-V3 judgements of GPT-4.1, the 100 test
-profiles): every agent reply of each dialogue goes through one whole :meth:`SentientUser.respond`
+profiles): every agent reply of each dialogue goes through one whole :meth:`LLMUser.respond`
 (both prompts, both parses, the emotion update, the records) against an in-process model that answers
 at once with the released judgement, in SAGE's text fields for ``sage-published`` and in rlver's JSON for
 ``sage``. Only rlver's own code is timed. Needs the published data (``RLVER_SHARED_DATA``).
@@ -56,7 +56,7 @@ def time_protocol(
     """Seconds spent in ``respond`` and turns played, over every appraised reply of ``records``."""
     from rlver.llm.base import ChatModel, Completion
     from rlver.records import Message
-    from rlver.simulator.llm.user import SentientSimulator
+    from rlver.simulator.llm.user import LLMSimulator
 
     class Instant(ChatModel):
         def __init__(self) -> None:
@@ -66,7 +66,7 @@ def time_protocol(
             return self.queue.pop(0)
 
     model = Instant()
-    simulator = SentientSimulator(model, protocol=protocol)
+    simulator = LLMSimulator(model, protocol=protocol)
     published = protocol == "sage-published"
 
     async def run() -> tuple[float, int]:

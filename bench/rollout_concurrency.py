@@ -43,11 +43,11 @@ def _profiles(n: int) -> list[Any]:
 
 def _models(url: str, n: int) -> tuple[Any, Any]:
     from rlver.llm.openai_client import OpenAIChatModel
-    from rlver.simulator.llm.user import SentientSimulator
+    from rlver.simulator.llm.user import LLMSimulator
 
     policy = OpenAIChatModel(url, "policy", api_key_env=None, concurrency=max(n, 1), timeout_s=60)
     sim_model = OpenAIChatModel(url, "sim", api_key_env=None, concurrency=max(2 * n, 1), timeout_s=60)
-    return policy, SentientSimulator(sim_model)
+    return policy, LLMSimulator(sim_model)
 
 
 async def _ours(url: str, n: int, turns: int) -> float:

@@ -170,7 +170,7 @@ def render() -> str:
                 f"**{r['overhead_us_per_turn_median']:.0f} µs/turn**",
                 "< 1,000 µs: " + ("met" if r["targets"]["overhead_met"] else "not met"),
             ],
-            ["whole `SentientUser.respond`, no network", f"{med(r['respond_us_per_turn']):.0f} µs/turn", ""],
+            ["whole `LLMUser.respond`, no network", f"{med(r['respond_us_per_turn']):.0f} µs/turn", ""],
             [
                 "**offline simulator, no embeddings**",
                 f"**{med(r['offline_turns_per_s']):,.0f} turns/s**",

@@ -4,7 +4,7 @@
   so far, the agent's reply, the appraisal) for the LLM-backed sentient user;
 * ``parsing``: validating the two answers of one turn (the appraisal JSON and the reply JSON, in the
   shapes chat models really write them: bare, in a code fence, after a preamble);
-* ``respond``: one whole :meth:`SentientUser.respond` (both prompts, both parses, the emotion update and
+* ``respond``: one whole :meth:`LLMUser.respond` (both prompts, both parses, the emotion update and
   the records) against an in-process chat model that answers at once, so only our code is timed;
 * ``offline``: turns per second of the offline (rule-based) simulator without embeddings, dialogues of
   ``--turns`` turns over the bundled English and Chinese profiles (starting each user included).
@@ -142,14 +142,14 @@ def time_prompts_and_parsing(dialogues: list[tuple[Any, list[str]]]) -> tuple[fl
 
 
 def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
-    """Seconds for whole SentientUser.respond calls against a chat model that answers at once.
+    """Seconds for whole LLMUser.respond calls against a chat model that answers at once.
 
     The model is a minimal :class:`ChatModel` returning a ready-made completion (the test double
     :class:`ScriptedChatModel` counts prompt words, which would be timed as ours).
     """
     from rlver.llm.base import ChatModel, Completion
     from rlver.rules import TRAINING_START
-    from rlver.simulator.llm.user import SentientSimulator
+    from rlver.simulator.llm.user import LLMSimulator
 
     class Instant(ChatModel):
         def __init__(self, zh: bool) -> None:
@@ -161,7 +161,7 @@ def time_respond(dialogues: list[tuple[Any, list[str]]]) -> tuple[float, int]:
         async def complete(self, messages: Any, sampling: Any) -> Completion:
             return self.reply if '"end_dialogue"' in messages[0].content else self.appraisal
 
-    simulators = {lang: SentientSimulator(Instant(lang == "zh")) for lang in ("en", "zh")}
+    simulators = {lang: LLMSimulator(Instant(lang == "zh")) for lang in ("en", "zh")}
 
     async def run() -> tuple[float, int]:
         spent, turns = 0.0, 0
@@ -232,7 +232,7 @@ def main() -> None:
             "< 1000 µs",
             "met" if overhead < 1000 else "NOT met",
         ],
-        ["whole SentientUser.respond (no network)", f"{med(respond_us):.0f} µs/turn", "", ""],
+        ["whole LLMUser.respond (no network)", f"{med(respond_us):.0f} µs/turn", "", ""],
         [
             "offline simulator, no embeddings",
             f"{med(offline_tps):,.0f} turns/s",

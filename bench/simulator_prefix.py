@@ -1,7 +1,7 @@
 """Benchmark: how much of the simulator's input is a prefix a prefix cache can reuse.
 
 Runs scripted dialogues (bundled en + zh training profiles, fixed agent replies, a chat model that
-answers at once with valid JSON) through the real :class:`SentientUser`, records every prompt the
+answers at once with valid JSON) through the real :class:`LLMUser`, records every prompt the
 simulator sends, renders it with a real byte-level BPE tokenizer and ChatML template (the tiny test
 model's, trained in-process from the bundled corpus: no download), and counts for each call the
 longest prefix it shares with an earlier call's prompt.
@@ -64,7 +64,7 @@ def collect_prompts(
     """Every simulator prompt, grouped per dialogue, as chat messages."""
     from rlver.llm.base import ChatModel, Completion
     from rlver.rules import EVALUATION_START
-    from rlver.simulator.llm.user import SentientSimulator
+    from rlver.simulator.llm.user import LLMSimulator
 
     class Recorder(ChatModel):
         def __init__(self) -> None:
@@ -78,7 +78,7 @@ def collect_prompts(
         out = []
         for i, (profile, replies) in enumerate(dialogues):
             model = Recorder()
-            user = SentientSimulator(model, protocol=protocol).start(
+            user = LLMSimulator(model, protocol=protocol).start(
                 profile, start_emotion=EVALUATION_START, seed=i
             )
             await user.open()

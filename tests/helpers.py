@@ -140,7 +140,7 @@ def published_training_argv(url: str, *sets: str) -> list[str]:
     with the published training rules, prompt and simulator (``rlver-published`` at ``url``); ``sets``
     add ``--set`` overrides (the rollout's size, the held-out evaluation)."""
     published = (
-        "simulator.kind=llm", "simulator.protocol.name=rlver-published", "simulator.model.model=sim",
+        "simulator.kind=llm", "simulator.prompts.name=rlver-published", "simulator.model.model=sim",
         f"simulator.model.base_url={url}", "simulator.model.api_key_env=",
         "rollout.rules.preset=published_training", "rollout.agent_prompt=rlver-published",
         "rollout.profiles=train.jsonl", "eval.at_start=false", "eval.every=0", "eval.samples_per_profile=1",

@@ -71,7 +71,7 @@ ROWS = [
         '        SimulatorKind("stern", "hard to please", "rlver.simulator.stern:build", "rlver.simulator.stern:Spec"),',
     ),
     Addition(
-        "a sentient protocol", "protocol.py.txt", "src/rlver/simulator/llm/protocols/brief.py",
+        "a prompt set", "protocol.py.txt", "src/rlver/simulator/llm/protocols/brief.py",
         "src/rlver/simulator/llm/protocols/base.py", "PROTOCOLS",
         '        _protocol("brief", "rlver-v1 with a word limit", "brief", "BriefProtocol"),',
     ),
@@ -84,6 +84,11 @@ ROWS = [
         "an RL algorithm", "algorithm.py.txt", "src/rlver/train/algorithms/loo.py",
         "src/rlver/train/algorithms/__init__.py", "ALGORITHMS",
         '        lazy("loo", "a leave-one-out baseline of settable weight", "loo", "LOO"),',
+    ),
+    Addition(
+        "a loss aggregation", "aggregation.py.txt", "src/rlver/train/algorithms/sum_grpo.py",
+        "src/rlver/train/algorithms/__init__.py", "ALGORITHMS",
+        '        lazy("sum_grpo", "GRPO with Dr. GRPO\'s aggregation, by its hook", "sum_grpo", "SumGRPO"),',
     ),
     Addition(
         "a model kind", "model_kind.py.txt", "src/rlver/llm/calm.py",
@@ -263,7 +268,7 @@ def evaluate_with_the_additions(tree: Path, tmp_path: Path) -> None:
         "agent_tiny": True, "profiles": "en-test", "limit": 2, "report": False,
         "env": {"max_assistant_turns": 2}, "sampling": {"max_tokens": 6},
         "simulator": {
-            "kind": "llm", "cache": None, "protocol": {"name": "brief", "max_words": 7},
+            "kind": "llm", "cache": None, "prompts": {"name": "brief", "max_words": 7},
             "model": {"kind": "calm", "model": "calm-user", "api_key_env": None},
         },
     }  # fmt: skip
@@ -274,8 +279,8 @@ def evaluate_with_the_additions(tree: Path, tmp_path: Path) -> None:
     lines = (tmp_path / "eval" / "transcript.jsonl").read_text(encoding="utf-8").splitlines()
     manifest, episodes = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
     simulator = manifest["simulator"]
-    assert simulator["protocol"] == "brief" and simulator["prompt_version"] == "brief-v1"
-    assert simulator["model"]["backend"] == "calm"
+    assert simulator["prompts"] == "brief" and simulator["prompt_version"] == "brief-v1"
+    assert simulator["model"]["class"] == "calm"
     assert len(episodes) == 2
     for episode in episodes:  # every appraisal is the calm model's +4
         emotions = episode["emotions"]

@@ -571,7 +571,7 @@ flag_values = st.one_of(
 )
 EVAL_FLAGS = ["--limit", "--concurrency", "--n-per-profile", "--batch-size", "--seed", "--agent-temperature",
               "--agent-max-tokens", "--simulator", "--profiles", "--config", "--set", "--sim-model"]  # fmt: skip
-TRAIN_FLAGS = ["--config", "--set", "--steps", "--engine"]
+TRAIN_FLAGS = ["--config", "--set", "--steps", "--trainer"]
 
 
 @CLI_FUZZ

@@ -129,7 +129,7 @@ def protocol_label(config: TrainConfig) -> str:
     """
     from rlver.rules import protocol_label as label
 
-    return label(config.env_config(evaluation=True).rules, config.eval.protocol)
+    return label(config.env_config(evaluation=True).rules, config.eval.dialogue)
 
 
 def _write_transcript(path: Path, episodes: list[Episode], manifest: RunManifest) -> None:
@@ -323,7 +323,7 @@ def run_demo(
         simulator=simulator,
         env=config.env_config(evaluation=True),
         reward=config.rollout.reward,
-        protocol=protocol_label(config),
+        dialogue=protocol_label(config),
         profiles=config.eval.profiles,
         seed=config.eval.seed,
     )

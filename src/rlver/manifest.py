@@ -77,7 +77,7 @@ class RunManifest(BaseModel):
     created: str | None = None
     python: str | None = None
     run_name: str | None = None
-    #: The agent as it described itself (``ChatModel.describe()``: name, backend, model, sampler).
+    #: The agent as it described itself (``ChatModel.describe()``: name, class, model, sampler).
     agent: dict[str, Any] | None = None
     #: The agent's ``ModelSpec`` (redacted), enough to build it again.
     agent_spec: dict[str, Any] | None = None
@@ -95,15 +95,15 @@ class RunManifest(BaseModel):
     rules: DialogueRules | None = None
     #: How episodes were rewarded; None when the manifest does not say.
     reward: RewardSpec | None = None
-    #: The protocol in words (``benchmark protocol: 10 replies from 40, ...``).
-    protocol: str | None = None
+    #: The dialogue in words (``benchmark protocol: 10 replies from 40, ...``); ``protocol`` before.
+    dialogue: str | None = None
     #: What the simulated user is shown of a reply and what the agent's later turns see of it
     #: (``EnvConfig.reply_layout``); None in manifests written before it was recorded.
     reply_layout: dict[str, Any] | None = None
     #: A training run: the published preset it is compared with and the settings that differ
     #: (``train/published_run.published_run``).
     published_run: dict[str, Any] | None = None
-    #: A training run: how its held-out score was measured (protocol, profiles, user, agent prompt).
+    #: A training run: how its held-out score was measured (dialogue, profiles, user, agent prompt).
     held_out: dict[str, Any] | None = None
     profiles: str | list[str] | None = None
     limit: int | None = None

@@ -20,6 +20,11 @@ known):
   their own ``update:`` block;
 * one flat ``simulator:`` block holding every kind's and every protocol's options → the named kind's
   and protocol's (c81a8f4);
+* the words that meant two things (docs/architecture.md, "Glossary"): ``protocol`` for the dialogue's
+  rules → ``dialogue`` (an eval config's top level, a training config's ``eval:``, the manifest's
+  line and its ``held_out``), ``protocol`` for the LLM user's prompt set → ``prompts``
+  (``simulator.protocol``, a simulator's description), and a model description's ``backend`` (its
+  Python class) → ``class`` (:func:`renamed`; the command line's flags: :data:`RENAMED_FLAGS`);
 * the manifest's earlier names: ``mode`` (now ``kind``), ``policy`` or a bare ``model`` (now
   ``agent``), ``rollout.env`` (now ``env``), flat reward keys (its own or its rollout's), and an
   environment's flat rule keys (read by :func:`stated_env_rules`).
@@ -66,10 +71,49 @@ def _deprecated(where: str | None, keys: Iterable[str]) -> None:
         _moved(f"{where}.{key}", f"{where}.rules.{key}")
 
 
+# -- words that meant two things -----------------------------------------------------------------------
+#: Old command-line flags and their names now (``rlver.cli`` keeps the old ones working, hidden).
+RENAMED_FLAGS = {"--protocol": "--dialogue", "--sim-protocol": "--sim-prompts", "--engine": "--trainer"}
+
+
+def renamed(data: Any, old: str, new: str, where: str | None = None) -> Any:
+    """A block with key ``old`` read as ``new`` (the new one wins when both are given). With
+    ``where`` (the block's config path with its dot, ``""`` at the top level) one deprecation line
+    names the new key; ``None`` reads it quietly (a manifest written by an older rlver)."""
+    if not isinstance(data, Mapping) or old not in data:
+        return data
+    if where is not None:
+        _moved(f"{where}{old}", f"{where}{new}")
+    out = {k: v for k, v in data.items() if k != old}
+    out.setdefault(new, data[old])
+    return out
+
+
+def deprecated_flag(old: str) -> str:
+    """The flag ``old`` is now; one deprecation line says so (shown on stderr)."""
+    new = RENAMED_FLAGS[old]
+    warnings.warn(f"{old} is deprecated: write it as {new}", FutureWarning, stacklevel=2)
+    return new
+
+
 # -- the dialogue's rules ------------------------------------------------------------------------------
+#: Rules presets renamed: the benchmark's dialogue has one name, in ``dialogue:`` and ``rules.preset``.
+RENAMED_PRESETS = {"evaluation": "benchmark"}
+
+
+def preset_renamed(value: Any) -> Any:
+    """A ``rules:`` entry naming a preset by its older name, read with today's (one deprecation line)."""
+    if isinstance(value, Mapping) and value.get("preset") in RENAMED_PRESETS:
+        new = RENAMED_PRESETS[value["preset"]]
+        _moved(f"rules preset {value['preset']!r}", repr(new))
+        return {**value, "preset": new}
+    return value
+
+
 def rules_on(value: Any, base: DialogueRules) -> Any:
     """``value`` (a ``rules:`` entry of a config) read on top of ``base``: missing means ``base``, a
     mapping without ``preset`` changes ``base``'s rules; anything else is left to validation."""
+    value = preset_renamed(value)
     if value is None:
         return base
     if isinstance(value, Mapping) and "preset" not in value:
@@ -105,6 +149,8 @@ def nest_flat_eval_rules(data: Any) -> Any:
     ``null`` (the old default, in every config.yaml written before) means "the protocol's" and is
     dropped; a value is moved, with a warning, beside any ``rules`` keys given (the flat one wins).
     """
+    if isinstance(data, Mapping) and "rules" in data:
+        data = {**data, "rules": preset_renamed(data["rules"])}
     if not isinstance(data, Mapping) or not any(k in data for k in FLAT_EVAL_RULE_KEYS):
         return data
     flat = {k: data[k] for k in FLAT_EVAL_RULE_KEYS if data.get(k) is not None}
@@ -214,23 +260,36 @@ def upgrade_update_keys(data: Any, defaults: Mapping[str, Any]) -> Any:
 
 
 def nest_protocol_options(data: Mapping[str, Any], options: set[str], default_protocol: str) -> Any:
-    """A flat ``simulator:`` block's prompt-protocol options (``show_traits: true``) move into its
-    ``protocol`` entry (a name, a mapping or a protocol object's dump)."""
+    """A flat ``simulator:`` block's prompt-set options (``show_traits: true``) move into its
+    ``prompts`` entry (a name, a mapping or a prompt set's dump)."""
     given = {k: v for k, v in data.items() if k in options}
     if not given:
         return data
-    protocol = data.get("protocol", default_protocol)
+    protocol = data.get("prompts", default_protocol)
     if hasattr(protocol, "model_dump"):
         protocol = protocol.model_dump()
     elif isinstance(protocol, str):
         protocol = {"name": protocol}
     rest = {k: v for k, v in data.items() if k not in given}
-    return {**rest, "protocol": {**protocol, **given}} if isinstance(protocol, Mapping) else data
+    return {**rest, "prompts": {**protocol, **given}} if isinstance(protocol, Mapping) else data
 
 
 # -- the run manifest ----------------------------------------------------------------------------------
 def upgrade_manifest(data: dict[str, Any]) -> dict[str, Any]:
     """A manifest record (any shape rlver wrote) with today's keys; values are not validated here."""
+    # words that meant two things (quietly: the file was written by an older rlver)
+    data = renamed(data, "protocol", "dialogue")
+    if isinstance(data.get("simulator"), dict):
+        data["simulator"] = renamed(data["simulator"], "protocol", "prompts")
+    if isinstance(data.get("held_out"), dict):
+        held = renamed(data["held_out"], "protocol", "dialogue")
+        data["held_out"] = renamed(held, "simulator_protocol", "simulator_prompts")
+    for who in ("agent", "policy"):  # a model's description: its Python class was its "backend"
+        if isinstance(data.get(who), dict):
+            data[who] = renamed(data[who], "backend", "class")
+    simulated = data.get("simulator")
+    if isinstance(simulated, dict) and isinstance(simulated.get("model"), dict):
+        data["simulator"] = {**simulated, "model": renamed(simulated["model"], "backend", "class")}
     if data.get("kind") is None and isinstance(data.get("mode"), str):
         data["kind"] = data.pop("mode")
     if data.get("agent") is None:
@@ -273,6 +332,7 @@ def upgrade_recorded_setting(
         if key == "agent_spec":
             return recorded_endpoint(value)
         if key == "simulator_spec":
+            value = renamed(value, "protocol", "prompts")  # recorded before the rename: quietly
             if isinstance(value, Mapping) and isinstance(value.get("model"), Mapping):
                 value = {**value, "model": recorded_endpoint(value["model"])}
             return read_now["simulator_spec"](value)

@@ -192,7 +192,7 @@ PUBLISHED_TRAINING = TRAINING.but(
 
 #: The presets by name (``rules: {preset: published_training}`` in a config reads this).
 PRESETS: dict[str, DialogueRules] = {
-    "evaluation": EVALUATION,
+    "benchmark": EVALUATION,
     "training": TRAINING,
     "published_training": PUBLISHED_TRAINING,
 }

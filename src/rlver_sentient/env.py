@@ -97,7 +97,7 @@ class SentientEnv(vf.Env[SentientEnvConfig]):
             raise vf.EnvError(f"the rlver-sentient env plays its own tasks, not {type(task).__name__}")
         dialogue = DialogueEnv(
             self.simulator(),
-            self.settings.dialogue.model_copy(update={"system_prompt": task.data.system_prompt}),
+            self.settings.env_config.model_copy(update={"system_prompt": task.data.system_prompt}),
         )
         seed = dialogue_seed(self.settings.seed, task.data.profile_index, 0, 1)
         opening = await dialogue.reset(Profile.model_validate(task.data.profile), seed=seed)

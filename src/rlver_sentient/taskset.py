@@ -24,6 +24,7 @@ from rlver.errors import RlverError
 from rlver.eval.config import EvalConfig
 from rlver.eval.runner import requests_record, select_profiles
 from rlver.llm.openai_client import sampling_fields
+from rlver.migrate import renamed
 from rlver.profiles.schema import Profile
 from rlver.seeding import MAX_SEED
 from rlver.simulator.factory import SimulatorSpec
@@ -58,16 +59,22 @@ class SentientTasksetConfig(vf.TasksetConfig):
     """Only the first N profiles of the set (as ``rlver eval --limit``)."""
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
     """The run seed: each profile's user is seeded as in ``rlver eval --seed`` (n = 1)."""
-    protocol: Literal["benchmark", "training"] = "benchmark"
+    dialogue: Literal["benchmark", "training"] = "benchmark"
     """``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last unappraised).
     ``training``: rlver's training dialogue (start 30, 8 replies, each appraised)."""
     max_turns: int | None = Field(default=None, ge=1)
-    """Assistant replies per dialogue; unset: the protocol's (10 for the benchmark, 8 for training)."""
+    """Assistant replies per dialogue; unset: the dialogue's (10 for the benchmark, 8 for training)."""
     think: bool = False
     """Think then say: the agent is asked to reason in ``<think>...</think>``, which the user never
     sees; later turns see only the visible text of earlier replies (the published rule)."""
     #: :meth:`with_sampling`'s configs, by the sampling values set
     _with_sampling: dict[str, EvalConfig] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _older_argument(cls, data: Any) -> Any:
+        """``protocol`` was this argument's name (rlver.migrate: one deprecation line)."""
+        return renamed(data, "protocol", "dialogue", where="")
 
     @model_validator(mode="after")
     def _settings_are_rlver_settings(self) -> SentientTasksetConfig:
@@ -125,7 +132,7 @@ class SentientTasksetConfig(vf.TasksetConfig):
             "profiles": self.profiles,
             "limit": self.limit,
             "seed": self.seed,
-            "protocol": self.protocol,
+            "dialogue": self.dialogue,
             "env": env,
             "report": False,
         }
@@ -155,7 +162,7 @@ class SentientTasksetConfig(vf.TasksetConfig):
         return self.rlver_config.simulator
 
     @property
-    def dialogue(self) -> EnvConfig:
+    def env_config(self) -> EnvConfig:
         """The dialogue's rules and what the agent is shown (rlver's :class:`EnvConfig`)."""
         return self.rlver_config.env
 
@@ -190,7 +197,7 @@ class SentientTaskset(vf.Taskset[SentientTask, SentientTasksetConfig]):
     """The profiles of ``--env.taskset.profiles`` (the first ``limit`` of them), one task each."""
 
     def load(self) -> Iterable[SentientTask]:
-        dialogue = self.config.dialogue
+        dialogue = self.config.env_config
         for index, profile in enumerate(self.config.selected_profiles):
             yield SentientTask(task_data(profile, index, dialogue), self.config.task)
 

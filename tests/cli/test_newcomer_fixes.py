@@ -67,7 +67,7 @@ def test_a_verl_dry_run_without_pyarrow_exits_2_naming_the_install_command(tmp_p
     (blocker / "__init__.py").write_text("raise ImportError('pyarrow is not installed (test)')\n")
     out = tmp_path / "verl-run"
     proc = run_rlver(
-        "train", "--config", "tiny-offline", "--engine", "verl", "--dry-run", "--out", str(out),
+        "train", "--config", "tiny-offline", "--trainer", "verl", "--dry-run", "--out", str(out),
         cwd=tmp_path, env={"PYTHONPATH": f"{blocker.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr

@@ -1,6 +1,6 @@
 """An offline evaluation of a run trained from a published preset, with only the profiles downloaded.
 
-`rlver eval --profiles rlver-train --simulator offline --agent-local RUN --protocol training` loaded the
+`rlver eval --profiles rlver-train --simulator offline --agent-local RUN --dialogue training` loaded the
 agent, then stopped on "3 of its 4 files are not here", naming the simulator's published code an offline
 user does not need. The run's agent prompt (``rlver-published``) is the one fetched file it needs: it is
 now named alone, before any model loads, with the flag that sends rlver's own prompt instead (an LLM
@@ -37,7 +37,7 @@ def test_only_the_runs_prompt_file_is_asked_for_before_any_model_loads(
     argv += [
         "--agent-local",
         str(run),
-        "--protocol",
+        "--dialogue",
         "training",
         "--limit",
         "1",

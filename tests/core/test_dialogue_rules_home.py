@@ -242,8 +242,8 @@ def test_an_old_published_config_yaml_loads_as_the_preset(tmp_path: Path) -> Non
 def test_rules_take_a_preset_and_changes() -> None:
     cfg = load_train_config("tiny-offline", ["rollout.rules.preset=published_training"])
     assert cfg.rollout.rules == PUBLISHED_TRAINING.but(max_assistant_turns=2)
-    assert DialogueRules.model_validate({"preset": "evaluation", "start_emotion": 30}).start_emotion == 30
-    with pytest.raises(ConfigError, match="preset 'nope' is not one of evaluation, training"):
+    assert DialogueRules.model_validate({"preset": "benchmark", "start_emotion": 30}).start_emotion == 30
+    with pytest.raises(ConfigError, match="preset 'nope' is not one of benchmark, training"):
         load_train_config("tiny-offline", ["rollout.rules.preset=nope"])
 
 
@@ -253,7 +253,7 @@ def test_eval_config_keeps_the_neutral_prompt_and_training_rules() -> None:
     plain = load_config(EvalConfig, None, ["agent_tiny=true", "env.think=true"])
     assert plain.env.agent_prompt == "neutral" and plain.env.rules == EVALUATION
     trained = load_config(
-        EvalConfig, None, ["agent_tiny=true", "protocol=training", "env.rules.max_assistant_turns=2"]
+        EvalConfig, None, ["agent_tiny=true", "dialogue=training", "env.rules.max_assistant_turns=2"]
     )
     assert trained.env.rules == TRAINING.but(max_assistant_turns=2)
     assert trained.env.agent_prompt == "neutral"

@@ -88,13 +88,13 @@ CASES: dict[str, Case] = {
         "rlver.simulator.llm.protocols.base:PROTOCOLS",
         lambda: PROTOCOLS,
         "rlver-v1",
-        lambda n: (*SHOW, *LLM_USER, "--set", f"simulator.protocol={n}"),
+        lambda n: (*SHOW, *LLM_USER, "--set", f"simulator.prompts={n}"),
     ),
     "protocol (flag)": Case(
         "rlver.simulator.llm.protocols.base:PROTOCOLS",
         lambda: PROTOCOLS,
         "sage",
-        lambda n: ("eval", "--agent-tiny", "--sim-protocol", n, "--out", "run"),
+        lambda n: ("eval", "--agent-tiny", "--sim-prompts", n, "--out", "run"),
     ),
 }
 

@@ -135,7 +135,7 @@ def test_calibrate_chat_probe_and_the_listings_run_without_the_train_extra(tmp_p
     [
         (("train", "--config", "tiny-offline", "--out", "out"), "rlver train"),
         (
-            ("train", "--engine", "verl", "--config", "tiny-offline", "--dry-run", "--out", "out"),
+            ("train", "--trainer", "verl", "--config", "tiny-offline", "--dry-run", "--out", "out"),
             "rlver train",
         ),
         (("export", "run", "out"), "rlver export"),

@@ -116,13 +116,13 @@ def test_every_file_shape_reads_with_its_typed_fields() -> None:
 
 def test_eval_shapes_keep_sampling_protocol_and_counts() -> None:
     newest = RunManifest.read(DATA / "eval_b839107.json")
-    assert newest.agent_max_tokens == 24 and newest.protocol and newest.protocol.startswith("benchmark")
+    assert newest.agent_max_tokens == 24 and newest.dialogue and newest.dialogue.startswith("benchmark")
     assert newest.rules == EVALUATION.but(max_assistant_turns=newest.rules.max_assistant_turns)  # type: ignore[union-attr]
     assert newest.think is False and newest.expected_dialogues is not None
     oldest = RunManifest.read(DATA / "eval_a685346.json")
     # Fields the first EnvConfig lacked read as that version ran them: the benchmark's dynamics.
     assert oldest.rules is not None and oldest.rules.bound_change and oldest.rules.end_below == 10
-    assert oldest.agent_prompt is None and oldest.protocol is None
+    assert oldest.agent_prompt is None and oldest.dialogue is None
 
 
 def test_training_shapes_read_rules_and_reward() -> None:

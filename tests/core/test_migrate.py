@@ -98,7 +98,7 @@ def test_old_eval_keys_become_eval_rules() -> None:
 @pytest.mark.parametrize("protocol", ["benchmark", "training"])
 def test_an_old_config_yaml_evaluates_the_same(protocol: str) -> None:
     """A run folder's config.yaml with the flat eval keys resumes with the same held-out dialogue."""
-    now = load_train_config("tiny-offline", [f"eval.protocol={protocol}", "eval.rules.max_assistant_turns=3"])
+    now = load_train_config("tiny-offline", [f"eval.dialogue={protocol}", "eval.rules.max_assistant_turns=3"])
     old = now.model_dump(mode="json")
     old["eval"] = {k: v for k, v in old["eval"].items() if k != "rules"} | {
         "max_assistant_turns": 3,
@@ -179,3 +179,61 @@ def test_what_manifests_before_issue_36_left_unsaid() -> None:
     assert recorded_think_context({"think_context": "visible"}) == "visible"
     assert recorded_max_quoted_chars({}) == 4000
     assert recorded_max_quoted_chars({"max_quoted_chars": 9000}) == 9000
+
+
+def _future_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, FutureWarning)]
+
+
+def test_the_words_renamed_in_a_config_read_as_the_new_ones_with_one_line_each() -> None:
+    """``eval.protocol``, ``simulator.protocol`` (with a flat option) and the preset ``evaluation``
+    of a config written before the glossary: the same config, one deprecation line per old name."""
+    now = load_train_config("grpo-nothink", ["eval.dialogue=training", "eval.rules.preset=benchmark"])
+    old = now.model_dump(mode="json")
+    old["eval"] = {**{k: v for k, v in old["eval"].items() if k != "dialogue"}, "protocol": "training"}
+    old["eval"]["rules"] = {"preset": "evaluation"}
+    prompts = old["simulator"].pop("prompts")
+    old["simulator"] |= {"protocol": prompts["name"], "parse_attempts": prompts["parse_attempts"]}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        again = TrainConfig.model_validate(old)
+    assert again == now
+    assert sorted(_future_warnings(record)) == [
+        "eval.protocol is deprecated: write it as eval.dialogue",
+        "rules preset 'evaluation' is deprecated: write it as 'benchmark'",
+        "simulator.protocol is deprecated: write it as simulator.prompts",
+    ]
+
+
+def test_a_manifest_in_the_old_words_reads_in_the_new_ones() -> None:
+    """A manifest written before the renames (``protocol`` twice, ``held_out.simulator_protocol``, a
+    model's ``backend``) reads with today's fields, quietly: the file is not the user's to fix."""
+    from rlver.manifest import RunManifest
+
+    old = {
+        "type": "manifest",
+        "kind": "train",
+        "protocol": "benchmark protocol: 10 replies from 40",
+        "agent": {"name": "p", "backend": "LocalChatModel", "rollout_backend": "hf"},
+        "simulator": {
+            "name": "sentient",
+            "protocol": "sage",
+            "model": {"name": "m", "backend": "OpenAIChatModel"},
+        },
+        "held_out": {
+            "protocol": "training protocol: 8 replies from 30",
+            "simulator_protocol": "sage-published",
+        },
+    }
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        read = RunManifest.read(old)
+    assert _future_warnings(record) == []
+    assert read.dialogue == "benchmark protocol: 10 replies from 40"
+    assert read.agent == {"name": "p", "class": "LocalChatModel", "rollout_backend": "hf"}
+    assert read.simulator is not None and read.simulator["prompts"] == "sage"
+    assert read.simulator["model"] == {"name": "m", "class": "OpenAIChatModel"}
+    assert read.held_out == {
+        "dialogue": "training protocol: 8 replies from 30",
+        "simulator_prompts": "sage-published",
+    }

@@ -91,12 +91,12 @@ CONTEXT_BY_PREFIX = {
     ),
     # a setting shared by the published-text protocols (parse_attempts) lives on their common base,
     # which no registry row names: select one of them (a registered class's own name= comes after)
-    "simulator.protocol.": (
+    "simulator.prompts.": (
         "simulator.kind=llm",
         "simulator.model.model=m",
         "simulator.model.base_url=http://127.0.0.1:9/v1",
         "simulator.model.api_key_env=",
-        "simulator.protocol.name=sage-published",
+        "simulator.prompts.name=sage-published",
     ),
 }
 

@@ -26,7 +26,7 @@ PUBLISHED_PRESETS = ("ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink")
 def test_published_presets_use_the_published_prompt_and_per_turn_cap(preset: str) -> None:
     cfg = load_train_config(preset)
     assert cfg.rollout.agent_prompt == "rlver-published"
-    assert cfg.simulator.protocol.name == "rlver-published"  # type: ignore[attr-defined]
+    assert cfg.simulator.prompts.name == "rlver-published"  # type: ignore[attr-defined]
     assert cfg.rollout.max_new_tokens == 5000  # train_rlver.sh:46 per_turn_length=5000
     env = cfg.env_config()
     assert env.agent_prompt == "rlver-published" and env.system_prompt is None

@@ -1,6 +1,6 @@
 """The dialogue environment: termination rules, think stripping before the simulator, records.
 
-The simulated user is the real :class:`SentientSimulator`; only its LLM's *text* is scripted (each
+The simulated user is the real :class:`LLMSimulator`; only its LLM's *text* is scripted (each
 agent reply costs two simulator calls: appraisal, then reply; one JSON answer serves both steps).
 """
 
@@ -15,7 +15,7 @@ import pytest
 from helpers import NURSE_EN
 from rlver.env.dialogue import DialogueEnv, EnvConfig, EnvStateError, StepResult
 from rlver.llm.scripted import ScriptedChatModel
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 
 PROFILE = NURSE_EN
 
@@ -36,14 +36,14 @@ def answer(change: int, *, end: bool = False, reply: str = "mm, okay") -> str:
 
 def simulator_for(
     changes: Sequence[int], *, end_at: int | None = None
-) -> tuple[SentientSimulator, ScriptedChatModel]:
+) -> tuple[LLMSimulator, ScriptedChatModel]:
     """A sentient simulator whose LLM states ``changes[i]`` for the i-th agent reply."""
     script: list[str] = []
     for i, c in enumerate(changes):
         text = answer(c, end=(end_at is not None and i == end_at))
         script += [text, text]  # appraisal call, reply call
     llm = ScriptedChatModel(script)
-    return SentientSimulator(llm), llm
+    return LLMSimulator(llm), llm
 
 
 async def play(env: DialogueEnv, reply: str = "That sounds really frustrating.", limit: int = 50) -> int:

@@ -17,7 +17,7 @@ def test_sage_published_on_english_profiles_is_refused_before_any_work(
         done = run_rlver(
             "eval", "--agent-base-url", server.url, "--agent-model", "policy", "--simulator", "llm",
             "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
-            "--sim-protocol", "sage-published", "--profiles", "en-test", "--limit", "3",
+            "--sim-prompts", "sage-published", "--profiles", "en-test", "--limit", "3",
             "--out", "run", "--no-report", cwd=tmp_path,
         )  # fmt: skip
         sent = len(server.requests)
@@ -37,7 +37,7 @@ def test_a_held_out_set_its_user_cannot_play_is_refused_before_training(
     (``rlver-published``): on English profiles each held-out dialogue would fail after the last step."""
     rows = (shared_data / "rlver_train_profiles.jsonl").read_text(encoding="utf-8").splitlines()[:2]
     (tmp_path / "train.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    argv = published_training_argv("http://127.0.0.1:9/v1", "eval.profiles=en-test", "eval.protocol=training")
+    argv = published_training_argv("http://127.0.0.1:9/v1", "eval.profiles=en-test", "eval.dialogue=training")
     done = run_rlver(*argv, cwd=tmp_path)
     assert done.returncode == 2, done.stderr[-3000:]
     (line,) = done.stderr.strip().splitlines()
@@ -48,7 +48,7 @@ def test_a_held_out_set_its_user_cannot_play_is_refused_before_training(
 
 
 def test_sim_protocol_combines_with_its_options(shared_data: Path, tmp_path: Path) -> None:
-    """``--sim-protocol NAME --set simulator.protocol.OPTION=...`` runs NAME with the option (it used
+    """``--sim-prompts NAME --set simulator.prompts.OPTION=...`` runs NAME with the option (it used
     to exit 2: "'protocol' is not a section")."""
     from rlver.manifest import RunManifest
 
@@ -56,10 +56,10 @@ def test_sim_protocol_combines_with_its_options(shared_data: Path, tmp_path: Pat
         done = run_rlver(
             "eval", "--agent-base-url", server.url, "--agent-model", "policy", "--simulator", "llm",
             "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
-            "--sim-protocol", "sage-published", "--set", "simulator.protocol.parse_attempts=3",
+            "--sim-prompts", "sage-published", "--set", "simulator.prompts.parse_attempts=3",
             "--profiles", "sage", "--limit", "1", "--set", "env.rules.max_assistant_turns=1",
             "--out", "run", "--no-report", cwd=tmp_path,
         )  # fmt: skip
     assert done.returncode in (0, 3), done.stderr[-3000:]
     described = RunManifest.read(tmp_path / "run").simulator or {}
-    assert (described.get("protocol"), described.get("parse_attempts")) == ("sage-published", 3)
+    assert (described.get("prompts"), described.get("parse_attempts")) == ("sage-published", 3)

@@ -63,7 +63,7 @@ def test_default_eval_records_a_high_agent_cap_and_counts_truncated_replies(tmp_
     assert metrics["complete"] is True and metrics["failed"] == 0
     assert f"{responder.cut} agent replies and 0 simulator call(s) cut at the token cap" in done.stderr
     assert f"agent max_tokens {EVAL_AGENT_MAX_TOKENS}" in done.stderr
-    assert "benchmark protocol: 3 replies from 40" in manifest["protocol"]
+    assert "benchmark protocol: 3 replies from 40" in manifest["dialogue"]
 
 
 def test_an_explicit_agent_cap_is_kept(tmp_path: Path) -> None:
@@ -140,11 +140,11 @@ def test_an_empty_agent_reply_takes_one_call_unless_retries_are_asked_for(tmp_pa
 def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path: Path) -> None:
     done = run_rlver(
         "eval", "--agent-tiny", "--simulator", "offline", "--profiles", "en-test", "--limit", "1",
-        "--agent-max-tokens", "8", "--protocol", "training", "--no-report", "--out", "run", cwd=tmp_path,
+        "--agent-max-tokens", "8", "--dialogue", "training", "--no-report", "--out", "run", cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     transcript = read_transcript(tmp_path / "run" / "transcript.jsonl")
-    assert transcript.manifest["protocol"] == "training protocol: 8 replies from 30"
+    assert transcript.manifest["dialogue"] == "training protocol: 8 replies from 30"
     [episode] = transcript.episodes
     assert episode.start_emotion == 30
     report = run_rlver("report", "run", cwd=tmp_path)
@@ -152,7 +152,7 @@ def test_eval_protocol_training_runs_the_training_dialogue_and_says_so(tmp_path:
     assert "training protocol: 8 replies from 30" in (tmp_path / "run" / "report.md").read_text(
         encoding="utf-8"
     )
-    bad = run_rlver("eval", "--agent-tiny", "--protocol", "leaderboard", "--out", "x", cwd=tmp_path)
+    bad = run_rlver("eval", "--agent-tiny", "--dialogue", "leaderboard", "--out", "x", cwd=tmp_path)
     assert bad.returncode == 2 and "choose benchmark or training" in bad.stderr
 
 

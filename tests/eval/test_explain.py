@@ -60,13 +60,13 @@ def _llm_user(
                 "kind": "llm",
                 "model": {"model": model, "base_url": "https://api.deepseek.com/v1"},
                 "cache": None,
-                "protocol": "sage",
+                "prompts": "sage",
             }
         )
     ).describe()
     if published:
         files = PUBLISHED_FILES if protocol == "sage-published" else TRAINING_FILES
-        described.update(protocol=protocol, published_files=files, prompt_role="user")
+        described.update(prompts=protocol, published_files=files, prompt_role="user")
         if protocol == "sage-published":
             described["shown_reply"] = "whole"
     return described
@@ -350,13 +350,13 @@ def test_without_think_a_reply_whose_think_block_the_simulator_never_saw_is_name
 #: Values for fields whose type alone does not give a valid non-default one.
 WALK_VALUES: dict[str, list[object]] = {
     "simulator.kind": ["offline"],
-    "simulator.protocol.name": ["rlver-v1"],
+    "simulator.prompts.name": ["rlver-v1"],
     "simulator.behaviour": ["escalating"],
     "simulator.model.model": ["gpt-4o-mini"],
     "profiles": ["en-test"],
     "env.system_prompt": ["You are a helpful assistant."],
     # above its default guard the bound is the published loop still; below it, a difference
-    "simulator.protocol.parse_attempts": [2],
+    "simulator.prompts.parse_attempts": [2],
 }
 
 
@@ -559,7 +559,7 @@ def test_every_non_default_setting_is_named_or_listed(
     if (SHARED_DATA / "published_code" / "sage").is_dir():  # the default: SAGE's fetched text
         monkeypatch.setenv("RLVER_SHARED_DATA", str(SHARED_DATA))
     else:  # a fresh clone: rlver's own protocol and prompt, each field walked the same way
-        judge["protocol"] = "sage"
+        judge["prompts"] = "sage"
         llm_base["env"] = {"think": True, "agent_prompt": "neutral"}
     walked: set[str] = set()
     silent, stuck_all = [], []
@@ -651,7 +651,7 @@ def test_every_non_default_training_setting_is_named_or_listed(
     if (SHARED_DATA / "published_code" / "rlver").is_dir():  # the preset as it is: the fetched text
         monkeypatch.setenv("RLVER_SHARED_DATA", str(SHARED_DATA))
     else:  # a fresh clone: rlver's own protocol and prompt, each field walked the same way
-        sets = ["simulator.protocol=sage", "rollout.agent_prompt=published", "eval.profiles=en-test"]
+        sets = ["simulator.prompts=sage", "rollout.agent_prompt=published", "eval.profiles=en-test"]
     start = load_train_config("grpo-think", sets)
     before = _train_explained(start, tmp_path)
     dumped = start.model_dump(mode="json")

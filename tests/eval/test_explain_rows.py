@@ -33,7 +33,7 @@ def test_the_default_guard_on_malformed_answers_is_the_published_loop(tmp_path: 
     rows = _rows(tmp_path, "two-again", simulator={**_llm_user(), "parse_attempts": 2})
     assert rows["retries"] == [
         "simulator answer that does not parse: sent at most 2 times, then the turn fails "
-        "(simulator.protocol.parse_attempts) (published: sent again until one parses)"
+        "(simulator.prompts.parse_attempts) (published: sent again until one parses)"
     ]
 
 

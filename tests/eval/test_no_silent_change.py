@@ -3,7 +3,7 @@
 * a partial ``simulator.sampling`` block is merged onto the simulator's defaults: ``max_tokens`` alone
   leaves the temperature at 0.7 (it was 1.0, ``SamplingParams``' own), in what the server receives and
   after the config is written out and read back;
-* a ``simulator.protocol.*`` key the chosen protocol does not have is refused in one line, exit 2; on
+* a ``simulator.prompts.*`` key the chosen protocol does not have is refused in one line, exit 2; on
   ``--profiles sage`` a protocol option alone applies to the default ``sage-published`` (it ran the
   ``sage`` paraphrase and dropped the key);
 * a setting the simulator never reads is warned of when the run starts, and ``rlver explain`` names it.
@@ -61,12 +61,12 @@ def test_a_written_config_reads_back_to_the_same_simulator_sampling(tmp_path: Pa
 
 
 def test_a_protocol_key_that_cannot_apply_is_refused_in_one_line(tmp_path: Path) -> None:
-    for where in ("simulator.protocol.prompt_role=system", "simulator.prompt_role=system"):
+    for where in ("simulator.prompts.prompt_role=system", "simulator.prompt_role=system"):
         done = run_rlver(*endpoint_eval_argv("http://127.0.0.1:9/v1", "--set", where), cwd=tmp_path)
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert done.returncode == 2 and len(lines) == 1, done.stderr
         assert lines[0].startswith("error:") and "prompt_role='system'" in lines[0]
-        assert "sage-published, rlver-published" in lines[0] and "protocol 'sage'" in lines[0]
+        assert "sage-published, rlver-published" in lines[0] and "prompt set 'sage'" in lines[0]
     assert not (tmp_path / "run").exists()
 
 
@@ -83,13 +83,13 @@ def test_on_the_sage_profiles_a_protocol_option_applies_to_sages_own_text(
             "eval", "--agent-base-url", server.url, "--agent-model", "policy", "--simulator", "llm",
             "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "", "--profiles", "sage",
             "--limit", "1", "--set", "env.rules.max_assistant_turns=2", "--out", "run", "--no-report",
-            "--set", "simulator.protocol.prompt_role=system", cwd=tmp_path,
+            "--set", "simulator.prompts.prompt_role=system", cwd=tmp_path,
         )  # fmt: skip
         sim = [r["messages"] for r in server.requests if r["model"] == "sim"]
     assert done.returncode == 0, done.stderr[-3000:]
     assert sim and all([m["role"] for m in messages] == ["system"] for messages in sim)
     described = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest["simulator"]
-    assert (described["protocol"], described["prompt_role"]) == ("sage-published", "system")
+    assert (described["prompts"], described["prompt_role"]) == ("sage-published", "system")
 
 
 def test_a_setting_the_simulator_never_reads_is_warned_of_and_explained(tmp_path: Path) -> None:

@@ -338,13 +338,13 @@ def test_the_settings_resolve_as_rlver_eval_resolves_them() -> None:
         sim_model="deepseek-chat",
         sim_base_url="https://api.deepseek.com/v1",
     )
-    assert sage.simulator_spec.protocol.name == "sage-published"
-    assert sage.dialogue.agent_prompt == "sage-published"
-    assert sage.dialogue.rules.max_assistant_turns == 10 and sage.dialogue.rules.start_emotion == 40
-    own = SentientTasksetConfig(id="rlver-sentient", profiles="en-test", protocol="training", think=True)
-    assert own.simulator_spec.kind == "offline" and own.dialogue.agent_prompt == "neutral"
-    assert own.dialogue.think and own.dialogue.rules.max_assistant_turns == 8
-    assert own.dialogue.rules.start_emotion == 30
+    assert sage.simulator_spec.prompts.name == "sage-published"
+    assert sage.env_config.agent_prompt == "sage-published"
+    assert sage.env_config.rules.max_assistant_turns == 10 and sage.env_config.rules.start_emotion == 40
+    own = SentientTasksetConfig(id="rlver-sentient", profiles="en-test", dialogue="training", think=True)
+    assert own.simulator_spec.kind == "offline" and own.env_config.agent_prompt == "neutral"
+    assert own.env_config.think and own.env_config.rules.max_assistant_turns == 8
+    assert own.env_config.rules.start_emotion == 30
 
 
 async def _concurrent(url: str, profiles: int, rollouts: int) -> tuple[list[Any], list[float]]:

@@ -180,7 +180,7 @@ def test_missing_model_is_reported_not_fetched(tmp_path: Path) -> None:
 
 
 def test_rlver_train_engine_verl_dry_run_cli(tmp_path: Path) -> None:
-    """The user's one command: `rlver train --engine verl --dry-run` writes the run folder and exits 0."""
+    """The user's one command: `rlver train --trainer verl --dry-run` writes the run folder and exits 0."""
     import subprocess
     import sys
 
@@ -193,7 +193,7 @@ def test_rlver_train_engine_verl_dry_run_cli(tmp_path: Path) -> None:
             "train",
             "--config",
             "tiny-offline",
-            "--engine",
+            "--trainer",
             "verl",
             "--dry-run",
             "--out",
@@ -287,7 +287,7 @@ def test_rows_carry_the_configs_one_env_mapping_and_reward_spec(tmp_path: Path) 
         assert all(t.reward == RewardSpec(mode="delta", format_penalty=0.1) for t in tasks)
     # validation follows eval.protocol as the local trainer's evaluation does (tiny-offline: training)
     assert cfg.eval.protocol == "training" and cfg.env_config(evaluation=True) == cfg.env_config()
-    _, bench = _plan(tmp_path / "bench", "eval.limit=1", "eval.protocol=benchmark")
+    _, bench = _plan(tmp_path / "bench", "eval.limit=1", "eval.dialogue=benchmark")
     row = pq.read_table(bench.val_file).column("extra_info").to_pylist()[0]
     assert DialogueTask.from_row(row).env.rules.start_emotion == 40  # the benchmark's, not training's 30
 

@@ -1,4 +1,4 @@
-"""A real preset can be dry-run offline (issue 25): ``rlver train --config grpo-think --engine verl
+"""A real preset can be dry-run offline (issue 25): ``rlver train --config grpo-think --trainer verl
 --dry-run`` on a fresh clone, where the published profile sets are not downloaded, writes its files from
 a clearly labelled stand-in (the bundled Chinese sets, repeated to fill a step), and a dry run that fails
 leaves no empty folder behind.

@@ -1,10 +1,10 @@
-"""A real ``--engine verl`` launch: what verl imports on the trainer path rlver's config selects is
+"""A real ``--trainer verl`` launch: what verl imports on the trainer path rlver's config selects is
 installed by the ``[verl]`` extra, and what can be checked before Ray starts is refused in one
 ``error:`` line with exit 2, writing nothing.
 
 Needs the ``verl`` extra (``make verl-test`` runs it in its own venv); skipped cleanly without it.
 The refusals run ``rlver.integrations.verl.launch._cli`` in this process (the code ``rlver train
---engine verl`` calls), and one through the real ``rlver`` command in a subprocess.
+--trainer verl`` calls), and one through the real ``rlver`` command in a subprocess.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_rlver_train_engine_verl_refuses_in_one_line(tmp_path: Path) -> None:
     """The user's command, in a subprocess: no traceback, exit 2, the key named, no run folder."""
     env = {k: v for k, v in os.environ.items() if k != "DEEPSEEK_API_KEY"}
     out = tmp_path / "run"
-    argv = ["train", "--config", "ppo-think", "--engine", "verl", "--out", str(out)]
+    argv = ["train", "--config", "ppo-think", "--trainer", "verl", "--out", str(out)]
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", *argv],
         capture_output=True,

@@ -209,9 +209,9 @@ def test_a_subclass_that_does_not_describe_its_sampler_is_recorded_as_such() -> 
     assert record["described_by"].endswith("test_engine_seam.ScriptedEngine")
 
 
-@pytest.mark.parametrize("key", ["name", "backend", "sampler"])
+@pytest.mark.parametrize("key", ["name", "class", "sampler"])
 def test_an_engine_describing_itself_with_a_reserved_key_is_refused_loudly(key: str) -> None:
-    """The chat layer writes ``name``, ``backend`` and ``sampler`` itself: an engine's own ``describe``
+    """The chat layer writes ``name``, ``class`` and ``sampler`` itself: an engine's own ``describe``
     using one is refused, naming the engine and the key, instead of vanishing from the manifest."""
     _, tokenizer = tiny_model_and_tokenizer(0)
 
@@ -222,7 +222,7 @@ def test_an_engine_describing_itself_with_a_reserved_key_is_refused_loudly(key: 
     with pytest.raises(TypeError, match=rf"Boastful\.describe\(\) returned {key}: the chat layer writes"):
         EngineChatModel(Boastful([]), tokenizer).describe()
     plain = EngineChatModel(ScriptedEngine([]), tokenizer, name="m").describe()
-    assert (plain["name"], plain["backend"]) == ("m", "EngineChatModel") and "sampler" in plain
+    assert (plain["name"], plain["class"]) == ("m", "EngineChatModel") and "sampler" in plain
 
 
 def test_think_tags_stay_in_the_text_even_when_the_tokenizer_calls_them_special() -> None:

@@ -216,10 +216,10 @@ def test_eval_writes_english_replies(smollm2: Path, tmp_path: Path) -> None:
     out = tmp_path / "ev"
     proc = _rlver(
         "eval", "--agent-local", "smollm2-135m-instruct", "--agent-max-tokens", "24",
-        "--simulator", "offline", "--profiles", "en-test", "--limit", "2", "--protocol", "training",
+        "--simulator", "offline", "--profiles", "en-test", "--limit", "2", "--dialogue", "training",
         "--out", out, cwd=tmp_path,
     )  # fmt: skip
-    if proc.returncode == 2 and "--protocol" in proc.stderr:  # before the training protocol flag existed
+    if proc.returncode == 2 and "--dialogue" in proc.stderr:  # before the training protocol flag existed
         proc = _rlver(
             "eval", "--agent-local", "smollm2-135m-instruct", "--agent-max-tokens", "24",
             "--simulator", "offline", "--profiles", "en-test", "--limit", "2", "--out", out, cwd=tmp_path,

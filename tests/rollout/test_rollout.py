@@ -22,7 +22,7 @@ from rlver.llm.scripted import ScriptedChatModel
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.runner import RolloutConfig, RolloutProgress, rollout, run_rollouts
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer, Fault, ServerProcess
 
 POLICY_TEXT = "That sounds really hard. What part of it weighs on you most?"
@@ -91,7 +91,7 @@ def test_64_dialogues_some_failing_the_rest_finish() -> None:
         try:
             return await run_rollouts(
                 policy,
-                SentientSimulator(sim_llm),
+                LLMSimulator(sim_llm),
                 profiles(64, marker=marker),
                 RolloutConfig(env=EnvConfig.training(max_assistant_turns=3)),
                 SamplingParams(max_tokens=64),
@@ -138,7 +138,7 @@ def test_64_dialogues_x_8_turns_run_concurrently_within_3x_the_critical_path() -
             t0 = time.perf_counter()
             eps = await run_rollouts(
                 policy,
-                SentientSimulator(sim_llm),
+                LLMSimulator(sim_llm),
                 profiles(64),
                 RolloutConfig(env=EnvConfig.training(), simulator_concurrency=64),
                 SamplingParams(max_tokens=64),
@@ -175,14 +175,14 @@ class CountingPolicy(ScriptedChatModel):
         return await super().complete_each(batch, samplings)
 
 
-def scripted_simulator(fail_ids: set[str] = frozenset(), change: int = 1) -> SentientSimulator:  # type: ignore[assignment]
+def scripted_simulator(fail_ids: set[str] = frozenset(), change: int = 1) -> LLMSimulator:  # type: ignore[assignment]
     def respond(messages: MessagesLike, sampling: SamplingParams) -> str:
         text = "\n".join(m.content for m in messages)
         if any(f"Person {pid}." in text for pid in fail_ids):
             raise ConnectionError("simulator backend unreachable")
         return sim_answer(change)
 
-    return SentientSimulator(ScriptedChatModel(respond))
+    return LLMSimulator(ScriptedChatModel(respond))
 
 
 def test_one_policy_call_per_round_and_group_sampling() -> None:

@@ -2,7 +2,7 @@
 slower users are still answering, and what is sampled does not change.
 
 The policy is the real local sampler on the tiny model; the simulated user is the real
-SentientSimulator whose LLM answers after a real ``asyncio.sleep`` that differs per dialogue (only
+LLMSimulator whose LLM answers after a real ``asyncio.sleep`` that differs per dialogue (only
 *when* it answers is scripted, and what it says is the same for every dialogue).
 """
 
@@ -27,7 +27,7 @@ from rlver.profiles.schema import Profile
 from rlver.records import Episode
 from rlver.rollout.batching import RolloutTimes
 from rlver.rollout.runner import RolloutConfig, run_rollouts
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 
 torch.set_num_threads(1)
 
@@ -110,7 +110,7 @@ def run(
     episodes = asyncio.run(
         run_rollouts(
             policy,
-            SentientSimulator(LaggedUserLLM(delays, events)),
+            LLMSimulator(LaggedUserLLM(delays, events)),
             users(n),
             RolloutConfig(env=EnvConfig.training(max_assistant_turns=TURNS)),
             SAMPLING,
@@ -176,7 +176,7 @@ def test_running_out_of_memory_fails_the_run_and_leaves_nothing_running() -> Non
         with pytest.raises(PolicyOutOfMemoryError, match="max_new_tokens"):
             await run_rollouts(
                 OutOfMemory(["hi"]),
-                SentientSimulator(LaggedUserLLM({1: 0.2}, events)),
+                LLMSimulator(LaggedUserLLM({1: 0.2}, events)),
                 users(2),
                 RolloutConfig(env=EnvConfig.training(max_assistant_turns=2)),
             )

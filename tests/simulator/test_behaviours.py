@@ -23,7 +23,7 @@ from rlver.simulator.behaviours import (
     guidance,
     resolve_behaviour,
 )
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
 
@@ -116,10 +116,10 @@ def test_guidance_reaches_the_llm_per_profile_and_per_run(lang: str, monkeypatch
         def model() -> OpenAIChatModel:
             return OpenAIChatModel(server.url, "sim", api_key_env="RLVER_BEHAVIOUR_TEST_KEY")
 
-        _one_turn(SentientSimulator(model()), profile)  # the profile's mode
+        _one_turn(LLMSimulator(model()), profile)  # the profile's mode
         per_profile = list(recorder.systems)
         recorder.systems.clear()
-        _one_turn(SentientSimulator(model(), behaviour="withdrawn"), profile)  # the run overrides
+        _one_turn(LLMSimulator(model(), behaviour="withdrawn"), profile)  # the run overrides
         per_run = list(recorder.systems)
     joined = "\n".join(per_profile)
     assert gas.appraisal_guidance[lang] in joined and gas.reply_guidance[lang] in joined

@@ -17,7 +17,7 @@ from rlver.llm.openai_client import OpenAIChatModel
 from rlver.records import Message
 from rlver.simulator.llm.protocols.base import PARSE_GUARD
 from rlver.simulator.llm.protocols.sage_published import SagePublishedProtocol
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 from test_sage_published import Stub, _fresh_texts, exec_published  # noqa: F401 (an autouse fixture)
 from test_sage_published_parts import _profile_from_row
@@ -30,7 +30,7 @@ def _row(shared_data: Path) -> dict[str, Any]:
     return json.loads((shared_data / "sage_test_profiles.jsonl").read_text(encoding="utf-8").splitlines()[0])
 
 
-async def _respond(simulator: SentientSimulator, profile: Any, opening: str) -> Any:
+async def _respond(simulator: LLMSimulator, profile: Any, opening: str) -> Any:
     try:
         user = simulator.start(profile, start_emotion=40)
         user.restore([Message(role="user", content=opening)], 40)
@@ -39,9 +39,9 @@ async def _respond(simulator: SentientSimulator, profile: Any, opening: str) -> 
         await simulator.aclose()
 
 
-def _simulator(url: str, **options: Any) -> SentientSimulator:
+def _simulator(url: str, **options: Any) -> LLMSimulator:
     model = OpenAIChatModel(base_url=url, model="sim", api_key_env=None)
-    return SentientSimulator(model, protocol=SagePublishedProtocol(**options))
+    return LLMSimulator(model, protocol=SagePublishedProtocol(**options))
 
 
 def test_an_empty_answer_is_read_as_sages_own_code_reads_it(

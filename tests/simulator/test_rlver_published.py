@@ -27,7 +27,7 @@ from rlver.rules import PUBLISHED_TRAINING
 from rlver.simulator.emotion import EmotionRules
 from rlver.simulator.llm import published_text
 from rlver.simulator.llm.protocols.rlver_published import read_training_appraisal
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 from test_sage_published import Stub, _fresh_texts, appraisal_answer, exec_source, reply_answer, state_of  # noqa: F401 (an autouse fixture)
 from test_sage_published_parts import _profile_from_row, answer_variants
@@ -65,7 +65,7 @@ async def _rlver_requests(
     url: str, profile: Any, history: list[dict[str, Any]], k: int, emotion: int
 ) -> None:
     model = OpenAIChatModel(base_url=url, model="sim", api_key_env=None)
-    simulator = SentientSimulator(
+    simulator = LLMSimulator(
         model, protocol="rlver-published", rules=EmotionRules(dialogue=PUBLISHED_TRAINING)
     )
     try:

@@ -131,7 +131,7 @@ def test_a_training_rollout_sends_the_published_player_simulators_requests(
         argv = published_training_argv(
             server.url, "rollout.rules.max_assistant_turns=8", "rollout.batch_size=2",
             "rollout.n_per_profile=4", "rollout.max_new_tokens=12", "model.max_length=8192",
-            "eval.profiles=held_out.jsonl", "eval.protocol=training",
+            "eval.profiles=held_out.jsonl", "eval.dialogue=training",
         )  # fmt: skip
         done = run_rlver(*argv, cwd=tmp_path, timeout=900)
         requests = list(server.requests)

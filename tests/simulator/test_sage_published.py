@@ -193,7 +193,7 @@ def run_sage_published_eval(responder: Any, folder: Path, *flags: str) -> list[d
         done = run_rlver(
             "eval", *flags, "--agent-base-url", server.url, "--agent-model", "policy",
             "--simulator", "llm", "--sim-base-url", server.url, "--sim-model", "sim", "--sim-key-env", "",
-            "--profiles", str(folder / "profiles.jsonl"), "--sim-protocol", "sage-published",
+            "--profiles", str(folder / "profiles.jsonl"), "--sim-prompts", "sage-published",
             "--agent-prompt", "sage-published", "--out", "run", "--no-report",
             cwd=folder,
         )  # fmt: skip
@@ -245,7 +245,7 @@ def test_an_eval_sends_sages_own_requests_byte_for_byte(
         assert [t.appraisal.emotion_after for t in ep.user_turns[1:] if t.appraisal] == released_emotions
         assert ep.final_emotion == record["emo_point"]
     manifest = read_transcript(tmp_path / "run" / "transcript.jsonl").manifest
-    assert manifest["simulator"]["protocol"] == "sage-published"
+    assert manifest["simulator"]["prompts"] == "sage-published"
     assert manifest["simulator"]["published_files"]["sage/simulator_response.py"].startswith("027a3eca")
     assert manifest["agent_prompt"]["system_prompt_file"]["file"] == "sage/npc_response.py"
     setup = run_setup(RunManifest.read(manifest))  # the report's header says which text ran

@@ -20,7 +20,7 @@ from rlver.profiles.loaders import load_profiles
 from rlver.profiles.published_code import CODE_OF_SET, PUBLISHED_CODE, download_set
 from rlver.simulator.llm import published_text
 from rlver.simulator.llm.protocols.sage_published import read_sage_appraisal
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 from test_sage_published import Stub, _fresh_texts, exec_published, reply_answer  # noqa: F401 (an autouse fixture)
 
@@ -154,7 +154,7 @@ def test_the_opening_line_is_sages_when_a_profile_has_none(
 
     with FakeChatServer(lambda _r: reply_answer({"content": "最近有点烦。", "thinking": "想想"})) as server:
         model = OpenAIChatModel(base_url=server.url, model="sim", api_key_env=None)
-        simulator = SentientSimulator(model, protocol="sage-published")
+        simulator = LLMSimulator(model, protocol="sage-published")
         turn = asyncio.run(_open(simulator, _profile_from_row(row, shared_data)))
         sent = [r["messages"] for r in server.requests]
     assert sent == [[{"role": "user", "content": stub.prompts[0]}]]
@@ -162,7 +162,7 @@ def test_the_opening_line_is_sages_when_a_profile_has_none(
     assert turn.text == "最近有点烦。" and turn.extra["thinking"] == "想想\nOrigin:\n-\nChange:\n-"
 
 
-async def _open(simulator: SentientSimulator, profile: Any) -> Any:
+async def _open(simulator: LLMSimulator, profile: Any) -> Any:
     try:
         return await simulator.start(profile, start_emotion=40).open()
     finally:
@@ -185,7 +185,7 @@ def test_the_system_reading_sends_the_prompt_as_a_system_message(shared_data: Pa
         model = OpenAIChatModel(base_url=server.url, model="sim", api_key_env=None)
         from rlver.simulator.llm.protocols.sage_published import SagePublishedProtocol
 
-        simulator = SentientSimulator(model, protocol=SagePublishedProtocol(prompt_role="system"))
+        simulator = LLMSimulator(model, protocol=SagePublishedProtocol(prompt_role="system"))
         row.pop("first_talk")
         asyncio.run(_open(simulator, _profile_from_row(row, shared_data)))
         roles = [[m["role"] for m in r["messages"]] for r in server.requests]
@@ -198,14 +198,14 @@ def test_profiles_sage_with_an_llm_user_defaults_to_the_published_protocol_and_p
         "model": {"model": "judge", "base_url": "http://127.0.0.1:9/v1", "api_key_env": None},
     }
     cfg = EvalConfig.model_validate({"agent_tiny": True, "simulator": llm, "profiles": "sage"})
-    assert cfg.simulator.protocol.name == "sage-published"  # type: ignore[attr-defined]
+    assert cfg.simulator.prompts.name == "sage-published"  # type: ignore[attr-defined]
     assert cfg.env.agent_prompt == "sage-published"
     chosen = EvalConfig.model_validate(
         {"agent_tiny": True, "simulator": {**llm, "protocol": "sage"}, "profiles": "sage"}
     )
-    assert chosen.simulator.protocol.name == "sage"  # type: ignore[attr-defined]
+    assert chosen.simulator.prompts.name == "sage"  # type: ignore[attr-defined]
     english = EvalConfig.model_validate({"agent_tiny": True, "simulator": llm, "profiles": "en-test"})
-    assert english.simulator.protocol.name == "sage" and english.env.agent_prompt == "neutral"  # type: ignore[attr-defined]
+    assert english.simulator.prompts.name == "sage" and english.env.agent_prompt == "neutral"  # type: ignore[attr-defined]
     offline = EvalConfig.model_validate({"agent_tiny": True, "profiles": "sage"})
     assert offline.env.agent_prompt == "neutral"
 

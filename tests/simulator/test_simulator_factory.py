@@ -27,8 +27,8 @@ from rlver.simulator.factory import (
     kinds,
     simulator_kind,
 )
-from rlver.simulator.llm.spec import SentientSpec, simulator_sampling
-from rlver.simulator.llm.user import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.llm.spec import LLMUserSpec, simulator_sampling
+from rlver.simulator.llm.user import DEFAULT_SAMPLING, LLMSimulator
 from rlver.simulator.offline.spec import OfflineSpec
 from rlver.simulator.offline.user import OfflineSimulator
 from rlver.testing.openai_server import FakeChatServer
@@ -58,7 +58,7 @@ def one_turn(sim: Any) -> int:
             await user.open()
             turn = await user.respond("That sounds painful.")
         finally:
-            if isinstance(sim, SentientSimulator):
+            if isinstance(sim, LLMSimulator):
                 await sim.model.aclose()
         assert turn.appraisal is not None
         return turn.appraisal.emotion_after
@@ -84,7 +84,7 @@ def test_llm_simulator_over_http(fake_server: FakeChatServer) -> None:
         cache=None,
     )
     sim = build_simulator(spec)
-    assert isinstance(sim, SentientSimulator) and not isinstance(sim.model, CachedChatModel)
+    assert isinstance(sim, LLMSimulator) and not isinstance(sim.model, CachedChatModel)
     assert sim.sampling == DEFAULT_SAMPLING
     assert one_turn(sim) == 43
     assert fake_server.requests[0]["temperature"] == DEFAULT_SAMPLING.temperature
@@ -99,7 +99,7 @@ def test_greedy_simulator_is_cached_and_replays(fake_server: FakeChatServer, tmp
         cache=str(tmp_path / "sim.sqlite"),
     )
     first = build_simulator(spec)
-    assert isinstance(first, SentientSimulator) and isinstance(first.model, CachedChatModel)
+    assert isinstance(first, LLMSimulator) and isinstance(first.model, CachedChatModel)
     assert one_turn(first) == 43
     served = fake_server.served
     assert one_turn(build_simulator(spec)) == 43
@@ -170,7 +170,7 @@ def test_kinds_are_declared_once_and_read_by_the_spec_and_the_cli() -> None:
         kind = simulator_kind(name)
         assert kind.spec is None or set(kind.options) <= set(kind.spec.model_fields), kind.name
     assert set(simulator_kind("offline").options) == {"embed", "learned"}
-    assert {"model", "sampling", "cache", "protocol"} == set(simulator_kind("llm").options)
+    assert {"model", "sampling", "cache", "prompts"} == set(simulator_kind("llm").options)
     proc = subprocess.run(
         [sys.executable, "-m", "rlver", "calibrate", "--help"],
         capture_output=True,
@@ -225,16 +225,16 @@ def test_old_flat_blocks_still_load() -> None:
         "cache": None,
     }
     spec = SimulatorSpec.model_validate(flat)
-    assert isinstance(spec, SentientSpec) and spec.cache is None
-    assert spec.protocol.name == "sage" and spec.protocol.shown()["magnitude_rubric"]
-    assert spec.protocol.shown()["show_traits"] and not spec.protocol.shown()["tier_bands"]
+    assert isinstance(spec, LLMUserSpec) and spec.cache is None
+    assert spec.prompts.name == "sage" and spec.prompts.shown()["magnitude_rubric"]
+    assert spec.prompts.shown()["show_traits"] and not spec.prompts.shown()["tier_bands"]
     # a flat rlver-v1 dump carried the sage options too (all false): they are ignored
     v1 = SimulatorSpec.model_validate(
         {**flat, "protocol": "rlver-v1", "show_traits": False, "magnitude_rubric": False}
     )
-    assert v1.model_dump()["protocol"] == {"name": "rlver-v1"}
+    assert v1.model_dump()["prompts"] == {"name": "rlver-v1"}
     # one set under a protocol that does not read it would do nothing: refused, naming its owner
-    with pytest.raises(ValidationError, match="show_traits=True is a setting of protocol sage"):
+    with pytest.raises(ValidationError, match="show_traits=True is a setting of prompt set sage"):
         SimulatorSpec.model_validate({**flat, "protocol": "rlver-v1", "magnitude_rubric": False})
     offline = SimulatorSpec.model_validate({**flat, "kind": "offline", "model": None, "embed": False})
     assert isinstance(offline, OfflineSpec) and offline.learned

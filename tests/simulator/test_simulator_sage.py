@@ -23,8 +23,8 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.simulator.llm.prompts import sage
 from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.llm.protocols.v1 import V1Protocol
-from rlver.simulator.llm.spec import SentientSpec
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.spec import LLMUserSpec
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 NEED = {"en": "To hear that being angry about it is fair.", "zh": "希望自己的付出被认可。"}
@@ -87,7 +87,7 @@ def _run(
     async def go() -> list[UserTurn]:
         model = OpenAIChatModel(server.url, "sim", api_key_env=None, max_attempts=1, timeout_s=10)
         try:
-            sim = SentientSimulator(model, protocol=SageProtocol(**options), difficulty=difficulty)
+            sim = LLMSimulator(model, protocol=SageProtocol(**options), difficulty=difficulty)
             user = sim.start(profile, start_emotion=40, seed=1)
             turns = [await user.open()]
             for reply in replies:
@@ -177,14 +177,14 @@ def test_spec_defaults_to_sage_and_manifest_records_options() -> None:
     spec = SimulatorSpec.model_validate(
         {"kind": "llm", "model": {"model": "m", "base_url": "http://127.0.0.1:9/v1"}, "cache": None}
     )
-    assert isinstance(spec, SentientSpec) and isinstance(spec.protocol, SageProtocol)
-    assert not spec.protocol.magnitude_rubric and not spec.protocol.difficulty_paragraph
+    assert isinstance(spec, LLMUserSpec) and isinstance(spec.prompts, SageProtocol)
+    assert not spec.prompts.magnitude_rubric and not spec.prompts.difficulty_paragraph
     described = build_simulator(spec).describe()
-    assert described["protocol"] == "sage"
+    assert described["prompts"] == "sage"
     assert described["prompt_version"] == sage.SAGE_PROMPT_VERSION
     assert described["magnitude_rubric"] is False and described["difficulty_paragraph"] is False
-    v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
-    assert v1["protocol"] == "rlver-v1" and v1["magnitude_rubric"] is True
+    v1 = build_simulator(spec.model_copy(update={"prompts": V1Protocol()})).describe()
+    assert v1["prompts"] == "rlver-v1" and v1["magnitude_rubric"] is True
 
 
 def test_each_option_shows_what_sage_did_not_and_all_on_is_the_old_layout(
@@ -238,11 +238,11 @@ def test_spec_options_reach_the_prompts_and_the_manifest() -> None:
         }
     )
     sim = build_simulator(spec)
-    assert isinstance(sim, SentientSimulator)
+    assert isinstance(sim, LLMSimulator)
     assert sim.protocol == SageProtocol(show_traits=True, tier_bands=True)
     described = sim.describe()
     assert described["show_traits"] is True and described["injection_guard"] is False
-    v1 = build_simulator(spec.model_copy(update={"protocol": V1Protocol()})).describe()
+    v1 = build_simulator(spec.model_copy(update={"prompts": V1Protocol()})).describe()
     assert all(v1[name] is True for name in sage.SageOptions.names())
 
 

@@ -23,7 +23,7 @@ from rlver.records import UserTurn
 from rlver.simulator import behaviours
 from rlver.simulator.emotion import EmotionRules, clamp, tier_of
 from rlver.simulator.llm import prompts
-from rlver.simulator.llm.user import DEFAULT_SAMPLING, SentientSimulator
+from rlver.simulator.llm.user import DEFAULT_SAMPLING, LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 EN, ZH = SAM_EN, XIAOLIN_ZH
@@ -70,19 +70,19 @@ class Script:
         return json.dumps({"reply": "hey, can we talk?"})
 
 
-def run(server: FakeChatServer, fn: Callable[[SentientSimulator], Any], **kwargs: Any) -> Any:
+def run(server: FakeChatServer, fn: Callable[[LLMSimulator], Any], **kwargs: Any) -> Any:
     async def go() -> Any:
         model = OpenAIChatModel(server.url, "sim-model", api_key_env=None, max_attempts=1, timeout_s=10)
         try:
-            return await fn(SentientSimulator(model, **kwargs))
+            return await fn(LLMSimulator(model, **kwargs))
         finally:
             await model.aclose()
 
     return asyncio.run(go())
 
 
-def dialogue(profile: Profile, replies: list[str], start: int = 40) -> Callable[[SentientSimulator], Any]:
-    async def fn(sim: SentientSimulator) -> list[UserTurn]:
+def dialogue(profile: Profile, replies: list[str], start: int = 40) -> Callable[[LLMSimulator], Any]:
+    async def fn(sim: LLMSimulator) -> list[UserTurn]:
         user = sim.start(profile, start_emotion=start, seed=3)
         turns = [await user.open()]
         for reply in replies:
@@ -313,7 +313,7 @@ def test_describe_records_settings_without_secrets(monkeypatch: pytest.MonkeyPat
     async def go() -> dict[str, Any]:
         model = OpenAIChatModel("http://127.0.0.1:9/v1", "judge-model", api_key_env="SIM_KEY")
         try:
-            return SentientSimulator(model, difficulty="hard").describe()
+            return LLMSimulator(model, difficulty="hard").describe()
         finally:
             await model.aclose()
 

@@ -1,6 +1,6 @@
 """The sentient user's prompt protocols are objects: the user never asks which one it holds.
 
-docs/architecture.md: adding a protocol = one file (a ``SentientProtocol`` subclass with its options as
+docs/architecture.md: adding a protocol = one file (a ``LLMUserPrompts`` subclass with its options as
 fields and its ``ProtocolDialogue``) + one line in ``PROTOCOLS``. These tests hold that count.
 """
 
@@ -25,8 +25,8 @@ from rlver.simulator.factory import SimulatorSpec, build_simulator
 from rlver.simulator.llm import protocols
 from rlver.simulator.llm.protocols import PROTOCOLS, DialogueStart, ProtocolDialogue, ReplyStep
 from rlver.simulator.llm.protocols.v1 import V1Dialogue, V1Protocol
-from rlver.simulator.llm.spec import SentientSpec
-from rlver.simulator.llm.user import SentientSimulator
+from rlver.simulator.llm.spec import LLMUserSpec
+from rlver.simulator.llm.user import LLMSimulator
 from rlver.testing.openai_server import FakeChatServer
 
 SIMULATOR = Path(__file__).resolve().parents[2] / "src" / "rlver" / "simulator"
@@ -54,7 +54,7 @@ def test_each_protocol_file_holds_one_registered_protocol() -> None:
     assert modules == files
     for name, cls in PROTOCOLS.items():
         assert cls.model_fields["name"].default == name
-        assert cls().describe()["protocol"] == name
+        assert cls().describe()["prompts"] == name
 
 
 class TerseDialogue(ProtocolDialogue):
@@ -114,20 +114,20 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     add_for_test(monkeypatch, PROTOCOLS, Entry("terse", "a test's protocol", TerseProtocol, TerseProtocol))
     fake_server.responder = _answer
     model = {"model": "judge", "base_url": fake_server.url, "api_key_env": None}
-    nested = {"kind": "llm", "model": model, "cache": None, "protocol": {"name": "terse", "max_words": 7}}
+    nested = {"kind": "llm", "model": model, "cache": None, "prompts": {"name": "terse", "max_words": 7}}
     flat = {"kind": "llm", "model": model, "cache": None, "protocol": "terse", "max_words": 7}
     spec = SimulatorSpec.model_validate(nested)
-    assert isinstance(spec, SentientSpec) and spec.protocol == TerseProtocol(max_words=7)
+    assert isinstance(spec, LLMUserSpec) and spec.prompts == TerseProtocol(max_words=7)
     assert SimulatorSpec.model_validate(flat) == spec
     with pytest.raises(ValidationError, match="max_words"):
         SimulatorSpec.model_validate({**flat, "max_words": "many"})
     assert _user_block("terse", None, None) == {
-        "protocol": {"name": "terse"}
-    }  # rlver eval --sim-protocol terse
+        "prompts": {"name": "terse"}
+    }  # rlver eval --sim-prompts terse
     assert "TerseProtocol" in json.dumps(SimulatorSpec.model_json_schema())
 
     sim = build_simulator(spec)
-    assert isinstance(sim, SentientSimulator)
+    assert isinstance(sim, LLMSimulator)
 
     async def one_turn() -> int:
         try:
@@ -143,15 +143,15 @@ def test_a_new_protocol_is_one_file_and_one_registry_line(
     for request in fake_server.requests:
         assert request["messages"][0]["content"].endswith("Answer in at most 7 words.")
     described = sim.describe()
-    assert described["protocol"] == "terse" and described["prompt_version"] == "terse-v1"
+    assert described["prompts"] == "terse" and described["prompt_version"] == "terse-v1"
     assert described["max_words_line"] is True
 
 
 def test_a_protocol_by_name_and_an_unknown_one() -> None:
-    assert SentientSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
+    assert LLMSimulator(object(), protocol="sage").protocol == PROTOCOLS.get("sage")()  # type: ignore[arg-type]
     assert PROTOCOLS.names()[:4] == ("sage", "sage-published", "rlver-published", "rlver-v1")
     known = f"known: {', '.join(PROTOCOLS)}"
-    with pytest.raises(ConfigError, match=f"^unknown protocol 'nope'; {known}$"):
-        SentientSimulator(object(), protocol="nope")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="unknown protocol 'sag'; did you mean 'sage'"):
-        SentientSimulator(object(), protocol="sag")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=f"^unknown prompt set 'nope'; {known}$"):
+        LLMSimulator(object(), protocol="nope")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="unknown prompt set 'sag'; did you mean 'sage'"):
+        LLMSimulator(object(), protocol="sag")  # type: ignore[arg-type]

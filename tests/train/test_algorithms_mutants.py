@@ -72,7 +72,7 @@ def test_what_each_algorithm_hands_verl() -> None:
     assert ppo.verl_refusals(PPOSettings()) == []
     assert ppo.verl_refusals(PPOSettings(whiten_advantages=False)) == [
         "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
-        "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with --engine verl"
+        "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with --trainer verl"
     ]
     assert grpo.verl_overrides(GRPOSettings(grpo_scale_by_std=False)) == {
         "algorithm.norm_adv_by_std_in_grpo": False
@@ -81,11 +81,11 @@ def test_what_each_algorithm_hands_verl() -> None:
     eps, lone = grpo.verl_refusals(GRPOSettings(grpo_eps=0.01, grpo_lone_sample="zero"))
     assert eps == (
         "algorithm.grpo_eps=0.01: verl 0.9.1 divides by (std + 1e-06) with no key to change it; "
-        "use 1e-06 with --engine verl"
+        "use 1e-06 with --trainer verl"
     )
     assert lone == (
         "algorithm.grpo_lone_sample=zero: verl 0.9.1 gives a group of one its score "
-        "(core_algos.compute_grpo_outcome_advantage) with no key to change it; use raw with --engine verl"
+        "(core_algos.compute_grpo_outcome_advantage) with no key to change it; use raw with --trainer verl"
     )
 
 

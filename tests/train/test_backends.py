@@ -2,7 +2,7 @@
 ``rlver.train.backends``): its own settings are read with its settings class when the config is read;
 a backend added at run time trains a step, released before the update and resumed and synced after it;
 the sampler is recorded in its engine's own words; the memory guard adds what the backend holds; and
-``--engine verl`` refuses a backend or a backend setting it would not honour."""
+``--trainer verl`` refuses a backend or a backend setting it would not honour."""
 
 from __future__ import annotations
 
@@ -216,19 +216,21 @@ def test_verl_refuses_a_backend_or_a_backend_setting_it_would_not_honour(
 ) -> None:
     out = f"verl.out_dir={tmp_path / 'verl'}"
     refuse_unsupported(load_verl_config("tiny-offline", [out]))  # hf at its defaults: verl's own engine
-    with pytest.raises(ConfigError, match=r"rollout\.backend_settings\.compile_decode=true: .*--engine verl"):
+    with pytest.raises(
+        ConfigError, match=r"rollout\.backend_settings\.compile_decode=true: .*--trainer verl"
+    ):
         refuse_unsupported(
             load_verl_config("tiny-offline", [out, "rollout.backend_settings.compile_decode=true"])
         )
     BACKENDS.add("reserving", _Reserving, "holds 70 % of the card")
     registered.append("reserving")
-    with pytest.raises(ConfigError, match=r"rollout\.backend=reserving: --engine verl samples with its own"):
+    with pytest.raises(ConfigError, match=r"rollout\.backend=reserving: --trainer verl samples with its own"):
         refuse_unsupported(load_verl_config("tiny-offline", [out, "rollout.backend=reserving"]))
 
 
 def test_rlver_train_engine_verl_refuses_in_one_line(tmp_path: Path) -> None:
     proc = run_rlver(
-        "train", "--config", "tiny-offline", "--engine", "verl", "--dry-run", "--out", "run",
+        "train", "--config", "tiny-offline", "--trainer", "verl", "--dry-run", "--out", "run",
         "--set", "rollout.backend_settings.compile_decode=true", cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr

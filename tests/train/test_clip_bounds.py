@@ -96,7 +96,7 @@ def test_the_value_clip_is_around_the_values_at_scoring_time(tmp_path: Path) -> 
     with torch.no_grad():
         critic.head.bias.fill_(1.0)
     rows = list(range(len(samples)))
-    mb = collate(batch.seqs, rows, lrn.p.pad_id, lrn.p.device)
+    mb = collate(batch.seqs, rows, lrn.parts.pad_id, lrn.parts.device)
     n_tok = float(mb.action_mask.sum())
     stats = lrn.critic.backward(mb, (n_tok, float(len(rows))), batch)  # (tokens, samples)
     now = torch.ones_like(mb.action_mask)

@@ -53,11 +53,11 @@ def test_a_learner_scores_and_updates_on_the_device(tmp_path: Path) -> None:
     from test_learner_mutants import four, learner
 
     lr = learner(tmp_path, "algorithm.name=ppo", "model.device=cuda", minibatch_samples=2)
-    assert next(lr.p.policy.parameters()).device.type == "cuda"
-    before = [p.detach().clone() for p in lr.p.policy.parameters() if p.requires_grad]
+    assert next(lr.parts.policy.parameters()).device.type == "cuda"
+    before = [p.detach().clone() for p in lr.parts.policy.parameters() if p.requires_grad]
     stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
     assert all(torch.isfinite(torch.tensor(v)) for v in stats.values())
-    after = [p for p in lr.p.policy.parameters() if p.requires_grad]
+    after = [p for p in lr.parts.policy.parameters() if p.requires_grad]
     assert any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
 
 

@@ -3,7 +3,7 @@
 verl (``verl/trainer/ppo/core_algos.py:315-317``, ``compute_grpo_outcome_advantage``) gives a group of
 one mean 0 and std 1, so its advantage is ``score / (1 + eps)`` (``score`` without the std division).
 ``algorithm.grpo_lone_sample: zero`` gives it 0 (no baseline to compare with) on the local engine and
-is refused under ``--engine verl``. The figures were computed with verl 0.9.1's own function on these
+is refused under ``--trainer verl``. The figures were computed with verl 0.9.1's own function on these
 inputs (three samples, groups a, a, b; scores 0.7, 0.2, 0.9): 0.7071, −0.7071, 0.9000 with the std
 division and 0.25, −0.25, 0.9 without.
 """

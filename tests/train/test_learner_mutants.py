@@ -143,9 +143,9 @@ def test_the_nonfinite_guard_counts_in_a_row_and_stops_at_the_limit(
 
 def _alone(lr: Learner, s: Sample) -> torch.Tensor:
     """``s``'s log-probs scored in a micro-batch of its own, without padding: ``[len - 1]``."""
-    mb = collate([s.seq], [0], lr.p.pad_id, lr.p.device)
+    mb = collate([s.seq], [0], lr.parts.pad_id, lr.parts.device)
     with torch.no_grad():
-        return policy_forward(lr.p.policy, mb, lr.p.temperature)[0][0].cpu()
+        return policy_forward(lr.parts.policy, mb, lr.parts.temperature)[0][0].cpu()
 
 
 # ---------------------------------------------------------------------------------------- scoring
@@ -155,9 +155,9 @@ def test_scoring_fills_each_row_to_its_own_end(tmp_path: Path) -> None:
     lr = learner(
         tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", minibatch_samples=2, temperature=0.7
     )
-    assert lr.p.critic is not None
+    assert lr.parts.critic is not None
     with torch.no_grad():  # the value head starts at 0: give it weights, so that misplaced values show
-        for param in lr.p.critic.parameters():
+        for param in lr.parts.critic.parameters():
             if not param.abs().sum():
                 param.normal_(std=0.5)
     samples = four()
@@ -167,8 +167,8 @@ def test_scoring_fills_each_row_to_its_own_end(tmp_path: Path) -> None:
         end = len(s.seq) - 1
         assert torch.allclose(b.old_logp[i, :end].cpu(), _alone(lr, s), atol=1e-5)
         assert b.old_logp[i, end:].abs().sum() == 0 and b.values[i, end:].abs().sum() == 0
-        mb = collate([s.seq], [0], lr.p.pad_id, lr.p.device)
-        assert torch.allclose(b.values[i, :end].cpu(), value_forward(lr.p.critic, mb)[0].cpu(), atol=1e-5)
+        mb = collate([s.seq], [0], lr.parts.pad_id, lr.parts.device)
+        assert torch.allclose(b.values[i, :end].cpu(), value_forward(lr.parts.critic, mb)[0].cpu(), atol=1e-5)
         assert b.advantages[i, end:].abs().sum() == 0 and b.returns is not None
         assert b.returns[i, end:].abs().sum() == 0
     # advantages and returns stand on the action tokens only (GAE over them)
@@ -191,7 +191,7 @@ def test_on_policy_scores_nothing_and_a_kl_term_scores_the_reference(tmp_path: P
     k1 = float(((b.old_logp - b.ref_logp) * b.mask).sum() / b.mask.sum())
     assert b.stats["train/kl_ref"] == pytest.approx(k1, abs=1e-7)
     assert torch.equal(b.old_logp, b.ref_logp)  # the reference is the untrained policy: k1 = 0
-    assert kl.p.reference is not None
+    assert kl.parts.reference is not None
 
 
 # ----------------------------------------------------------------------------------------- update
@@ -294,7 +294,7 @@ def test_nonfinite_gradients_skip_the_optimiser_step_and_are_summed(tmp_path: Pa
     """Two minibatches whose gradients are NaN: neither optimiser step runs (the weights are as they
     were), and ``train/nonfinite_skips`` counts both (a sum over the step, where the losses are means)."""
     lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=5", minibatch_samples=2)
-    params = [p for p in lr.p.policy.parameters() if p.requires_grad]
+    params = [p for p in lr.parts.policy.parameters() if p.requires_grad]
     params[0].register_hook(lambda grad: grad * math.nan)
     before = [p.detach().clone() for p in params]
     stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
@@ -311,8 +311,8 @@ def test_a_critics_loss_and_norm_are_logged_beside_the_actors(tmp_path: Path) ->
     assert stats["train/value_loss"] > 0 and stats["train/grad_norm_critic"] > 0
     # the update's FLOPs (perf/mfu on a GPU) count the critic's forward and backward beside the policy's
     lengths = [len(s.seq) for s in four()]
-    critic = getattr(lr.p.critic, "backbone", lr.p.critic)
-    both = [ModelFlops.of(lr.p.policy), ModelFlops.of(critic)]
+    critic = getattr(lr.parts.critic, "backbone", lr.parts.critic)
+    both = [ModelFlops.of(lr.parts.policy), ModelFlops.of(critic)]
     assert lr.perf.flops == pytest.approx(sum(f.sequences(lengths) for f in both))
     assert 0.0 <= stats["train/value_clip_fraction"] <= 1.0
     grpo = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=4)
@@ -326,12 +326,12 @@ def test_a_lora_policys_reference_is_the_base_without_its_adapter(tmp_path: Path
     off. Moving the adapter moves the old log-probs and leaves the reference's as they were."""
     lr = learner(tmp_path, "algorithm.name=grpo", "algorithm.kl_coef=0.1", "model.lora.enabled=true",
                  minibatch_samples=4)  # fmt: skip
-    assert lr.p.reference is None
+    assert lr.parts.reference is None
     before = lr.score(four())
     assert before.ref_logp is not None and before.old_logp is not None
     assert torch.allclose(before.ref_logp, before.old_logp, atol=1e-6)  # a fresh adapter is 0
     with torch.no_grad():
-        for name, param in lr.p.policy.named_parameters():
+        for name, param in lr.parts.policy.named_parameters():
             if "lora_B" in name:
                 param.normal_(std=0.5)
     after = lr.score(four())
@@ -363,7 +363,7 @@ def test_the_critics_gradients_are_clipped_to_the_bound() -> None:
 
 def test_the_run_stops_naming_the_step_whose_gradients_were_not_finite(tmp_path: Path) -> None:
     lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=1", minibatch_samples=4)
-    params = [p for p in lr.p.policy.parameters() if p.requires_grad]
+    params = [p for p in lr.parts.policy.parameters() if p.requires_grad]
     params[0].register_hook(lambda grad: grad * math.nan)
     with pytest.raises(TrainError, match=r"^step 7: 1 optimiser steps in a row"):
         lr.update(lr.score(four()), 7, torch.Generator().manual_seed(0))
@@ -375,7 +375,7 @@ def test_ppos_kl_penalty_reaches_the_advantages(tmp_path: Path) -> None:
     lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", "algorithm.kl_coef=0.1",
                  minibatch_samples=4)  # fmt: skip
     with torch.no_grad():
-        for param in lr.p.policy.parameters():
+        for param in lr.parts.policy.parameters():
             param.add_(0.05 * torch.randn_like(param))
     b = lr.score(four())
     assert b.old_logp is not None and b.ref_logp is not None and b.values is not None
@@ -385,7 +385,7 @@ def test_ppos_kl_penalty_reaches_the_advantages(tmp_path: Path) -> None:
     paid = AdvantageInputs(
         b.mask, b.token_rewards - 0.1 * k1, b.scores - 0.1 * k1.sum(dim=1), b.groups, b.values
     )
-    want = lr.p.algo.advantages(paid, lr.a)
+    want = lr.parts.algo.advantages(paid, lr.settings)
     assert torch.allclose(b.advantages, want.advantages, atol=1e-6)
     assert want.returns is not None and b.returns is not None
     assert torch.allclose(b.returns, want.returns, atol=1e-6)
@@ -397,8 +397,11 @@ def test_each_step_clips_both_models_gradients_to_the_bound(tmp_path: Path) -> N
     lr = learner(tmp_path, "algorithm.name=ppo", "rollout.n_per_profile=1", "optim.max_grad_norm=0.001",
                  minibatch_samples=4)  # fmt: skip
     stats = lr.update(lr.score(four()), 1, torch.Generator().manual_seed(0))
-    assert lr.p.critic is not None
-    for model, key in [(lr.p.policy, "train/grad_norm_actor"), (lr.p.critic, "train/grad_norm_critic")]:
+    assert lr.parts.critic is not None
+    for model, key in [
+        (lr.parts.policy, "train/grad_norm_actor"),
+        (lr.parts.critic, "train/grad_norm_critic"),
+    ]:
         grads = [p.grad for p in model.parameters() if p.grad is not None]
         assert stats[key] > 0.01
         assert float(torch.norm(torch.stack([g.norm() for g in grads]))) == pytest.approx(0.001, rel=1e-3)
@@ -424,7 +427,7 @@ def _moved(lr: Learner, std: float = 0.05) -> Learner:
     """``lr`` with its policy moved off its (frozen) reference, so that the two disagree."""
     with torch.no_grad():
         gen = torch.Generator().manual_seed(3)
-        for param in lr.p.policy.parameters():
+        for param in lr.parts.policy.parameters():
             param.add_(std * torch.randn(param.shape, generator=gen).to(param.device))
     return lr
 
@@ -461,13 +464,13 @@ def test_the_update_scores_at_the_batchs_temperature(tmp_path: Path) -> None:
 def _entropies_seen(lr: Learner, monkeypatch: pytest.MonkeyPatch) -> list[torch.Tensor]:
     """The entropy tensors the algorithm's actor loss is given, one per micro-batch, as they come."""
     seen: list[torch.Tensor] = []
-    real = lr.p.algo.actor_loss
+    real = lr.parts.algo.actor_loss
 
     def recorded(x: ActorLossInputs, settings: Any) -> LossTerms:
         seen.append(x.entropy)
         return real(x, settings)
 
-    monkeypatch.setattr(lr.p.algo, "actor_loss", recorded)
+    monkeypatch.setattr(lr.parts.algo, "actor_loss", recorded)
     return seen
 
 

@@ -75,9 +75,9 @@ def test_a_lora_run_keeps_no_copy_and_starts_at_kl_0(tmp_path: Path, algorithm: 
         "tiny-offline", [f"algorithm.name={algorithm}", f"model.dtype={dtype}", *ONE_STEP]
     )
     trainer = Trainer(config, tmp_path / "run")
-    assert trainer.reference is None and trainer.learner.p.reference is None
+    assert trainer.reference is None and trainer.learner.parts.reference is None
     base = AutoModelForCausalLM.from_pretrained(trainer.base)
-    held = _held_parameters(*_modules_held(trainer, trainer.learner, trainer.learner.p, trainer.chat))
+    held = _held_parameters(*_modules_held(trainer, trainer.learner, trainer.learner.parts, trainer.chat))
     expected = _held_parameters(base) + _adapter_parameters(trainer.policy) + _held_parameters(trainer.critic)
     assert held == expected, "the run holds a second copy of the base model"
 

@@ -226,7 +226,7 @@ def test_verl_refuses_it_in_one_line(tmp_path: Path) -> None:
         refuse_unsupported(cfg)
     message = str(refused.value)
     assert "\n" not in message and message.startswith("algorithm.name=mapo: verl 0.9.1")
-    assert message.endswith("--engine local")
+    assert message.endswith("--trainer local")
 
 
 @pytest.mark.parametrize("layout", ["whole", "per-turn"])

@@ -112,11 +112,11 @@ def test_one_update_of_several_optimiser_steps_advances_the_schedule_once(
     assert stats["train/optimizer_steps"] == 4
     assert stats["train/lr_actor"] == 0.0  # the rate the step ran with
     for which, base in (("actor", 0.01), ("critic", 0.02)):
-        if which in lrn.p.optimisers.trained:
-            opt, sched = lrn.p.optimisers.trained[which]  # type: ignore[index]
+        if which in lrn.parts.optimisers.trained:
+            opt, sched = lrn.parts.optimisers.trained[which]  # type: ignore[index]
             assert sched.last_epoch == 1, which
             assert opt.param_groups[0]["lr"] == pytest.approx(base * 0.25), which
-    assert ("critic" in lrn.p.optimisers.trained) == (algorithm == "ppo")
+    assert ("critic" in lrn.parts.optimisers.trained) == (algorithm == "ppo")
 
 
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step()`")

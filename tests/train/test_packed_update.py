@@ -81,11 +81,11 @@ def _step_grads(trainer: Any, batch: Any, monkeypatch: pytest.MonkeyPatch) -> tu
     from rlver.train.grid import GridCheck
 
     learner = trainer.learner
-    monkeypatch.setattr(learner.p.optimisers, "step", lambda: None)
-    learner.p.policy.train()
+    monkeypatch.setattr(learner.parts.optimisers, "step", lambda: None)
+    learner.parts.policy.train()
     learner.critic.train()
     stats = learner._minibatch_step(batch, list(range(len(batch.samples))), GridCheck(), 1)
-    models = [learner.p.policy] + ([learner.p.critic] if learner.p.critic is not None else [])
+    models = [learner.parts.policy] + ([learner.parts.critic] if learner.parts.critic is not None else [])
     grads = [p.grad.detach().clone() for m in models for p in m.parameters() if p.grad is not None]
     return stats, grads
 
@@ -112,7 +112,9 @@ def test_sorted_micro_batches_give_the_same_loss_and_gradients(
     # the length order puts out of index order, where a row lookup by sorted index would misplace them
     assert any(g != sorted(g) for g in micro_batches(lengths, idx, 1200)), micro_batches(lengths, idx, 1200)
     for budget in (300, 1200):
-        trainer.learner.p.update = trainer.learner.p.update.model_copy(update={"micro_batch_tokens": budget})
+        trainer.learner.parts.update = trainer.learner.parts.update.model_copy(
+            update={"micro_batch_tokens": budget}
+        )
         packed_stats, packed_grads = _step_grads(trainer, batch, monkeypatch)
         with monkeypatch.context() as m:
             m.setattr(learner_mod, "micro_batches", functools.partial(micro_batches, by_length=False))

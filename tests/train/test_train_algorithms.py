@@ -416,7 +416,7 @@ def test_a_new_algorithm_is_one_class_and_one_registry_line(
     A leave-one-out baseline (RLOO) with its own knob, written against the interface only and registered
     at run time: the config reads its ``algorithm:`` block with its settings class (validated, written
     to the run's config.yaml and read back from there), and its setting reaches a real training step.
-    Under ``--engine verl`` the knob is refused while the algorithm does not map it, and reaches verl's
+    Under ``--trainer verl`` the knob is refused while the algorithm does not map it, and reaches verl's
     keys once it does (``Algorithm.verl_overrides``; tests/integrations/test_verl_algorithms.py
     composes those keys with real verl).
     """
@@ -560,7 +560,7 @@ def test_target_kl_stops_the_remaining_minibatch_updates(tmp_path) -> None:
     stopped = trainer.train_step()
     assert stopped["train/early_stopped"] == 1.0 and stopped["train/approx_kl"] > 0
     assert stopped["train/minibatch_updates"] == len(steps) < 4
-    trainer.learner.a = cfg.algorithm.model_copy(update={"target_kl": None})
+    trainer.learner.settings = cfg.algorithm.model_copy(update={"target_kl": None})
     steps.clear()
     full = trainer.train_step()
     assert len(steps) == 4 and "train/early_stopped" not in full
@@ -587,7 +587,7 @@ def _four_samples(tmp_path: Any, minibatch_samples: int) -> tuple[Any, list[Any]
 
     torch.manual_seed(0)
     trainer = Trainer(_config("eval.every=0"), tmp_path / "run")
-    trainer.learner.p.minibatch_samples = minibatch_samples
+    trainer.learner.parts.minibatch_samples = minibatch_samples
     profiles = profiles_at(trainer.train_profiles, 0, trainer.cfg.rollout.profiles_per_step, 0)
     samples, _ = trainer._trainable(1, trainer._run_dialogues(profiles, evaluation=False, seed=1))
     assert len(samples) == 4

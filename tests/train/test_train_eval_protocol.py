@@ -30,7 +30,7 @@ def test_benchmark_protocol_is_what_rlver_eval_runs() -> None:
         False,
     )
     # on the training protocol the same keys change the training rules
-    trained = eval_env(TRAINING, EvalSettings(protocol="training", rules={"max_assistant_turns": 4}))
+    trained = eval_env(TRAINING, EvalSettings(dialogue="training", rules={"max_assistant_turns": 4}))
     assert trained.rules == TRAINING.rules.but(max_assistant_turns=4)
     # a think-mode policy is evaluated thinking; everything else stays the benchmark's
     thinking = eval_env(TRAINING.model_copy(update={"think": True}), EvalSettings())
@@ -38,7 +38,7 @@ def test_benchmark_protocol_is_what_rlver_eval_runs() -> None:
 
 
 def test_training_protocol_and_overrides() -> None:
-    assert eval_env(TRAINING, EvalSettings(protocol="training")) == TRAINING
+    assert eval_env(TRAINING, EvalSettings(dialogue="training")) == TRAINING
     env = eval_env(TRAINING, EvalSettings(rules={"start_emotion": 50, "max_assistant_turns": 4}))
     assert (env.rules.start_emotion, env.rules.max_assistant_turns, env.rules.appraise_final_reply) == (
         50,
@@ -50,7 +50,7 @@ def test_training_protocol_and_overrides() -> None:
 def test_published_presets_evaluate_once_at_the_end_on_the_benchmark() -> None:
     for name in ("ppo-think", "ppo-nothink", "grpo-think", "grpo-nothink"):
         e = load_train_config(name).eval
-        assert (e.every, e.at_start, e.protocol, e.profiles) == (0, False, "benchmark", "sage"), name
+        assert (e.every, e.at_start, e.dialogue, e.profiles) == (0, False, "benchmark", "sage"), name
 
 
 @pytest.mark.slow
@@ -60,7 +60,7 @@ def test_in_training_eval_dialogues_follow_the_benchmark(tmp_path: Path) -> None
     torch.set_num_threads(1)
     cfg = load_train_config(
         "tiny-offline",
-        ["eval.protocol=benchmark", "eval.limit=2", "eval.samples_per_profile=1", "rollout.max_new_tokens=8",
+        ["eval.dialogue=benchmark", "eval.limit=2", "eval.samples_per_profile=1", "rollout.max_new_tokens=8",
          "run.tensorboard=false", "run.progress=false"],
     )  # fmt: skip
     episodes = Trainer(cfg, tmp_path).evaluate_episodes()
@@ -75,19 +75,19 @@ def test_the_benchmark_evaluation_asks_what_rlver_eval_asks() -> None:
     """With an LLM user on the SAGE profiles the presets' held-out user is ``rlver eval``'s: SAGE's own
     text and SAGE's agent prompt, whatever protocol training used (the same model and sampling)."""
     cfg = load_train_config("grpo-nothink")
-    assert cfg.simulator.protocol.name == "rlver-published"  # type: ignore[attr-defined]
+    assert cfg.simulator.prompts.name == "rlver-published"  # type: ignore[attr-defined]
     held_out = cfg.eval_simulator()
-    the_same_user = {k: v for k, v in cfg.simulator.model_dump().items() if k != "protocol"}
+    the_same_user = {k: v for k, v in cfg.simulator.model_dump().items() if k != "prompts"}
     eval_config = EvalConfig.model_validate(
         {"agent_tiny": True, "profiles": "sage", "simulator": the_same_user}
     )
-    assert held_out == eval_config.simulator and held_out.protocol.name == "sage-published"  # type: ignore[attr-defined]
+    assert held_out == eval_config.simulator and held_out.prompts.name == "sage-published"  # type: ignore[attr-defined]
     assert cfg.env_config(evaluation=True) == eval_config.env
     assert cfg.env_config(evaluation=True).agent_prompt == "sage-published"
-    on_training = load_train_config("grpo-nothink", ["eval.protocol=training"])
+    on_training = load_train_config("grpo-nothink", ["eval.dialogue=training"])
     assert on_training.eval_simulator() == on_training.simulator
     english = load_train_config("grpo-nothink", ["eval.profiles=en-test"]).eval_simulator()
-    assert english.protocol.name == "sage"  # type: ignore[attr-defined]  # rlver eval's default there
+    assert english.prompts.name == "sage"  # type: ignore[attr-defined]  # rlver eval's default there
 
 
 class TwoFormatJudge:
@@ -127,7 +127,7 @@ def test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint(
         argv = published_training_argv(
             server.url, "rollout.rules.max_assistant_turns=1", "rollout.batch_size=2",
             "rollout.n_per_profile=2", "rollout.max_new_tokens=8", "eval.profiles=sage",
-            "eval.protocol=benchmark", "eval.limit=3", "eval.temperature=1.0", "rollout.think=true",
+            "eval.dialogue=benchmark", "eval.limit=3", "eval.temperature=1.0", "rollout.think=true",
         )  # fmt: skip
         done = run_rlver(*argv, cwd=tmp_path, timeout=900)
         assert done.returncode == 0, done.stderr[-3000:]

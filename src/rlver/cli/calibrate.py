@@ -129,8 +129,8 @@ def _prompt_options(names: list[str], kind: str) -> dict[str, bool]:
                     "--sim-option", None, None, f"expected one of {', '.join(PROMPT_OPTIONS)}, got {name!r}"
                 )
             )
-    if names and "protocol" not in simulator_kind(kind).options:  # a kind with prompts reads a ``protocol``
-        prompted = ", ".join(k for k in KINDS if "protocol" in simulator_kind(k).options)
+    if names and "prompts" not in simulator_kind(kind).options:  # a kind with prompts reads ``prompts``
+        prompted = ", ".join(k for k in KINDS if "prompts" in simulator_kind(k).options)
         raise InputError(
             Problem("--sim-option", None, None, f"prompt options apply to --simulator {prompted}, not {kind}")
         )

@@ -214,7 +214,7 @@ async def _play_assistant(
     )
     if save is not None:
         # the assistant was typed by a person
-        human = {"name": "human", "backend": "terminal"}
+        human = {"name": "human", "class": "terminal"}
         _save_transcript(save, agent=human, simulator=simulator.describe(), config=config, seed=seed, ep=ep)
 
 

@@ -6,7 +6,7 @@ The models are the one home of each key; this page is their printout, so it cann
 ``tests/test_config_reference.py`` fails when it is out of date or a field has no description.
 
 A block whose class depends on a name (``algorithm`` on ``algorithm.name``, ``simulator`` on
-``simulator.kind``, ``simulator.protocol`` on its ``name``, ``rollout.backend_settings`` on
+``simulator.kind``, ``simulator.prompts`` on its ``name``, ``rollout.backend_settings`` on
 ``rollout.backend``) is printed once per registered choice, each with the keys only it adds.
 """
 
@@ -73,7 +73,7 @@ def _protocols() -> list[tuple[str, type[BaseModel]]]:
 
 
 def variants() -> list[Variant]:
-    from rlver.simulator.llm.protocols import SentientProtocol
+    from rlver.simulator.llm.protocols import LLMUserPrompts
     from rlver.simulator.spec import SimulatorSpec
     from rlver.train.algorithms.base import AlgorithmSettings
     from rlver.train.backends.settings import BackendSettings
@@ -82,7 +82,7 @@ def variants() -> list[Variant]:
         Variant(AlgorithmSettings, "name", _algorithms),
         Variant(BackendSettings, "backend", _backends),
         Variant(SimulatorSpec, "kind", _simulator_kinds),
-        Variant(SentientProtocol, "name", _protocols),
+        Variant(LLMUserPrompts, "name", _protocols),
     ]
 
 

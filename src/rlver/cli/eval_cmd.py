@@ -1,4 +1,4 @@
-"""``rlver eval``: run the benchmark (or a training-protocol evaluation) against simulated users.
+"""``rlver eval``: run the benchmark (or a training-dialogue evaluation) against simulated users.
 
 The commands that only read finished runs (``score``, ``report``, ``judge``) are in
 :mod:`rlver.cli.results_cmd`; the progress display and the closing summary in :mod:`rlver.cli.eval_progress`.
@@ -29,6 +29,7 @@ from rlver.cli.simulator_flags import (
 from rlver.config import ConfigLayer, deep_merge, load_layers, read_yaml_mapping
 from rlver.errors import EXIT_CODES_HELP, ConfigError, InputError, Problem, did_you_mean
 from rlver.extras import require_extra
+from rlver.migrate import deprecated_flag
 from rlver.simulator.behaviours import get_behaviour
 from rlver.simulator.llm.protocols import PROTOCOLS
 
@@ -64,11 +65,11 @@ _EVAL_HELP: dict[str, str] = {
     "in our words), rlver-published / published (the published training prompt: fetched / in our "
     "words) or FILE.",
     "--think/--no-think": "Think-then-say: <think>…</think> is hidden from the user.",
-    "--sim-protocol": "LLM simulator prompts: sage-published (default with --profiles sage: SAGE's own "
+    "--sim-prompts": "LLM simulator prompts: sage-published (default with --profiles sage: SAGE's own "
     "text, byte for byte, from the files `rlver data download sage-test` fetched), sage (default "
     "otherwise: the published structure in rlver's words, English and Chinese), rlver-published (the "
     "published training simulator's text) or rlver-v1 (our earlier prompts with a -10..+10 rubric).",
-    "--protocol": "benchmark (default: start 40, 10 replies, the last unappraised; the leaderboard's) or "
+    "--dialogue": "benchmark (default: start 40, 10 replies, the last unappraised; the leaderboard's) or "
     "training (the training dialogue: start 30, 8 replies; with --agent-local RUN the dialogue that "
     "run's held-out evaluation used). The two scores are not comparable (docs/benchmark.md).",
     "--profiles": "sage, en-test, zh-test, bundled-test, ... or a file.",
@@ -120,10 +121,10 @@ def eval_command(
     sim_base_url: str | None = SIM_BASE_URL,
     sim_model: str | None = SIM_MODEL,
     sim_key_env: str | None = SIM_KEY_ENV,
-    sim_protocol: str | None = _opt("--sim-protocol"),
+    sim_prompts: str | None = _opt("--sim-prompts"),
     behaviour: str | None = BEHAVIOUR,
     difficulty: str | None = DIFFICULTY,
-    protocol: str | None = _opt("--protocol"),
+    dialogue: str | None = _opt("--dialogue"),
     profiles: str | None = _opt("--profiles"),
     limit: int | None = _opt("--limit", min=1),
     n_per_profile: int | None = _opt("--n-per-profile", min=1),
@@ -135,12 +136,16 @@ def eval_command(
     config: Path | None = _opt("--config"),
     set_: list[str] = _opt("--set", []),
     no_report: bool = _opt("--no-report", False),
+    old_protocol: str | None = typer.Option(None, "--protocol", hidden=True),
+    old_sim_protocol: str | None = typer.Option(None, "--sim-protocol", hidden=True),
 ) -> None:
     """Run an agent on the Sentient Benchmark (or any profile set) and write transcript, metrics, report."""
     from rlver.eval.config import EvalConfig
 
     data: dict[str, Any] = read_yaml_mapping(config) if config is not None else {}
     flags: dict[str, Any] = {}
+    dialogue = _renamed_flag("--protocol", old_protocol, dialogue)
+    sim_prompts = _renamed_flag("--sim-protocol", old_sim_protocol, sim_prompts)
     if agent_tiny and (agent_local or agent_base_url or agent_model):
         raise ConfigError("give one agent: --agent-tiny, --agent-local or --agent-base-url/--agent-model")
     checks.endpoint_given(
@@ -157,9 +162,9 @@ def eval_command(
     if agent_tiny:
         flags["agent_tiny"] = True
     env = _env_block(system_prompt, agent_prompt, think)
-    if protocol is not None:
-        flags["protocol"] = _protocol_choice(protocol)
-        if protocol == "training" and agent_local:
+    if dialogue is not None:
+        flags["dialogue"] = _dialogue_choice(dialogue)
+        if dialogue == "training" and agent_local:
             env = {**run_training_env(Path(agent_local)), **env}
     if env:
         flags["env"] = env
@@ -170,7 +175,7 @@ def eval_command(
         key_env=sim_key_env,
         config_base_url=_in(data, "simulator", "model", "base_url"),
     )
-    sim.update(_user_block(sim_protocol, behaviour, difficulty))
+    sim.update(_user_block(sim_prompts, behaviour, difficulty))
     if sim:
         flags["simulator"] = sim
     for key, value in (
@@ -218,7 +223,7 @@ def _check_prompt_file(cfg: Any, run: Any) -> None:
     With a user that is asked no prompt set (offline, replay) only that one file is named: such a run
     needs the profiles and the prompt the agent is sent, not the simulator's published code of the same
     download set. An LLM user may read those too, so every missing file of the set is named at once.
-    A training run's own prompt (what ``--protocol training`` evaluates it with) says where it came
+    A training run's own prompt (what ``--dialogue training`` evaluates it with) says where it came
     from and how to use another."""
     from rlver.env.thinking import absent_prompt_file
     from rlver.profiles.download import candidate_dirs, offline_fixes
@@ -381,18 +386,26 @@ def _agent_prompt_file(value: str) -> str:
         raise ConfigError(f"--agent-prompt: {exc}{near}") from None
 
 
-def _protocol_choice(protocol: str) -> str:
-    if protocol not in ("benchmark", "training"):
-        raise ConfigError(f"--protocol {protocol!r}: choose benchmark or training")
-    return protocol
+def _renamed_flag(old: str, given: str | None, new_value: str | None) -> str | None:
+    """An old flag's value (one deprecation line, rlver.migrate) where its new flag was not given."""
+    if given is None:
+        return new_value
+    deprecated_flag(old)
+    return given if new_value is None else new_value
 
 
-def _user_block(protocol: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:
-    """The simulated user's --sim-protocol, --behaviour and --difficulty (as ``simulator`` keys)."""
+def _dialogue_choice(dialogue: str) -> str:
+    if dialogue not in ("benchmark", "training"):
+        raise ConfigError(f"--dialogue {dialogue!r}: choose benchmark or training")
+    return dialogue
+
+
+def _user_block(prompts: str | None, behaviour: str | None, difficulty: str | None) -> dict[str, Any]:
+    """The simulated user's --sim-prompts, --behaviour and --difficulty (as ``simulator`` keys)."""
     sim: dict[str, Any] = {}
-    if protocol is not None:
-        # a block, not the bare name: --set simulator.protocol.OPTION=... adds to it
-        sim["protocol"] = {"name": PROTOCOLS.check_flag(protocol, "--sim-protocol")}
+    if prompts is not None:
+        # a block, not the bare name: --set simulator.prompts.OPTION=... adds to it
+        sim["prompts"] = {"name": PROTOCOLS.check_flag(prompts, "--sim-prompts")}
     if behaviour is not None:
         sim["behaviour"] = get_behaviour(behaviour).name
     if difficulty is not None:

@@ -53,7 +53,7 @@ def run_with_progress(cfg: Any, *, resume: bool) -> None:
             f"{result.transcript} (field `error`); fix the cause and rerun with --resume"
         )
     console.print(f"[bold]{m.headline()}[/]  95% CI [{m.score_ci_low:.1f}, {m.score_ci_high:.1f}]")
-    console.print(f"{m.counts()} dialogue(s) · {result.manifest.protocol or 'protocol not recorded'}")
+    console.print(f"{m.counts()} dialogue(s) · {result.manifest.dialogue or 'dialogue not recorded'}")
     console.print(f"{m.truncation()}" + _cap_note(result.manifest))
     from rlver.eval.vetoes import print_veto_line  # most replies vetoed: which veto, how many
 

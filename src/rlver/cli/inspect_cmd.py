@@ -106,7 +106,7 @@ def _manifest_rows(fmt: str, manifest: RunManifest) -> list[tuple[str, str]]:
     agent = manifest.agent or {}
     add(
         "agent",
-        " · ".join(dict.fromkeys(str(agent[k]) for k in ("model", "name", "backend") if agent.get(k))),
+        " · ".join(dict.fromkeys(str(agent[k]) for k in ("model", "name", "class") if agent.get(k))),
     )
     sampling = manifest.agent_sampling or {}
     keys = ("temperature", "top_p", "max_tokens")

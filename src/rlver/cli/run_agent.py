@@ -138,15 +138,15 @@ def evaluated_as_run(run: RunAgent, cfg: Any, reload: Callable[[Any], Any], flag
 
 def run_training_env(path: Path) -> dict[str, Any]:
     """The dialogue a training run's held-out evaluation ran on the training protocol (its
-    ``config.yaml``: ``eval.protocol: training`` with that run's turns, start and prompt), as
-    ``env`` keys (``rlver eval --protocol training --agent-local RUN``); ``{}`` when ``path`` is not
+    ``config.yaml``: ``eval.dialogue: training`` with that run's turns, start and prompt), as
+    ``env`` keys (``rlver eval --dialogue training --agent-local RUN``); ``{}`` when ``path`` is not
     in a training run folder."""
     folder = run_folder(path)
     if folder is None:
         return {}
     from rlver.train.config import load_train_config
 
-    cfg = load_train_config(str(folder / "config.yaml"), ["eval.protocol=training"])
+    cfg = load_train_config(str(folder / "config.yaml"), ["eval.dialogue=training"])
     return cfg.env_config(evaluation=True).model_dump(mode="json")
 
 

@@ -84,7 +84,7 @@ SET: Any = typer.Option(
     [],
     "--set",
     help="Set one of the simulator kind's own options, as in a config's simulator: block "
-    "(repeatable), e.g. --set simulator.embed=true or --set simulator.protocol.show_traits=true.",
+    "(repeatable), e.g. --set simulator.embed=true or --set simulator.prompts.show_traits=true.",
 )
 
 

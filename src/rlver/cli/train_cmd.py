@@ -19,6 +19,7 @@ from rlver.errors import ConfigError, RlverError
 from rlver.extras import require_extra
 from rlver.heartbeat import activity, heartbeat, step_reporter
 from rlver.interrupt import Interrupted
+from rlver.migrate import deprecated_flag
 
 if TYPE_CHECKING:  # imported where used: torch/pydantic stay out of `rlver --help`
     from rlver.train.config import TrainConfig
@@ -47,22 +48,26 @@ def train_command(
         help="Continue from the latest checkpoint in --out (with its config.yaml when --config is not "
         "given); with no checkpoint there, start a new run (and say so), as rlver eval --resume does.",
     ),
-    engine: str = typer.Option(
-        "local", "--engine", help="local (this machine) or verl (the multi-node path)."
+    loop: str = typer.Option(
+        "local", "--trainer", help="local (this machine) or verl (the multi-node path)."
     ),
     steps: int | None = checks.steps_option("Shortcut for --set run.steps=N."),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="--engine verl: write the dataset, agent-loop YAML and command, don't run."
+        False, "--dry-run", help="--trainer verl: write the dataset, agent-loop YAML and command, don't run."
     ),
     sim_base_url: str | None = simulator_flags.SIM_BASE_URL,
     sim_model: str | None = simulator_flags.TRAIN_SIM_MODEL,
     sim_key_env: str | None = simulator_flags.SIM_KEY_ENV,
+    old_engine: str | None = typer.Option(None, "--engine", hidden=True),
 ) -> None:
     """Train a policy with PPO or GRPO against simulated users."""
+    if old_engine is not None:  # the older name of --trainer (rlver.migrate): one deprecation line
+        deprecated_flag("--engine")
+        loop = old_engine
     require_extra("train", "rlver train")
     sim = simulator_flags.simulator_overrides(model=sim_model, base_url=sim_base_url, key_env=sim_key_env)
     overrides = sim + list(set_) + ([f"run.steps={steps}"] if steps else [])
-    if engine == "verl":
+    if loop == "verl":
         if importlib.util.find_spec("rlver.integrations.verl.launch") is None:
             raise RlverError("the verl integration is missing from this install")
         from rlver.integrations.verl import launch
@@ -72,10 +77,10 @@ def train_command(
         code = launch.main(config, overrides, dry_run=dry_run)
         raise typer.Exit(code)
     if dry_run:
-        raise ConfigError("--dry-run applies to --engine verl only")
+        raise ConfigError("--dry-run applies to --trainer verl only")
     out = out if out is not None else Path("runs/train")
-    if engine != "local":
-        raise ConfigError(f"--engine {engine!r}: choose local or verl")
+    if loop != "local":
+        raise ConfigError(f"--trainer {loop!r}: choose local or verl")
 
     cfg = checked_config(config, overrides, out, resume=resume)
     from rlver.train.checkpoint import latest_checkpoint  # torch: every value is checked by now
@@ -119,7 +124,7 @@ def train_command(
     if last is not None:
         from rlver.rules import protocol_label
 
-        label = protocol_label(cfg.env_config(evaluation=True).rules, cfg.eval.protocol)
+        label = protocol_label(cfg.env_config(evaluation=True).rules, cfg.eval.dialogue)
         score = "none: no dialogue finished" if last["score"] is None else f"{last['score']:.1f}"
         typer.echo(f"held-out score at step {last['step']}: {score} ({label})")
     typer.echo(f"checkpoints: {out / 'checkpoints'}   metrics: {out / 'metrics.jsonl'}")

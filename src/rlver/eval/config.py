@@ -27,6 +27,7 @@ from rlver.config import MAX_COUNT, deep_merge
 from rlver.env.dialogue import EnvConfig
 from rlver.llm.base import SamplingParams
 from rlver.llm.spec import ModelSpec
+from rlver.migrate import renamed
 from rlver.rules import BENCHMARK_PROFILES, BENCHMARK_TEXT, TRAINING, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
@@ -62,7 +63,7 @@ def _uncapped(sampling: SamplingParams, published: bool = False) -> SamplingPara
 
 
 def published_benchmark(data: dict[str, Any]) -> dict[str, Any]:
-    """``profiles: sage`` with an LLM simulator: the ``sage-published`` protocol and SAGE's agent
+    """``profiles: sage`` with an LLM simulator: the ``sage-published`` prompts and SAGE's agent
     prompt (``env.agent_prompt: sage-published``), both read from the fetched files, unless the
     config names a protocol or an agent prompt of its own. Other profile sets keep rlver's ``sage``
     protocol (SAGE has no English prompts) and the neutral prompt; so does the offline user."""
@@ -72,11 +73,13 @@ def published_benchmark(data: dict[str, Any]) -> dict[str, Any]:
     ):
         return data
     out = dict(data)
-    protocol = simulator.get("protocol")
-    if protocol is None:
-        out["simulator"] = {**simulator, "protocol": BENCHMARK_TEXT}
-    elif isinstance(protocol, dict) and "name" not in protocol:  # options given, the protocol not named
-        out["simulator"] = {**simulator, "protocol": {"name": BENCHMARK_TEXT, **protocol}}
+    simulator = renamed(simulator, "protocol", "prompts", where="simulator.")  # the older key
+    out["simulator"] = simulator
+    prompts = simulator.get("prompts")
+    if prompts is None:
+        out["simulator"] = {**simulator, "prompts": BENCHMARK_TEXT}
+    elif isinstance(prompts, dict) and "name" not in prompts:  # options given, the set not named
+        out["simulator"] = {**simulator, "prompts": {"name": BENCHMARK_TEXT, **prompts}}
     env = data.get("env")
     if env is None:
         out["env"] = {"agent_prompt": BENCHMARK_TEXT}
@@ -113,7 +116,7 @@ class EvalConfig(BaseModel):
     n_per_profile: int = Field(
         default=1, ge=1, le=MAX_COUNT, description="dialogues per profile (each scored)"
     )
-    protocol: Literal["benchmark", "training"] = Field(
+    dialogue: Literal["benchmark", "training"] = Field(
         default="benchmark",
         description=(
             "``benchmark``: the Sentient Benchmark's dialogue (start 40, 10 replies, the last "
@@ -127,7 +130,7 @@ class EvalConfig(BaseModel):
         default_factory=EnvConfig.evaluation,
         description=(
             "How each dialogue runs (rules, agent prompt, think mode); keys given win over the "
-            "``protocol``'s."
+            "``dialogue``'s."
         ),
     )
     concurrency: int = Field(default=32, ge=1, le=MAX_COUNT, description="simulator calls in flight at once")
@@ -153,12 +156,14 @@ class EvalConfig(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _protocol_env(cls, data: Any) -> Any:
-        """``protocol: training`` starts ``env`` from the training dialogue instead of the benchmark's;
-        the benchmark on the published profiles with an LLM user asks SAGE's own questions."""
-        if isinstance(data, dict) and data.get("protocol", "benchmark") == "benchmark":
+    def _dialogue_env(cls, data: Any) -> Any:
+        """``dialogue: training`` starts ``env`` from the training dialogue instead of the benchmark's;
+        the benchmark on the published profiles with an LLM user asks SAGE's own questions. The
+        older key ``protocol`` reads as ``dialogue`` (rlver.migrate)."""
+        data = renamed(data, "protocol", "dialogue", where="")
+        if isinstance(data, dict) and data.get("dialogue", "benchmark") == "benchmark":
             return published_benchmark(data)
-        if not isinstance(data, dict) or data.get("protocol") != "training":
+        if not isinstance(data, dict) or data.get("dialogue") != "training":
             return data
         env = data.get("env")
         if isinstance(env, EnvConfig):

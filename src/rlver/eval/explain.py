@@ -413,7 +413,7 @@ def _simulator_options(published_text: str, wanted: str) -> Check:
 
     def check(manifest: RunManifest) -> list[Difference]:
         described = manifest.simulator or {}
-        protocol = described.get("protocol")
+        protocol = described.get("prompts")
         if protocol is None:
             return []
         if protocol in PUBLISHED_PROTOCOLS or described.get("published_files"):
@@ -451,7 +451,7 @@ def _published_differences(
         found.append(
             Difference(
                 "appraisal prompt's emotion",
-                "the emotion at that turn (simulator.protocol.appraisal_emotion: current)",
+                "the emotion at that turn (simulator.prompts.appraisal_emotion: current)",
                 "the dialogue's start emotion, every turn (the role's emo_point is never updated, dsv3 :85, :178)",
                 "simulator-options",
             )
@@ -530,7 +530,7 @@ def _user_behaviour(manifest: RunManifest) -> list[Difference]:
         found.append(Difference("user behaviour", behaviour, "cooperative", "user-behaviour"))
     difficulty = _chosen(described.get("difficulty"))
     if difficulty is not None and difficulty != "normal":
-        shown = described.get("protocol") != "sage" or described.get("difficulty_paragraph") is True
+        shown = described.get("prompts") != "sage" or described.get("difficulty_paragraph") is True
         note = "" if shown else " (the sage prompts show it only with difficulty_paragraph)"
         found.append(Difference("user difficulty", difficulty + note, "none (normal)", "user-behaviour"))
     return found
@@ -550,7 +550,7 @@ def _languages(manifest: RunManifest) -> list[Difference]:
     described = manifest.simulator or {}
     if (
         manifest.simulator_kind not in ("offline", "replay")
-        and described.get("protocol") not in PUBLISHED_PROTOCOLS
+        and described.get("prompts") not in PUBLISHED_PROTOCOLS
     ):
         user = _chosen(described.get("prompt_language"))
         if user is not None and user != _profiles_language(manifest):
@@ -754,7 +754,7 @@ def _retries(manifest: RunManifest) -> list[Difference]:
         )
     attempts = described.get("parse_attempts")
     if isinstance(attempts, int) and 0 < attempts < PARSE_GUARD:  # the default guard: the published loop
-        run = f"sent at most {attempts} times, then the turn fails (simulator.protocol.parse_attempts)"
+        run = f"sent at most {attempts} times, then the turn fails (simulator.prompts.parse_attempts)"
         found.append(
             Difference("simulator answer that does not parse", run, "sent again until one parses", "retries")
         )
@@ -777,11 +777,11 @@ def _held_out(manifest: RunManifest) -> list[Difference]:
     held = manifest.held_out
     if not held:
         return []
-    parts = [f"{held.get('protocol')} on {held.get('profiles')}"]
+    parts = [f"{held.get('dialogue')} on {held.get('profiles')}"]
     if held.get("limit"):
         parts.append(f"the first {held['limit']}")
-    if "simulator_protocol" in held:
-        user = held.get("simulator_protocol") or held.get("simulator")
+    if "simulator_prompts" in held:
+        user = held.get("simulator_prompts") or held.get("simulator")
         prompt = str(held.get("agent_prompt"))
         if held.get("think") and _gets_think_instruction(prompt):
             prompt += " + rlver's think instruction (rollout.think)"
@@ -840,8 +840,8 @@ def no_effect(manifest: RunManifest) -> list[Difference]:
         found.append(Difference("env.language", str(language), why, "no-effect"))
     described = manifest.simulator or {}
     user = _chosen(described.get("prompt_language"))
-    if user is not None and described.get("protocol") in PUBLISHED_PROTOCOLS:
-        why = f"the {described['protocol']} prompts are the published Chinese text"
+    if user is not None and described.get("prompts") in PUBLISHED_PROTOCOLS:
+        why = f"the {described['prompts']} prompts are the published Chinese text"
         found.append(Difference("simulator.prompt_language", user, why, "no-effect"))
     cut = (manifest.env or {}).get("max_reply_chars")
     if _uncut(manifest) and isinstance(cut, int) and cut != EnvConfig.model_fields["max_reply_chars"].default:
@@ -877,7 +877,7 @@ BENCHMARK_CHECKS: tuple[Check, ...] = (
     _ends(EVALUATION),
     _change_bound,
     _simulator(BENCHMARK_JUDGES, ("deepseek-v3", "gpt-4o")),
-    _simulator_options("SAGE's own text (protocol sage-published)", "sage-published"),
+    _simulator_options("SAGE's own text (prompts sage-published)", "sage-published"),
     _simulator_sampling,
     _user_behaviour,
     _languages,
@@ -899,7 +899,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _change_bound,
     _simulator(TRAINING_JUDGE, ("deepseek-v3",)),
     _simulator_options(
-        "the published training simulator's own text (protocol rlver-published)", "rlver-published"
+        "the published training simulator's own text (prompts rlver-published)", "rlver-published"
     ),
     _simulator_sampling,
     _user_behaviour,

@@ -201,25 +201,25 @@ def run_setup(manifest: RunManifest) -> dict[str, str]:
     elif manifest.simulator_kind:
         version = f" ({sim['version']})" if sim.get("version") else ""
         out["simulator"] = f"{manifest.simulator_kind}{version}"
-    if sim.get("protocol"):
+    if sim.get("prompts"):
         out["simulator prompts"] = _prompts_text(sim)
     prompt_file = (manifest.agent_prompt or {}).get("system_prompt_file")
     if isinstance(prompt_file, dict):
         out["agent prompt"] = f"{prompt_file.get('file')} (sha256 {str(prompt_file.get('sha256'))[:12]}…)"
     elif (manifest.agent_prompt or {}).get("name"):
         out["agent prompt"] = str(manifest.agent_prompt["name"])  # type: ignore[index]
-    if manifest.protocol:
-        out["protocol"] = manifest.protocol
+    if manifest.dialogue:
+        out["dialogue"] = manifest.dialogue
     return out
 
 
 def _prompts_text(simulator: dict[str, Any]) -> str:
-    """The simulator's protocol and, for one that sends published text, the files with their sha256."""
+    """The simulator's prompt set and, for one that sends published text, the files with their sha256."""
     files = simulator.get("published_files")
     if not isinstance(files, dict) or not files:
-        return f"{simulator['protocol']} (rlver's own prompts)"
+        return f"{simulator['prompts']} (rlver's own prompts)"
     listed = ", ".join(f"{name} sha256 {str(digest)[:12]}…" for name, digest in files.items())
-    return f"{simulator['protocol']}: {listed}"
+    return f"{simulator['prompts']}: {listed}"
 
 
 def _comparisons(runs: Sequence[RunData]) -> list[dict[str, Any]]:

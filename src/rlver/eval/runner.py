@@ -194,7 +194,7 @@ def eval_manifest(
         simulator_spec=redacted(config.simulator.model_dump(mode="json")),
         env=config.env.model_dump(mode="json"),
         reply_layout=config.env.reply_layout(cut=getattr(simulator, "cuts_reply", True)),
-        protocol=protocol_label(config.env.rules),
+        dialogue=protocol_label(config.env.rules),
         agent_prompt=agent_prompt_record(config.env),
         profiles=config.profiles,
         limit=config.limit,

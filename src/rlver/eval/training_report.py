@@ -97,7 +97,7 @@ def training_report(runs: Sequence[RunData]) -> tuple[list[RunData], Preface | N
 def _preface(run: RunData, parts: list[RunData]) -> Preface:
     rows = read_metrics(run.run_dir)
     held_out = run.manifest.model_extra.get("held_out") if run.manifest.model_extra else None
-    protocol = held_out.get("protocol") if isinstance(held_out, dict) else None
+    protocol = held_out.get("dialogue") if isinstance(held_out, dict) else None
     figures = []
     if rows:
         figures.append(reward_curve_figure(rows, held_out_points(rows), protocol))
@@ -134,7 +134,7 @@ def _paragraphs(
         f"Training run {run.name}: {extra.get('algorithm') or 'RL'}, {len(logged)} step(s) logged of "
         f"{m.steps or '?'}, {len(run.episodes)} training dialogues in its transcript"
         + (f" (every {every}th step)" if isinstance(every, int) and every > 1 else "")
-        + (f", on the {m.protocol}" if m.protocol else "")
+        + (f", on the {m.dialogue}" if m.dialogue else "")
         + "."
     )
     paragraphs = [what]

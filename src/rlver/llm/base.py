@@ -186,7 +186,7 @@ class ChatModel(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         """Settings worth recording in a manifest. Must never include secrets."""
-        return {"name": self.name, "backend": type(self).__name__}
+        return {"name": self.name, "class": type(self).__name__}
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release network clients, if any."""

@@ -165,7 +165,7 @@ class TokenEngine(abc.ABC):
 
 #: The keys of the manifest's ``agent`` that the chat layer writes itself (the model's name, its class,
 #: the sampler record): an engine's :meth:`TokenEngine.describe` may not use them.
-RESERVED_DESCRIBE_KEYS = ("name", "backend", "sampler")
+RESERVED_DESCRIBE_KEYS = ("name", "class", "sampler")
 
 
 def engine_description(engine: TokenEngine) -> dict[str, Any]:

@@ -127,7 +127,7 @@ class EngineChatModel(ChatModel):
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "backend": type(self).__name__,
+            "class": type(self).__name__,
             **engine_description(self.engine),
             "sampler": {**sampler_record(self.engine), "stop_token_ids": list(self.stop_token_ids)},
         }

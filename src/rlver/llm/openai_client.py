@@ -215,7 +215,7 @@ class OpenAIChatModel(ChatModel):
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "backend": type(self).__name__,
+            "class": type(self).__name__,
             "base_url": redact_url(self.base_url),
             "model": self.model,
             "api_key_env": self.api_key_env,  # the variable's *name*, never its value

@@ -91,6 +91,6 @@ def refuse_unfit_profiles(spec: SimulatorSpec, profiles: Any, where: str) -> Non
     """Refuse before any work (ConfigError, exit 2) a profile set the spec's protocol cannot play, e.g.
     a published prompt set on profiles not in the published format (``where``: the set, as the user
     named it). Kinds without a protocol play any profile."""
-    protocol = getattr(spec, "protocol", None)
+    protocol = getattr(spec, "prompts", None)
     if protocol is not None and hasattr(protocol, "refuse_unfit_profiles"):
         protocol.refuse_unfit_profiles(profiles, getattr(spec, "prompt_language", None), where)

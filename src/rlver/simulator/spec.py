@@ -1,7 +1,7 @@
 """The simulator spec: the settings every kind shares, and how a spec block becomes its kind's own spec.
 
 Each simulator kind declares its own spec class beside the kind (``offline_spec.OfflineSpec``,
-``sentient.spec.SentientSpec``), a subclass of :class:`SimulatorSpec` holding the options only that
+``sentient.spec.LLMUserSpec``), a subclass of :class:`SimulatorSpec` holding the options only that
 kind reads. ``SimulatorSpec`` itself stands for "one of them": validating a block with it (a config
 field typed ``SimulatorSpec``, ``SimulatorSpec.model_validate(block)`` or ``SimulatorSpec(**block)``)
 gives the spec of the kind the block names, and its JSON schema lists the kinds' specs as
@@ -228,7 +228,7 @@ KINDS: Registry[Any] = Registry(
             "llm",
             "an LLM plays the user; needs --sim-model",
             "rlver.simulator.llm.spec:build",
-            "rlver.simulator.llm.spec:SentientSpec",
+            "rlver.simulator.llm.spec:LLMUserSpec",
             needs_model=True,
             prompt_set=True,
         ),

@@ -27,12 +27,12 @@ from rlver.env.rewards import RewardSpec
 from rlver.env.thinking import AGENT_PROMPT_NAMES, read_prompt_file
 from rlver.errors import ConfigError
 from rlver.limits import check_dialogues
-from rlver.migrate import nest_flat_eval_rules, upgrade_rollout, upgrade_update_keys
+from rlver.migrate import nest_flat_eval_rules, renamed, upgrade_rollout, upgrade_update_keys
 from rlver.rollout.runner import RolloutConfig
 from rlver.rules import BENCHMARK_TEXT, TRAINING, DialogueRules, asks_published_text
 from rlver.seeding import Seed
 from rlver.simulator.factory import SimulatorSpec
-from rlver.simulator.llm.protocols import SentientProtocol
+from rlver.simulator.llm.protocols import LLMUserPrompts
 from rlver.simulator.spec import asks_prompt_set
 from rlver.train.algorithms import ALGORITHMS, settings_for
 from rlver.train.algorithms.base import AlgorithmSettings
@@ -306,14 +306,14 @@ class RolloutSettings(_Strict):
 class EvalSettings(_Strict):
     """Periodic evaluation on held-out profiles: one dialogue each, fixed seed.
 
-    ``protocol: benchmark`` (the default) runs the dialogues exactly as ``rlver eval`` does — the
+    ``dialogue: benchmark`` (the default) runs the dialogues exactly as ``rlver eval`` does — the
     published Sentient Benchmark protocol of ``EnvConfig.evaluation()`` (start emotion 40, 10 replies
     counting the one to the opening line, the last one unappraised, the eval's default agent prompt),
     with the user ``rlver eval`` builds (``TrainConfig.eval_simulator``: SAGE's own text with an LLM
     user on the SAGE profiles) — so ``eval/score`` equals ``rlver eval`` of the checkpoint on the same
     profiles, seed and sampling. ``training`` runs them like the training dialogues (start emotion,
     turns, appraisal and simulator of the training run).
-    ``rules`` changes single rules of either protocol's dialogue (``eval.rules.max_assistant_turns: 4``);
+    ``rules`` changes single rules of either dialogue (``eval.rules.max_assistant_turns: 4``);
     in a loaded ``TrainConfig`` it holds the whole rules the evaluation runs with, so ``config.yaml``
     states them (see :func:`eval_env`).
     """
@@ -330,14 +330,14 @@ class EvalSettings(_Strict):
     temperature: float = Field(
         default=1.0, ge=0.0, description="The policy's sampling temperature during the evaluation."
     )
-    protocol: Literal["benchmark", "training"] = Field(
+    dialogue: Literal["benchmark", "training"] = Field(
         default="benchmark",
         description="``benchmark``: as ``rlver eval`` runs it; ``training``: like the training dialogues.",
     )
     rules: DialogueRules | None = Field(
         default=None,
         description=(
-            "``None``: the protocol's rules; keys given change those rules (also ``{preset: ...}``)."
+            "``None``: the ``dialogue``'s rules; keys given change those rules (also ``{preset: ...}``)."
         ),
     )
     seed: Seed = Field(
@@ -347,8 +347,9 @@ class EvalSettings(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _read_older_shapes(cls, data: Any) -> Any:
-        # flat ``max_assistant_turns``/``start_emotion`` of an older config.yaml: rlver.migrate
-        return nest_flat_eval_rules(data)
+        # flat ``max_assistant_turns``/``start_emotion`` of an older config.yaml, and its
+        # ``protocol`` (now ``dialogue``): rlver.migrate
+        return renamed(nest_flat_eval_rules(data), "protocol", "dialogue", where="eval.")
 
 
 class WandbSettings(_Strict):
@@ -548,11 +549,11 @@ class TrainConfig(_Strict):
         training simulator itself.
         """
         spec = self.simulator
-        if self.eval.protocol != "benchmark" or not asks_prompt_set(spec.kind):
+        if self.eval.dialogue != "benchmark" or not asks_prompt_set(spec.kind):
             return spec
         published = asks_published_text(self.eval.profiles, True)
-        protocol = SentientProtocol.model_validate({"name": BENCHMARK_TEXT} if published else {})
-        return spec.model_copy(update={"protocol": protocol})  # {} above: the default protocol
+        protocol = LLMUserPrompts.model_validate({"name": BENCHMARK_TEXT} if published else {})
+        return spec.model_copy(update={"prompts": protocol})  # {} above: the default protocol
 
     def rollout_config(self, *, evaluation: bool = False) -> RolloutConfig:
         """The local runner's settings: :meth:`env_config`, the group size and the reward spec."""
@@ -574,7 +575,7 @@ def eval_env(training: EnvConfig, e: EvalSettings, simulator_kind: str | None = 
     """
     published = asks_published_text(e.profiles, asks_prompt_set(simulator_kind))
     prompt = {"agent_prompt": BENCHMARK_TEXT} if published else {}
-    base = EnvConfig.evaluation(think=training.think, **prompt) if e.protocol == "benchmark" else training
+    base = EnvConfig.evaluation(think=training.think, **prompt) if e.dialogue == "benchmark" else training
     if e.rules is None:
         return base
     # only the rules the block states change the protocol's (a whole block, e.g. config.yaml's, all)

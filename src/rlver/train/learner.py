@@ -266,8 +266,8 @@ class Learner:
     """Score → advantages → update of one step's samples (see the module docstring)."""
 
     def __init__(self, parts: LearnerParts) -> None:
-        self.p = parts
-        self.a = parts.settings
+        self.parts = parts
+        self.settings = parts.settings
         self.critic: NoCritic = (
             ValueCritic(parts.critic, parts.algo, parts.settings) if parts.critic is not None else NoCritic()
         )
@@ -283,7 +283,7 @@ class Learner:
         """Samples per optimiser step, counted as verl counts them (``TrainConfig.minibatch_prompts``):
         about one step per assistant turn when each turn is a sample, as the published think rollout's
         layout implies (inferred: the released think path cannot run as released, docs/protocol.md)."""
-        return max(1, self.p.minibatch_samples)
+        return max(1, self.parts.minibatch_samples)
 
     def minibatch_count(self, n_samples: int) -> int:
         """Optimiser steps in one epoch over ``n_samples`` samples (see :meth:`minibatch_size`)."""
@@ -293,41 +293,43 @@ class Learner:
         """One optimiser step per batch and no KL term: the policy that scores a batch is the one that
         generated it, so old log-probs equal the update's own (detached) and need no forward pass of
         their own (as TRL's GRPOTrainer and verl do). Saves a third of the update's compute."""
-        a = self.a
+        a = self.settings
         return a.epochs == 1 and self.minibatch_count(n_samples) == 1 and a.kl_coef == 0
 
     def _scorers(self, n_samples: int) -> dict[str, Callable[[MicroBatch], Tensor]]:
         """The per-token quantities the batch needs before the update, each a forward pass."""
         out: dict[str, Callable[[MicroBatch], Tensor]] = {}
         if not self.on_policy(n_samples):
-            out["old_logp"] = lambda mb: self._logp(self.p.policy, mb)
-        if self.a.kl_coef > 0:
+            out["old_logp"] = lambda mb: self._logp(self.parts.policy, mb)
+        if self.settings.kl_coef > 0:
             out["ref_logp"] = self._reference_logp
         out.update(self.critic.scorers())
         return out
 
     def _logp(self, model: nn.Module, mb: MicroBatch) -> Tensor:
-        return policy_forward(model, mb, self.p.temperature, chunk_tokens=self.p.update.logit_chunk_tokens)[0]
+        return policy_forward(
+            model, mb, self.parts.temperature, chunk_tokens=self.parts.update.logit_chunk_tokens
+        )[0]
 
     def _reference_logp(self, mb: MicroBatch) -> Tensor:
-        if self.p.reference is not None:
-            return self._logp(self.p.reference, mb)
-        with self.p.policy.disable_adapter():  # type: ignore[operator]
-            return self._logp(self.p.policy, mb)
+        if self.parts.reference is not None:
+            return self._logp(self.parts.reference, mb)
+        with self.parts.policy.disable_adapter():  # type: ignore[operator]
+            return self._logp(self.parts.policy, mb)
 
     # ---------------------------------------------------------------------------------- scoring
     @torch.no_grad()
     def score(self, samples: list[Sample]) -> Batch:
         """The padded batch with its old/reference log-probs and values, and its advantages."""
-        self.p.policy.eval()
+        self.parts.policy.eval()
         batch = pad_batch(samples)
         scorers = self._scorers(len(samples))
         seqs = batch.seqs
         lengths = [len(q) for q in seqs]
         batch.scored = {name: torch.zeros_like(batch.mask) for name in scorers}
         if scorers:
-            for group in micro_batches(lengths, range(len(seqs)), self.p.update.micro_batch_tokens):
-                mb = collate(seqs, group, self.p.pad_id, self.p.device)
+            for group in micro_batches(lengths, range(len(seqs)), self.parts.update.micro_batch_tokens):
+                mb = collate(seqs, group, self.parts.pad_id, self.parts.device)
                 for name, scorer in scorers.items():
                     out = scorer(mb)
                     for row, i in enumerate(group):
@@ -343,7 +345,9 @@ class Learner:
             per_turn=any(s.seq.meta.get("per_turn") for s in b.samples),
         )  # fmt: skip
         # the KL goes where the algorithm's kl_in says: here into the rewards, or in actor_loss
-        result = self.p.algo.advantages(self.p.algo.with_reward_kl(inputs, self.a), self.a)
+        result = self.parts.algo.advantages(
+            self.parts.algo.with_reward_kl(inputs, self.settings), self.settings
+        )
         b.stats.update(result.stats)
         within = torch.zeros_like(b.mask, dtype=torch.bool)  # positions inside each row's sequence
         for i, q in enumerate(b.seqs):
@@ -366,7 +370,7 @@ class Learner:
         minibatch updates (this epoch's and the later epochs') are skipped; ``train/early_stopped``
         says whether that happened and ``train/minibatch_updates`` how many optimiser steps ran.
         """
-        a = self.a
+        a = self.settings
         n = len(b.samples)
         self._warn_long_sequence_is(b)
         sums: dict[str, float] = {}
@@ -374,7 +378,7 @@ class Learner:
         #: the trained-token counters and log-prob gap, read off the micro-batches the loss consumes
         grid = GridCheck()
         self.perf.start()
-        self.p.policy.train()
+        self.parts.policy.train()
         self.critic.train()
         stopped, updates = False, 0
         for _epoch in range(a.epochs):
@@ -399,7 +403,7 @@ class Learner:
             out_stats["train/minibatch_updates"] = float(updates)
         out_stats.update(grid.metrics())
         out_stats.update(self.perf.metrics())
-        out_stats.update(self.p.optimisers.schedule_step())
+        out_stats.update(self.parts.optimisers.schedule_step())
         return out_stats
 
     def _warn_long_sequence_is(self, b: Batch) -> None:
@@ -407,7 +411,9 @@ class Learner:
         (``core.sequence_is_warning``; the think-full layout's samples are thousands of tokens)."""
         if self.warned_sequence_is:
             return
-        message = alg.sequence_is_warning(b.mask, self.a.rollout_is, self.a.rollout_is_threshold)
+        message = alg.sequence_is_warning(
+            b.mask, self.settings.rollout_is, self.settings.rollout_is_threshold
+        )
         if message is not None:
             log.warning(message)
             self.warned_sequence_is = True
@@ -419,20 +425,20 @@ class Learner:
         seqs = b.seqs
         n_tok = float(sum(sum(seqs[i].assistant_mask[1:]) for i in idx))
         n_seq = float(sum(1 for i in idx if any(seqs[i].assistant_mask[1:])))
-        self.p.optimisers.zero_grad()
+        self.parts.optimisers.zero_grad()
         summed: dict[str, float] = {}
-        for group in micro_batches([len(q) for q in seqs], idx, self.p.update.micro_batch_tokens):
+        for group in micro_batches([len(q) for q in seqs], idx, self.parts.update.micro_batch_tokens):
             for key, value in self._micro_batch(b, group, (n_tok, n_seq), grid).items():
                 summed[key] = summed.get(key, 0.0) + value
-        max_norm = self.p.optim.max_grad_norm
+        max_norm = self.parts.optim.max_grad_norm
         out = {
-            "train/grad_norm_actor": clip_and_norm(self.p.policy, max_norm),
+            "train/grad_norm_actor": clip_and_norm(self.parts.policy, max_norm),
             **self.critic.clip_grad(max_norm),
         }
         skipped = self._skip_nonfinite(out, step)
         out["train/nonfinite_skips"] = float(skipped)
         if not skipped:
-            self.p.optimisers.step()
+            self.parts.optimisers.step()
         out.update({(key if "/" in key else f"train/{key}"): value for key, value in summed.items()})
         return out
 
@@ -445,9 +451,9 @@ class Learner:
         if not bad:
             self.nonfinite_in_a_row = 0
             return False
-        self.p.optimisers.zero_grad()
+        self.parts.optimisers.zero_grad()
         self.nonfinite_in_a_row += 1
-        limit = self.p.optim.max_nonfinite_in_a_row
+        limit = self.parts.optim.max_nonfinite_in_a_row
         log.warning(
             "step %d: non-finite gradient norm (%s); optimiser step skipped (%d in a row, stop at %d)",
             step, ", ".join(bad), self.nonfinite_in_a_row, limit,
@@ -465,20 +471,20 @@ class Learner:
     ) -> dict[str, float]:
         """Forward, loss (the algorithm's terms) and backward of one micro-batch: policy, then critic.
         ``counts``: the minibatch's action tokens and samples, which every micro-batch's loss divides by."""
-        a = self.a
+        a = self.settings
         n_tok, n_seq = counts
-        mb = collate(b.seqs, group, self.p.pad_id, self.p.device)
+        mb = collate(b.seqs, group, self.parts.pad_id, self.parts.device)
         self.perf.add([len(b.seqs[i]) for i in group], mb.padded_tokens)
         logp, entropy = policy_forward(
-            self.p.policy, mb, self.p.temperature, with_entropy=True,
-            entropy_grad=a.entropy_coef > 0, chunk_tokens=self.p.update.logit_chunk_tokens,
+            self.parts.policy, mb, self.parts.temperature, with_entropy=True,
+            entropy_grad=a.entropy_coef > 0, chunk_tokens=self.parts.update.logit_chunk_tokens,
         )  # fmt: skip
         assert entropy is not None
         old_logp = b.rows(b.old_logp, mb) if b.old_logp is not None else logp.detach()
         grid.add(mb, b.seqs, old_logp)  # what this micro-batch trains, against what was sampled
         ref_logp = b.rows(b.ref_logp, mb) if b.ref_logp is not None else None
         is_weights, is_stats = self._is_weights(b, mb, old_logp, n_tok)
-        actor = self.p.algo.actor_loss(
+        actor = self.parts.algo.actor_loss(
             ActorLossInputs(
                 mb.action_mask, n_tok, logp, old_logp, b.rows(b.advantages, mb), entropy, ref_logp,
                 is_weights, n_seq,
@@ -498,11 +504,11 @@ class Learner:
         pre-update log-probs against the sampler's, and their share of the minibatch's weight mean
         and clipped fraction (``rollout/is_*``; summed over micro-batches, so each is a minibatch mean
         over its action tokens, a token without a sampling log-prob counting as weight 1)."""
-        if self.a.rollout_is is None:
+        if self.settings.rollout_is is None:
             return None, {}
         sampled = sampled_logprobs(mb, b.seqs)
         w = alg.rollout_is_weights(
-            old_logp, sampled, mb.action_mask, self.a.rollout_is, self.a.rollout_is_threshold
+            old_logp, sampled, mb.action_mask, self.settings.rollout_is, self.settings.rollout_is_threshold
         )
         norm = max(n_tok, 1.0)
         return w.weights, {

@@ -335,6 +335,6 @@ def _refusal(config: TrainConfig, terms: dict[str, float], need: float, device: 
         f"the update is predicted to need {need / GIB:.1f} GiB ({parts}largest: {TERM_LABELS[largest]} "
         f"{terms[largest] / GIB:.1f} GiB) but "
         f"{device.name} has {device.bytes / GIB:.1f} GiB: use {', or '.join(fixes)}; or the verl engine "
-        "for several GPUs (--engine verl). run.memory_guard=false starts anyway "
+        "for several GPUs (--trainer verl). run.memory_guard=false starts anyway "
         '(docs/training.md, "Memory of an update")'
     )

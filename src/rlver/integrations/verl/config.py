@@ -1,7 +1,7 @@
 """Our training config → verl's Hydra overrides.
 
 One config file drives both engines: ``rlver train --config ppo-think`` trains on one machine,
-``rlver train --engine verl --config ppo-think`` hands the same settings to verl. The verl-only
+``rlver train --trainer verl --config ppo-think`` hands the same settings to verl. The verl-only
 knobs (cluster shape, rollout engine, parallelism) live in an optional ``verl:`` section, so a
 :class:`VerlTrainConfig` is a :class:`~rlver.train.config.TrainConfig` plus that section.
 
@@ -112,7 +112,7 @@ class VerlTrainConfig(TrainConfig):
 
     verl: VerlSettings = Field(
         default_factory=VerlSettings,
-        description="The part only ``--engine verl`` reads: cluster, engine and offload settings.",
+        description="The part only ``--trainer verl`` reads: cluster, engine and offload settings.",
     )
 
 
@@ -166,14 +166,14 @@ def refuse_unsupported(cfg: VerlTrainConfig) -> None:
     if cfg.optim.schedule == "linear":
         raise ConfigError(
             "optim.schedule=linear: verl's FSDP workers have only 'constant' and 'cosine' learning-rate "
-            "schedules; choose one of those to train with --engine verl"
+            "schedules; choose one of those to train with --trainer verl"
         )
     algo, spec = cfg.algorithm, ALGORITHMS.get(cfg.algorithm.name)
     unmapped = unmapped_knobs(spec)
     if unmapped:
         raise ConfigError(
             f"algorithm.name={spec.name}: its setting(s) {', '.join(f'algorithm.{k}' for k in unmapped)} "
-            f"have no verl mapping, so --engine verl would run without them; {spec.__name__} "
+            f"have no verl mapping, so --trainer verl would run without them; {spec.__name__} "
             f"({spec.__module__}) must map or refuse each in verl_overrides/verl_refusals and list it in "
             "verl_knobs"
         )
@@ -183,7 +183,7 @@ def refuse_unsupported(cfg: VerlTrainConfig) -> None:
     if algo.target_kl is not None:
         raise ConfigError(
             f"algorithm.target_kl={algo.target_kl}: verl 0.9.1's actor runs every minibatch update with no "
-            "early stop on the approximate KL; use null with --engine verl"
+            "early stop on the approximate KL; use null with --trainer verl"
         )
 
 

@@ -1,4 +1,4 @@
-"""``rlver train --engine verl``: write the dataset, the agent-loop YAML and the overrides; run verl.
+"""``rlver train --trainer verl``: write the dataset, the agent-loop YAML and the overrides; run verl.
 
 Everything verl needs is written under ``verl.out_dir`` first, so a run can be inspected, re-run or
 submitted by hand (``run.sh``), and ``--dry-run`` stops there:
@@ -160,7 +160,7 @@ def _write_datasets(
     """``train.parquet`` and ``val.parquet``: one row per profile with its dialogue rules and reward.
 
     The rules are the config's one mapping to the environment (``TrainConfig.env_config``), the same
-    the local trainer runs: validation rows follow ``eval.protocol`` as its in-training evaluation does.
+    the local trainer runs: validation rows follow ``eval.dialogue`` as its in-training evaluation does.
     """
     ro = cfg.rollout
     train_env = _prompt_or_stand_in(cfg.env_config(), plan)
@@ -227,7 +227,7 @@ def _write_run_files(
     run_sh = out_dir / "run.sh"
     body = " \\\n    ".join(shlex.quote(part) for part in command)
     atomic_write_text(
-        run_sh, f"#!/usr/bin/env bash\n# written by `rlver train --engine verl`\nset -euo pipefail\n{body}\n"
+        run_sh, f"#!/usr/bin/env bash\n# written by `rlver train --trainer verl`\nset -euo pipefail\n{body}\n"
     )
     run_sh.chmod(0o755)
     config_file = out_dir / "config.yaml"
@@ -235,7 +235,7 @@ def _write_run_files(
     return [overrides_file, run_sh, config_file]
 
 
-#: The one command that installs what ``--engine verl`` needs. rlver is not on the package index, so
+#: The one command that installs what ``--trainer verl`` needs. rlver is not on the package index, so
 #: the extra is installed from the checkout (``make verl-setup`` puts it in a venv of its own).
 INSTALL_HINT = "pip install -e '.[verl]' (in the rlver checkout; see docs/multinode.md)"
 
@@ -246,7 +246,7 @@ def require_pyarrow() -> None:
         import pyarrow  # noqa: F401
     except ImportError:
         raise ConfigError(
-            f"--engine verl writes its datasets as parquet, which needs pyarrow (not installed here): "
+            f"--trainer verl writes its datasets as parquet, which needs pyarrow (not installed here): "
             f"{INSTALL_HINT}"
         ) from None
 
@@ -389,7 +389,7 @@ def _model_config_here(path: str) -> bool:
 
 
 def main(config_path: str | None, overrides: Sequence[str] = (), dry_run: bool = False) -> int:
-    """Entry point of ``rlver train --engine verl``; returns the process exit code."""
+    """Entry point of ``rlver train --trainer verl``; returns the process exit code."""
     cfg = load_verl_config(config_path, overrides)
     if not dry_run:
         from rlver.integrations.verl.preflight import check_launch

@@ -1,4 +1,4 @@
-"""What a real ``--engine verl`` launch checks before Ray starts.
+"""What a real ``--trainer verl`` launch checks before Ray starts.
 
 A launch that fails inside verl costs a Ray start, a model load on every worker and a cluster
 allocation before the first error, and the error is a traceback from a worker. What can be known on

@@ -70,7 +70,7 @@ class DialogueTask(BaseModel):
         if not isinstance(extra_info, dict) or SETTINGS_KEY not in extra_info:
             raise ValueError(
                 f"dataset row has no extra_info[{SETTINGS_KEY!r}]: write the parquet with "
-                "`rlver train --engine verl` (rlver.integrations.verl.dataset)"
+                "`rlver train --trainer verl` (rlver.integrations.verl.dataset)"
             )
         raw = extra_info[SETTINGS_KEY]
         try:

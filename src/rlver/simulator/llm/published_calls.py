@@ -139,7 +139,7 @@ def published_scene(profile: Profile, protocol: str) -> str:
         raise ConfigError(
             f"simulator protocol {protocol!r} quotes a published profile's player and scene as they are; "
             f"profile {profile.id!r} ({profile.source or 'no source'}) is not in the published format: "
-            "use --sim-protocol sage for it"
+            "use --sim-prompts sage for it"
         )
     return profile.published_scene
 

@@ -1,8 +1,8 @@
-"""The sentient user's spec and builder (``kind: llm``): the model, its sampling and cache, the protocol.
+"""The sentient user's spec and builder (``kind: llm``): the model, its sampling and cache, the prompts.
 
-A config block names the protocol and its options; older flat blocks (``protocol: sage`` beside
-``show_traits: true``) still load: :func:`rlver.migrate.nest_protocol_options` moves a protocol's
-option keys into ``protocol``.
+A config block names the prompt set and its options (``prompts: {name: sage, show_traits: true}``);
+older blocks (``protocol: sage`` beside ``show_traits: true``) still load:
+:func:`rlver.migrate.renamed` and :func:`rlver.migrate.nest_protocol_options` move them into ``prompts``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from rlver.llm.cache import CachedChatModel
 from rlver.llm.factory import build_chat_model
 from rlver.llm.sampling import is_greedy
 from rlver.llm.spec import ModelSpec
-from rlver.migrate import nest_protocol_options
+from rlver.migrate import nest_protocol_options, renamed
 from rlver.simulator.base import UserSimulator
 from rlver.simulator.emotion import EmotionRules
-from rlver.simulator.llm.protocols import PROTOCOLS, SentientProtocol
+from rlver.simulator.llm.protocols import PROTOCOLS, LLMUserPrompts
 from rlver.simulator.llm.protocols.base import PublishedTextProtocol
 from rlver.simulator.llm.protocols.sage import SageProtocol
 from rlver.simulator.spec import SimulatorSpec
@@ -33,7 +33,7 @@ def _protocol_option_keys() -> set[str]:
     return set().union(*(set(p.model_fields) - {"name"} for _, p in PROTOCOLS.items()))
 
 
-class SentientSpec(SimulatorSpec):
+class LLMUserSpec(SimulatorSpec):
     """An LLM plays the user. ``sampling``: the keys given (here, else in the model spec's own
     ``sampling``) on top of the simulator's defaults (temperature 0.7); once read, it states the whole
     sampling the simulator uses (:func:`simulator_sampling`)."""
@@ -58,7 +58,7 @@ class SentientSpec(SimulatorSpec):
             "``$RLVER_CACHE_DIR/simulator.sqlite`` (default ``~/.cache/rlver``), ``None`` = off."
         ),
     )
-    protocol: SentientProtocol = Field(
+    prompts: LLMUserPrompts = Field(
         default_factory=SageProtocol,
         description=(
             "the prompts and their options: ``sage`` (default) follows the published simulator's "
@@ -69,10 +69,11 @@ class SentientSpec(SimulatorSpec):
 
     @classmethod
     def accepted_keys(cls) -> set[str]:
-        return super().accepted_keys() | _protocol_option_keys()
+        # ``protocol``: the older name of ``prompts``, so an old flat block read as another kind drops it
+        return super().accepted_keys() | _protocol_option_keys() | {"protocol"}
 
     @model_validator(mode="after")
-    def _sampling_in_full(self) -> SentientSpec:
+    def _sampling_in_full(self) -> LLMUserSpec:
         """The sampling the simulator will use (:func:`simulator_sampling`), stated in full: a spec
         written out (``config.yaml``, a manifest) reloads to the same sampling. Left to the model's
         block, a written default (temperature 1.0) would read as stated and replace 0.7 on resume."""
@@ -83,24 +84,26 @@ class SentientSpec(SimulatorSpec):
         found = {}
         if self.seed != SimulatorSpec.model_fields["seed"].default:
             found["seed"] = "the LLM user does not read it (simulator.sampling.seed seeds its calls)"
-        unread = self.protocol.unread_settings()
+        unread = self.prompts.unread_settings()
         found.update({key: why for key, why in unread.items() if getattr(self, key) is not None})
-        if self.model.retry_empty and not self.protocol.reads_empty_answers:
+        if self.model.retry_empty and not self.prompts.reads_empty_answers:
             found["model.retry_empty"] = (
-                f"protocol {self.protocol.name} takes no empty answer: the client asks again anyway"
+                f"prompts {self.prompts.name} take no empty answer: the client asks again anyway"
             )
         return found
 
     @model_validator(mode="before")
     @classmethod
     def _read_older_block(cls, data: Any) -> Any:
-        """A flat block's protocol options move into ``protocol``; a missing model is named. (Not
+        """The older key ``protocol`` reads as ``prompts`` and a flat block's prompt options move into
+        it (rlver.migrate); a missing model is named. (Not
         named ``_read_older_shapes``: that would replace the base's validator of the same name.)"""
         if not isinstance(data, Mapping):
             return data
         if data.get("model") is None:
             raise ValueError("kind 'llm' needs a 'model' (a model spec with at least 'model: NAME')")
-        default = SentientProtocol.model_fields["name"].default
+        default = LLMUserPrompts.model_fields["name"].default
+        data = renamed(data, "protocol", "prompts", where="simulator.")
         return nest_protocol_options(data, _protocol_option_keys(), default)  # rlver.migrate
 
 
@@ -115,14 +118,14 @@ def default_cache_path() -> Path:
 PUBLISHED_SAMPLING = SamplingParams(model_default=True, max_tokens=None)
 
 
-def sends_as_published(spec: SentientSpec) -> bool:
+def sends_as_published(spec: LLMUserSpec) -> bool:
     """Whether the simulator's requests are the published ones, sampling fields included: a published
     prompt set on an OpenAI-compatible endpoint (a local model has no server default to fall back on)."""
-    return isinstance(spec.protocol, PublishedTextProtocol) and spec.model.kind == "openai"
+    return isinstance(spec.prompts, PublishedTextProtocol) and spec.model.kind == "openai"
 
 
-def simulator_sampling(spec: SentientSpec) -> SamplingParams:
-    """The sampling the LLM simulator will use (see :class:`SentientSpec`): the keys a ``sampling``
+def simulator_sampling(spec: LLMUserSpec) -> SamplingParams:
+    """The sampling the LLM simulator will use (see :class:`LLMUserSpec`): the keys a ``sampling``
     block states (``simulator.sampling``, else ``simulator.model.sampling``), each on top of the
     simulator's defaults (temperature 0.7, its own high reply cap). A block that states only
     ``max_tokens`` leaves the temperature at 0.7, not at ``SamplingParams``' own 1.0. Under a
@@ -144,21 +147,21 @@ def simulator_sampling(spec: SentientSpec) -> SamplingParams:
 
 def build(spec: SimulatorSpec, model: ChatModel | None) -> UserSimulator:
     """The sentient user on ``model`` (default: built from ``spec.model``, cached when greedy)."""
-    from rlver.simulator.llm.user import SentientSimulator
+    from rlver.simulator.llm.user import LLMSimulator
 
-    assert isinstance(spec, SentientSpec)
+    assert isinstance(spec, LLMUserSpec)
     sampling = simulator_sampling(spec)
     if model is None:
         model = build_chat_model(spec.model)
         if spec.cache and not spec.model.cache and is_greedy(sampling.temperature):
             path = default_cache_path() if spec.cache == "auto" else Path(spec.cache)
             model = CachedChatModel(model, path)
-    return SentientSimulator(
+    return LLMSimulator(
         model,
         sampling=sampling,
         difficulty=spec.difficulty,
         behaviour=spec.behaviour,
         rules=EmotionRules(max_change=spec.max_change),
         prompt_language=spec.prompt_language,
-        protocol=spec.protocol,
+        protocol=spec.prompts,
     )

@@ -36,7 +36,7 @@ from rlver.simulator.llm.parsing import (
     ReplyAnswer,
     ask_simulator,
 )
-from rlver.simulator.llm.protocols import DialogueStart, ReplyStep, SentientProtocol, protocol_named
+from rlver.simulator.llm.protocols import DialogueStart, LLMUserPrompts, ReplyStep, protocol_named
 
 #: The simulator's answer cap when its sampling states none. SAGE's simulator calls set no cap
 #: (SAGE/simulator_response.py:24-27 ``def call_llm`` passes only the prompt); an appraisal in five named steps plus a
@@ -50,12 +50,12 @@ DEFAULT_SAMPLING = SamplingParams(temperature=0.7, top_p=1.0, max_tokens=SIMULAT
 AnswerT = TypeVar("AnswerT", bound=BaseModel)
 
 
-class SentientUser(SimulatedUser):
+class LLMUser(SimulatedUser):
     """One LLM-backed user in one dialogue."""
 
     def __init__(
         self,
-        simulator: SentientSimulator,
+        simulator: LLMSimulator,
         profile: Profile,
         emotion: EmotionState,
         *,
@@ -194,7 +194,7 @@ class SentientUser(SimulatedUser):
         )
 
 
-class SentientSimulator(UserSimulator):
+class LLMSimulator(UserSimulator):
     """Makes LLM-backed users; one instance serves every dialogue of a run (the model is shared).
 
     ``difficulty`` / ``behaviour`` of ``None`` fall back to the profile's own setting, then to
@@ -202,7 +202,7 @@ class SentientSimulator(UserSimulator):
     ``prompt_language`` of ``None`` follows each profile's language.
 
     ``protocol`` picks the prompts, with its options: a
-    :class:`~rlver.simulator.llm.protocols.SentientProtocol` object, or a protocol's name for its
+    :class:`~rlver.simulator.llm.protocols.LLMUserPrompts` object, or a protocol's name for its
     defaults. ``sage`` is the published structure (what ``SimulatorSpec`` and so ``rlver eval`` and
     the published presets use); ``rlver-v1`` (our earlier prompts) is this class's default so direct
     constructions keep their behaviour.
@@ -219,7 +219,7 @@ class SentientSimulator(UserSimulator):
         behaviour: str | None = None,
         rules: EmotionRules | None = None,
         prompt_language: str | None = None,
-        protocol: SentientProtocol | str = "rlver-v1",
+        protocol: LLMUserPrompts | str = "rlver-v1",
     ) -> None:
         super().__init__(rules, difficulty=difficulty, behaviour=behaviour)
         self.protocol = protocol_named(protocol) if isinstance(protocol, str) else protocol
@@ -240,9 +240,9 @@ class SentientSimulator(UserSimulator):
     def goodbye_first(self) -> bool:
         return self.protocol.goodbye_first
 
-    def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> SentientUser:
+    def start(self, profile: Profile, *, start_emotion: int, seed: int = 0) -> LLMUser:
         difficulty, behaviour = self.persona_of(profile)
-        return SentientUser(
+        return LLMUser(
             self,
             profile,
             self.emotion_at(start_emotion),

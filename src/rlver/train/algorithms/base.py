@@ -13,7 +13,7 @@ Each algorithm states (as class attributes, readable without running anything):
 * ``verl_adv_estimator``: the ``algorithm.adv_estimator`` verl runs for it;
 * ``verl_knobs``: its own settings (fields of its settings class beyond :class:`AlgorithmSettings`)
   that :meth:`Algorithm.verl_overrides` maps or :meth:`Algorithm.verl_refusals` refuses. Under
-  ``--engine verl`` an own setting not listed is refused whatever its value (:func:`unmapped_knobs`):
+  ``--trainer verl`` an own setting not listed is refused whatever its value (:func:`unmapped_knobs`):
   verl would otherwise run without it, silently.
 
 Each algorithm's own settings are a subclass of :class:`AlgorithmSettings` (``PPOSettings`` in

@@ -7,7 +7,7 @@ same on every action token. With ``kl_coef > 0`` the loss gains ``kl_coef * k3(p
 Needs groups of two or more (``min_group_size``). A group can still come down to one sample locally
 (its siblings could not be tokenised): ``grpo_lone_sample`` decides its advantage, verl's ``raw``
 score by default (verl 0.9.1 ``core_algos.py:315-317`` gives a group of one mean 0 and std 1) or
-``zero`` (no baseline, so nothing to learn; refused under ``--engine verl``, which cannot do it).
+``zero`` (no baseline, so nothing to learn; refused under ``--trainer verl``, which cannot do it).
 verl refills groups that lost a dialogue (docs/training.md).
 """
 
@@ -75,12 +75,12 @@ class GRPO(Algorithm[GRPOSettings]):
         if settings.grpo_eps != VERL_GRPO_EPS:
             out.append(
                 f"algorithm.grpo_eps={settings.grpo_eps}: verl 0.9.1 divides by (std + {VERL_GRPO_EPS}) "
-                f"with no key to change it; use {VERL_GRPO_EPS} with --engine verl"
+                f"with no key to change it; use {VERL_GRPO_EPS} with --trainer verl"
             )
         if settings.grpo_lone_sample != "raw":
             out.append(
                 f"algorithm.grpo_lone_sample={settings.grpo_lone_sample}: verl 0.9.1 gives a group of one "
                 "its score (core_algos.compute_grpo_outcome_advantage) with no key to change it; use raw "
-                "with --engine verl"
+                "with --trainer verl"
             )
         return out

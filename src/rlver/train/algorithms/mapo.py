@@ -30,7 +30,7 @@ return is the emotion change from it to the end). The v2 abstract normalises the
 its return in separate scopes; this module normalises the return in both.
 
 The loss is the shared clipped surrogate (``kl_in = "loss"``: a k3 term as GRPO's). Under
-``--engine verl`` it is refused: verl 0.9.1's advantage estimators take one score per sample
+``--trainer verl`` it is refused: verl 0.9.1's advantage estimators take one score per sample
 (``core_algos``), with no notion of a sample's turns.
 """
 
@@ -167,7 +167,7 @@ class MAPO(Algorithm[MAPOSettings]):
     def verl_refusals(self, settings: MAPOSettings) -> list[str]:
         return [
             "algorithm.name=mapo: verl 0.9.1's advantage estimators take one score per sample and cannot "
-            "credit a dialogue's turns apart (core_algos); train it with --engine local"
+            "credit a dialogue's turns apart (core_algos); train it with --trainer local"
         ]
 
     def verl_overrides(self, settings: MAPOSettings) -> dict[str, Any]:

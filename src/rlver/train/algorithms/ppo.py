@@ -81,5 +81,5 @@ class PPO(Algorithm[PPOSettings]):
         return [
             "algorithm.whiten_advantages=false: verl 0.9.1 always whitens GAE advantages over the batch "
             "(core_algos.compute_gae_advantage_return) and has no key to turn it off; use true with "
-            "--engine verl"
+            "--trainer verl"
         ]

@@ -62,6 +62,6 @@ def memory_bytes(config: BackendConfig, arch: dict[str, Any], device_bytes: floa
 
 
 def verl_refusals(config: BackendConfig) -> list[str]:
-    """What ``--engine verl`` would not honour of the configured backend and its settings."""
+    """What ``--trainer verl`` would not honour of the configured backend and its settings."""
     r = config.rollout
     return list(BACKENDS.get(r.backend).verl_refusals(r.backend_settings, config))

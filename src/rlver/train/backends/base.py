@@ -28,7 +28,7 @@ What a backend states without being built (class methods, read at config and pre
   config's ``rollout.backend_settings`` is read with it (unknown keys refused, exit 2);
 * :meth:`RolloutBackend.memory_bytes`: what it holds on the training device during the update, which
   the memory guard adds to the update's peak (``rlver.train.memory_guard``);
-* :meth:`RolloutBackend.verl_refusals`: what ``--engine verl`` would not honour (verl samples with its
+* :meth:`RolloutBackend.verl_refusals`: what ``--trainer verl`` would not honour (verl samples with its
   own engine), refused before anything is written.
 
 And what it reports once built, each in the engine's own words (never a parent class's):
@@ -129,10 +129,10 @@ class RolloutBackend(Generic[S]):
 
     @classmethod
     def verl_refusals(cls, settings: S, config: BackendConfig) -> list[str]:
-        """The settings ``--engine verl`` would not honour, each as one sentence. verl samples with its
+        """The settings ``--trainer verl`` would not honour, each as one sentence. verl samples with its
         own engine (``verl.rollout_engine``), so by default the backend itself is refused."""
         return [
-            f"rollout.backend={config.rollout.backend}: --engine verl samples with its own engine "
+            f"rollout.backend={config.rollout.backend}: --trainer verl samples with its own engine "
             "(verl.rollout_engine), so this backend would not run; use rollout.backend=hf with "
-            "--engine verl, or train with --engine local"
+            "--trainer verl, or train with --trainer local"
         ]

@@ -61,8 +61,8 @@ class HFBackend(RolloutBackend[HFSettings]):
         knob of the local sampler would be dropped silently, so one set away from its default is refused."""
         return [
             f"rollout.backend_settings.{key}={json.dumps(value)}: the hf sampler's setting has no effect "
-            "under --engine verl (verl samples with verl.rollout_engine); leave it at its default "
-            f"({json.dumps(HFSettings.model_fields[key].default)}) or train with --engine local"
+            "under --trainer verl (verl samples with verl.rollout_engine); leave it at its default "
+            f"({json.dumps(HFSettings.model_fields[key].default)}) or train with --trainer local"
             for key, value in settings.model_dump().items()
             if value != HFSettings.model_fields[key].default
         ]

@@ -12,17 +12,17 @@ from rlver.registry import UnknownName
 from rlver.simulator.llm.protocols.base import (
     PROTOCOLS,
     DialogueStart,
+    LLMUserPrompts,
     ProtocolDialogue,
     ReplyStep,
-    SentientProtocol,
 )
 
 
-def protocol_named(name: str) -> SentientProtocol:
+def protocol_named(name: str) -> LLMUserPrompts:
     """The protocol ``name`` with its default options, or a :class:`~rlver.errors.ConfigError` (exit 2)
     in the registry's wording."""
     try:
-        protocol: SentientProtocol = PROTOCOLS.get(name)()
+        protocol: LLMUserPrompts = PROTOCOLS.get(name)()
     except UnknownName as exc:
         raise ConfigError(str(exc)) from None
     return protocol
@@ -31,8 +31,8 @@ def protocol_named(name: str) -> SentientProtocol:
 __all__ = [
     "PROTOCOLS",
     "DialogueStart",
+    "LLMUserPrompts",
     "ProtocolDialogue",
     "ReplyStep",
-    "SentientProtocol",
     "protocol_named",
 ]

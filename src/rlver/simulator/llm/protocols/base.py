@@ -6,10 +6,10 @@ differs between protocols is only what this interface names, so the user holds o
 never asks which one it is.
 
 Adding a protocol takes one file plus one registry line: ``protocols/<name>.py`` with a
-:class:`SentientProtocol` subclass (a ``Literal`` ``name``, its options as fields, its
+:class:`LLMUserPrompts` subclass (a ``Literal`` ``name``, its options as fields, its
 :class:`ProtocolDialogue`), and its line in :data:`PROTOCOLS` below (a lazy ``"module:attr"`` entry: the
 protocol's module imports this one, so naming it by string makes no import cycle). The
-config (``simulator.protocol: <name>`` with the options as keys), ``rlver eval --sim-protocol`` and the
+config (``simulator.prompts: <name>`` with the options as keys), ``rlver eval --sim-prompts`` and the
 manifests read it from there (``tests/simulator/test_simulator_sentient_protocols.py`` holds the count).
 """
 
@@ -104,7 +104,7 @@ def _protocol(name: str, description: str, module: str, cls: str) -> Entry[Any]:
 
 #: The sentient user's prompt protocols, one line each (``protocols/__init__`` re-exports it).
 PROTOCOLS: Registry[Any] = Registry(
-    "protocol",
+    "prompt set",
     [
         _protocol("sage", "the published simulator's structure in rlver's words", "sage", "SageProtocol"),
         _protocol("sage-published", "SAGE's own text, fetched", "sage_published", "SagePublishedProtocol"),
@@ -119,13 +119,13 @@ PROTOCOLS: Registry[Any] = Registry(
 )
 
 
-class SentientProtocol(Variants, ABC):
+class LLMUserPrompts(Variants, ABC):
     """A prompt protocol of the sentient user, with its options as fields (chosen by ``name``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     tag_field: ClassVar[str] = "name"
     choices: ClassVar[Registry[Any]] = PROTOCOLS
-    #: ``simulator.protocol.prompt_role=system`` under ``sage`` is refused, never dropped
+    #: ``simulator.prompts.prompt_role=system`` under ``sage`` is refused, never dropped
     refuses_keys_of_others: ClassVar[bool] = True
 
     name: str = Field(
@@ -192,7 +192,7 @@ class SentientProtocol(Variants, ABC):
 
     def unread_settings(self) -> dict[str, str]:
         """The run-wide user settings (``difficulty``, ``behaviour``) these prompts never show, each
-        with the reason (``SentientSpec.inert_settings`` reports those a run sets)."""
+        with the reason (``LLMUserSpec.inert_settings`` reports those a run sets)."""
         return {}
 
     @property
@@ -203,14 +203,14 @@ class SentientProtocol(Variants, ABC):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "protocol": self.name,
+            "prompts": self.name,
             "prompt_version": self.prompt_version,
             "max_quoted_chars": MAX_QUOTED_CHARS,
             **self.shown(),
         }
 
 
-class PublishedTextProtocol(SentientProtocol):
+class PublishedTextProtocol(LLMUserPrompts):
     """A protocol that sends a published simulator's own requests, read from its fetched files
     (``sage-published``, ``rlver-published``): what they share; each names its :attr:`simulator`."""
 
@@ -247,14 +247,14 @@ class PublishedTextProtocol(SentientProtocol):
         if language != "zh":
             raise ConfigError(
                 f"simulator protocol {self.name!r} has {self.simulator.owner} Chinese prompts only "
-                f"(asked for {language!r}); use --sim-protocol sage"
+                f"(asked for {language!r}); use --sim-prompts sage"
             )
 
     def unfit(self, profile: Profile, language: str) -> str | None:
         """Also a profile without the published player and scene (rlver's own and generated ones)."""
         why = super().unfit(profile, language)
         if why is None and profile.published_scene is None:
-            why = f"not in the published format (source {profile.source or 'not named'}); use --sim-protocol sage"
+            why = f"not in the published format (source {profile.source or 'not named'}); use --sim-prompts sage"
         return why
 
     def dialogue(self, start: DialogueStart) -> ProtocolDialogue:
@@ -292,7 +292,7 @@ class PublishedTextProtocol(SentientProtocol):
 
     def describe(self) -> dict[str, Any]:
         return {
-            "protocol": self.name,
+            "prompts": self.name,
             "prompt_version": self.prompt_version,
             "prompt_role": self.prompt_role,
             "parse_attempts": self.parse_attempts,

@@ -20,13 +20,13 @@ from rlver.simulator.llm.prompts import sage
 from rlver.simulator.llm.prompts.sage import SageOptions
 from rlver.simulator.llm.protocols.base import (
     DialogueStart,
+    LLMUserPrompts,
     ProtocolDialogue,
     ReplyStep,
-    SentientProtocol,
 )
 
 
-class SageProtocol(SageOptions, SentientProtocol):
+class SageProtocol(SageOptions, LLMUserPrompts):
     """``sage`` with its options: the nine :class:`SageOptions` and two texts of the ``rlver-v1`` prompts.
 
     ``magnitude_rubric`` adds the -10..+10 scale (the published prompt states none) and

@@ -17,14 +17,14 @@ from rlver.simulator.llm import prompts
 from rlver.simulator.llm.parsing import OpeningAnswer, ReplyAnswer
 from rlver.simulator.llm.protocols.base import (
     DialogueStart,
+    LLMUserPrompts,
     ProtocolDialogue,
     ReplyStep,
-    SentientProtocol,
 )
 from rlver.simulator.llm.protocols.sage import SageProtocol
 
 
-class V1Protocol(SentientProtocol):
+class V1Protocol(LLMUserPrompts):
     """``rlver-v1``: no options."""
 
     name: Literal["rlver-v1"] = Field(
