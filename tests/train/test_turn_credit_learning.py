@@ -1,0 +1,96 @@
+"""Learning tests of the two turn-credit algorithms, MICA (``mica.py``) and CTC-GRPO (``ctc_grpo.py``):
+the tiny model, 10 steps against the offline user under ``rollout.reward.mode: delta``, must get better
+on held-out users by the criterion of test_train_learning.py (``_not_learned``), and must not when the
+turn credit is wrong:
+
+* **sign flip**: the turn credit's sign flipped where it is computed (MICA: every turn's reward as the
+  estimator reads it, so both its levels; CTC-GRPO: the centred credit alone, the outcome term kept);
+* **misplaced turn reward**: each turn's reward credited to the turn before it (the first turn's to the
+  last), so that each reply is judged by the change its *next* reply caused; the dialogue's sum, and so
+  CTC-GRPO's outcome term, is unchanged.
+
+Power (the figures and the command: docs/notes/2026-12-06-turn-credit.md): the correct code must pass
+on at least 9 of 10 seeds, each bug fail on at least 4 of 5. CI runs seed 0 of each (``SEEDS``,
+``BUG_SEEDS``); ``RLVER_LEARNING_SEEDS=0-9`` measures more. Bugs are planted by monkeypatching the code
+under test, never by editing source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from test_train_learning import _learn, _not_learned, _seeds, _summary
+
+pytestmark = pytest.mark.slow
+
+ALGORITHMS = ("mica", "ctc_grpo")
+SEEDS = _seeds("0")
+BUG_SEEDS = _seeds("0")
+
+
+def _sign_flipped(monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
+    from rlver.train.algorithms import ctc_grpo, mapo
+
+    if algorithm == "ctc_grpo":
+        real_credit = ctc_grpo.centred_turn_credit
+
+        def flipped_credit(*args: Any, **kwargs: Any) -> torch.Tensor:
+            return -real_credit(*args, **kwargs)
+
+        monkeypatch.setattr(ctc_grpo, "centred_turn_credit", flipped_credit)
+        return
+    real = mapo.turn_rewards_by_dialogue
+
+    def flipped(inputs: Any) -> dict[int, dict[int, float]]:
+        return {d: {k: -r for k, r in by_turn.items()} for d, by_turn in real(inputs).items()}
+
+    monkeypatch.setattr(mapo, "turn_rewards_by_dialogue", flipped)
+
+
+def _misplaced(monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
+    from rlver.train.algorithms import mapo
+
+    real = mapo.turn_rewards_by_dialogue
+
+    def shifted(inputs: Any) -> dict[int, dict[int, float]]:
+        out = {}
+        for d, by_turn in real(inputs).items():
+            ks = sorted(by_turn)
+            out[d] = {k: by_turn[ks[(i + 1) % len(ks)]] for i, k in enumerate(ks)}
+        return out
+
+    monkeypatch.setattr(mapo, "turn_rewards_by_dialogue", shifted)
+
+
+BUGS: dict[str, Callable[[pytest.MonkeyPatch, str], None]] = {
+    "sign-flipped": _sign_flipped,
+    "misplaced-by-one-turn": _misplaced,
+}
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_turn_credit_learns_on_held_out_users(algorithm: str, seed: int, tmp_path: Path) -> None:
+    before, after, history = _learn(algorithm, tmp_path, seed)
+    print(f"{algorithm} seed {seed}: held-out score {before:.1f} -> {after:.1f}; {_summary(history)}")
+    failures = _not_learned(algorithm, before, after, history)
+    assert not failures, f"{algorithm}: {failures}"
+
+
+@pytest.mark.parametrize("seed", BUG_SEEDS)
+@pytest.mark.parametrize("bug", list(BUGS))
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_wrong_turn_credit_fails_the_learning_test(
+    algorithm: str, bug: str, seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    BUGS[bug](monkeypatch, algorithm)
+    before, after, history = _learn(algorithm, tmp_path, seed)
+    print(f"{algorithm} seed {seed}, {bug}: held-out score {before:.1f} -> {after:.1f}; {_summary(history)}")
+    assert _not_learned(algorithm, before, after, history), (
+        f"{bug} still learned: {before:.1f} -> {after:.1f}"
+    )
