@@ -82,6 +82,11 @@ def test_ctc_grpo_by_hand() -> None:
     }  # fmt: skip
     assert _per_turn(out.advantages, inputs) == approx(expected, abs=1e-6)
     assert out.stats == {"train/turn_groups": 4.0, "train/lone_turn_groups": 1.0}
+    # the outcome is the whole dialogue's change: d1 (0.4 + 0.1) beats d0 (0.1 + 0.2) though its last
+    # turn did worse; credit: turn 0 -H, +H, turn 1 +H, -H
+    other = _whole_layout([[0.1, 0.2], [0.4, 0.1]], [0, 0])
+    by_turn = _per_turn(CTC.advantages(other, CTCGRPOSettings(grpo_eps=1e-12)).advantages, other)
+    assert by_turn == approx({(0, 0): -2 * H, (0, 1): 0.0, (1, 0): 2 * H, (1, 1): 0.0}, abs=1e-6)
     # unscaled, the credit is the centred change itself; weight 2 doubles it
     raw = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_scale_by_std=False, ctc_turn_weight=2))
     assert _per_turn(raw.advantages, inputs)[(0, 1)] == approx(H + 2 * 0.2, abs=1e-6)
@@ -157,3 +162,28 @@ def test_inputs_without_their_turns_are_refused() -> None:
     with pytest.raises(ValueError, match=r"AdvantageInputs\.dialogues and \.turn_index"):
         CTC.advantages(inputs, CTCGRPOSettings())
     assert torch.is_tensor(inputs.mask)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "own"),
+    [
+        (
+            "mica",
+            {
+                "algorithm.mapo_turn_signal": "reward",
+                "algorithm.gamma": 0.85,
+                "algorithm.clip_eps_high": 0.28,
+            },
+        ),
+        ("ctc_grpo", {"algorithm.ctc_turn_weight": 1.0, "algorithm.ctc_scale_by_std": True}),
+    ],
+)
+def test_explain_names_the_algorithms_settings(algorithm: str, own: dict[str, object]) -> None:
+    """``rlver explain`` lists a run's settings that differ from the published preset it is compared
+    with (``published_run``, recorded in the run's manifest): the turn-credit settings among them."""
+    from rlver.train.published_run import published_run
+
+    cfg = load_train_config("tiny-offline", [f"algorithm.name={algorithm}", "rollout.reward.mode=delta"])
+    differences = published_run(cfg)["differences"]
+    assert differences["algorithm.name"]["run"] == algorithm
+    assert {path: differences[path]["run"] for path in own} == own
