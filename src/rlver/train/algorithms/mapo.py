@@ -26,8 +26,9 @@ of dense per-turn feedback" and "a mixed advantage estimator that combines turn-
 with batch-level normalization" (v1 abstract). The defaults are the released code's launch settings
 (github.com/2200xiaohu/MAPO, ``test_reinforce_pp_v5.sh``: ``turn_adv_weight=0.4``,
 ``batch_adv_weight=0.6``; its ``gamma=0.85``, here ``algorithm.gamma``, left at RLVER's 1.0 so a turn's
-return is the emotion change from it to the end). The v2 abstract normalises the immediate reward and
-its return in separate scopes; this module normalises the return in both.
+return is the emotion change from it to the end). The v2 abstract (MICA) normalises the immediate reward
+and its return in separate scopes: ``mapo_turn_signal: reward`` does that (``mica.py`` sets it, with the
+launch script's gamma and clips); the default, ``return``, normalises the return in both.
 
 The loss is the shared clipped surrogate (``kl_in = "loss"``: a k3 term as GRPO's). Under
 ``--engine verl`` it is refused: verl 0.9.1's advantage estimators take one score per sample
