@@ -10,13 +10,14 @@ turn credit is wrong:
   CTC-GRPO's outcome term, is unchanged.
 
 Power (the figures and the command: docs/notes/2026-12-06-turn-credit.md): the correct code must pass
-on at least 9 of 10 seeds, each bug fail on at least 4 of 5. CI runs seed 0 of each (``SEEDS``,
-``BUG_SEEDS``); ``RLVER_LEARNING_SEEDS=0-9`` measures more. Bugs are planted by monkeypatching the code
+on at least 9 of 10 seeds, each bug fail on at least 4 of 5. CI runs seed 0 of the correct code
+(``SEEDS``); the bugs run with ``RLVER_LEARNING_SEEDS`` set (``0-4``), as the table was measured. Bugs are planted by monkeypatching the code
 under test, never by editing source.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,10 @@ pytestmark = pytest.mark.slow
 
 ALGORITHMS = ("mica", "ctc_grpo")
 SEEDS = _seeds("0")
-BUG_SEEDS = _seeds("0")
+#: The bugs run only when seeds are asked for (``RLVER_LEARNING_SEEDS``): four runs of ~40 CPU s each
+#: would pass CI's time budget, and the hand-worked estimator tests (test_turn_credit.py) already fail
+#: on a flipped sign or a turn's reward on another turn; these measure the learning test's power.
+BUG_SEEDS = _seeds("0") if "RLVER_LEARNING_SEEDS" in os.environ else ()
 
 
 def _sign_flipped(monkeypatch: pytest.MonkeyPatch, algorithm: str) -> None:
