@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import Any
 
 import pytest
 import torch
@@ -56,7 +57,7 @@ def test_mica_judges_a_turn_by_its_own_change_where_mapo_sees_a_tie() -> None:
     """d0 and d1 have the same return from turn 0 on (0.3 and 0.3), so MAPO's turn level (the return)
     ties them at turn 0; MICA's (the turn's own reward, 0.1 against 0.3) credits d1's first reply."""
     inputs = _whole_layout([[0.1, 0.2], [0.3, 0.0]], [0, 0])
-    turn_only = {"mapo_batch_weight": 0.0, "gamma": 1.0}
+    turn_only: dict[str, Any] = {"mapo_batch_weight": 0.0, "gamma": 1.0}
     mica = _per_turn(MICA.advantages(inputs, MICASettings(**turn_only)).advantages, inputs)
     mapo = get_algorithm("mapo")
     mapo_out = _per_turn(mapo.advantages(inputs, mapo.settings_class(**turn_only)).advantages, inputs)
