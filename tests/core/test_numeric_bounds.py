@@ -59,6 +59,8 @@ ANY_SIZE = {
             "AlgorithmSettings.clip_eps",
             "AlgorithmSettings.clip_eps_high",
             "AlgorithmSettings.dual_clip",
+            "MICASettings.clip_eps_high",  # the shared fields with MICA's defaults
+            "MICASettings.dual_clip",
             "AlgorithmSettings.kl_coef",
             "AlgorithmSettings.entropy_coef",
             "AlgorithmSettings.target_kl",

@@ -9,7 +9,7 @@ line below (:func:`lazy`). ``ALGORITHMS`` is a :class:`~rlver.registry.Registry`
 module imports no algorithm, so an algorithm's module may import this package, and a config imports
 only the algorithm it names. ``algorithm.name`` in a config is checked against it, so an unknown name is
 a config error in the registry's one wording ("unknown algorithm 'gpro'; did you mean 'grpo'? known:
-ppo, grpo, dr_grpo, mapo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
+ppo, grpo, dr_grpo, mapo, mica, ctc_grpo"), and the rest of the ``algorithm:`` block is read with that entry's settings class
 (:func:`settings_for`).
 """
 
@@ -53,6 +53,18 @@ ALGORITHMS: Registry[type[Algorithm[Any]]] = Registry(
             "no critic; each turn's return, normalised within the turn and over the batch",
             "mapo",
             "MAPO",
+        ),
+        lazy(
+            "mica",
+            "MAPO with MICA's scopes: each turn's reward within the turn, its return over the batch",
+            "mica",
+            "MICA",
+        ),
+        lazy(
+            "ctc_grpo",
+            "GRPO's outcome advantage plus each turn's centred emotion change (CTC-GRPO)",
+            "ctc_grpo",
+            "CTCGRPO",
         ),
     ],
 )

@@ -26,8 +26,9 @@ of dense per-turn feedback" and "a mixed advantage estimator that combines turn-
 with batch-level normalization" (v1 abstract). The defaults are the released code's launch settings
 (github.com/2200xiaohu/MAPO, ``test_reinforce_pp_v5.sh``: ``turn_adv_weight=0.4``,
 ``batch_adv_weight=0.6``; its ``gamma=0.85``, here ``algorithm.gamma``, left at RLVER's 1.0 so a turn's
-return is the emotion change from it to the end). The v2 abstract normalises the immediate reward and
-its return in separate scopes; this module normalises the return in both.
+return is the emotion change from it to the end). The v2 abstract (MICA) normalises the immediate reward
+and its return in separate scopes: ``mapo_turn_signal: reward`` does that (``mica.py`` sets it, with the
+launch script's gamma and clips); the default, ``return``, normalises the return in both.
 
 The loss is the shared clipped surrogate (``kl_in = "loss"``: a k3 term as GRPO's). Under
 ``--trainer verl`` it is refused: verl 0.9.1's advantage estimators take one score per sample
@@ -37,7 +38,7 @@ The loss is the shared clipped surrogate (``kl_in = "loss"``: a k3 term as GRPO'
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -58,6 +59,12 @@ class MAPOSettings(AlgorithmSettings):
         default=0.6, ge=0.0, le=1.0, description="weight of the batch-level normalised return (MAPO's 0.6)"
     )
     mapo_eps: float = Field(default=1e-6, gt=0.0, le=1.0, description="added to each std before dividing")
+    mapo_turn_signal: Literal["return", "reward"] = Field(
+        default="return",
+        description="what the turn-level term normalises within (user, turn): return = the turn's "
+        "Monte Carlo return (MAPO v1's reading); reward = the turn's own reward (MICA, v2: the "
+        "immediate signal at turn scope, its return at batch scope)",
+    )
 
     @model_validator(mode="after")
     def _some_weight(self) -> MAPOSettings:
@@ -123,7 +130,30 @@ def monte_carlo_returns(
     return keys, torch.tensor(returns)
 
 
-def _normalised(values: Tensor, eps: float) -> Tensor:
+def turn_cells(
+    keys: list[tuple[int, int]], dialogues: Tensor, groups: Tensor
+) -> dict[tuple[int, int], list[int]]:
+    """The positions in ``keys`` of each (group, turn) cell: the dialogues of one user (group) that
+    reached turn k, the only ones a turn can be compared with without a critic."""
+    group_of = dict(zip(dialogues.tolist(), groups.tolist(), strict=True))
+    cells: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, (d, k) in enumerate(keys):
+        cells[(group_of[d], k)].append(i)
+    return dict(cells)
+
+
+def on_turn_tokens(inputs: AdvantageInputs, keys: list[tuple[int, int]], values: Tensor) -> Tensor:
+    """``values[i]`` (one per (dialogue, turn) of ``keys``) on every action token of that turn, 0 off
+    the mask: a (dialogue, turn) table read at each token's dialogue and turn."""
+    import torch
+
+    dialogues, turn_index = turns_of(inputs)
+    table = torch.zeros(int(dialogues.max()) + 1, int(turn_index.max()) + 1)
+    table[[d for d, _ in keys], [k for _, k in keys]] = values.float()
+    return table[dialogues.unsqueeze(1), turn_index.clamp(min=0)] * (inputs.mask > 0)
+
+
+def normalised(values: Tensor, eps: float) -> Tensor:
     """``(x - mean) / (std + eps)``, unbiased std; 0 for fewer than two values (no baseline)."""
     import torch
 
@@ -139,35 +169,33 @@ class MAPO(Algorithm[MAPOSettings]):
     min_group_size = 2
     reward_modes = frozenset({"delta", "mixed"})
     verl_adv_estimator = "grpo"  # never written: verl_refusals refuses the algorithm
-    verl_knobs = frozenset({"mapo_turn_weight", "mapo_batch_weight", "mapo_eps"})
+    verl_knobs = frozenset({"mapo_turn_weight", "mapo_batch_weight", "mapo_eps", "mapo_turn_signal"})
     settings_class = MAPOSettings
 
     def advantages(self, inputs: AdvantageInputs, settings: MAPOSettings) -> Advantages:
         import torch
 
-        dialogues, turn_index = turns_of(inputs)
-        keys, g = monte_carlo_returns(turn_rewards_by_dialogue(inputs), settings.gamma)
-        group_of = dict(zip(dialogues.tolist(), inputs.groups.tolist(), strict=True))
-        cells: dict[tuple[int, int], list[int]] = defaultdict(list)  # (group, turn) -> its returns
-        for i, (d, k) in enumerate(keys):
-            cells[(group_of[d], k)].append(i)
+        dialogues, _ = turns_of(inputs)
+        rewards = turn_rewards_by_dialogue(inputs)
+        keys, g = monte_carlo_returns(rewards, settings.gamma)
+        cells = turn_cells(keys, dialogues, inputs.groups)
+        # the turn-scope signal: the return (MAPO v1's reading) or the turn's own reward (MICA, v2)
+        turn_signal = (
+            g if settings.mapo_turn_signal == "return" else torch.tensor([rewards[d][k] for d, k in keys])
+        )
         turn_level = torch.zeros_like(g)
         for members in cells.values():
-            turn_level[members] = _normalised(g[members], settings.mapo_eps)
-        batch_level = _normalised(g, settings.mapo_eps)
+            turn_level[members] = normalised(turn_signal[members], settings.mapo_eps)
+        batch_level = normalised(g, settings.mapo_eps)
         mixed = settings.mapo_turn_weight * turn_level + settings.mapo_batch_weight * batch_level
-        # a (dialogue, turn) table, read at every action token's dialogue and turn
-        table = torch.zeros(int(dialogues.max()) + 1, int(turn_index.max()) + 1)
-        table[[d for d, _ in keys], [k for _, k in keys]] = mixed.float()
-        at_tokens = table[dialogues.unsqueeze(1), turn_index.clamp(min=0)]
         lone = sum(1 for members in cells.values() if len(members) < 2)
         stats = {"train/turn_groups": float(len(cells)), "train/lone_turn_groups": float(lone)}
-        return Advantages(at_tokens * (inputs.mask > 0), None, stats)
+        return Advantages(on_turn_tokens(inputs, keys, mixed), None, stats)
 
     def verl_refusals(self, settings: MAPOSettings) -> list[str]:
         return [
-            "algorithm.name=mapo: verl 0.9.1's advantage estimators take one score per sample and cannot "
-            "credit a dialogue's turns apart (core_algos); train it with --trainer local"
+            f"algorithm.name={self.name}: verl 0.9.1's advantage estimators take one score per sample and "
+            "cannot credit a dialogue's turns apart (core_algos); train it with --trainer local"
         ]
 
     def verl_overrides(self, settings: MAPOSettings) -> dict[str, Any]:
