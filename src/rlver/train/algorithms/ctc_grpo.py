@@ -21,7 +21,7 @@ user's replies at the same turn, as MAPO's turn level (``mapo.py``); scaled by t
 so that it sits on the outcome advantage's scale (an emotion change / 100 is some 0.05, a GRPO advantage
 about 1: unscaled, the credit would be noise beside it).
 
-Under ``--engine verl`` it is refused: verl 0.9.1's estimators take one score per sample.
+Under ``--trainer verl`` it is refused: verl 0.9.1's estimators take one score per sample.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class CTCGRPO(Algorithm[CTCGRPOSettings]):
     def verl_refusals(self, settings: CTCGRPOSettings) -> list[str]:
         return [
             "algorithm.name=ctc_grpo: verl 0.9.1's advantage estimators take one score per sample and "
-            "cannot credit a dialogue's turns apart (core_algos); train it with --engine local"
+            "cannot credit a dialogue's turns apart (core_algos); train it with --trainer local"
         ]
 
     def verl_overrides(self, settings: CTCGRPOSettings) -> dict[str, Any]:
