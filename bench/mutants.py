@@ -221,8 +221,6 @@ EQUIVALENT: dict[str, str] = {
     _A + "core.x_policy_loss__mutmut_46": "advantages <= 0 in the dual clip: at A = 0 both sides are 0",
     "rlver.train.optim.x_lr_lambda__mutmut_2": "n <= warmup: at n == warmup the warm-up gives 1.0, as "
     "every decay does at progress 0",
-    "rlver.train.optim.x_lr_lambda__mutmut_13": "progress capped at 2, not 1: it passes 1 only for "
-    "n > total, and a run steps its schedule once per RL step, run.steps times",
     **{
         f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
         "anything reads it"

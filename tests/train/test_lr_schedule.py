@@ -36,6 +36,14 @@ def test_the_decay_runs_over_the_steps_after_the_warm_up() -> None:
     assert lr_lambda("constant", 2, 10)(9) == 1.0
 
 
+def test_past_the_last_step_the_rate_stays_where_the_decay_ended() -> None:
+    """Read past ``total`` (a run never is: it steps its schedule once per RL step), the multiplier stays
+    at the decay's end, 0, rather than rising again (cosine) or going below 0 (linear)."""
+    cosine, linear = lr_lambda("cosine", 2, 10), lr_lambda("linear", 2, 10)
+    for n in (11, 12, 14, 18, 30):
+        assert cosine(n) == approx(0.0, abs=1e-12) and linear(n) == 0.0, n
+
+
 def test_without_a_warm_up_the_first_step_runs_at_the_full_rate() -> None:
     assert lr_lambda("cosine", 0, 10)(0) == 1.0
     assert lr_lambda("cosine", 0, 10)(5) == approx(0.5)
