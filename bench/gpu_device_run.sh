@@ -2,7 +2,7 @@
 # One device call (see bench/gpu_carry.sh), each part with its own time limit and its log under $OUT:
 #   1. bench/engine_check.py on CUDA: the transformers engine on the token seam (parity, batch
 #      invariance, release/resume, compiled decode, bf16);                      ENGINE_S (default 120)
-#   2. bench/cuda_mutants.py: the CPU-untestable mutants against tests/train/test_cuda_only.py;
+#   2. bench/cuda_mutants.py: the CPU-untestable mutants against tests/train/test_batch_cuda_only.py;
 #                                                                                MUTANTS_S (default 150)
 #   3. `make gpu-bench` without SmolLM2's weights (too large to carry): decode at BATCHES (default
 #      "8 32 128"), the GRPO LoRA step, compiled decode (SKIP="step" leaves a part out); BUDGET_S

@@ -54,15 +54,15 @@ TARGETS: dict[str, Target] = {
         "src/rlver/env/rewards.py",
         (
             "tests/env/test_env_rewards.py",
-            "tests/env/test_reward_spec_config.py",
+            "tests/env/test_rewards_spec.py",
             "tests/env/test_rewards_mutants.py",
         ),
     ),
     "batch": Target(
         "src/rlver/train/batch.py",
         (
-            "tests/train/test_packed_update.py",
-            "tests/train/test_update_memory.py",
+            "tests/train/test_learner_packed_update.py",
+            "tests/train/test_learner_update_memory.py",
             "tests/train/test_batch_mutants.py",
         ),
     ),
@@ -71,7 +71,7 @@ TARGETS: dict[str, Target] = {
         (
             "tests/train/test_train_algorithms.py",
             "tests/train/test_rollout_is.py",
-            "tests/train/test_kl_clamp.py",
+            "tests/train/test_core_kl_clamp.py",
             "tests/train/test_grpo_lone_sample.py",
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_algorithms_mutants.py",
@@ -93,7 +93,7 @@ TARGETS: dict[str, Target] = {
     "learner": Target(
         "src/rlver/train/learner.py",
         (
-            "tests/train/test_packed_update.py",
+            "tests/train/test_learner_packed_update.py",
             "tests/train/test_train_algorithms.py",
             "tests/train/test_rollout_is.py",
             "tests/train/test_train_loop.py",
@@ -110,13 +110,13 @@ TARGETS: dict[str, Target] = {
     ),
     "optim": Target(
         "src/rlver/train/optim.py",
-        ("tests/train/test_optimiser_config.py", "tests/train/test_lr_schedule.py"),
+        ("tests/train/test_optim_config.py", "tests/train/test_optim_schedule.py"),
     ),
     "sampling": Target(
         "src/rlver/llm/sampling.py",
         (
-            "tests/llm/test_sampler_batched.py",
-            "tests/llm/test_temperature_zero.py",
+            "tests/llm/test_sampling_batched.py",
+            "tests/llm/test_sampling_greedy.py",
             "tests/llm/test_sampling_mutants.py",
         ),
     ),
@@ -135,7 +135,7 @@ TARGETS: dict[str, Target] = {
 #: * :data:`EQUIVALENT`: no input, on any device, can tell the mutant from the original;
 #: * :data:`CPU_UNTESTABLE`: only a device (CUDA) can (``.to(None)``, ``device=None``, an autocast without
 #:   its dtype): on the CPU the tests run on, the mutant computes what the original does.
-#:   ``tests/train/test_cuda_only.py`` kills them on a GPU (``bench/cuda_mutants.py``, no mutmut needed);
+#:   ``tests/train/test_batch_cuda_only.py`` kills them on a GPU (``bench/cuda_mutants.py``, no mutmut needed);
 #: * :data:`OUT_OF_REACH`: mutmut cannot switch the mutant on (code that runs at import, before it forks).
 #:
 #: Each is left out of the score and shown apart; the score counting them as survivors is printed too.
@@ -155,7 +155,7 @@ EQUIVALENT: dict[str, str] = {
     **{
         f"{_A}core.x_group_advantages__mutmut_{n}": "device=None puts the group ids on the CPU, and CUDA "
         "indexes a CUDA tensor with them all the same: the same advantages on the scores' device (survived "
-        "tests/train/test_cuda_only.py on an H200, bench/cuda_mutants.py, 2026-11-28)"
+        "tests/train/test_batch_cuda_only.py on an H200, bench/cuda_mutants.py, 2026-11-28)"
         for n in (7, 9)
     },
     **{f"rlver.train.learner.x_pad_batch__mutmut_{n}": _FLOAT32 for n in (8, 10)},

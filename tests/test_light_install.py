@@ -4,7 +4,7 @@ the wheel built from it), installed alone in a fresh venv, no extra, not ``-e``:
 
 Built and run by ``make light-test`` (part of ``make test``), which sets ``RLVER_LIGHT_VENV``; without
 it these tests skip (the suite itself never installs anything: building the venv here would cost CI a
-second copy of what ``make`` builds once). tests/core/test_light_core.py checks the import paths of
+second copy of what ``make`` builds once). tests/core/test_extras_light_core.py checks the import paths of
 every core command in this venv with the [train] extra's modules refused.
 """
 

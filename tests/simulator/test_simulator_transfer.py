@@ -257,7 +257,7 @@ _NOT_BUILT = "fixture not built: run bench/en_contrast_set.py --generate (SmolLM
 
 def contrast_wins(kind: str, sim: OfflineSimulator | None = None) -> dict[str, tuple[int, int]]:
     """(original preferred, pairs) per split of one class of the contrast fixture (default user: ``sim``
-    None; tests/core/test_embed.py passes the user with the MiniLM embedder), scored as
+    None; tests/core/test_embedding.py passes the user with the MiniLM embedder), scored as
     ``bench/en_contrast_score.py`` scores it."""
     score = _bench("en_contrast_score")
     pairs = _read("en_contrast.jsonl")

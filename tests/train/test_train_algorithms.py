@@ -568,7 +568,7 @@ def test_target_kl_stops_the_remaining_minibatch_updates(tmp_path) -> None:
 
 def test_one_sample_per_dialogue_takes_minibatches_optimiser_steps(tmp_path) -> None:
     """No-think (one sample per dialogue): ``algorithm.minibatches`` optimiser steps per epoch, counted
-    on the optimiser itself (the per-turn layout's count is in test_token_exact)."""
+    on the optimiser itself (the per-turn layout's count is in test_tokenize_exact)."""
     from rlver.train.trainer import Trainer
     from test_train_loop import _config
 

@@ -76,7 +76,7 @@ pytestmark = pytest.mark.slow
 
 STEPS = 10
 #: The held-out score must rise by more than this (criterion 1); the table in the module docstring is
-#: where the values come from (MICA's and CTC-GRPO's: test_turn_credit_learning.py's).
+#: where the values come from (MICA's and CTC-GRPO's: test_algorithms_turn_credit_learning.py's).
 MARGIN = {"grpo": 0.0, "ppo": 2.0, "mapo": 0.0, "mica": 2.0, "ctc_grpo": 4.0}
 #: PPO's critic must end within this of the training reward (criterion 4).
 CRITIC_GAP = 0.05
@@ -84,7 +84,7 @@ EXTRA = {
     "grpo": (),
     "ppo": ("algorithm.minibatches=2", "optim.critic_lr=2e-3"),
     "mapo": ("rollout.reward.mode=delta",),  # its credit is each turn's emotion change
-    "mica": ("rollout.reward.mode=delta",),  # the turn credit algorithms: test_turn_credit_learning.py
+    "mica": ("rollout.reward.mode=delta",),  # the turn credit algorithms: test_algorithms_turn_credit_learning.py
     "ctc_grpo": ("rollout.reward.mode=delta",),
 }
 

@@ -14,7 +14,7 @@ Why one module: the model factory's source check, the memory guard's architectur
 loader and verl's launcher each used to tell these apart and each looked into the Hugging Face cache
 their own way (three ``try_to_load_from_cache`` calls with three error handlings). Now
 :func:`resolve_reference` decides what a reference is and :func:`hub_cached_file` is the only lookup
-in the hub cache (``tests/models/test_model_reference.py`` holds that no other module makes one).
+in the hub cache (``tests/models/test_reference.py`` holds that no other module makes one).
 """
 
 from __future__ import annotations

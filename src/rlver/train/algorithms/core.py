@@ -352,7 +352,7 @@ def rollout_is_weights(
 
 #: Action tokens in one sample past which sequence-level TIS is warned about. A row's weight is
 #: exp(sum of its per-token log-ratios); with the bf16 sampler's measured gap (mean |gap| 0.0335 nats
-#: a token on SmolLM2, tests/models/test_real_model.py and docs/sampling.md; a normal spread of 0.042),
+#: a token on SmolLM2, tests/models/test_models_real.py and docs/sampling.md; a normal spread of 0.042),
 #: independent per-token errors sum to a spread of 0.042 * sqrt(n), which reaches ln 2 (the default
 #: threshold's log) near n = 272: past it a large share of weights clip at 2 or sit near 0.
 SEQUENCE_IS_LONG_TOKENS = 256

@@ -51,7 +51,7 @@ pytestmark = pytest.mark.slow
 ALGORITHMS = ("mica", "ctc_grpo")
 SEEDS = _seeds("0")
 #: The bugs run only when seeds are asked for (``RLVER_LEARNING_SEEDS``): four runs of ~40 CPU s each
-#: would pass CI's time budget, and the hand-worked estimator tests (test_turn_credit.py) already fail
+#: would pass CI's time budget, and the hand-worked estimator tests (test_algorithms_turn_credit.py) already fail
 #: on a flipped sign or a turn's reward on another turn; these measure the learning test's power.
 BUG_SEEDS = _seeds("0") if "RLVER_LEARNING_SEEDS" in os.environ else ()
 

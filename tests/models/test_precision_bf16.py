@@ -11,7 +11,7 @@ that control on SmolLM2-135M-Instruct: one reply of 48 sampled tokens, each toke
 (no cache) and (3) from the trainer's ``policy_forward`` over the whole sequence.
 
 The bf16 side (the gap itself, > 1e-3) is the strict xfail
-``test_real_model.py::test_bf16_sampling_computes_as_the_trainer_scores``. :func:`three_paths` on the
+``test_models_real.py::test_bf16_sampling_computes_as_the_trainer_scores``. :func:`three_paths` on the
 model loaded with ``_load(..., bf16=True)`` measures the docs' bf16 rows; it is left out of the suite
 because bf16 on a CPU is slow (160 s on the loaded 2-core box, 2026-11-27: decode 0.045 mean, 0.12
 max; prefix forward 0.032 mean, 0.095 max, over 32 sampled tokens). The fp32 test measured, same box:

@@ -1,6 +1,6 @@
 """The ``[embed]`` extra against the real packaged all-MiniLM-L6-v2 (skipped when not installed).
 
-Run with the extra: ``.venv-embed/bin/pytest -q tests/core/test_embed.py -p no:cacheprovider``.
+Run with the extra: ``.venv-embed/bin/pytest -q tests/core/test_embedding.py -p no:cacheprovider``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ cell, a dialogue that ended early, a group left with one dialogue, and a failed 
 same credit in both sample layouts; what the config and verl refuse.
 
 The learning tests (power against a sign flip and a misplaced turn reward) are in
-test_turn_credit_learning.py.
+test_algorithms_turn_credit_learning.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A tokenizer whose eos is not the template's turn end (Qwen2.5 base and many fine-tunes: eos
 ``<|endoftext|>``, turns closed with ``<|im_end|>``; Gemma: ``<end_of_turn>``) used to get a mask-0 eos
 inserted after every reply, and the template's own closing dropped. The real-model track checks the
-same on SmolLM2 (tests/models/test_real_model.py).
+same on SmolLM2 (tests/models/test_models_real.py).
 """
 
 from __future__ import annotations
