@@ -112,7 +112,9 @@ def run(selected: tuple[LineMutant, ...], jobs: int) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("error: no CUDA device: these mutants are only visible on one (tests/train/test_batch_cuda_only.py)")
+        print(
+            "error: no CUDA device: these mutants are only visible on one (tests/train/test_batch_cuda_only.py)"
+        )
         return 2
     with tempfile.TemporaryDirectory(prefix="rlver-cuda-mutants-") as tmp:
         clean = Path(tmp) / "clean"

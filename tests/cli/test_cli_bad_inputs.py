@@ -30,8 +30,8 @@ from rlver.manifest import RunManifest
 from rlver.testing.openai_server import FakeChatServer, Fault
 from rlver.transcripts.native import TranscriptWriter
 from test_env_rewards import make_episode
-from test_eval_judge import verdict
 from test_errors_one_line import assert_one_error_line, run_in_process
+from test_eval_judge import verdict
 
 DEAD = "http://127.0.0.1:9/v1"  # nothing listens: any call would fail, so none may be made
 NOT_UTF8 = "hello\nw\xe9rld\n".encode("latin-1")  # a Latin-1 file: byte 0xe9 at line 2, column 2

@@ -84,7 +84,9 @@ EXTRA = {
     "grpo": (),
     "ppo": ("algorithm.minibatches=2", "optim.critic_lr=2e-3"),
     "mapo": ("rollout.reward.mode=delta",),  # its credit is each turn's emotion change
-    "mica": ("rollout.reward.mode=delta",),  # the turn credit algorithms: test_algorithms_turn_credit_learning.py
+    "mica": (
+        "rollout.reward.mode=delta",
+    ),  # the turn credit algorithms: test_algorithms_turn_credit_learning.py
     "ctc_grpo": ("rollout.reward.mode=delta",),
 }
 
