@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from durations import CHECK_TOLERANCE, SLOW_CPU_SECONDS, read_records, unmarked_slow
+from durations import (
+    CHECK_TOLERANCE,
+    FAST_SUITE_CPU_BUDGET,
+    SLOW_CPU_SECONDS,
+    fast_suite_cpu,
+    read_records,
+    unmarked_slow,
+)
 
 TESTS = Path(__file__).resolve().parent
 
@@ -29,6 +36,27 @@ def test_every_test_over_the_threshold_in_this_suites_run_is_marked_slow() -> No
         f"over {SLOW_CPU_SECONDS * CHECK_TOLERANCE:g} CPU seconds and not marked slow (mark them @pytest.mark.slow or make "
         f"them cheaper): {over}"
     )
+
+
+def test_the_fast_suite_stays_within_its_cpu_budget_in_this_suites_run() -> None:
+    folder = os.environ.get("RLVER_SLOW_MARKS_FROM")
+    if not folder:
+        pytest.skip("run by `make pytest` after the suite, with RLVER_SLOW_MARKS_FROM set to its records")
+    records = read_records(Path(folder))
+    spent = fast_suite_cpu(records)
+    assert spent <= FAST_SUITE_CPU_BUDGET, (
+        f"the fast suite (tests not marked slow) cost {spent:.0f} CPU s, over its budget of "
+        f"{FAST_SUITE_CPU_BUDGET:.0f} (tests/durations.py): mark the costliest new tests slow or make them cheaper"
+    )
+
+
+def test_the_fast_suite_cost_counts_only_unmarked_tests() -> None:
+    records = [
+        {"test": "a::quick", "cpu_s": 2.0, "wall_s": 2.0, "slow": False},
+        {"test": "a::other", "cpu_s": 3.5, "wall_s": 9.0, "slow": False},
+        {"test": "a::heavy", "cpu_s": 90.0, "wall_s": 60.0, "slow": True},
+    ]
+    assert fast_suite_cpu(records) == 5.5
 
 
 def test_the_rule_names_an_unmarked_test_over_the_threshold_only() -> None:
