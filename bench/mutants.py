@@ -108,6 +108,24 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_mapo.py::test_a_training_step_in_each_layout",
         ),
     ),
+    "update": Target(
+        "src/rlver/train/update.py",
+        (
+            "tests/train/test_packed_update.py",
+            "tests/train/test_train_algorithms.py",
+            "tests/train/test_rollout_is.py",
+            "tests/train/test_train_loop.py",
+            "tests/train/test_sequence_is_warning.py",
+            "tests/train/test_learner_mutants.py",
+            "tests/train/test_mapo.py",
+        ),
+        # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly;
+        # MAPO's training steps: its layouts test builds the padded batch directly
+        (
+            f"{_ALG}::test_the_trainer_puts_ppos_kl_in_the_rewards",
+            "tests/train/test_mapo.py::test_a_training_step_in_each_layout",
+        ),
+    ),
     "optim": Target(
         "src/rlver/train/optim.py",
         ("tests/train/test_optimiser_config.py", "tests/train/test_lr_schedule.py"),
@@ -174,17 +192,17 @@ EQUIVALENT: dict[str, str] = {
     "registered algorithm's advantages and returns are 0 outside the mask already",
     "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
     "None is falsy as False is",
-    "rlver.train.learner.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
+    "rlver.train.update.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
     **{
-        f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
+        f"rlver.train.update.xǁPPOUpdateǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
         "so the default of sums.get is never used"
         for n in (67, 69, 72)
     },
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_28": "chunk_tokens left at policy_forward's "
+    "rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_28": "chunk_tokens left at policy_forward's "
     "default: the chunking is exact, the numbers do not depend on its size",
     "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
     "logit_chunk_tokens (batch's policy_forward_70 likewise)",
-    "rlver.train.learner.xǁLearnerǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
+    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
     "(target_kl > 0, and a minibatch's KL is 0 exactly only at ratio 1)",
     _A + "core.x_masked_sum__mutmut_1": "sum(dim=None) is the full sum, as sum()",
     **{
@@ -304,7 +322,7 @@ CPU_UNTESTABLE: dict[str, str] = {
         for n in (7, 9)
     },
     "rlver.train.learner.xǁBatchǁrows__mutmut_1": _TO_NONE,
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7": "collate(..., None) leaves the micro-batch on "
+    "rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_7": "collate(..., None) leaves the micro-batch on "
     "the CPU: on CUDA the model's forward gets CPU tensors",
     **{f"{_A}core.x_compact__mutmut_{n}": _NO_DEVICE for n in (25, 27)},
     **{_S + f"x_row_uniforms__mutmut_{n}": _NO_DEVICE for n in (4, 7)},
@@ -456,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="+",
         metavar="MUTANT",
-        help="run only these mutants (names or globs, e.g. 'rlver.train.learner.x_update*') in the "
+        help="run only these mutants (names or globs, e.g. 'rlver.train.update.x_clip*') in the "
         "module's existing folder, keeping the others' results (one module)",
     )
     parser.add_argument(
