@@ -9,10 +9,11 @@ Read :meth:`Learner.score` then :meth:`Learner.update` top to bottom; together t
 2. :meth:`Learner.score`: the samples padded once into ``[B, T]`` tensors on the shifted grid
    (:class:`Batch`); without gradients, the old log-probs, the reference log-probs (a KL term) and the
    critic's values (PPO); then the algorithm's advantages (``rlver.train.algorithms``);
-3. :meth:`Learner.update` (``rlver.train.update``, where the loop is read top to bottom): ``epochs`` × (samples / mini-batch size) optimiser steps, micro-batched by token budget
-   in length order (little padding computed; ``perf/padding_share``, ``perf/mfu``), each micro-batch a row
-   slice of the same padded tensors; stops early once the approximate KL of a
-   minibatch passes ``algorithm.target_kl`` (CleanRL's ``ppo.py``).
+3. :meth:`Learner.update`, inherited from ``rlver.train.update.PPOUpdate`` (read the loop there, top
+   to bottom): ``epochs`` × (samples / mini-batch size) optimiser steps, micro-batched by token budget
+   in length order (little padding computed; ``perf/padding_share``, ``perf/mfu``), each micro-batch a
+   row slice of the same padded tensors; stops early once the approximate KL of a minibatch passes
+   ``algorithm.target_kl`` (CleanRL's ``ppo.py``).
 
 The critic is decided once: ``ValueCritic`` when the algorithm trains one, else ``NoCritic`` (both in
 ``rlver.train.update``), which scores nothing and adds no loss, so nothing asks whether there is a critic.
