@@ -49,9 +49,10 @@ _MICRO = "        mb = collate(b.seqs, group, self.parts.pad_id, self.parts.devi
 _ARANGE = "    positions = torch.arange(mask.shape[1], device=mask.device).unsqueeze(0)"
 _EMPTY = "        return torch.empty((0, steps), dtype=torch.float32, device=device)"
 _DRAWN = "    return drawn.to(device)"
-_B, _L, _C, _S = (
+_B, _L, _U, _C, _S = (
     "src/rlver/train/batch.py",
     "src/rlver/train/learner.py",
+    "src/rlver/train/update.py",
     "src/rlver/train/algorithms/core.py",
     "src/rlver/llm/sampling.py",
 )
@@ -63,7 +64,7 @@ MUTANTS: tuple[LineMutant, ...] = (
     LineMutant("rlver.train.batch.x__compute_region__mutmut_7", _B, _REGION, _REGION.replace("dtype=dtype", "dtype=None")),
     LineMutant("rlver.train.batch.x__compute_region__mutmut_9", _B, _REGION, _REGION.replace("dtype=dtype", "")),
     LineMutant("rlver.train.learner.xǁBatchǁrows__mutmut_1", _L, _ROWS, _ROWS.replace("(mb.action_mask.device)", "(None)")),
-    LineMutant("rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7", _L, _MICRO, _MICRO.replace("self.parts.device", "None")),
+    LineMutant("rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_7", _U, _MICRO, _MICRO.replace("self.parts.device", "None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_25", _C, _ARANGE, _ARANGE.replace("device=mask.device", "device=None")),
     LineMutant("rlver.train.algorithms.core.x_compact__mutmut_27", _C, _ARANGE, _ARANGE.replace("device=mask.device", "")),
     LineMutant("rlver.llm.sampling.x_row_uniforms__mutmut_4", _S, _EMPTY, _EMPTY.replace("device=device", "device=None")),

@@ -151,6 +151,9 @@ _S = "rlver.llm.sampling."
 _TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is dim -1"
 _FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
 _A = "rlver.train.algorithms."
+# the update loop moved out of learner.py: the same tests reach it (one list, kept in one place)
+TARGETS["update"] = Target("src/rlver/train/update.py", TARGETS["learner"].tests, TARGETS["learner"].deselect)
+
 EQUIVALENT: dict[str, str] = {
     **{
         f"{_A}core.x_group_advantages__mutmut_{n}": "device=None puts the group ids on the CPU, and CUDA "
@@ -174,17 +177,17 @@ EQUIVALENT: dict[str, str] = {
     "registered algorithm's advantages and returns are 0 outside the mask already",
     "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
     "None is falsy as False is",
-    "rlver.train.learner.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
+    "rlver.train.update.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
     **{
-        f"rlver.train.learner.xǁLearnerǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
+        f"rlver.train.update.xǁPPOUpdateǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
         "so the default of sums.get is never used"
         for n in (67, 69, 72)
     },
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_28": "chunk_tokens left at policy_forward's "
+    "rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_28": "chunk_tokens left at policy_forward's "
     "default: the chunking is exact, the numbers do not depend on its size",
     "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
     "logit_chunk_tokens (batch's policy_forward_70 likewise)",
-    "rlver.train.learner.xǁLearnerǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
+    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
     "(target_kl > 0, and a minibatch's KL is 0 exactly only at ratio 1)",
     _A + "core.x_masked_sum__mutmut_1": "sum(dim=None) is the full sum, as sum()",
     **{
@@ -304,7 +307,7 @@ CPU_UNTESTABLE: dict[str, str] = {
         for n in (7, 9)
     },
     "rlver.train.learner.xǁBatchǁrows__mutmut_1": _TO_NONE,
-    "rlver.train.learner.xǁLearnerǁ_micro_batch__mutmut_7": "collate(..., None) leaves the micro-batch on "
+    "rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_7": "collate(..., None) leaves the micro-batch on "
     "the CPU: on CUDA the model's forward gets CPU tensors",
     **{f"{_A}core.x_compact__mutmut_{n}": _NO_DEVICE for n in (25, 27)},
     **{_S + f"x_row_uniforms__mutmut_{n}": _NO_DEVICE for n in (4, 7)},
@@ -456,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         nargs="+",
         metavar="MUTANT",
-        help="run only these mutants (names or globs, e.g. 'rlver.train.learner.x_update*') in the "
+        help="run only these mutants (names or globs, e.g. 'rlver.train.update.x_clip*') in the "
         "module's existing folder, keeping the others' results (one module)",
     )
     parser.add_argument(

@@ -49,7 +49,7 @@ def test_a_batch_row_slice_comes_to_the_micro_batchs_device() -> None:
 
 def test_a_learner_scores_and_updates_on_the_device(tmp_path: Path) -> None:
     """A PPO learner on CUDA: scoring and an update over two minibatches run (the micro-batches are
-    collated onto the model's device: ``Learner._micro_batch`` mutant 6) and change the weights."""
+    collated onto the model's device: ``PPOUpdate._micro_batch`` mutant 6) and change the weights."""
     from test_learner_mutants import four, learner
 
     lr = learner(tmp_path, "algorithm.name=ppo", "model.device=cuda", minibatch_samples=2)

@@ -19,20 +19,12 @@ from rlver.train.algorithms.base import ActorLossInputs, AdvantageInputs, LossTe
 from rlver.train.algorithms.ppo import PPOSettings
 from rlver.train.batch import collate, policy_forward, value_forward
 from rlver.train.config import UpdateSettings, load_train_config
-from rlver.train.learner import (
-    Learner,
-    LearnerParts,
-    Sample,
-    TrainError,
-    ValueCritic,
-    clip_and_norm,
-    make_samples,
-    pad_batch,
-)
+from rlver.train.learner import Learner, LearnerParts, Sample, TrainError, make_samples, pad_batch
 from rlver.train.loading import build_models
 from rlver.train.optim import Optimisers
 from rlver.train.perf import ModelFlops
 from rlver.train.tokenize import TokenizedEpisode
+from rlver.train.update import ValueCritic, clip_and_norm
 from test_env_rewards import make_episode
 
 
@@ -127,7 +119,7 @@ def test_the_nonfinite_guard_counts_in_a_row_and_stops_at_the_limit(
     lr = learner(tmp_path, "algorithm.name=grpo", "optim.max_nonfinite_in_a_row=2")
     assert lr._skip_nonfinite({"a": math.inf}, 1) and lr.nonfinite_in_a_row == 1
     assert not lr._skip_nonfinite({"a": 1.0}, 2) and lr.nonfinite_in_a_row == 0
-    with caplog.at_level("WARNING", logger="rlver.train.learner"):
+    with caplog.at_level("WARNING", logger="rlver.train.update"):
         assert lr._skip_nonfinite({"a": math.nan, "b": 1.0, "c": math.inf}, 3)
     assert caplog.messages[-1:] == [
         "step 3: non-finite gradient norm (a, c); optimiser step skipped (1 in a row, stop at 2)"

@@ -56,7 +56,7 @@ def test_a_run_warns_once_for_sequence_level_only(
     monkeypatch.setattr(core, "SEQUENCE_IS_LONG_TOKENS", 2)
     torch.manual_seed(0)
     trainer = Trainer(_config("run.steps=2", "eval.every=0", f"algorithm.rollout_is={level}"), tmp_path)
-    with caplog.at_level(logging.WARNING, logger="rlver.train.learner"):
+    with caplog.at_level(logging.WARNING, logger="rlver.train.update"):
         trainer.train_step()
         trainer.train_step()
     warned = [r for r in caplog.records if "algorithm.rollout_is=sequence" in r.getMessage()]
