@@ -36,9 +36,10 @@ SLOW_CPU_SECONDS = 20.0
 CHECK_TOLERANCE = 1.5
 #: The fast suite's CPU budget (every test not marked ``slow``, all processes together), held by
 #: ``tests/test_slow_marks.py`` on each ``make pytest``: CPU seconds, not wall time, for the reason
-#: above. Set at about 1.3 x the figure measured on the 2-core dev box (docs/reliability.md, "What
-#: the suite costs"), so a suite that grows by a third fails and says by how much.
-FAST_SUITE_CPU_BUDGET = 0.0
+#: above. Set at 1.5 x the figure measured on the 2-core dev box (docs/reliability.md, "What the suite
+#: costs"): a neighbour's load moves a run's CPU seconds by up to a third, a suite that grows by half
+#: fails and says by how much.
+FAST_SUITE_CPU_BUDGET = 1000.0
 
 
 def cpu_seconds() -> float:

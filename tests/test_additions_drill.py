@@ -183,7 +183,6 @@ def test_every_row_of_the_table_is_drilled_and_the_table_is_what_it_counts() -> 
 def test_each_addition_is_its_module_and_one_line_and_all_of_them_pass_the_suite(tmp_path: Path) -> None:
     tree = tmp_path / "tree"
     copy_tree(tree)
-    original = files(tree)
     counts = documented_counts()
     for addition in ROWS:
         before = files(tree)
@@ -192,7 +191,7 @@ def test_each_addition_is_its_module_and_one_line_and_all_of_them_pass_the_suite
         changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
         assert changed == sorted([addition.module, addition.registry_file]), addition.row
         assert len(changed) == counts[addition.row], f"{addition.row}: the table says {counts[addition.row]}"
-        old = original[addition.registry_file].decode().splitlines()
+        old = before[addition.registry_file].decode().splitlines()
         new = after[addition.registry_file].decode().splitlines()
         assert sorted(set(new) - set(old)) == [addition.line] and len(new) == len(old) + 1, addition.row
 

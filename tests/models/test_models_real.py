@@ -122,6 +122,7 @@ def test_the_turn_end_is_the_templates_and_rlvers_ids_equal_the_templates(model_
             assert again.ids[end] == end_of_turn_id(tok) and again.mask[end] == 1, k
 
 
+@pytest.mark.slow  # 16-19 CPU s alone, 53 in a loaded suite's run (its module's model load)
 def test_sampled_ids_sit_where_they_were_sampled_and_the_trainer_agrees(model_and_tokenizer: Any) -> None:
     """A real two-turn rollout with the local sampler: each reply's sampled ids appear unchanged at their
     turn's mask-1 positions, and the trainer's log-probs of them match the sampler's (fp32)."""

@@ -155,10 +155,12 @@ def test_the_tokens_are_those_of_lockstep_turns(tiny: tuple[Any, Any]) -> None:
 
 def test_idle_time_is_the_time_every_live_dialogue_waited_on_its_user(tiny: tuple[Any, Any]) -> None:
     """Every user answers after 0.2 s: the policy is idle for about the three waits, never more than
-    the wall clock less its generating time."""
+    the wall clock less its generating time. The three users' answers usually meet in one batch a turn;
+    on a loaded machine one may arrive after its batch has started and take a batch of its own, so the
+    count of batches is bounded, not exact."""
     _, _, times, wall = run(tiny, {0: 0.2, 1: 0.2, 2: 0.2})
     assert 0.55 <= times.policy_idle_s <= wall - times.policy_s + 0.05
-    assert times.policy_s > 0 and times.batches == TURNS
+    assert times.policy_s > 0 and TURNS <= times.batches <= times.requests
 
 
 def test_running_out_of_memory_fails_the_run_and_leaves_nothing_running() -> None:
