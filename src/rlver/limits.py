@@ -33,19 +33,28 @@ BYTES_PER_DIALOGUE = 128 * 1024
 MEMORY_SHARE = 0.5
 
 
+def meminfo_bytes(field: str) -> float | None:
+    """One field of ``/proc/meminfo`` (``MemTotal``, ``MemAvailable``) in bytes, or None where there is
+    no such file or field (not Linux)."""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return float(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def machine_memory_bytes() -> float | None:
     """The machine's memory (``MemTotal``; psutil where there is no /proc), or None when unknown.
 
     The total, not what is free now: a bound that moved with whatever else runs would refuse the same
     request on a busy afternoon and accept it at night.
     """
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
+    total = meminfo_bytes("MemTotal")
+    if total is not None:
+        return total
     try:
         import psutil  # type: ignore[import-untyped]
     except ImportError:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rlver.limits import meminfo_bytes
+
 #: The most slots sized from memory: vLLM's default ``max_num_seqs`` (256). Past it a decode step's
 #: matrices are compute-bound on one card, so more rows add time per step, not throughput.
 MAX_SLOTS = 256
@@ -81,14 +83,7 @@ def free_bytes(device: Any) -> float | None:
         return float(free)
     if device.type != "cpu":
         return None
-    try:
-        with open("/proc/meminfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return float(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return meminfo_bytes("MemAvailable")
 
 
 def plan_slots(
