@@ -161,3 +161,22 @@ def test_a_request_is_overtaken_only_by_those_waiting_when_it_was_first_seen() -
     engine.scheduler.run_here(first)
     assert [len(r.future.result()[0]) for r in (*first, late)] == [2, 4, 8]
     assert done == ["A", "B", "C"]
+
+
+def test_a_request_without_a_token_budget_is_admitted_first_in_its_cohort() -> None:
+    """``max_tokens`` null (up to the context's room, as a published-prompt request may be) is the
+    largest budget, not an error: the admission order reads it before any row is decoded."""
+    from rlver.llm.engine_request import Request
+    from rlver.llm.scheduler import admission_order
+
+    def request(name: str, budget: int | None, seen: int) -> Request:
+        settings = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_tokens": budget}
+        return Request([1], settings, SamplingParams(max_tokens=budget), None, frozenset(), name, seen=seen)
+
+    waiting = [
+        request("short", 4, 1),
+        request("open", None, 1),
+        request("long", 9, 1),
+        request("later", None, 2),
+    ]
+    assert [r.request_id for r in admission_order(waiting)] == ["open", "long", "short", "later"]

@@ -286,7 +286,14 @@ def admission_order(waiting: list[Request]) -> list[Request]:
     """The waiting requests in the order they may take a slot: cohort by cohort (the take that first
     saw each waiting), within one the largest ``max_tokens`` first, arrival order among equals (a
     stable sort of the queue, which is in arrival order)."""
-    return sorted(waiting, key=lambda r: (r.seen or 0, -int(r.settings["max_tokens"])))
+    return sorted(waiting, key=lambda r: (r.seen or 0, -_budget(r)))
+
+
+def _budget(request: Request) -> float:
+    """A request's token budget; none set (``max_tokens`` null: up to the context's room) is the
+    largest there is."""
+    budget = request.settings.get("max_tokens")
+    return math.inf if budget is None else float(budget)
 
 
 def least_decode_steps(lengths: list[int], slots: int) -> int:
