@@ -23,6 +23,7 @@ from helpers import run_rlver
 from rlver.cli import app
 from rlver.cli.config_reference import render
 from rlver.manifest import RunManifest
+from rlver.simulator.llm.protocols.base import PROTOCOLS
 
 ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
@@ -156,5 +157,5 @@ def test_the_old_sim_protocol_flag_is_the_sim_prompts_flag(tmp_path: Path) -> No
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines() == [
         "warning: --sim-protocol is deprecated: write it as --sim-prompts",
-        "error: --sim-prompts: unknown prompt set 'nope'; known: sage, sage-published, rlver-published, rlver-v1",
+        f"error: --sim-prompts: unknown prompt set 'nope'; known: {', '.join(PROTOCOLS)}",
     ]

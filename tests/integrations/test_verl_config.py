@@ -285,8 +285,8 @@ def test_rows_carry_the_configs_one_env_mapping_and_reward_spec(tmp_path: Path) 
         tasks = [DialogueTask.from_row(row) for row in pq.read_table(path).column("extra_info").to_pylist()]
         assert tasks and all(t.env == env for t in tasks)
         assert all(t.reward == RewardSpec(mode="delta", format_penalty=0.1) for t in tasks)
-    # validation follows eval.protocol as the local trainer's evaluation does (tiny-offline: training)
-    assert cfg.eval.protocol == "training" and cfg.env_config(evaluation=True) == cfg.env_config()
+    # validation follows eval.dialogue as the local trainer's evaluation does (tiny-offline: training)
+    assert cfg.eval.dialogue == "training" and cfg.env_config(evaluation=True) == cfg.env_config()
     _, bench = _plan(tmp_path / "bench", "eval.limit=1", "eval.dialogue=benchmark")
     row = pq.read_table(bench.val_file).column("extra_info").to_pylist()[0]
     assert DialogueTask.from_row(row).env.rules.start_emotion == 40  # the benchmark's, not training's 30

@@ -19,6 +19,7 @@ import torch
 from helpers import TINY_TRAIN_SETS
 from rlver.train import learner as learner_mod
 from rlver.train import perf as perf_mod
+from rlver.train import update as update_mod
 from rlver.train.batch import collate, micro_batches
 from rlver.train.config import load_train_config
 from rlver.train.learner import Batch
@@ -117,7 +118,8 @@ def test_sorted_micro_batches_give_the_same_loss_and_gradients(
         )
         packed_stats, packed_grads = _step_grads(trainer, batch, monkeypatch)
         with monkeypatch.context() as m:
-            m.setattr(learner_mod, "micro_batches", functools.partial(micro_batches, by_length=False))
+            for module in (learner_mod, update_mod):  # scoring's grouping and the update step's
+                m.setattr(module, "micro_batches", functools.partial(micro_batches, by_length=False))
             plain_stats, plain_grads = _step_grads(trainer, batch, monkeypatch)
         _same_step(algorithm, (packed_stats, packed_grads), (plain_stats, plain_grads))
 

@@ -288,8 +288,10 @@ MUTATIONS: dict[str, Callable[[list[int]], list[int]]] = {
 
 def _shifted_at_collation(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
     """The bug the old counters could not see: ``action_mask`` shifted by ``shift`` positions while the
-    padded batch is built (``rlver.train.batch.collate``), the tokenised episodes left right."""
+    padded batch is built (``rlver.train.batch.collate``), the tokenised episodes left right: wherever a
+    micro-batch is collated, the learner's scoring and the update (``rlver.train.update``)."""
     from rlver.train import learner as learner_module
+    from rlver.train import update as update_module
 
     real = learner_module.collate
 
@@ -298,7 +300,8 @@ def _shifted_at_collation(monkeypatch: pytest.MonkeyPatch, shift: int) -> None:
         mb.action_mask = torch.roll(mb.action_mask, shifts=shift, dims=1)
         return mb
 
-    monkeypatch.setattr(learner_module, "collate", mutated)
+    for module in (learner_module, update_module):
+        monkeypatch.setattr(module, "collate", mutated)
 
 
 def _mutate_mask(monkeypatch: pytest.MonkeyPatch, mutation: str) -> None:

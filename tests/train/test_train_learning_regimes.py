@@ -202,13 +202,13 @@ def _reversed_betas(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _value_clip_around_current_values(monkeypatch: pytest.MonkeyPatch) -> None:
     """The critic's clip taken around its current values (so it never binds)."""
-    from rlver.train import learner as learner_module
+    from rlver.train import update as update_module  # where the critic's loss inputs are built
     from rlver.train.algorithms.base import CriticLossInputs
 
     def mutated(mask: Any, n_tok: float, values: Any, old_values: Any, *rest: Any) -> CriticLossInputs:
         return CriticLossInputs(mask, n_tok, values, values.detach(), *rest)
 
-    monkeypatch.setattr(learner_module, "CriticLossInputs", mutated)
+    monkeypatch.setattr(update_module, "CriticLossInputs", mutated)
 
 
 def _survivors_kept(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -198,7 +198,9 @@ class Page:
     ) -> list[tuple[str, type[BaseModel]]]:
         """One table: a row per field not in ``skip``; returns the blocks its fields hold."""
         doc = " ".join((model.__doc__ or "").strip().split("\n\n")[0].split())
-        rows = [f"### {heading}\n", *([f"{_cell(doc)}\n"] if doc else [])]
+        # the heading's own line is the table's caption: no blank line after it (a page of ~45 tables
+        # stays within the docs' 500-line cap with room for the settings an addition brings)
+        rows = [f"### {heading}", *([f"{_cell(doc)}\n"] if doc else [])]
         rows += ["| key | type | default | description |", "|---|---|---|---|"]
         nested: list[tuple[str, type[BaseModel]]] = []
         for name, info in model.model_fields.items():
