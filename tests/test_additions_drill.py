@@ -161,7 +161,14 @@ def add(tree: Path, addition: Addition) -> None:
 def in_copy(tree: Path, *argv: str, timeout: float) -> subprocess.CompletedProcess[str]:
     """``python -m ARGV`` in the copy, importing rlver from it, with no data beside it (as CI's bare
     copy runs)."""
-    drop = ("PYTHONPATH", "RLVER_SHARED_DATA", "RLVER_DATA_DIR", "RLVER_REQUIRE_REAL_MODEL")
+    # RLVER_TEST_DURATIONS too: the copy's suite must not add its tests' costs to this suite's records
+    drop = (
+        "PYTHONPATH",
+        "RLVER_SHARED_DATA",
+        "RLVER_DATA_DIR",
+        "RLVER_REQUIRE_REAL_MODEL",
+        "RLVER_TEST_DURATIONS",
+    )
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env |= {"PYTHONPATH": str(tree / "src"), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
     return subprocess.run(

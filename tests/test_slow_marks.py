@@ -55,6 +55,7 @@ def test_the_fast_suite_cost_counts_only_unmarked_tests() -> None:
         {"test": "a::quick", "cpu_s": 2.0, "wall_s": 2.0, "slow": False},
         {"test": "a::other", "cpu_s": 3.5, "wall_s": 9.0, "slow": False},
         {"test": "a::heavy", "cpu_s": 90.0, "wall_s": 60.0, "slow": True},
+        {"test": "a::other", "cpu_s": 3.0, "wall_s": 4.0, "slow": False},  # the same test run again
     ]
     assert fast_suite_cpu(records) == 5.5
 
