@@ -201,6 +201,28 @@ def _published_answers(request: dict[str, Any]) -> str:
     return "Response:\n嗯，还有呢？"
 
 
+def _both_routes_on_sage(
+    tmp_path: Path, *, turns: int, verifiers: tuple[str, ...], rlver: tuple[str, ...]
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """One SAGE profile with an LLM user through ``vf-eval`` (its trace in ``OUT``) and then through
+    ``rlver eval`` (its run in ``run``), against one server: the episode and each route's request
+    bodies, in the order sent. ``verifiers`` and ``rlver`` are each route's own extra flags."""
+    with FakeChatServer(_published_answers) as server:
+        [episode] = vf_eval(
+            server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
+            "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
+            "--env.taskset.limit", "1", "--env.taskset.max-turns", str(turns), *verifiers, cwd=tmp_path,
+        )  # fmt: skip
+        by_verifiers = list(server.requests)
+        server.requests.clear()
+        rlver_eval(
+            server.url, "run", "--profiles", "sage", "--simulator", "llm", "--sim-base-url", server.url,
+            "--sim-model", "sim", "--sim-key-env", "", "--limit", "1", *rlver,
+            "--set", f"env.rules.max_assistant_turns={turns}", cwd=tmp_path,
+        )  # fmt: skip
+        return episode, by_verifiers, list(server.requests)
+
+
 def test_the_published_benchmark_sends_the_same_bodies_in_both_routes(
     shared_data: Path, tmp_path: Path
 ) -> None:
@@ -208,21 +230,9 @@ def test_the_published_benchmark_sends_the_same_bodies_in_both_routes(
     value set, every request body, agent's and simulated user's, is the same JSON in both routes, key
     for key and message for message, in the same order: ``model`` and ``messages`` alone, as SAGE's
     ``call_npc`` and ``call_llm`` send."""
-    with FakeChatServer(_published_answers) as server:
-        [episode] = vf_eval(
-            server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
-            "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
-            "--env.taskset.limit", "1", "--env.taskset.seed", "5", "--env.taskset.max-turns", "3",
-            cwd=tmp_path,
-        )  # fmt: skip
-        by_verifiers = list(server.requests)
-        server.requests.clear()
-        rlver_eval(
-            server.url, "run", "--profiles", "sage", "--simulator", "llm", "--sim-base-url", server.url,
-            "--sim-model", "sim", "--sim-key-env", "", "--limit", "1", "--seed", "5",
-            "--set", "env.rules.max_assistant_turns=3", cwd=tmp_path,
-        )  # fmt: skip
-        by_rlver = list(server.requests)
+    episode, by_verifiers, by_rlver = _both_routes_on_sage(
+        tmp_path, turns=3, verifiers=("--env.taskset.seed", "5"), rlver=("--seed", "5")
+    )
     # one dialogue, so one order: the opening, then each reply and (but the last) its appraisal and answer
     assert [r["model"] for r in by_rlver] == ["policy", "sim", "sim", "policy", "sim", "sim", "policy"]
     assert len(by_verifiers) == len(by_rlver)
@@ -246,21 +256,9 @@ def test_a_sampling_value_set_is_sent_alike_by_both_routes(shared_data: Path, tm
     """A temperature set for the agent (verifiers' ``--sampling.temperature``, ``rlver eval
     --agent-temperature``) is sent by both routes, and with it the same other fields: the bodies are
     the same JSON; the simulated user's stay as published."""
-    with FakeChatServer(_published_answers) as server:
-        [episode] = vf_eval(
-            server.url, "OUT", "--env.taskset.profiles", "sage", "--env.taskset.simulator", "llm",
-            "--env.taskset.sim-base-url", server.url, "--env.taskset.sim-model", "sim",
-            "--env.taskset.limit", "1", "--env.taskset.max-turns", "2", "--sampling.temperature", "0.7",
-            cwd=tmp_path,
-        )  # fmt: skip
-        by_verifiers = list(server.requests)
-        server.requests.clear()
-        rlver_eval(
-            server.url, "run", "--profiles", "sage", "--simulator", "llm", "--sim-base-url", server.url,
-            "--sim-model", "sim", "--sim-key-env", "", "--limit", "1", "--agent-temperature", "0.7",
-            "--set", "env.rules.max_assistant_turns=2", cwd=tmp_path,
-        )  # fmt: skip
-        by_rlver = list(server.requests)
+    episode, by_verifiers, by_rlver = _both_routes_on_sage(
+        tmp_path, turns=2, verifiers=("--sampling.temperature", "0.7"), rlver=("--agent-temperature", "0.7")
+    )
     agent = [r for r in by_rlver if r["model"] == "policy"]
     assert len(agent) == 2 and all(r["temperature"] == 0.7 for r in agent)
     assert all(sorted(r) == ["messages", "model"] for r in by_rlver if r["model"] == "sim")
