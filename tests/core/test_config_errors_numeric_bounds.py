@@ -61,6 +61,7 @@ ANY_SIZE = {
             "AlgorithmSettings.dual_clip",
             "MICASettings.clip_eps_high",  # the shared fields with MICA's defaults
             "MICASettings.dual_clip",
+            "CTCGRPOSettings.entropy_coef",  # the shared field with CTC-GRPO's default
             "AlgorithmSettings.kl_coef",
             "AlgorithmSettings.entropy_coef",
             "AlgorithmSettings.target_kl",

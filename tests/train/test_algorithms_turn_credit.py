@@ -72,36 +72,63 @@ def test_mica_defaults_are_the_released_launch_settings() -> None:
 
 
 def test_ctc_grpo_by_hand() -> None:
-    """Outcomes (sum of the turns' changes): d0 0.3, d1 0.1 (group 0: +H, -H), d2 0.1, d3 0.2 (group 1:
-    -H, +H). Centred credit: (g0, t0) [0.1, 0.3] -H, +H; (g0, t1) [0.2, -0.2] +H, -H; (g1, t0) [0.0,
-    0.2] -H, +H; (g1, t1), dialogue 2 alone, 0. Each turn: outcome + credit."""
+    """Outcomes (sum of the turns' changes): d0 0.3, d1 0.1 (group 0, std 0.14: +H, -H), d2 0.1, d3 0.2
+    (group 1, std 0.07 under the floor 0.1: -0.05 / 0.1, +0.05 / 0.1). Credit, each turn's change less
+    its dialogue's mean change: d0 [0.1, 0.2] -0.05, +0.05; d1 [0.3, -0.2] +0.25, -0.25; d2 [0.0, 0.1]
+    -0.05, +0.05; d3, one turn, 0. Each turn: outcome + 15 x credit."""
     inputs = _whole_layout(TURN_REWARDS, GROUPS)
     out = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12))
     expected = {
-        (0, 0): H - H, (0, 1): H + H, (1, 0): -H + H, (1, 1): -H - H,
-        (2, 0): -H - H, (2, 1): -H + 0.0, (3, 0): H + H,
+        (0, 0): H - 0.75, (0, 1): H + 0.75, (1, 0): -H + 3.75, (1, 1): -H - 3.75,
+        (2, 0): -0.5 - 0.75, (2, 1): -0.5 + 0.75, (3, 0): 0.5,
     }  # fmt: skip
     assert _per_turn(out.advantages, inputs) == approx(expected, abs=1e-6)
-    assert out.stats == {"train/turn_groups": 4.0, "train/lone_turn_groups": 1.0}
+    assert out.returns is None and (out.advantages[inputs.mask == 0] == 0).all()
+    assert out.stats == {"train/floored_groups": 1.0}
     # the outcome is the whole dialogue's change: d1 (0.4 + 0.1) beats d0 (0.1 + 0.2) though its last
-    # turn did worse; credit: turn 0 -H, +H, turn 1 +H, -H
+    # turn did worse; credit: d0 -0.05, +0.05, d1 +0.15, -0.15
     other = _whole_layout([[0.1, 0.2], [0.4, 0.1]], [0, 0])
     by_turn = _per_turn(CTC.advantages(other, CTCGRPOSettings(grpo_eps=1e-12)).advantages, other)
-    assert by_turn == approx({(0, 0): -2 * H, (0, 1): 0.0, (1, 0): 2 * H, (1, 1): 0.0}, abs=1e-6)
-    # unscaled, the credit is the centred change itself; weight 2 doubles it
-    raw = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_scale_by_std=False, ctc_turn_weight=2))
-    assert _per_turn(raw.advantages, inputs)[(0, 1)] == approx(H + 2 * 0.2, abs=1e-6)
-    assert _per_turn(raw.advantages, inputs)[(2, 1)] == approx(-H, abs=1e-6)
+    assert by_turn == approx(
+        {(0, 0): -H - 0.75, (0, 1): -H + 0.75, (1, 0): H + 2.25, (1, 1): H - 2.25}, abs=1e-6
+    )
+    # the weight scales the credit alone: weight 2 gives d1's first turn -H + 2 x 0.25
+    twice = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_turn_weight=2))
+    assert _per_turn(twice.advantages, inputs)[(1, 0)] == approx(-H + 0.5, abs=1e-6)
+
+
+def test_ctc_grpo_floors_the_outcome_std() -> None:
+    """Outcomes 0.05 and 0.1 differ by less than the floor: their std (0.035) is replaced by 0.1, so the
+    outcome advantages are +-0.025 / 0.1, not +-H; the turn credit is untouched (each dialogue's two
+    turns: +-0.025 about its mean). Floor 0: GRPO's +-H."""
+    inputs = _whole_layout([[0.0, 0.05], [0.05, 0.05]], [0, 0])
+    floored = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12))
+    expected = {(0, 0): -0.25 - 0.375, (0, 1): -0.25 + 0.375, (1, 0): 0.25, (1, 1): 0.25}
+    assert _per_turn(floored.advantages, inputs) == approx(expected, abs=1e-6)
+    assert floored.stats == {"train/floored_groups": 1.0}
+    unfloored = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_std_min=0.0, ctc_turn_weight=0))
+    assert _per_turn(unfloored.advantages, inputs)[(1, 0)] == approx(H, abs=1e-6)
+
+
+def test_ctc_grpo_defaults_are_the_released_recipe() -> None:
+    """train_8b.sh: TURN_CREDIT_ALPHA 15, GRPO_STD_MIN 0.1, ENTROPY_COEFF 0.001, clip 0.2 both ways, no
+    KL; GRPO divides by the std (norm_adv_by_std_in_grpo), eps 1e-6, a lone trace its raw score."""
+    s = CTCGRPOSettings()
+    assert (s.ctc_turn_weight, s.ctc_std_min, s.entropy_coef) == (15.0, 0.1, 0.001)
+    assert (s.clip_eps, s.clip_eps_high, s.kl_coef) == (0.2, None, 0.0)
+    assert (s.grpo_scale_by_std, s.grpo_eps, s.grpo_lone_sample) == (True, 1e-6, "raw")
 
 
 def test_ctc_grpo_a_group_left_with_one_dialogue() -> None:
-    """Dialogue 4 alone in group 2 (its sibling could not be tokenised): every cell of it is lone, so no
-    turn credit; its outcome follows grpo_lone_sample (raw: the score over 1 + eps; zero: 0)."""
+    """Dialogue 4 alone in group 2 (its sibling could not be tokenised): its outcome follows
+    grpo_lone_sample (raw: the score over 1 + eps, -0.2; zero: 0); its turns are still centred on their
+    own mean (+-0.2, times 15), since the credit needs no sibling."""
     inputs = _whole_layout([*TURN_REWARDS, [0.1, -0.3]], [*GROUPS, 2])
     raw = _per_turn(CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-6)).advantages, inputs)
-    assert raw[(4, 0)] == raw[(4, 1)] == approx(-0.2 / (1 + 1e-6), abs=1e-6)
+    assert raw[(4, 0)] == approx(-0.2 / (1 + 1e-6) + 3.0, abs=1e-6)
+    assert raw[(4, 1)] == approx(-0.2 / (1 + 1e-6) - 3.0, abs=1e-6)
     zero = CTC.advantages(inputs, CTCGRPOSettings(grpo_lone_sample="zero"))
-    assert _per_turn(zero.advantages, inputs)[(4, 0)] == 0.0
+    assert _per_turn(zero.advantages, inputs)[(4, 0)] == approx(3.0, abs=1e-6)
 
 
 @pytest.mark.parametrize("algorithm", ["mica", "ctc_grpo"])
@@ -176,7 +203,7 @@ def test_inputs_without_their_turns_are_refused() -> None:
                 "algorithm.clip_eps_high": 0.28,
             },
         ),
-        ("ctc_grpo", {"algorithm.ctc_turn_weight": 1.0, "algorithm.ctc_scale_by_std": True}),
+        ("ctc_grpo", {"algorithm.ctc_turn_weight": 15.0, "algorithm.ctc_std_min": 0.1}),
     ],
 )
 def test_explain_names_the_algorithms_settings(algorithm: str, own: dict[str, object]) -> None:

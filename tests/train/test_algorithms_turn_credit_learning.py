@@ -10,8 +10,9 @@ turn credit is wrong:
   CTC-GRPO's outcome term, is unchanged.
 
 Power, measured on the 2-core dev box (shared, load 4 to 17), one run per cell, with
-``RLVER_LEARNING_SEEDS`` (the commands: docs/notes/2026-12-06-turn-credit.md). Held-out gain (after -
-before; before 12.4 for every run) and whether the training reward rose (+) or not (-):
+``RLVER_LEARNING_SEEDS`` (the commands: docs/notes/2026-12-06-turn-credit.md for MICA,
+docs/notes/2026-12-06-turn-credit-papers.md for CTC-GRPO as its authors' code defines it). Held-out
+gain (after - before; before 12.4 for every run) and whether the training reward rose (+) or not (-):
 
 ================================  ==============================================================  =======
 run                               gain by seed 0 1 2 3 4 5 6 7 8 9                                passes
@@ -19,17 +20,18 @@ run                               gain by seed 0 1 2 3 4 5 6 7 8 9              
 MICA                              +9.8 +3.6 +4.7 +5.3 +6.7 +3.2 +9.5 +2.8 +8.1 +3.7, all +         10 of 10
 MICA, sign flipped                -1.3 -1.5 -0.7 -1.3 -1.5, all -                                  0 of 5
 MICA, misplaced by one turn       +0.3- +1.6+ +0.2+ +0.8+ -0.7-                                    0 of 5
-CTC-GRPO                          +8.9 +7.4 +7.0 +6.8 +8.6 +7.7 +8.5 +9.0 +7.0 +8.2, all +         10 of 10
-CTC-GRPO, sign flipped            -0.6 -0.3 -1.5 -0.2 -0.6, all -                                  0 of 5
-CTC-GRPO, misplaced by one turn   +0.2+ +1.2- +4.8+ +2.0+ +3.0+                                    1 of 5
+CTC-GRPO                          +6.6 +7.2 +9.3 +10.3 +9.4 +11.6 +9.9 +9.4 +8.2 +8.4, all +       10 of 10
+CTC-GRPO, sign flipped            +0.4- +0.3- +1.4+ -1.2- +0.7+                                    0 of 5
+CTC-GRPO, misplaced by one turn   -0.6- -1.2- +0.5+ +0.2- 0.0+                                     0 of 5
 ================================  ==============================================================  =======
 
 So the margins (``MARGIN`` in test_train_learning.py): MICA 2.0 (its smallest correct gain +2.8, its
-misplaced bug's largest +1.6), CTC-GRPO 4.0 (smallest correct +6.8; the misplaced credit still learns
-from the outcome term, up to +4.8 on seed 2, which passes). The margins were chosen from these runs
-(the bug runs were made under margin 0 and judged again at these margins from their printed gains and
-rewards); a reviewer's machine, whose CPU kernels give other numbers for a seed, may land a seed on the
-other side. CI runs seed 0 of the correct code (``SEEDS``); the bugs run with ``RLVER_LEARNING_SEEDS``
+misplaced bug's largest +1.6), CTC-GRPO 4.0 (smallest correct +6.6, largest bug +1.4: its credit, 15 x
+each turn's change less its dialogue's mean, outweighs the outcome term, and in the tiny preset's
+two-turn dialogues a reward moved to the other turn is the credit's sign flipped). MICA's margin was
+chosen from its runs (made under margin 0 and judged again at 2.0 from their printed gains and rewards);
+CTC-GRPO's 4.0 was set before its runs. A reviewer's machine, whose CPU kernels give other numbers for
+a seed, may land a seed on the other side. CI runs seed 0 of the correct code (``SEEDS``); the bugs run with ``RLVER_LEARNING_SEEDS``
 set (``0-4``), as the table was measured. Bugs are planted by monkeypatching the code under test, never
 by editing source.
 """

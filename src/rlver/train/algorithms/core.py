@@ -177,12 +177,14 @@ def group_advantages(
     eps: float = 1e-6,
     scale: bool = True,
     lone: Literal["zero", "raw"] = "zero",
+    std_min: float = 0.0,
 ) -> Tensor:
     """GRPO: ``(score - group mean) / (group std + eps)`` per sequence.
 
     scores: ``[B]`` one scalar reward per dialogue; groups: ``[B]`` a group id per dialogue (the
     profile it was sampled for). The std is the unbiased sample std (as DeepSeekMath and verl).
-    ``scale=False`` drops the std division (Dr. GRPO).
+    ``scale=False`` drops the std division (Dr. GRPO). ``std_min`` floors the std before ``eps`` is
+    added (CTC-GRPO's ``grpo_std_min``: a group whose scores barely differ is not blown up); 0: none.
 
     A group of one sample has no baseline. ``lone="zero"``: advantage 0, so it teaches nothing rather
     than its score unbaselined. ``lone="raw"``: verl 0.9.1's choice (``core_algos.py:315-317``: mean 0,
@@ -198,7 +200,7 @@ def group_advantages(
             continue
         s = scores[idx]
         centred = s - s.mean()
-        adv[idx] = centred / (s.std() + eps) if scale else centred
+        adv[idx] = centred / (s.std().clamp(min=std_min) + eps) if scale else centred
     return adv
 
 
