@@ -235,6 +235,27 @@ def drop_other_algorithms_keys(
     return drop_keys_of_others(data, mine, set(others))
 
 
+#: ``algorithm:`` keys that were removed, each with why: a config or run folder that still sets one
+#: loads, with one line saying the key is ignored.
+RETIRED_ALGORITHM_KEYS = {
+    "ctc_scale_by_std": "CTC-GRPO's released code divides its turn credit by no std "
+    "(docs/algorithms.md, 'Turn credit as the papers define it')",
+}
+
+
+def drop_retired_algorithm_keys(data: Mapping[str, Any]) -> dict[str, Any]:
+    """An ``algorithm:`` block without the keys of :data:`RETIRED_ALGORITHM_KEYS`, each found one
+    named in a FutureWarning with the reason it went."""
+    for key in data:
+        if key in RETIRED_ALGORITHM_KEYS:
+            warnings.warn(
+                f"algorithm.{key} was removed and is ignored: {RETIRED_ALGORITHM_KEYS[key]}",
+                FutureWarning,
+                stacklevel=3,
+            )
+    return {k: v for k, v in data.items() if k not in RETIRED_ALGORITHM_KEYS}
+
+
 def upgrade_update_keys(data: Any, defaults: Mapping[str, Any]) -> Any:
     """A training config whose ``algorithm:`` block holds the update's system knobs (``defaults``: each
     key of ``update:`` and its default) as older configs did: they move to ``update:``, beside any

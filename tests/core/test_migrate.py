@@ -237,3 +237,17 @@ def test_a_manifest_in_the_old_words_reads_in_the_new_ones() -> None:
         "dialogue": "training protocol: 8 replies from 30",
         "simulator_prompts": "sage-published",
     }
+
+
+def test_a_removed_algorithm_key_is_ignored_with_one_line_naming_why() -> None:
+    """A run folder written while CTC-GRPO had ``ctc_scale_by_std`` still resumes: the key is dropped
+    with one FutureWarning that says it was removed and why, and the settings equal a config
+    without it."""
+    base = {"name": "ctc_grpo", "ctc_turn_weight": 2.0}
+    group = {"rollout": {"n_per_profile": 2, "reward": {"mode": "delta"}}}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = TrainConfig.model_validate({"algorithm": {**base, "ctc_scale_by_std": True}, **group})
+    lines = [str(w.message) for w in caught if "ctc_scale_by_std" in str(w.message)]
+    assert len(lines) == 1 and "removed" in lines[0], lines
+    assert old.algorithm == TrainConfig.model_validate({"algorithm": base, **group}).algorithm

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from rlver.migrate import drop_other_algorithms_keys
+from rlver.migrate import drop_other_algorithms_keys, drop_retired_algorithm_keys
 from rlver.registry import Entry, Registry
 from rlver.train.algorithms.base import Algorithm, AlgorithmSettings
 
@@ -108,6 +108,7 @@ def settings_for(data: Any) -> Any:
     cls = ALGORITHMS.settings_class(name)
     assert cls is not None and issubclass(cls, AlgorithmSettings)  # every entry names one (entry())
     # an older flat block's keys of other algorithms: rlver.migrate
+    data = drop_retired_algorithm_keys(data)
     return cls.model_validate(
         drop_other_algorithms_keys(data, name, set(cls.model_fields), _others_keys(cls))
     )
