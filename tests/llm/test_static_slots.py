@@ -118,3 +118,39 @@ def test_a_reply_that_ends_by_a_stop_costs_its_static_slot_one_step() -> None:
     assert counted[False][0] == lengths and len(set(lengths)) > 20 and min(lengths) == 2
     assert counted[False][1] == fifo_decode_steps(lengths, 16)
     assert steps == static_decode_steps(lengths, 16, known_ends=False) == counted[False][1] + 1
+
+
+def test_a_newcomer_longer_than_the_cache_grows_it_under_the_running_rows() -> None:
+    """Two static slots. A (40 tokens) starts on a cache of 256 columns; while it decodes, B arrives
+    needing 300 new tokens: the cache grows to 512 columns with A's columns copied over, and both
+    replies equal those drawn alone."""
+
+    def run(first: tuple[int, int], late: tuple[int, int] | None = None) -> tuple[list[list[int]], int]:
+        """(seed, budget) of the row queued first and of the one submitted while it decodes."""
+        chat = chat_with(2)
+        exact_lengths(chat)
+        engine = chat.engine
+        prompt = chat.prompt_ids(chats(1)[0])
+
+        def request(seed: int, budget: int) -> Any:
+            sampling = SAMPLING.model_copy(update={"max_tokens": budget})
+            (r,) = engine._requests([prompt], sampling, [seed], list(chat.stop_token_ids), str(seed))
+            return r
+
+        queued = [request(*first)]
+        arriving = [request(*late)] if late else []
+
+        def arrive(mod: Any, args: Any, out: Any) -> None:  # in the engine's thread, while A decodes
+            if arriving and arriving[0].seen is None and arriving[0] not in engine.scheduler._queue:
+                engine.scheduler.submit(arriving)
+
+        chat.model.register_forward_hook(arrive)
+        engine.scheduler.run_here(queued)
+        return [r.future.result()[0] for r in queued + arriving], engine.decoder.held_static.cache.length
+
+    (a_alone,), short = run((1, 40))
+    (b_alone,), _ = run((2, 300))
+    (a, b), grown = run((1, 40), (2, 300))
+    assert (short, grown) == (256, 512)
+    assert a == a_alone and len(a) == 40
+    assert b == b_alone and len(b) == 300
