@@ -154,3 +154,17 @@ def test_a_newcomer_longer_than_the_cache_grows_it_under_the_running_rows() -> N
     assert (short, grown) == (256, 512)
     assert a == a_alone and len(a) == 40
     assert b == b_alone and len(b) == 300
+
+
+def test_greedy_replies_on_refilled_static_slots_are_the_dynamic_paths() -> None:
+    """Temperature 0 (no uniforms at all): 8 replies in 3 static slots equal the dynamic path's."""
+    greedy = [SAMPLING.model_copy(update={"temperature": 0.0, "max_tokens": 3 + i}) for i in range(8)]
+    out = {}
+    for static in (False, True):
+        chat = chat_with(3, static=static)
+        exact_lengths(chat)
+        out[static] = replies(chat, chats(8), greedy)
+    assert [c.token_ids for c in out[True]] == [c.token_ids for c in out[False]]
+    assert [len(c.token_ids or []) for c in out[True]] == [3 + i for i in range(8)]
+    for s, d in zip(out[True], out[False], strict=True):
+        assert s.token_logprobs == pytest.approx(d.token_logprobs, abs=1e-5)

@@ -234,7 +234,6 @@ class StaticSlots:
         their slots at columns ``0..len-1``, set their positions, step indices and uniforms, and
         sample their first tokens: the ids and log-probs this turn feeds and reads, ``[slots]`` each
         (the previous step's, with the newcomers' first tokens in their slots)."""
-        import torch
 
         if not placed:
             assert self.prev is not None
@@ -242,8 +241,8 @@ class StaticSlots:
         fresh = self.decoder.join(None, [r for _, r in placed])
         self._fit(max(n + b for n, b in zip(fresh.lengths, fresh.budgets, strict=True)), fresh.cache)
         assert self.cache is not None
-        index = torch.tensor([s for s, _ in placed], dtype=torch.long).to(self.device, non_blocking=True)
-        lengths = torch.tensor(fresh.lengths, dtype=torch.long).to(self.device, non_blocking=True)
+        index = self._on_device([s for s, _ in placed])
+        lengths = self._on_device(fresh.lengths)
         self._copy_prompts(fresh.cache, index, lengths, fresh.width)
         self.position.index_copy_(0, index, (lengths - 1).reshape(-1, 1))
         self.steps.index_fill_(0, index, 1)  # the first uniform is the prefill's
@@ -263,6 +262,16 @@ class StaticSlots:
         return base_ids.index_copy(0, index, first_ids), base_lps.index_copy(
             0, index, first_lps.to(base_lps.dtype)
         )
+
+    def _on_device(self, values: list[int]) -> torch.Tensor:
+        """Host integers on the device without waiting for the step in flight (a blocking copy from
+        pageable memory would wait for it): from pinned memory, not blocking, on CUDA."""
+        import torch
+
+        host = torch.tensor(values, dtype=torch.long)
+        if self.device.type == "cuda":
+            return host.pin_memory().to(self.device, non_blocking=True)
+        return host.to(self.device)
 
     def _copy_prompts(self, dynamic: Any, index: torch.Tensor, lengths: torch.Tensor, width: int) -> None:
         """Each newcomer's keys and values, right-aligned in the prefill's left-padded cache, into its
