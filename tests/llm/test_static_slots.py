@@ -156,12 +156,15 @@ def test_a_newcomer_longer_than_the_cache_grows_it_under_the_running_rows() -> N
     assert b == b_alone and len(b) == 300
 
 
-def test_greedy_replies_on_refilled_static_slots_are_the_dynamic_paths() -> None:
-    """Temperature 0 (no uniforms at all): 8 replies in 3 static slots equal the dynamic path's."""
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_greedy_replies_on_refilled_static_slots_are_the_dynamic_paths(attention: str) -> None:
+    """Temperature 0 (no uniforms at all): 8 replies in 3 static slots equal the dynamic path's, with
+    sdpa attention (a boolean mask) and eager attention (an additive one)."""
     greedy = [SAMPLING.model_copy(update={"temperature": 0.0, "max_tokens": 3 + i}) for i in range(8)]
     out = {}
     for static in (False, True):
         chat = chat_with(3, static=static)
+        chat.model.set_attn_implementation(attention)
         exact_lengths(chat)
         out[static] = replies(chat, chats(8), greedy)
     assert [c.token_ids for c in out[True]] == [c.token_ids for c in out[False]]
