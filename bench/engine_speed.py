@@ -12,7 +12,10 @@ and decode steps against the least possible when replies of staggered length sha
    queued, and as they arrive): the engine's decode steps, the least
    any schedule could take (``max(ceil(sum(len - 1) / slots), longest - 1)``), what first-in-first-out
    refilling takes in the call's order and with the longest first (the engine's order within one
-   call, by budget: here the budgets are the lengths) and the slot occupancy.
+   call, by budget: here the budgets are the lengths) and the slot occupancy. Then the static slots
+   of ``compile_decode`` (run eagerly), and both paths with replies that end by a drawn stop id
+   (prompts of staggered length, one budget), which the static path reads one step late; "its
+   schedule" is the count each path's rule gives (``fifo_decode_steps``, ``static_decode_steps``).
 
 Counts (steps, rows) are exact on any machine; times are noisy on a shared one (the load is recorded).
 
@@ -93,19 +96,44 @@ def run_generate(model: Any, tokenizer: Any, convs: list[list[Any]], new_tokens:
     return seconds
 
 
-def staggered(chat_factory: Any, how: str, rows: int, slots: int, held: bool) -> dict[str, Any]:
+def stop_at(model: Any, ids: list[int], position: int) -> None:
+    """The first stop id is drawn for the token at ``position`` and no stop id before: a reply to a
+    prompt of ``n`` tokens ends by a drawn stop after ``position - n + 1`` tokens."""
+
+    def hook(mod: Any, args: Any, kwargs: Any, out: Any) -> Any:
+        out.logits[..., ids] = -1e4
+        ends = kwargs["position_ids"][:, -1] + 1 >= position
+        out.logits[ends, -1, ids[0]] = 1e4
+        return out
+
+    model.register_forward_hook(hook, with_kwargs=True)
+
+
+def staggered(
+    chat_factory: Any, how: str, rows: int, slots: int, held: bool, static: bool = False, stops: bool = False
+) -> dict[str, Any]:
     """``rows`` replies of staggered length through ``how``; ``held``: the engine waits until every
     row is queued (the count is then the engine's alone; unheld, the first rows start while the others
-    are still being templated, so the count moves with the machine's load)."""
+    are still being templated, so the count moves with the machine's load). ``static``: the static
+    slots of ``compile_decode`` (run eagerly). ``stops``: every reply ends by a drawn stop id (prompts
+    of staggered length, one budget), else at its budget (budgets of staggered length)."""
     from rlver.llm.base import SamplingParams
     from rlver.llm.scheduler import fifo_decode_steps, least_decode_steps
+    from rlver.llm.static_slots import static_decode_steps
+    from rlver.records import Message
 
-    chat = chat_factory(slots)
+    chat = chat_factory(slots, not stops)
+    chat.engine.decoder.static_cache = static
     samplings = [
-        SamplingParams(temperature=1.0, top_p=0.95, max_tokens=2 + (i * 37) % 47, seed=500 + i)
+        SamplingParams(
+            temperature=1.0, top_p=0.95, max_tokens=64 if stops else 2 + (i * 37) % 47, seed=500 + i
+        )
         for i in range(rows)
     ]
     convs = conversations(rows)
+    if stops:
+        convs = [[Message(role="user", content="so " * ((i * 37) % 47))] for i in range(rows)]
+        stop_at(chat.model, list(chat.stop_token_ids), max(len(chat.prompt_ids(m)) for m in convs) + 1)
 
     async def concurrently() -> list[Any]:
         return await asyncio.gather(*(chat.complete(m, s) for m, s in zip(convs, samplings, strict=True)))
@@ -130,12 +158,19 @@ def staggered(chat_factory: Any, how: str, rows: int, slots: int, held: bool) ->
     lengths = [len(c.token_ids) for c in out]
     counts = chat.engine.scheduler.counts
     least = least_decode_steps(lengths, slots)
+    order = lengths if stops else sorted(lengths, reverse=True)  # the engine's: the largest budget first
     return {
-        "path": how + (", held until queued" if held else ""),
+        "path": how
+        + (", held until queued" if held else "")
+        + (", static slots" if static else "")
+        + (", ends by a stop" if stops else ""),
         "rows": rows,
         "slots": slots,
         "decode_steps": counts.decode_steps,
         "least_possible": least,
+        "schedule": static_decode_steps(order, slots, known_ends=not stops)
+        if static
+        else fifo_decode_steps(order, slots),
         "fifo": fifo_decode_steps(lengths, slots),
         "fifo_longest_first": fifo_decode_steps(sorted(lengths, reverse=True), slots),
         "ratio_to_least": round(counts.decode_steps / least, 3),
@@ -164,7 +199,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
 
-    def chat_factory(slots: int) -> Any:
+    def chat_factory(slots: int, push: bool = True) -> Any:
         if args.model == "tiny":
             model, tokenizer = tiny_model_and_tokenizer(0)
             chat = LocalChatModel(model, tokenizer, device="cpu", max_batch_size=slots)
@@ -172,7 +207,8 @@ def main() -> None:
             chat = LocalChatModel.from_pretrained(
                 args.model, device="cpu", dtype="float32", max_batch_size=slots
             )
-        push_down(chat.model, list(chat.stop_token_ids))
+        if push:
+            push_down(chat.model, list(chat.stop_token_ids))
         return chat
 
     load_before = os.getloadavg()
@@ -198,11 +234,14 @@ def main() -> None:
     steps = []
     if "steps" in args.parts:
         steps = [
-            staggered(chat_factory, how, staggered_rows, 16, held)
-            for how, held in (
-                ("complete_each", False),
-                ("concurrent complete", True),
-                ("concurrent complete", False),
+            staggered(chat_factory, how, staggered_rows, 16, held, static, stops)
+            for how, held, static, stops in (
+                ("complete_each", False, False, False),
+                ("concurrent complete", True, False, False),
+                ("concurrent complete", False, False, False),
+                ("complete_each", False, True, False),
+                ("complete_each", False, False, True),
+                ("complete_each", False, True, True),
             )
         ]
     payload = {
@@ -223,12 +262,22 @@ def main() -> None:
     if steps:
         print_table(
             f"Decode steps, {staggered_rows} replies of 2-48 tokens in 16 slots",
-            ["path", "decode steps", "least possible", "FIFO", "longest first", "steps / least", "occupancy"],
+            [
+                "path",
+                "decode steps",
+                "least possible",
+                "its schedule",
+                "FIFO",
+                "longest first",
+                "steps / least",
+                "occupancy",
+            ],
             [
                 [
                     s["path"],
                     s["decode_steps"],
                     s["least_possible"],
+                    s["schedule"],
                     s["fifo"],
                     s["fifo_longest_first"],
                     f"{s['ratio_to_least']:.2f}x",

@@ -17,7 +17,8 @@ SmolLM2.
    worker thread, reply text), tok/s as a fraction of the memory-bandwidth bound (``batch x bandwidth /
    weight bytes``, the bandwidth from ``--bandwidth-tbs`` or the card's name), and the refill
    occupancy: ``4 x batch`` replies of staggered length (2 to ``--new-tokens``) through the engine's
-   queue, its decode steps against the least possible and its slots' occupancy. Eager, then compiled:
+   queue, its decode steps against the least possible and its slots' occupancy (eager: the dynamic
+   cache; compiled: the static slots, refilled between replays of the captured step). Eager, then compiled:
    the engine's ``compile_decode`` (static KV cache, the whole step in one CUDA graph) against
    ``generate`` with ``cache_implementation="static"`` (compiled by transformers), each also read
    against eager ``generate``. Then one eager call of each side at ``--profile-batch`` under
@@ -290,11 +291,15 @@ def split_cost(short: float, long: float, n_short: int, n_long: int) -> tuple[fl
 
 def refill(chat: Any, batch: int, new_tokens: int) -> dict[str, Any]:
     """``4 x batch`` replies of staggered length through the engine's queue: decode steps against the
-    least possible, and the slots' occupancy."""
+    least possible and against the engine's own schedule (longest first; on the static slots of
+    ``compile_decode`` a slot freed at its budget takes its newcomer in the same step,
+    :func:`rlver.llm.static_slots.static_decode_steps`), and the slots' occupancy."""
     import asyncio
     import math
 
     from rlver.llm.base import SamplingParams
+    from rlver.llm.scheduler import fifo_decode_steps
+    from rlver.llm.static_slots import static_decode_steps
 
     rows = 4 * batch
     lengths = [2 + (i * 37) % max(new_tokens - 1, 1) for i in range(rows)]
@@ -310,9 +315,15 @@ def refill(chat: Any, batch: int, new_tokens: int) -> dict[str, Any]:
     steps = after["decode_steps"] - before["decode_steps"]
     least = max(math.ceil(sum(k - 1 for k in lengths) / batch), max(lengths) - 1)
     offered = after["slots_offered"] - before["slots_offered"]
+    order = sorted(lengths, reverse=True)  # one call: one cohort, the largest budget first
+    static = bool(chat.engine.decoder.static_cache)
     return {
         "rows": rows,
+        "path": "static slots" if static else "dynamic cache",
         "decode_steps": steps,
+        "schedule_steps": static_decode_steps(order, batch, known_ends=True)
+        if static
+        else fifo_decode_steps(order, batch),
         "least_possible": least,
         "steps_over_least": steps / least,
         "occupancy": (after["decode_rows"] - before["decode_rows"]) / max(offered, 1),
@@ -364,8 +375,7 @@ def decode_row(
     if bw:
         row["bandwidth_bound_tok_s"] = batch * bw * 1e12 / weight_bytes
         row["engine_share_of_bound"] = row["engine_tok_s"] / row["bandwidth_bound_tok_s"]
-    if not compiled:
-        row["refill"] = refill(chat, batch, n_long)
+    row["refill"] = refill(chat, batch, n_long)  # the compiled row's refills the static slots
     return row
 
 

@@ -234,8 +234,15 @@ def test_engine_speed_times_the_chat_layer_and_counts_decode_steps(tmp_path: Pat
         "complete_each",
         "concurrent complete, held until queued",
         "concurrent complete",
+        "complete_each, static slots",
+        "complete_each, ends by a stop",
+        "complete_each, static slots, ends by a stop",
     ]
     for s in data["staggered"]:
         assert s["least_possible"] <= s["decode_steps"] and 0 < s["occupancy"] <= 1
+        if s["path"] != "concurrent complete":  # unheld, its count moves with the load
+            assert s["decode_steps"] == s["schedule"], s
     each = data["staggered"][0]  # one call: its rows the largest budget (here: length) first
     assert each["decode_steps"] == each["fifo_longest_first"] <= 1.25 * each["least_possible"]
+    static = data["staggered"][3]  # a slot freed at its budget takes its newcomer in the same step
+    assert static["decode_steps"] <= each["decode_steps"]

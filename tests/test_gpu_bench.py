@@ -61,9 +61,10 @@ def test_gpu_bench_plumbing_on_cpu_with_a_toy_shape(tmp_path: Path) -> None:
         # a fit of two lengths' times, 1 run on a CPU: its sign is the load's, so only a number is asked
         assert all(math.isfinite(row[k]) for k in ("engine_ms_per_step", "generate_ms_per_step"))
         assert {"engine_fixed_ms", "generate_fixed_ms", "chat_layer_over_engine"} <= set(row)
-    refill = eager["refill"]
-    assert refill["rows"] == 8 and refill["least_possible"] <= refill["decode_steps"]
-    assert 0 < refill["occupancy"] <= 1
+    for row in (eager, compiled):  # on a CPU the compiled row stays on the dynamic cache (a warning)
+        refill = row["refill"]
+        assert refill["rows"] == 8 and refill["least_possible"] <= refill["decode_steps"]
+        assert refill["decode_steps"] == refill["schedule_steps"] and 0 < refill["occupancy"] <= 1
     for side in ("sampler", "generate"):  # both sides decode in the profiling thread
         top = result["profile"][side]["top_host"]
         assert any(row["op"] == "aten::mm" and row["calls"] > 0 for row in top), top

@@ -70,12 +70,15 @@ def test_bf16_weights_are_cast_once_per_generation_not_per_step() -> None:
     assert counter.casts <= matrices + 2, f"{counter.casts} weight casts for {matrices} matrices"
 
 
-def test_out_of_memory_halves_the_slots_and_samples_the_same_tokens() -> None:
+@pytest.mark.parametrize("static", [False, True], ids=["dynamic cache", "static slots"])
+def test_out_of_memory_halves_the_slots_and_samples_the_same_tokens(static: bool) -> None:
     """The device fails any forward of more than one row (the model's own forward raises, as an
     allocation would): the rows in flight go back to the queue, the slots halve to one, and every row
-    samples the tokens it samples with room to spare (its seed alone decides them)."""
+    samples the tokens it samples with room to spare (its seed alone decides them). The same on the
+    static slots of ``compile_decode`` (their cache is made again for the fewer slots)."""
     net, tok = tiny_model_and_tokenizer()
     llm = LocalChatModel(net, tok, device="cpu")
+    llm.engine.decoder.static_cache = static
     want = [o.token_ids for o in _generate(llm)]
     sizes: list[int] = []
 

@@ -1,5 +1,5 @@
 """The local backend's decode engine: left-padded prefill, the per-row seeded sampling loop and its
-KV caches (dynamic, or static for a compiled decode step).
+dynamic KV cache (the static one, for a compiled decode step, is :mod:`rlver.llm.static_slots`).
 
 Why apart from :mod:`rlver.llm.hf_engine`: the engine decides *what* is generated in one call (chunks,
 out-of-memory halving, finish reasons, the recorded sampling settings, its weights' lifecycle); this
@@ -14,14 +14,11 @@ from __future__ import annotations
 import contextlib
 import inspect
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from rlver.heartbeat import activity
-from rlver.interrupt import raise_if_stopping
-from rlver.llm.base import SamplingParams
-from rlver.llm.sampling import is_greedy, row_uniforms, sample_tokens
+from rlver.llm.sampling import is_greedy, row_uniforms
 
 if TYPE_CHECKING:
     import torch
@@ -30,7 +27,21 @@ if TYPE_CHECKING:
 
 
 class Decoder:
-    """Prefill and decode one batch of token-id prompts on a causal LM (one generation at a time)."""
+    """Prefill and decode one batch of token-id prompts on a causal LM (one generation at a time).
+
+    Why our own loop and not ``model.generate``: it merges the call's settings with the model's
+    ``generation_config``, so a checkpoint's shipped extras (Qwen2.5-Instruct: ``repetition_penalty``
+    1.05, ``top_k`` 20) would shape the sampled distribution while the trainer scores the plain
+    softmax. Here the distribution is exactly ``softmax(logits / temperature)`` filtered by the
+    explicit ``top_p``/``top_k`` and nothing else, each row draws from its own ``torch.Generator``
+    seeded with its own seed (so a completion depends only on its messages and sampling params, not on
+    its batch), and the log-prob of every sampled token under ``softmax(logits / temperature)`` (the
+    trainer's convention) is kept for the rollout-vs-trainer check. The contract for a seed: the row's
+    generator draws ``budget`` uniforms up front, and step ``t`` takes the token where the ``t``-th
+    falls in the row's cumulative filtered distribution (:mod:`rlver.llm.sampling`, computed on the
+    model's device). The static-cache path (:mod:`rlver.llm.static_slots`) prefills with :meth:`join`
+    too and keeps the same contract.
+    """
 
     def __init__(self, model: Any, tokenizer: Any, *, pad_token_id: int, compile_decode: bool) -> None:
         """``compile_decode``: decode with a static KV cache and a ``torch.compile``d step (the caller
@@ -42,13 +53,15 @@ class Decoder:
         self._lock = threading.Lock()  # one generate at a time: train/eval toggling is not thread-safe
         self.keeps_last_logits = accepts_logits_to_keep(model)
         self.cache_keyword = cache_keyword(model)
-        #: a static KV cache; on CPU only tests turn it on (to check it samples what the dynamic one does)
+        #: decode on static slots (:mod:`rlver.llm.static_slots`); on CPU only tests and benches turn
+        #: it on (to check it samples what the dynamic cache does)
         self.static_cache = compile_decode
         #: the compiled decode step (:func:`rlver.llm.graph_step.decode_step`); ``compiled_forward`` is
         #: its older name, kept for the engine's record
         self.compiled_step: Any = None
         self.compiled_forward: Any = None
-        self.held_static: tuple[tuple[int, int], Any] | None = None
+        #: the static slots and their cache, held between calls (a compiled step is recorded for them)
+        self.held_static: Any = None
         if compile_decode:
             self.compile_forward()
 
@@ -62,43 +75,6 @@ class Decoder:
         # transformers' own choice for its static cache (GenerationConfig's CompileConfig), whole graph
         self.compiled_step = torch.compile(decode_step, mode="reduce-overhead", dynamic=False, fullgraph=True)
         self.compiled_forward = self.compiled_step
-
-    def whole(
-        self,
-        prompts: list[list[int]],
-        settings: dict[str, Any],
-        sampling: SamplingParams,
-        seeds: Sequence[int | None],
-        stops: set[int] | frozenset[int],
-    ) -> tuple[list[list[int]], list[list[float]]]:
-        """The whole-group loop inside a :meth:`session` the caller holds, which the static cache (its
-        rows keep their slots) decodes with: each row's sampled ids and log-probs.
-
-        Why our own loop and not ``model.generate`` (here and in :meth:`join`/:meth:`step`): it merges
-        the call's settings with the model's ``generation_config``, so a checkpoint's shipped extras
-        (Qwen2.5-Instruct: ``repetition_penalty`` 1.05, ``top_k`` 20) would shape the sampled
-        distribution while the trainer scores the plain softmax. Here the distribution is exactly
-        ``softmax(logits / temperature)`` filtered by the explicit ``top_p``/``top_k`` and nothing else,
-        each row draws from its own ``torch.Generator`` seeded with its own seed (so a completion
-        depends only on its messages and sampling params, not on its batch), and the log-prob of every
-        sampled token under ``softmax(logits / temperature)`` (the trainer's convention) is kept for the
-        rollout-vs-trainer check. The contract for a seed: the row's generator draws ``budget``
-        uniforms up front, and step ``t`` takes the token where the ``t``-th falls in the row's
-        cumulative filtered distribution (:mod:`rlver.llm.sampling`, computed on the model's device).
-        """
-        import torch
-
-        rows = len(prompts)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((rows, width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-            attention[row, width - len(ids) :] = 1
-        generators = [self._generator(seed) for seed in seeds]
-        return self._sample_loop(
-            input_ids.to(self.device), attention.to(self.device), settings, generators, set(stops), sampling
-        )
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -204,138 +180,6 @@ class Decoder:
         g.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
         return g
 
-    def _sample_loop(
-        self,
-        input_ids: torch.Tensor,
-        attention: torch.Tensor,
-        settings: dict[str, Any],
-        generators: list[torch.Generator],
-        stops: set[int],
-        sampling: SamplingParams,
-    ) -> tuple[list[list[int]], list[list[float]]]:
-        """Prefill, then the whole group decodes together: the static-cache path (shapes never change;
-        a finished row keeps its slot and its further tokens are dropped).
-
-        Each decode step is one :func:`rlver.llm.graph_step.decode_step` (forward and sampling, the
-        step index on the device; compiled with ``compile_decode``), and its ids are read back one step
-        late: step ``t``'s copy is queued, step ``t + 1`` is launched, and only then does the host wait
-        for the copy (:class:`rlver.llm.graph_step.ReadBack`), so the host's bookkeeping of step ``t``
-        overlaps the device's step ``t + 1``. The cost: when the last row ends, one surplus step has run.
-        """
-        import torch
-
-        from rlver.llm.graph_step import ReadBack, decode_step
-
-        rows = input_ids.shape[0]
-        tokens: list[list[int]] = [[] for _ in range(rows)]
-        logps: list[list[float]] = [[] for _ in range(rows)]
-        budget = self._new_token_budget(input_ids.shape[1], sampling.max_tokens)
-        state = self._decode_state(input_ids, attention, budget, settings, generators)
-        knobs = (float(settings["temperature"]), float(settings["top_p"]), int(settings["top_k"]))
-        steps = torch.zeros(rows, dtype=torch.long, device=self.device)
-        first = state.uniforms[:, 0] if state.uniforms is not None else None
-        pending = sample_tokens(state.logits, first, *knobs)  # the first token, from the prefill's logits
-        steps += 1
-        step = self.compiled_step if self.compiled_step is not None else decode_step
-        read = ReadBack(rows, self.device)
-        live = [True] * rows
-        for t in range(budget):
-            raise_if_stopping()  # Ctrl-C ends a generation between decode steps, not at its token limit
-            read.queue(*pending)  # step t's ids and log-probs, copied before step t + 1 is launched
-            if t < budget - 1:
-                self._mark_step()
-                pending = step(
-                    self.model, self.cache_keyword, state.cache, pending[0], state.attention, state.position,
-                    state.uniforms, steps, *knobs,
-                )  # fmt: skip
-            host_ids, host_logps = read.wait()  # the step's one host sync
-            for row, (tok, lp) in enumerate(zip(host_ids, host_logps, strict=True)):
-                if not live[row]:
-                    continue  # finished: a surplus token, dropped
-                tokens[row].append(tok)
-                logps[row].append(lp)
-                if tok in stops or (sampling.stop and self.hits_stop_string(tokens[row], sampling.stop)):
-                    live[row] = False
-            activity.add_tokens(sum(live))  # progress lines (rlver.heartbeat)
-            if not any(live):
-                break
-        return tokens, logps
-
-    def _mark_step(self) -> None:
-        """A compiled step's outputs are overwritten by its next replay (CUDA graphs): say where a new
-        step begins (nothing to do when eager)."""
-        if self.compiled_step is None:
-            return
-        import torch
-
-        mark = getattr(torch.compiler, "cudagraph_mark_step_begin", None)
-        if mark is not None:
-            mark()
-
-    def _decode_state(
-        self,
-        input_ids: torch.Tensor,
-        attention: torch.Tensor,
-        budget: int,
-        settings: dict[str, Any],
-        generators: list[torch.Generator],
-    ) -> _Decode:
-        """Run the prefill into a static cache and return the decode loop's state.
-
-        The static cache (``compile_decode`` on CUDA, or ``Decoder.static_cache`` set on CPU by tests)
-        is sized ``prompt + budget`` up front and takes a full-width attention mask, so every decode
-        step has the same shapes and a compiled step is not recompiled.
-        """
-        import torch
-
-        rows, width = input_ids.shape
-        uniforms = None
-        if not is_greedy(float(settings["temperature"])):
-            uniforms = row_uniforms(generators, budget, self.device)
-        position = (attention.cumsum(-1) - 1).clamp(min=0)
-        cache, length = self._static_kv(rows, width + budget)
-        full = torch.zeros((rows, length), dtype=attention.dtype)
-        full[:, :width] = attention
-        attention = full.to(attention.device)
-        # Prefill: only the last position's logits are sampled from; a model that can skip the rest
-        # does (full logits are [rows, prompt, vocab]: 54 GiB in bf16 for 32 rows x 6 k tokens x 152 k).
-        keep = {"logits_to_keep": 1} if self.keeps_last_logits else {}
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention,
-            position_ids=position,
-            use_cache=True,
-            **{self.cache_keyword: cache},
-            **keep,
-        )
-        return _Decode(
-            logits=out.logits[:, -1, :],
-            cache=cache,
-            attention=attention,
-            position=position[:, -1:].clone(),  # its own storage: the step adds to it in place
-            uniforms=uniforms,
-        )
-
-    def _static_kv(self, rows: int, length: int) -> tuple[Any, int]:
-        """A zeroed static KV cache for ``rows`` x ``length`` rounded up to a multiple of 256, and
-        that rounded length (the width of the full attention mask).
-
-        Why reuse and round: a compiled decode step (CUDA graphs) is recorded for its cache's tensors,
-        so a fresh cache per generation would record again every time; transformers' ``generate``
-        keeps its static cache between calls the same way. Only the last shape is kept.
-        """
-        from transformers import StaticCache
-
-        length = -(-length // 256) * 256
-        held = self.held_static
-        if held is not None and held[0] == (rows, length):
-            held[1].reset()
-            return held[1], length
-        self.held_static = None  # let the old one go before allocating the new one
-        cache = StaticCache(config=self.model.config, max_cache_len=length)
-        self.held_static = ((rows, length), cache)
-        return cache, length
-
     def decode_forward(self, ids: torch.Tensor, state: Running) -> torch.Tensor:
         """One decode step's forward on the continuous batch's dynamic cache; the last logits."""
         out = self.model(
@@ -368,18 +212,6 @@ class Decoder:
         """Whether the row's last tokens spell one of ``stop`` (special tokens left out)."""
         text = self.tokenizer.decode(tokens[-32:], skip_special_tokens=True)
         return any(s in text for s in stop)
-
-
-@dataclass
-class _Decode:
-    """The static-cache loop's state after the prefill: the logits to sample the first token from,
-    the cache, the full-width mask, each row's next position and its uniforms."""
-
-    logits: Any
-    cache: Any
-    attention: Any
-    position: Any
-    uniforms: Any
 
 
 @dataclass

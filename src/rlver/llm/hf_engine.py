@@ -166,13 +166,11 @@ class HFEngine(TokenEngine):
             "top_k": "SamplingParams.extra.top_k, else off",
             "seeding": "one torch.Generator per row (per-dialogue seed): one uniform per step, "
             "inverse CDF on the device",
-            "finished_rows": "leave the batch" if not self.decoder.static_cache else "keep their slot",
+            "finished_rows": "leave the batch"
+            if not self.decoder.static_cache
+            else "free their static slot (reset by its position)",
             "batching": "one queue for every caller, the largest budget first among those seen waiting together; "
-            + (
-                "a group decodes to its end, then the next"
-                if self.decoder.static_cache
-                else f"{self.max_batch_size} slots, a freed slot takes the next request at the next step"
-            ),
+            f"{self.max_batch_size} slots, a freed slot takes the next request at the next step",
             "compile_decode": self.compile_decode,  # what decodes: asked for and on CUDA
             "compile_decode_asked": self.compile_asked,
             "weights": "shared with the trained model" if self.shares_weights else "its own copy",

@@ -48,6 +48,7 @@ from rlver.llm.sampling import sample_tokens, to_host
 
 if TYPE_CHECKING:
     from rlver.llm.decoding import Decoder, Running
+    from rlver.llm.static_slots import StaticSlots, Turn
 
 
 @dataclass
@@ -177,6 +178,9 @@ class Scheduler:
 
     def _busy(self) -> None:
         """Refill, sample, step, until no row is live and nothing waits."""
+        if self.decoder.static_cache:
+            self._busy_static()
+            return
         slots = self.max_slots
         batch: Running | None = None
         while True:
@@ -187,43 +191,74 @@ class Scheduler:
             self._answer_held()  # the period goes on: held answers wait no longer
             try:
                 raise_if_stopping()
-                if self.decoder.static_cache:  # the static cache's rows keep their slots: no refill
-                    self._whole(newcomers)
-                    continue
                 if newcomers:
                     self.counts.prefills += 1
                     batch = self.decoder.join(batch, newcomers)
                 assert batch is not None
                 batch = self._sample_and_step(batch, slots)
             except Exception as exc:
-                rows = [*live, *newcomers]
                 batch = None
-                if not self._is_oom(exc):
-                    for r in rows:
-                        _fail(r, exc)
-                    continue
-                from rlver.llm.decoding import release_cached_memory
-
-                release_cached_memory()
-                if len(rows) == 1:
-                    _fail(rows[0], self._oom_error(rows[0]))
-                    continue
-                slots = max(1, len(rows) // 2)
-                self._give_back(rows)  # sampled again from their seeds: the same tokens
+                slots = self._recover([*live, *newcomers], exc, slots)
             except BaseException as exc:  # a stop request: the rows in flight fail with it, then the rest
                 for r in [*live, *newcomers]:
                     _fail(r, exc)
                 raise
 
-    def _whole(self, requests: list[Request]) -> None:
-        """The static-cache path: the group decodes to its end together, then the next one starts."""
-        head = requests[0]
-        tokens, logps = self.decoder.whole(
-            [r.prompt for r in requests], head.settings, head.sampling, [r.seed for r in requests], head.stops
-        )
-        self.counts.prefills += 1
-        for r, toks, lps in zip(requests, tokens, logps, strict=True):
-            self._answer(r, (toks, lps), last=True)
+    def _busy_static(self) -> None:
+        """The static-cache path (``compile_decode``): fixed slots on a static KV cache
+        (:mod:`rlver.llm.static_slots`), a freed slot taking the next waiting request at the next
+        step as on the dynamic path; one turn reads the tokens in flight and launches the next step."""
+        from rlver.llm.static_slots import held_slots
+
+        slots = self.max_slots
+        batch = held_slots(self.decoder, slots)
+        while True:
+            newcomers = self._take(batch.room(), batch.key())
+            if not newcomers and batch.idle():
+                return
+            self._answer_held()  # the period goes on: held answers wait no longer
+            rows = [*batch.requests(), *newcomers]
+            try:
+                raise_if_stopping()
+                self.counts.prefills += bool(newcomers)
+                turn = self._static_turn(batch, newcomers)
+                for request, result in turn.finished:
+                    self._answer(request, result, last=batch.idle())
+            except Exception as exc:
+                self.decoder.held_static = None
+                slots = self._recover(rows, exc, slots)
+                batch = held_slots(self.decoder, slots)
+            except BaseException as exc:  # a stop request: the rows in flight fail with it, then the rest
+                batch.clear()
+                for r in rows:
+                    _fail(r, exc)
+                raise
+
+    def _static_turn(self, batch: StaticSlots, newcomers: list[Request]) -> Turn:
+        """One turn of the static slots, counted like a step of the dynamic path."""
+        turn = batch.turn(newcomers)
+        if turn.stepped:
+            self.counts.decode_steps += 1
+            self.counts.decode_rows += turn.used
+            self.counts.slots_offered += batch.slots
+        return turn
+
+    def _recover(self, rows: list[Request], exc: Exception, slots: int) -> int:
+        """After a failed step: out of memory puts ``rows`` back at the head of the queue and halves
+        the slots (a single row that does not fit fails with the engine's error); any other failure
+        fails ``rows``. The slots to go on with."""
+        if not self._is_oom(exc):
+            for r in rows:
+                _fail(r, exc)
+            return slots
+        from rlver.llm.decoding import release_cached_memory
+
+        release_cached_memory()
+        if len(rows) == 1:
+            _fail(rows[0], self._oom_error(rows[0]))
+            return slots
+        self._give_back(rows)  # sampled again from their seeds: the same tokens
+        return max(1, len(rows) // 2)
 
     def _sample_and_step(self, batch: Running, slots: int) -> Running | None:
         """One token for every row; finished rows answer their callers and leave; the others decode
