@@ -167,6 +167,22 @@ def test_the_hf_backend_states_its_own_sampler(tmp_path: Path) -> None:
     assert sampler["stop_token_ids"] == trainer.chat.stop_token_ids  # type: ignore[attr-defined]
 
 
+def test_the_hf_backends_slots_come_from_memory_unless_set(tmp_path: Path) -> None:
+    """``model.generation_batch_size`` unset: the engine's slots are sized from the memory free and
+    the KV cost of a ``max_length``-token dialogue; set, the setting wins."""
+    from rlver.train.trainer import Trainer
+
+    unset = [*TINY_STEP, "model.generation_batch_size=null", "model.max_length=1536"]
+    engine = Trainer(load_train_config("tiny-offline", unset), tmp_path / "a").backend.engine
+    assert isinstance(engine, HFEngine)
+    plan = engine.slot_plan
+    assert plan.source == "memory" and plan.longest_tokens == 1536, plan
+    assert engine.describe()["slots"]["source"] == "memory"
+    engine = Trainer(load_train_config("tiny-offline", TINY_STEP), tmp_path / "b").backend.engine
+    assert isinstance(engine, HFEngine)
+    assert engine.slot_plan.source == "set" and engine.max_batch_size == 64
+
+
 class _ChatOnly(RolloutBackend[BackendSettings]):
     """A backend written against the old seam: its build returns a chat model, not an engine."""
 
