@@ -33,7 +33,7 @@ barrier waits, on the rollout's event loop, until every dialogue that can go on 
 user) has queued its next request (:func:`rlver.rollout.batching.settle`): so which rows share a decode
 step, and so each row's log-probs to their last bit, is the same on every run and on resume, while a
 user doing real I/O is not waited for and its request joins whenever it arrives. Without a barrier
-(evaluation, the verifiers environment, ``complete``) admission is as above, at once.
+(the verifiers environment, ``rlver chat``, a plain ``complete``) admission is as above, at once.
 
 Out of memory: the rows in flight go back to the head of the queue in their order and the slot count is
 halved (a row resampled from its seed draws the same tokens); a single row that still does not fit
