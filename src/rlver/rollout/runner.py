@@ -124,7 +124,7 @@ async def run_rollouts(
 
     ``seed`` overrides ``config.seed``. ``skip`` holds ``(profile_id, sample_index)`` pairs already
     done (resume): they are not run and not returned. ``on_episode`` may be sync or async; an
-    exception it raises stops the run before the policy's next batch (a transcript that cannot be
+    exception it raises stops the run before the policy's next request (a transcript that cannot be
     written must not be silently lost). ``times``, when given, is filled in with the rollout's
     wall-clock split (generating, simulating, the policy idle), also when the run fails.
     """
@@ -242,7 +242,7 @@ class _Run:
                 result = self.on_episode(ep)
                 if inspect.isawaitable(result):
                     await result
-            except Exception as exc:  # stops the run before its next batch, see run_rollouts
+            except Exception as exc:  # stops the run before its next request, see run_rollouts
                 self.callback_errors.append(exc)
 
     async def start(self, d: _Dialogue) -> None:
