@@ -25,7 +25,6 @@ simulator call was, and how long the policy stood idle while dialogues waited on
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -240,19 +239,17 @@ def loop_barrier(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
     def barrier() -> None:
         if threading.get_ident() == owner or loop.is_closed() or not loop.is_running():
             return
+        settled = threading.Event()
+
+        def start() -> None:  # on the loop: the settle is made there, so a closed loop leaves none
+            asyncio.ensure_future(settle()).add_done_callback(lambda _: settled.set())
+
         try:
-            settled = asyncio.run_coroutine_threadsafe(settle(), loop)
+            loop.call_soon_threadsafe(start)
         except RuntimeError:  # the loop closed meanwhile
             return
-        while True:
-            try:
-                settled.result(timeout=BARRIER_POLL_S)
-                return
-            except concurrent.futures.TimeoutError:
-                if loop.is_closed() or not loop.is_running():
-                    settled.cancel()
-                    return
-            except concurrent.futures.CancelledError:
-                return
+        while not settled.wait(BARRIER_POLL_S):
+            if loop.is_closed() or not loop.is_running():
+                return  # a Ctrl-C ended the loop: its tasks (the settle among them) are cancelled
 
     return barrier
