@@ -4,8 +4,8 @@ N dialogues × T turns, policy and simulator both served by a real OpenAI-compat
 127.0.0.1 (in its own process, so it does not share our GIL) that answers every call after L seconds.
 Compared in the same run:
 
-* ``ours``: :func:`rlver.rollout.runner.run_rollouts` (one batched policy call per round, all
-  simulator calls concurrent);
+* ``ours``: :func:`rlver.rollout.runner.run_rollouts` (each dialogue's policy request sent the moment
+  its user has answered, all simulator calls concurrent);
 * ``sequential``: the published loop — the policy batch is generated at once, then each dialogue's
   simulator calls are made one dialogue after another. It takes T × (L + N × 2L), so it is measured
   on ``--seq-n`` dialogues and scaled linearly in N to the larger sizes (marked ``scaled`` in the

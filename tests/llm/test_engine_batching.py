@@ -180,3 +180,39 @@ def test_a_request_without_a_token_budget_is_admitted_first_in_its_cohort() -> N
         request("later", None, 2),
     ]
     assert [r.request_id for r in admission_order(waiting)] == ["open", "long", "short", "later"]
+
+
+def test_the_admission_barrier_runs_before_each_admission_that_follows_an_answer() -> None:
+    """Four slots. A (3 tokens) and B (8) start together; the barrier stands in for a caller whose
+    dialogue goes on when its answer lands: the moment A is answered, the barrier queues A's next
+    turn, C, which joins at the very next admission (never later, whatever the thread timing). The
+    barrier runs as the period starts and after each step that answered a row, before admitting."""
+    net, tok = tiny_model_and_tokenizer(0)
+    chat = LocalChatModel(net, tok, device="cpu", max_batch_size=4)
+    exact_lengths(chat)
+    engine = chat.engine
+    prompt = tok.encode("day 1: work was long")
+    stops = list(chat.stop_token_ids)
+
+    def request(rid: str, budget: int) -> Any:
+        (r,) = engine._requests([prompt], SAMPLING.model_copy(update={"max_tokens": budget}), [1], stops, rid)
+        return r
+
+    a, b, c = request("A", 3), request("B", 8), request("C", 2)
+    calls: list[tuple[int, bool]] = []
+
+    def barrier() -> None:
+        calls.append((engine.scheduler.counts.decode_steps, a.future.done()))
+        if a.future.done() and c.seen is None and c not in engine.scheduler._queue:
+            engine.scheduler.submit([c])
+
+    assert engine.set_admission_barrier(barrier)
+    engine.scheduler.run_here([a, b])
+    engine.set_admission_barrier(None)
+    # the start, A's answer (its 3rd token, sampled after 2 decode steps and answered before the 3rd
+    # ran): C joins at the next admission; then C's answer (B's last row is held: no barrier)
+    assert calls == [(0, False), (3, True), (5, True)]
+    assert engine.scheduler.counts.prefills == 2
+    assert [len(r.future.result()[0]) for r in (a, b, c)] == [3, 8, 2]
+    # C's two tokens ran beside B's: no decode step of its own after B ended
+    assert engine.scheduler.counts.decode_steps == 7

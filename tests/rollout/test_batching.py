@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -115,3 +116,45 @@ def test_the_queue_clocks_demand_from_the_first_request_to_the_last_answer(clock
     queue = asyncio.run(run())
     assert queue.times.batches == 1 and queue.times.requests == 2
     assert queue.demand.total == 3.0 and queue.generating.total == 2.0
+
+
+def test_a_barrier_returns_when_its_loop_ends_and_leaves_nothing_behind(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The engine's worker waits in the rollout's barrier while the loop is held; the loop then ends
+    (a Ctrl-C's way out): the barrier returns, and nothing is left behind (no error, nothing on stderr,
+    no coroutine that was never awaited); a barrier called after its loop has closed returns at once."""
+    import gc
+    import threading
+    import time
+    import warnings
+
+    errors: list[BaseException] = []
+
+    def worker(barrier: Any) -> threading.Thread:
+        def run() -> None:
+            try:
+                barrier()
+            except BaseException as exc:  # what the engine's worker would die of
+                errors.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        return thread
+
+    async def main() -> tuple[threading.Thread, Any]:
+        barrier = batching.loop_barrier(asyncio.get_running_loop())
+        waiting = worker(barrier)
+        time.sleep(3 * batching.BARRIER_POLL_S)  # the loop is held: the barrier cannot settle yet
+        return waiting, barrier
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        waiting, barrier = asyncio.run(main())  # its shutdown cancels what is left on the loop
+        waiting.join(timeout=30)
+        late = worker(barrier)
+        late.join(timeout=30)
+        gc.collect()
+    assert not waiting.is_alive() and not late.is_alive() and errors == []
+    assert [str(w.message) for w in caught] == []
+    assert capfd.readouterr().err == ""

@@ -162,16 +162,18 @@ def test_64_dialogues_x_8_turns_run_concurrently_within_3x_the_critical_path() -
 
 
 class CountingPolicy(ScriptedChatModel):
-    """Records how the runner batches its calls (a test double for the policy's text)."""
+    """Records how the runner sends its calls and their seeds (a test double for the policy's text)."""
 
     def __init__(self, replies: Sequence[str]) -> None:
         super().__init__(replies, name="counting")
         self.batches: list[tuple[int, int | None]] = []
+        self.seeds: list[int | None] = []
 
     async def complete_each(
         self, batch: Sequence[MessagesLike], samplings: Sequence[SamplingParams]
     ) -> list[Completion | BaseException]:
         self.batches.append((len(batch), len({s.seed for s in samplings})))
+        self.seeds += [s.seed for s in samplings]
         return await super().complete_each(batch, samplings)
 
 
@@ -185,7 +187,9 @@ def scripted_simulator(fail_ids: set[str] = frozenset(), change: int = 1) -> LLM
     return LLMSimulator(ScriptedChatModel(respond))
 
 
-def test_one_policy_call_per_round_and_group_sampling() -> None:
+def test_each_request_goes_alone_with_its_own_seed_and_group_sampling() -> None:
+    """A policy that takes concurrent requests (an endpoint, this double) is sent each dialogue's
+    request alone: batching is the engine's (or the server's), never the runner's."""
     policy = CountingPolicy([POLICY_TEXT])
     eps = rollout(
         policy,
@@ -196,8 +200,8 @@ def test_one_policy_call_per_round_and_group_sampling() -> None:
         seed=7,
     )
     assert len(eps) == 12
-    # one call per round for all live dialogues, each dialogue with its own agent seed
-    assert policy.batches == [(12, 12), (12, 12)]
+    # one call per request, each dialogue and turn with its own agent seed
+    assert policy.batches == [(1, 1)] * 24 and len(set(policy.seeds)) == 24
     assert [(e.profile_id, e.sample_index) for e in eps[:4]] == [("p000", k) for k in range(4)]
     seeds = {e.meta["seed"] for e in eps}
     assert len(seeds) == 12  # every dialogue has its own simulator seed
@@ -213,7 +217,7 @@ def test_fixed_sampling_seed_gives_each_group_member_its_own_seed() -> None:
         RolloutConfig(n_per_profile=2, env=EnvConfig.training(max_assistant_turns=1)),
         SamplingParams(seed=5),
     )
-    assert policy.batches == [(4, 4)]  # one call, four distinct seeds
+    assert policy.batches == [(1, 1)] * 4 and len(set(policy.seeds)) == 4  # four distinct seeds
 
 
 def test_agent_seed_depends_on_the_dialogue_only() -> None:
@@ -277,6 +281,8 @@ def test_skip_resumes_and_callback_errors_stop_the_run() -> None:
 
 def test_policy_returning_the_wrong_number_of_completions_fails_the_round_cleanly() -> None:
     class Short(ScriptedChatModel):
+        batch_serially = True  # a model without a queue of its own: the runner batches for it
+
         async def complete_each(
             self, batch: Sequence[MessagesLike], samplings: Sequence[SamplingParams]
         ) -> list[Any]:

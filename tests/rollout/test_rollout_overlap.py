@@ -122,35 +122,81 @@ def run(
 
 
 def test_a_fast_dialogue_is_generated_for_while_a_slow_user_is_still_answering(tiny: tuple[Any, Any]) -> None:
+    """Each request goes to the engine alone, the moment its user has answered (the runner forms no
+    batches): users 1 and 2 have their 2nd and 3rd replies generated before user 0 answers its 1st."""
     slow = 0.6
     episodes, events, times, wall = run(tiny, {0: slow})
     assert [e.status for e in episodes] == ["finished"] * 3, [e.error for e in episodes]
-    batches = [rows for kind, rows in events if kind == "generate"]
-    assert batches[0] == (0, 1, 2)  # the openings arrive together: one batch
+    asked = [rows for kind, rows in events if kind == "generate"]
+    assert all(len(rows) == 1 for rows in asked)  # one request a call: the engine's queue batches
     slow_first_reply = events.index(("user replied", 0))
     before = [rows for kind, rows in events[:slow_first_reply] if kind == "generate"]
-    # users 1 and 2 had their 2nd and 3rd replies generated before user 0 answered its 1st
-    assert before == [(0, 1, 2), (1, 2), (1, 2)]
-    assert batches[-2:] == [(0,), (0,)]
+    assert sorted(before) == [(0,), (1,), (1,), (1,), (2,), (2,), (2,)]
+    assert asked[-2:] == [(0,), (0,)]
     # the policy waited on user 0 alone: roughly its three answers, not the fast users' too
     assert times.policy_idle_s >= 2 * slow
     assert times.policy_idle_s + times.policy_s <= wall + 0.05
-    assert times.simulator_s >= 3 * slow and times.batches == len(batches) == 5
-    assert times.requests == 3 * TURNS
+    assert times.simulator_s >= 3 * slow
+    assert times.batches == 0 and times.requests == len(asked) == 3 * TURNS
 
 
 def test_the_tokens_are_those_of_lockstep_turns(tiny: tuple[Any, Any]) -> None:
-    """Same seeds, same tokens: with the latencies that split the batches, and with none (every turn
-    one batch of all dialogues, as the round-based runner ran them)."""
+    """Same seeds, same tokens: with the latencies that spread the requests over the engine's steps,
+    and with none (every turn's requests admitted together, as the round-based runner ran them)."""
     lockstep, lock_events, _, _ = run(tiny, {})
-    assert [rows for kind, rows in lock_events if kind == "generate"] == [(0, 1, 2)] * TURNS
     lagged, lag_events, _, _ = run(tiny, {0: 0.15, 1: 0.05})
-    assert len([e for e in lag_events if e[0] == "generate"]) > TURNS  # the batches really differed
+    order = [e for e in lag_events if e[0] != "generate"]
+    assert order != [e for e in lock_events if e[0] != "generate"]  # the users really answered apart
     for a, b in zip(lockstep, lagged, strict=True):
         assert a.profile_id == b.profile_id and a.status == b.status == "finished"
         assert [m.content for m in a.messages] == [m.content for m in b.messages]
         assert [t.token_ids for t in a.sampled if t] == [t.token_ids for t in b.sampled if t]
         assert len([t for t in a.sampled if t]) == TURNS
+
+
+class LoopTurnsUserLLM(LaggedUserLLM):
+    """The user's LLM answers after ``turns[i]`` event-loop turns and no I/O (what the offline user's
+    reply costs, stretched): when its answer lands relative to the engine's thread is up to the box."""
+
+    def __init__(self, turns: dict[int, int], events: list[tuple[str, Any]]) -> None:
+        super().__init__({}, events)
+        self.turns = turns
+
+    async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:
+        for _ in range(self.turns.get(_who(messages), 0)):
+            await asyncio.sleep(0)
+        return await super().complete(messages, sampling)
+
+
+def test_users_without_io_join_the_same_decode_steps_however_many_loop_turns_they_take(
+    tiny: tuple[Any, Any],
+) -> None:
+    """The admission barrier: the engine admits only once the rollout's loop has settled, so users
+    that answer without I/O join the same decode steps, with bit-identical log-probs, whether they
+    answer at once or after hundreds of loop turns (up to the settle's limit, SETTLE_TURNS; a resumed run's rows share the steps they shared
+    the first time)."""
+
+    def sampled(turns: dict[int, int]) -> tuple[list[Any], dict[str, int]]:
+        policy = RecordingPolicy(*tiny, device="cpu", max_batch_size=16)
+        policy.events = []
+        episodes = asyncio.run(
+            run_rollouts(
+                policy,
+                LLMSimulator(LoopTurnsUserLLM(turns, [])),
+                users(4),
+                RolloutConfig(env=EnvConfig.training(max_assistant_turns=TURNS)),
+                SAMPLING,
+                seed=11,
+            )
+        )
+        counts = policy.engine.scheduler.counts
+        rows = [(t.token_ids, t.logprobs) for ep in episodes for t in ep.sampled if t]
+        return rows, {"prefills": counts.prefills, "steps": counts.decode_steps, "rows": counts.decode_rows}
+
+    at_once, at_once_counts = sampled({})
+    spread, spread_counts = sampled({1: 50, 2: 150, 3: 300})  # each user turn 2 calls: < SETTLE_TURNS
+    assert spread_counts == at_once_counts
+    assert spread == at_once  # token ids and log-probs, bit for bit
 
 
 def test_idle_time_is_the_time_every_live_dialogue_waited_on_its_user(tiny: tuple[Any, Any]) -> None:
@@ -160,7 +206,7 @@ def test_idle_time_is_the_time_every_live_dialogue_waited_on_its_user(tiny: tupl
     count of batches is bounded, not exact."""
     _, _, times, wall = run(tiny, {0: 0.2, 1: 0.2, 2: 0.2})
     assert 0.55 <= times.policy_idle_s <= wall - times.policy_s + 0.05
-    assert times.policy_s > 0 and TURNS <= times.batches <= times.requests
+    assert times.policy_s > 0 and times.requests == 3 * TURNS
 
 
 def test_running_out_of_memory_fails_the_run_and_leaves_nothing_running() -> None:

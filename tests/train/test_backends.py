@@ -167,6 +167,25 @@ def test_the_hf_backend_states_its_own_sampler(tmp_path: Path) -> None:
     assert sampler["stop_token_ids"] == trainer.chat.stop_token_ids  # type: ignore[attr-defined]
 
 
+def test_the_hf_backends_slots_come_from_memory_unless_set() -> None:
+    """``model.generation_batch_size`` unset: the engine's slots are sized from the memory free and
+    the KV cost of a ``max_length``-token dialogue; set, the setting wins."""
+    from rlver.models.tiny import tiny_model_and_tokenizer
+
+    net, tok = tiny_model_and_tokenizer(0)
+
+    def engine(*sets: str) -> HFEngine:
+        built = HFBackend(load_train_config("tiny-offline", list(sets)), net, tok, torch.device("cpu")).engine
+        assert isinstance(built, HFEngine)
+        return built
+
+    plan = engine("model.generation_batch_size=null", "model.max_length=1536").slot_plan
+    assert plan.source == "memory" and plan.longest_tokens == 1536, plan
+    assert plan.record()["kv_bytes_per_token"] > 0
+    fixed = engine("model.generation_batch_size=12")
+    assert fixed.slot_plan.source == "set" and fixed.max_batch_size == 12
+
+
 class _ChatOnly(RolloutBackend[BackendSettings]):
     """A backend written against the old seam: its build returns a chat model, not an engine."""
 

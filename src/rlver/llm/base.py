@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import (
@@ -155,6 +155,16 @@ class ChatModel(abc.ABC):
     #: the first on the same device). The rollout runner then forms each batch from every dialogue
     #: waiting while the previous one ran; an endpoint takes new requests while others are in flight.
     batch_serially: bool = False
+    #: Batches concurrent requests itself (an engine with one queue that refills its slots as rows
+    #: end): the rollout runner sends each dialogue's request alone, the moment it is ready, and forms
+    #: no batches of its own (see :meth:`set_admission_barrier` for what keeps a rollout reproducible).
+    queues_requests: bool = False
+
+    def set_admission_barrier(self, barrier: Callable[[], None] | None) -> bool:
+        """Hand ``barrier`` (``None``: remove it) to the engine that admits this model's requests
+        (:meth:`rlver.llm.engine.TokenEngine.set_admission_barrier`); whether it is honoured. A model
+        with no such engine (an endpoint, a script) has nothing to hold: ``False``."""
+        return False
 
     @abc.abstractmethod
     async def complete(self, messages: MessagesLike, sampling: SamplingParams) -> Completion:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -129,6 +129,14 @@ class TokenEngine(abc.ABC):
             for p, s, r in zip(prompts, samplings, request_ids, strict=True)
         ]
         return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    def set_admission_barrier(self, barrier: Callable[[], None] | None) -> bool:
+        """Register (``None``: remove) a blocking callable the engine calls from its own thread before
+        it admits waiting requests, at the start of a busy period and after a step that answered a row,
+        so that which rows share a step is fixed by the caller's work, not by wall time (a rollout:
+        :func:`rlver.rollout.batching.loop_barrier`). Returns whether the engine honours it; an engine
+        without a queue of its own (this default) has no admission to hold and returns ``False``."""
+        return False
 
     @abc.abstractmethod
     def sampling_settings(self, sampling: SamplingParams) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,6 +123,17 @@ class EngineChatModel(ChatModel):
         #: special and think-tag ids, once per tokenizer (never per reply)
         self.token_classes = TokenClasses.of(tokenizer)
         self._request_ids = itertools.count()
+        #: an admission barrier is set on the engine: prompts are encoded on the event loop, so a
+        #: request is queued before the loop settles (an encode in a worker thread would land after)
+        self._encode_inline = False
+        #: the engine's own (:attr:`TokenEngine.queues_requests`): the rollout sends it each request alone
+        self.queues_requests = engine.queues_requests
+
+    def set_admission_barrier(self, barrier: Callable[[], None] | None) -> bool:
+        """Set on the engine; while one is set, prompts are encoded on the event loop (see above)."""
+        honoured = self.engine.set_admission_barrier(barrier)
+        self._encode_inline = honoured and barrier is not None
+        return honoured
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -219,9 +230,12 @@ class EngineChatModel(ChatModel):
     ) -> list[Completion | BaseException]:
         """Each row its own request to an engine that batches requests itself
         (:attr:`TokenEngine.queues_requests`), queued in the batch's order; the prompts are encoded in
-        a worker thread. Failures are returned in place; running out of memory raises (the caller's
-        step fails, naming what to lower)."""
-        prompts = await asyncio.to_thread(self._encode_each, batch)
+        a worker thread (on the loop while an admission barrier is set). Failures are returned in
+        place; running out of memory raises (the caller's step fails, naming what to lower)."""
+        if self._encode_inline:
+            prompts = self._encode_each(batch)
+        else:
+            prompts = await asyncio.to_thread(self._encode_each, batch)
         rows = [i for i, ids in enumerate(prompts) if not isinstance(ids, BaseException)]
         results: list[Completion | BaseException] = [
             ids if isinstance(ids, BaseException) else RuntimeError("no result") for ids in prompts

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from rlver.errors import PolicyOutOfMemoryError
@@ -267,6 +267,12 @@ class HFEngine(TokenEngine):
             except Exception as exc:
                 out.append(exc)
         return out
+
+    def set_admission_barrier(self, barrier: Callable[[], None] | None) -> bool:
+        """The queue's worker calls ``barrier`` before each admission that follows an answer
+        (:meth:`rlver.llm.scheduler.Scheduler.set_barrier`)."""
+        self.scheduler.set_barrier(barrier)
+        return True
 
     def _output(self, request: Request, tokens: list[int], logps: list[float]) -> TokenOutput:
         return TokenOutput(tokens, logps, self._finish_reason(tokens, request.sampling, set(request.stops)))

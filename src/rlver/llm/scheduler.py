@@ -26,6 +26,15 @@ Requests whose sampling settings differ (temperature, top-p, top-k) do not share
 request whose settings differ from the running batch's waits at the head of the queue until that batch
 drains (overtaken by nothing seen after it).
 
+Admission barrier (:meth:`Scheduler.set_barrier`): a caller whose requests must join at steps fixed by
+its own work, not by wall time, registers a blocking callable; the worker calls it at the start of every
+busy period and after every step that answered (or failed) a row, before it admits anyone. A rollout's
+barrier waits, on the rollout's event loop, until every dialogue that can go on without I/O (the offline
+user) has queued its next request (:func:`rlver.rollout.batching.settle`): so which rows share a decode
+step, and so each row's log-probs to their last bit, is the same on every run and on resume, while a
+user doing real I/O is not waited for and its request joins whenever it arrives. Without a barrier
+(the verifiers environment, ``rlver chat``, a plain ``complete``) admission is as above, at once.
+
 Out of memory: the rows in flight go back to the head of the queue in their order and the slot count is
 halved (a row resampled from its seed draws the same tokens); a single row that still does not fit
 fails with the engine's error. The decode state itself (prefill, merging and trimming the cache, one
@@ -89,6 +98,19 @@ class Scheduler:
         #: answered after the model's training mode is restored, so a caller that gets its reply finds
         #: the model as it left it (a trainer that scores right after its rollout races no restore).
         self._held: list[tuple[Request, tuple[list[int], list[float]]]] = []
+        #: the caller's admission barrier (``None``: admit at once; see the module docstring)
+        self._barrier: Callable[[], None] | None = None
+        #: a row was answered or failed since the last take: the barrier runs before the next one
+        self._delivered = True
+
+    def set_barrier(self, barrier: Callable[[], None] | None) -> None:
+        """Register (or, with ``None``, remove) the admission barrier: a blocking callable the worker
+        calls before admitting anyone at the start of a busy period and after a step that answered a
+        row. A second barrier while one is set is refused (one caller's steps can be fixed, not two)."""
+        with self._lock:
+            if barrier is not None and self._barrier is not None:
+                raise RuntimeError("the engine already has an admission barrier; remove it first")
+            self._barrier = barrier
 
     # -- callers' side ------------------------------------------------------------------------------------
     def submit(self, requests: list[Request]) -> None:
@@ -126,6 +148,7 @@ class Scheduler:
         """Up to ``room`` requests that share ``key`` (the first one sets it when the batch is empty),
         in :func:`admission_order`, stopping at the first whose key differs (it waits for the batch to
         drain, overtaken by nobody behind it); every request still waiting is marked seen at this take."""
+        self._wait_at_barrier()
         taken: list[Request] = []
         with self._lock:
             self._takes += 1
@@ -145,6 +168,13 @@ class Scheduler:
             chosen = {id(r) for r in taken}
             self._queue = collections.deque(r for r in live if id(r) not in chosen)
         return taken
+
+    def _wait_at_barrier(self) -> None:
+        """Run the barrier when a row was answered since the last take (or a busy period starts)."""
+        barrier = self._barrier
+        if barrier is not None and self._delivered and not self._held:
+            barrier()  # held answers end the period first: its next one starts at the barrier
+        self._delivered = False
 
     def _give_back(self, requests: list[Request]) -> None:
         with self._lock:
@@ -178,6 +208,7 @@ class Scheduler:
 
     def _busy(self) -> None:
         """Refill, sample, step, until no row is live and nothing waits."""
+        self._delivered = True  # a busy period starts at the barrier: every caller has queued
         if self.decoder.static_cache:
             self._busy_static()
             return
@@ -247,6 +278,7 @@ class Scheduler:
         """After a failed step: out of memory puts ``rows`` back at the head of the queue and halves
         the slots (a single row that does not fit fails with the engine's error); any other failure
         fails ``rows``. The slots to go on with."""
+        self._delivered = True  # failed rows' callers go on too: the barrier runs before the next take
         if not self._is_oom(exc):
             for r in rows:
                 _fail(r, exc)
@@ -300,6 +332,7 @@ class Scheduler:
     def _answer(self, request: Request, result: tuple[list[int], list[float]], *, last: bool) -> None:
         """Answer ``request`` now, or hold it to the end of the busy period when its batch is done
         and nothing waits (``last``): see ``_held``."""
+        self._delivered = True
         if last and not self.waiting():
             self._held.append((request, result))
         elif not request.future.done():

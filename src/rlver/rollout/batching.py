@@ -1,10 +1,19 @@
-"""The policy's side of a rollout: one queue that every dialogue asks for its next reply.
+"""The policy's side of a rollout: what every dialogue asks for its next reply.
 
-Continuous batching by turn. Each dialogue runs as its own coroutine and, when its user has spoken,
-asks :class:`PolicyQueue` for a reply. The queue runs one ``complete_each`` over every request that is
-waiting when the policy is free; requests that arrive while a generation is in flight form the next
-batch. So a dialogue whose simulator answered quickly is generated for again while a slow simulator
-call is still out: nobody waits for the slowest user of a round.
+One home for batching: a policy that batches requests itself (:attr:`ChatModel.queues_requests`: the
+local engine, whose one queue refills its slots as rows end) and an endpoint (it takes concurrent
+requests) are sent each dialogue's request alone, the moment its user has spoken
+(:class:`PolicyQueue` passes it through). The runner forms batches only for a model that generates one
+batch at a time and has no queue of its own (``batch_serially`` without ``queues_requests``): one
+``complete_each`` over every request waiting when the policy is free.
+
+Why a rollout stays reproducible when the engine batches: a row's log-probs depend, in their last bits,
+on which rows share its decode steps, so the step at which a request joins must not depend on wall
+time. The runner hands the engine an admission barrier (:func:`loop_barrier`): before the engine admits
+waiting requests after a row's answer, it waits until the rollout's event loop has settled
+(:func:`settle`), i.e. every dialogue whose user answers without I/O (the offline user, a scripted one)
+has queued its next request; they are then admitted in the order they were queued, which the loop
+makes the same on every run. A user doing real I/O is not waited for: its request joins when it comes.
 
 What is batched does not change what is sampled: each request carries its own seed, and the local
 sampler draws a row's tokens from that seed and its prompt alone, whatever else shares the batch.
@@ -16,8 +25,9 @@ simulator call was, and how long the policy stood idle while dialogues waited on
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rlver.errors import PolicyOutOfMemoryError
@@ -38,7 +48,8 @@ class RolloutTimes:
     #: seconds the policy had nothing to generate (nothing queued, nothing in flight) while
     #: dialogues were still live, i.e. every live dialogue was waiting on its simulated user
     policy_idle_s: float = 0.0
-    #: generation batches run, and the dialogue turns they held
+    #: generation batches the runner formed (none when the policy batches requests itself), and the
+    #: dialogue turns asked of the policy
     batches: int = 0
     requests: int = 0
 
@@ -75,16 +86,17 @@ class _Request:
 
 @dataclass
 class PolicyQueue:
-    """Batches the dialogues' policy requests; see the module docstring.
+    """The dialogues' policy requests; see the module docstring.
 
-    ``serial``: one generation at a time (a model in this process: a second batch would only queue
-    behind the first on the same device). An endpoint takes a new batch while others are in flight,
-    as it did when every dialogue of a round was sent at once.
+    ``direct``: each request goes to the policy alone, the moment it is asked (a policy that batches
+    requests itself, an endpoint). Otherwise the queue forms batches; ``serial``: one at a time (a
+    model in this process without a queue: a second batch would only wait behind the first).
     """
 
     policy: ChatModel
     serial: bool
     times: RolloutTimes
+    direct: bool = False
     pending: list[_Request] = field(default_factory=list)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
@@ -97,6 +109,8 @@ class PolicyQueue:
 
     async def ask(self, messages: MessagesLike, sampling: SamplingParams) -> Answer:
         """Queue one dialogue's request and wait for its reply (``PolicyOutOfMemoryError`` raises)."""
+        if self.direct:
+            return await self._one(messages, sampling)
         request = _Request(messages, sampling, asyncio.get_running_loop().create_future())
         self.demand.enter()
         try:
@@ -106,14 +120,31 @@ class PolicyQueue:
         finally:
             self.demand.exit()
 
+    async def _one(self, messages: MessagesLike, sampling: SamplingParams) -> Answer:
+        """One request, straight to the policy; its wall time is its own (queue wait included). An
+        error recorded for the queue (a transcript that cannot be written) stops the run first."""
+        if self.stop_errors:
+            raise self.stop_errors[0]
+        self.times.requests += 1
+        self.demand.enter()
+        self.generating.enter()
+        t0 = time.perf_counter()
+        try:
+            (result,) = await generate(self.policy, [messages], [sampling])
+        finally:
+            self.generating.exit()
+            self.demand.exit()
+        return result, time.perf_counter() - t0
+
     def close(self) -> None:
         """No dialogue is left: :meth:`serve` returns once the batches in flight have ended."""
         self.closed = True
         self.arrived.set()
 
     async def serve(self) -> None:
-        """Run batches until :meth:`close`: everything queued when the policy is free, in one call."""
-        while True:
+        """Run batches until :meth:`close`: everything queued when the policy is free, in one call
+        (nothing to run when requests go straight to the policy)."""
+        while not self.direct:
             await self.arrived.wait()
             await settle()
             self.arrived.clear()
@@ -191,3 +222,34 @@ async def settle() -> None:
         await asyncio.sleep(0)
         if ready is not None and not ready:
             return
+
+
+#: How often a barrier waiting on the loop checks that the loop still runs (a loop closed under a
+#: Ctrl-C must not leave the engine's worker waiting for ever).
+BARRIER_POLL_S = 0.05
+
+
+def loop_barrier(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """An admission barrier for an engine's worker thread (:meth:`ChatModel.set_admission_barrier`):
+    it runs :func:`settle` on ``loop`` and blocks until it is done, so every dialogue that can go on
+    without I/O has queued its request first. Called on the loop's own thread (an engine run in the
+    caller's thread), or once the loop has stopped, it returns at once instead of deadlocking."""
+    owner = threading.get_ident()  # built on the loop's thread
+
+    def barrier() -> None:
+        if threading.get_ident() == owner or loop.is_closed() or not loop.is_running():
+            return
+        settled = threading.Event()
+
+        def start() -> None:  # on the loop: the settle is made there, so a closed loop leaves none
+            asyncio.ensure_future(settle()).add_done_callback(lambda _: settled.set())
+
+        try:
+            loop.call_soon_threadsafe(start)
+        except RuntimeError:  # the loop closed meanwhile
+            return
+        while not settled.wait(BARRIER_POLL_S):
+            if loop.is_closed() or not loop.is_running():
+                return  # a Ctrl-C ended the loop: its tasks (the settle among them) are cancelled
+
+    return barrier

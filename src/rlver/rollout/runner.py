@@ -2,10 +2,12 @@
 
 Every dialogue runs as its own coroutine: the simulated user's opening, then turn after turn of
 policy reply (asked of one shared :class:`~rlver.rollout.batching.PolicyQueue`) and simulator step
-(the appraisal + reply, bounded by a semaphore), until it ends. The queue runs one ``complete_each``
-over every request waiting when the policy is free (one batched generate on a local model,
-concurrent requests on an endpoint), so a dialogue whose user has answered joins the next batch
-while slower simulator calls are still out: the policy does not wait for the slowest user of a turn.
+(the appraisal + reply, bounded by a semaphore), until it ends. A policy that batches requests itself
+(the local engine) or an endpoint gets each request alone, the moment its user has answered, and the
+engine's queue refills its slots; the runner hands the engine an admission barrier so which rows share
+a decode step does not depend on wall time (:mod:`rlver.rollout.batching`). A model in this process
+without a queue of its own gets one ``complete_each`` over every request waiting when it is free. Either
+way the policy does not wait for the slowest user of a turn.
 
 So a batch of N dialogues × T turns takes about T × (policy + simulator) wall time, not N × that.
 A dialogue whose policy or simulator call fails for good is marked ``status="failed"`` with its error
@@ -36,7 +38,7 @@ from rlver.env.rewards import RewardSpec, episode_reward
 from rlver.llm.base import ChatModel, Completion, SamplingParams
 from rlver.profiles.schema import Profile
 from rlver.records import Episode
-from rlver.rollout.batching import Busy, PolicyQueue, RolloutTimes
+from rlver.rollout.batching import Busy, PolicyQueue, RolloutTimes, loop_barrier
 from rlver.seeding import Seed, hashed_seed
 from rlver.simulator.base import UserSimulator
 
@@ -122,7 +124,7 @@ async def run_rollouts(
 
     ``seed`` overrides ``config.seed``. ``skip`` holds ``(profile_id, sample_index)`` pairs already
     done (resume): they are not run and not returned. ``on_episode`` may be sync or async; an
-    exception it raises stops the run before the policy's next batch (a transcript that cannot be
+    exception it raises stops the run before the policy's next request (a transcript that cannot be
     written must not be silently lost). ``times``, when given, is filled in with the rollout's
     wall-clock split (generating, simulating, the policy idle), also when the run fails.
     """
@@ -172,9 +174,12 @@ class _Run:
     ) -> list[Episode]:
         """Every dialogue as its own coroutine, all asking one :class:`PolicyQueue` for their replies."""
         self.report()
+        direct = policy.queues_requests or not policy.batch_serially
         queue = PolicyQueue(
-            policy, serial=policy.batch_serially, times=times, stop_errors=self.callback_errors
+            policy, serial=policy.batch_serially, times=times, direct=direct, stop_errors=self.callback_errors
         )
+        # the engine admits after the loop has settled: which rows share a step is the same on resume
+        held = direct and policy.set_admission_barrier(loop_barrier(asyncio.get_running_loop()))
         run_seed = base_seed if sampling.seed is None else sampling.seed
         self.seed_turns = seeds_each_turn(policy, sampling)
         t0 = time.perf_counter()
@@ -194,6 +199,8 @@ class _Run:
         try:
             await _first_error(tasks)
         finally:
+            if held:
+                policy.set_admission_barrier(None)
             await _cancel(tasks + list(queue.in_flight))
             times.policy_s, times.simulator_s = queue.generating.total, self.simulating.total
             times.policy_idle_s = max(0.0, time.perf_counter() - t0 - queue.demand.total)
@@ -235,7 +242,7 @@ class _Run:
                 result = self.on_episode(ep)
                 if inspect.isawaitable(result):
                     await result
-            except Exception as exc:  # stops the run before its next batch, see run_rollouts
+            except Exception as exc:  # stops the run before its next request, see run_rollouts
                 self.callback_errors.append(exc)
 
     async def start(self, d: _Dialogue) -> None:

@@ -94,11 +94,14 @@ class ModelSettings(_Strict):
     max_length: int = Field(
         default=8192, ge=16, le=MAX_COUNT, description="tokens per dialogue; longer ones lose turns"
     )
-    generation_batch_size: int = Field(
-        default=64,
+    generation_batch_size: int | None = Field(
+        default=None,
         ge=1,
         le=MAX_COUNT,
-        description="Dialogues the local sampler generates together in one batch.",
+        description="The local engine's slots (replies decoded at once; a freed slot takes the next "
+        "waiting request). ``null``: sized from the memory free when the engine is built and the KV "
+        "cost of a ``max_length``-token dialogue (``rlver.llm.slots``), which moves with what else "
+        "runs; set it to pin the batches a resumed run's log-probs depend on in their last bits.",
     )
 
 

@@ -4,8 +4,8 @@ multi-turn dialogues.
 Read :meth:`Trainer.train_step` top to bottom — one step, with no hidden control flow (CleanRL's rule):
 
 1. sample profiles → run the dialogues with the model being trained against the simulated users
-   (``rlver.rollout.runner.run_rollouts``; a dialogue whose user has answered joins the next batched
-   ``generate``, sampled by the ``rollout.backend``), and append them to the run folder's
+   (``rlver.rollout.runner.run_rollouts``; a dialogue whose user has answered sends its next request
+   to the ``rollout.backend``'s engine, whose queue batches them), and append them to the run folder's
    transcript.jsonl (``rlver.train.transcript_writer``);
 2. drop failed dialogues; tokenise the rest, each sample with its rewards (``rlver.train.learner``);
 3. score → advantages → update on one padded batch: :class:`rlver.train.learner.Learner` (the rollout

@@ -49,7 +49,8 @@ class HFBackend(RolloutBackend[HFSettings]):
             policy,
             tokenizer,
             device=str(device),
-            max_batch_size=self.config.model.generation_batch_size,
+            max_batch_size=self.config.model.generation_batch_size,  # None: sized from memory
+            longest_tokens=self.config.model.max_length,  # what a slot may hold: one whole dialogue
             name="policy",
             compile_decode=self.settings.compile_decode,
             shares_weights=True,

@@ -36,7 +36,10 @@ class ModelView(Protocol):
     """The ``model:`` block as a backend sees it."""
 
     @property
-    def generation_batch_size(self) -> int: ...
+    def generation_batch_size(self) -> int | None: ...
+
+    @property
+    def max_length(self) -> int: ...
 
 
 class BackendConfig(Protocol):
