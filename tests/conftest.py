@@ -21,10 +21,9 @@ TESTS = Path(__file__).resolve().parent
 for _folder in [TESTS, *sorted(p for p in TESTS.iterdir() if p.is_dir() and any(p.glob("test_*.py")))]:
     if str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
-#: The published data, when a developer or CI has it: ``$RLVER_SHARED_DATA``, else ``../shared/data``
-#: beside the checkout. Only the ``shared_data`` fixture hands it to tests; every other test runs as on
-#: a fresh clone with nothing beside it.
-SHARED_DATA = Path(os.environ.get("RLVER_SHARED_DATA") or REPO_ROOT.parent / "shared" / "data")
+# The published data's path (helpers.SHARED_DATA): only the ``shared_data`` fixture hands it to tests.
+from helpers import SHARED_DATA  # noqa: E402  (after the folders go on the path)
+
 #: Where ``rlver models fetch`` put the real model, read before any test isolates the data dir.
 SMOLLM2_DIR = default_data_dir() / "models" / "smollm2-135m-instruct"
 #: Set (by .ci/run) where the real model must be there: its tests then fail instead of skipping.

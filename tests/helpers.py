@@ -20,6 +20,14 @@ import pytest
 from rlver.profiles.loaders import load_profiles
 from rlver.registry import Entry, Registry
 
+#: The published data, when a developer or CI has it: ``$RLVER_SHARED_DATA``, else ``../shared/data``
+#: beside the checkout. Only the ``shared_data`` fixture hands it to tests; every other test runs as on
+#: a fresh clone with nothing beside it. Here, not in conftest.py, because ``from conftest import``
+#: finds whichever folder's conftest.py was imported first (tests/rollout/ has one).
+SHARED_DATA = Path(
+    os.environ.get("RLVER_SHARED_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+
 #: Every profile a test names by id (``tests/data/profiles.yaml``), read with rlver's own loader;
 #: ``source`` is left empty, as for a profile written inline.
 TEST_PROFILES = {p.id: p for p in load_profiles(Path(__file__).parent / "data" / "profiles.yaml", source="")}

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED_DATA
-from helpers import run_rlver
+from helpers import SHARED_DATA, run_rlver
 from rlver.env.dialogue import EnvConfig
 from rlver.errors import RlverError
 from rlver.eval.explain import ROWS, Difference, Explanation, explain, explain_manifest, judge_name
