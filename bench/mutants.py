@@ -46,11 +46,13 @@ class Target:
     """One module of the training core: what to mutate, which test files test it, and which of their
     tests to leave out (``deselect``: pytest node ids of tests that run whole training steps, seconds
     each, where faster tests of the same functions exist: every mutant of a function runs every
-    selected test that reaches it)."""
+    selected test that reaches it). ``source``: one path or glob, or several."""
 
-    source: str
+    source: str | tuple[str, ...]
     tests: tuple[str, ...]
     deselect: tuple[str, ...] = ()
+    #: the target whose mutants this one is a narrower view of (run by name only, not in "all")
+    narrows: str = ""
 
 
 _ALG = "tests/train/test_train_algorithms.py"
@@ -149,6 +151,7 @@ TARGETS["turncredit"] = Target(
         "tests/train/test_algorithms_mutants.py",
     ),
     ("tests/train/test_mapo.py::test_a_training_step_in_each_layout",),
+    narrows="algorithms",
 )
 # the update loop moved out of learner.py: the same tests reach it (one list, kept in one place)
 TARGETS["update"] = Target("src/rlver/train/update.py", TARGETS["learner"].tests, TARGETS["learner"].deselect)
@@ -399,7 +402,9 @@ def report(name: str, found: dict[str, str], changes: dict[str, Change | None] |
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all)")
+    parser.add_argument(
+        "modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all but the narrower views)"
+    )
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--report-only", action="store_true", help="print the last run's results again")
     parser.add_argument(
@@ -432,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and len(args.modules) != 1:
         print("error: --only needs exactly one module", file=sys.stderr)
         return 2
-    for name in args.modules or list(TARGETS):
+    for name in args.modules or [n for n, t in TARGETS.items() if not t.narrows]:
         keep = bool(args.only) and workdir(name).is_dir()
         earlier = statuses(workdir(name)) if keep else {}
         folder = (
