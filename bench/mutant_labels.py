@@ -52,7 +52,6 @@ _GUARD = (
 _CUDA_INDEX = "device=None puts the group ids on the CPU, and CUDA indexes a CUDA tensor with them all the same: the same advantages on the scores' device (survived tests/train/test_batch_cuda_only.py on an H200, bench/cuda_mutants.py, 2026-11-28)"
 _CAST_ON_ASSIGN = "the int mask is cast on assignment into the float32 tensor"
 _CUT_EXACT = "the cut episode holds exactly kept_turns turns, so sample_rewards has no later turn to fold in: kept_turns changes nothing"
-_SKIPS_LOGGED = "every minibatch step logs train/nonfinite_skips, so the default of sums.get is never used"
 _UNBIASED_NONE = "unbiased=None is falsy: the population variance"
 _LONE_DEFAULT = "lone acts only through lone == 'raw': any other default is 'zero'"
 _SINCE_WRITTEN = "since is written by the first enter() before anything reads it"
@@ -498,26 +497,6 @@ EQUIVALENT: dict[str, Label] = {
         "entropy_grad=a.entropy_coef > 0, chunk_tokens=self.parts.update.logit_chunk_tokens,\n)  # fmt: skip",
         "entropy_grad=a.entropy_coef > 0, )  # fmt: skip",
         "chunk_tokens left at policy_forward's default: the chunking is exact, the numbers do not depend on its size",
-    ),
-    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_56": Label(
-        'if a.target_kl is not None and stats["train/approx_kl"] > a.target_kl:',
-        'if a.target_kl is not None and stats["train/approx_kl"] >= a.target_kl:',
-        "approx_kl >= vs > target_kl: a float tie no run meets (target_kl > 0, and a minibatch's KL is 0 exactly only at ratio 1)",
-    ),
-    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_67": Label(
-        'out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean',
-        'out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", None)  # a count, not a mean',
-        _SKIPS_LOGGED,
-    ),
-    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_69": Label(
-        'out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean',
-        'out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", )  # a count, not a mean',
-        _SKIPS_LOGGED,
-    ),
-    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_72": Label(
-        'out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 0.0)  # a count, not a mean',
-        'out_stats["train/nonfinite_skips"] = sums.get("train/nonfinite_skips", 1.0)  # a count, not a mean',
-        _SKIPS_LOGGED,
     ),
 }
 

@@ -396,7 +396,10 @@ def report(name: str, found: dict[str, str], changes: dict[str, Change | None] |
         print(f"  {kind}: {mutant}: {label.why}")
     print_stale({m: c for m, c in stale.items() if found[m] not in KILLED}, missing)
     for mutant in sorted(m for m in own if found.get(m) in KILLED):
-        print(f"  listed as {LISTED[mutant][0]} but killed (remove it from its list): {mutant}")
+        if found[mutant] == "timeout":  # a survivor runs every test that reaches it: the longest runs
+            print(f"  listed as {LISTED[mutant][0]} but timed out (a loaded machine? --only it): {mutant}")
+        else:
+            print(f"  listed as {LISTED[mutant][0]} but killed (remove it from its list): {mutant}")
     return len(live)
 
 
