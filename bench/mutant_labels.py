@@ -58,7 +58,7 @@ _SINCE_WRITTEN = "since is written by the first enter() before anything reads it
 _ZIP_ONE_PER_REQUEST = "zip's strict= only acts on unequal lengths; generate() returns one result per request (a wrong count becomes one error per row)"
 _SORT_DEFAULTS = "topk/sort: dim=-1 and sorted=True are the defaults"
 _TOP_P_ONE = "top_p 1 after top_k: the nucleus then drops only tokens under 2**-24 of the row's mass, whose cdf step rounds to 0 in float32 (never drawn either way)"
-_FULL_INT64 = "torch.full with an int pad id is int64 without a dtype"
+_FULL_INT64 = "torch.full with an int fill value (a pad id, -1) is int64 without a dtype"
 _ZEROS_FLOAT32 = "torch.zeros is float32 without dtype="
 _WIDTH_ONE = "width starts at 1, not 0: max(width, length) is the same for every length >= 1"
 _AUTOCAST = "autocast without its dtype is bf16 on a CPU, as asked, and fp16 on CUDA"
@@ -447,6 +447,16 @@ EQUIVALENT: dict[str, Label] = {
         "samples.append(Sample(cut, q, sample_rewards(cut, rollout.reward, kept_turns=q.kept_turns)))",
         "samples.append(Sample(cut, q, sample_rewards(cut, rollout.reward, )))",
         _CUT_EXACT,
+    ),
+    "rlver.train.learner.x_turn_indices__mutmut_4": Label(
+        "out = torch.full(mask.shape, -1, dtype=torch.long)",
+        "out = torch.full(mask.shape, -1, dtype=None)",
+        _FULL_INT64,
+    ),
+    "rlver.train.learner.x_turn_indices__mutmut_7": Label(
+        "out = torch.full(mask.shape, -1, dtype=torch.long)",
+        "out = torch.full(mask.shape, -1, )",
+        _FULL_INT64,
     ),
     "rlver.train.learner.x_pad_batch__mutmut_10": Label(
         "mask = torch.zeros((len(seqs), width), dtype=torch.float32)",
