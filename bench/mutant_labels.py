@@ -58,6 +58,10 @@ _SINCE_WRITTEN = "since is written by the first enter() before anything reads it
 _ZIP_ONE_PER_REQUEST = "zip's strict= only acts on unequal lengths; generate() returns one result per request (a wrong count becomes one error per row)"
 _SORT_DEFAULTS = "topk/sort: dim=-1 and sorted=True are the defaults"
 _TOP_P_ONE = "top_p 1 after top_k: the nucleus then drops only tokens under 2**-24 of the row's mass, whose cdf step rounds to 0 in float32 (never drawn either way)"
+_OUTCOME_ZIP = (
+    "zip's strict= only acts on unequal lengths; order and outcome are made in the function, outcome by "
+    "group_advantages of one score per entry of order: always the same length, whatever the input"
+)
 _FULL_INT64 = "torch.full with an int fill value (a pad id, -1) is int64 without a dtype"
 _ZEROS_FLOAT32 = "torch.zeros is float32 without dtype="
 _WIDTH_ONE = "width starts at 1, not 0: max(width, length) is the same for every length >= 1"
@@ -284,6 +288,21 @@ EQUIVALENT: dict[str, Label] = {
         "if settings.entropy_coef > 0:",
         "if settings.entropy_coef >= 0:",
         "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the same loss and gradient",
+    ),
+    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_34": Label(
+        "outcome_of = dict(zip(order, outcome.tolist(), strict=True))",
+        "outcome_of = dict(zip(order, outcome.tolist(), strict=None))",
+        _OUTCOME_ZIP,
+    ),
+    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_37": Label(
+        "outcome_of = dict(zip(order, outcome.tolist(), strict=True))",
+        "outcome_of = dict(zip(order, outcome.tolist(), ))",
+        _OUTCOME_ZIP,
+    ),
+    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_38": Label(
+        "outcome_of = dict(zip(order, outcome.tolist(), strict=True))",
+        "outcome_of = dict(zip(order, outcome.tolist(), strict=False))",
+        _OUTCOME_ZIP,
     ),
     "rlver.train.algorithms.core.x_compact__mutmut_35": Label(
         "return x.gather(1, order), (positions < counts).to(x.dtype), order",
