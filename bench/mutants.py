@@ -83,6 +83,7 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_algorithms_mutants.py",
             "tests/train/test_mapo.py",
+            "tests/train/test_turn_credit_mutants.py",
         ),
         # whole training steps (1-6 s each): they test the learner; the maths has direct tests here
         (
@@ -107,6 +108,8 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_learner_mutants.py",
             "tests/train/test_mapo.py",
+            "tests/train/test_update_critic_inputs.py",
+            "tests/train/test_update_edges.py",
         ),
         # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly;
         # MAPO's training steps: its layouts test builds the padded batch directly
@@ -149,6 +152,7 @@ TARGETS["turncredit"] = Target(
         "tests/train/test_mapo.py",
         "tests/train/test_algorithms_turn_credit.py",
         "tests/train/test_algorithms_mutants.py",
+        "tests/train/test_turn_credit_mutants.py",
     ),
     ("tests/train/test_mapo.py::test_a_training_step_in_each_layout",),
     narrows="algorithms",

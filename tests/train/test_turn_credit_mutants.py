@@ -1,7 +1,8 @@
-"""Killing tests for the survivors of ``python bench/mutants.py turncredit`` in CTC-GRPO
+"""Killing tests for the survivors of ``python bench/mutants.py turncredit``. In CTC-GRPO
 (``train/algorithms/ctc_grpo.py``): a lone (user, turn) cell that does not end the credit of the cells
 after it, the std plus (not minus) eps, the outcome's ``grpo_scale_by_std``, a ``groups`` tensor shorter
-than the samples refused, and the verl refusal's words. Each expected number is worked out here."""
+than the samples refused, the verl refusal's words. In MAPO's ``on_turn_tokens``: a value for a turn the
+batch does not hold refused. Each expected number is worked out here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import torch
 
 from rlver.train.algorithms import get_algorithm
 from rlver.train.algorithms.ctc_grpo import CTCGRPOSettings, centred_turn_credit
+from rlver.train.algorithms.mapo import on_turn_tokens
 from test_mapo import _per_turn, _whole_layout
 
 CTC = get_algorithm("ctc_grpo")
@@ -66,3 +68,12 @@ def test_verl_is_refused_with_the_way_to_train_it() -> None:
     (refusal,) = CTC.verl_refusals(CTCGRPOSettings())
     pattern = r"^algorithm\.name=ctc_grpo: .* cannot credit a dialogue's turns apart \(core_algos\); train it with --trainer local$"
     assert re.match(pattern, refusal), refusal
+
+
+@pytest.mark.parametrize("key", [(4, 0), (0, 2)], ids=["dialogue", "turn"])
+def test_a_value_for_a_turn_the_batch_does_not_hold_is_refused(key: tuple[int, int]) -> None:
+    """MAPO's table of (dialogue, turn) values is as large as the batch's dialogues and turns (0-3, 0-1
+    here): a value for dialogue 4 or turn 2 is an IndexError, not written into a spare row and dropped."""
+    inputs = _whole_layout(TURN_REWARDS, GROUPS)
+    with pytest.raises(IndexError):
+        on_turn_tokens(inputs, [key], torch.tensor([1.0]))
