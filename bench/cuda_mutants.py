@@ -1,6 +1,6 @@
 """Kill the CPU-untestable mutants on a CUDA machine, without mutmut: ``python bench/cuda_mutants.py``.
 
-``bench/mutants.py`` lists as *CPU-untestable* the mutants that only a device can tell apart from the
+``bench/mutant_labels.py`` lists as *CPU-untestable* the mutants that only a device can tell apart from the
 original (``.to(None)``, ``device=None``, an autocast without its dtype): on a CPU they compute exactly
 what the original does. ``tests/train/test_batch_cuda_only.py`` holds their killing tests (skipped without
 CUDA). This script checks them the way mutmut would, on a machine that has a GPU but no mutmut: for

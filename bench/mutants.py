@@ -15,8 +15,8 @@ at its ``mutmut`` and put the project's packages on ``PYTHONPATH`` (docs/trainin
 The score printed is killed / (killed + survived), where a timeout counts as killed and a mutant no
 selected test reaches ("no tests") as survived; mutants listed in :data:`EQUIVALENT` (no input can
 tell them apart), :data:`CPU_UNTESTABLE` (only a GPU can) or :data:`OUT_OF_REACH` (mutmut cannot switch
-them on), each with its reason, are left out of it and shown apart, and a second score counts them
-as survivors.
+them on), each with its reason (``bench/mutant_labels.py``), are left out of it and shown apart while
+each one's diff is still the change its label records, and a second score counts them as survivors.
 """
 
 from __future__ import annotations
