@@ -2,17 +2,19 @@
 mutant ``bench/mutants.py`` once listed as equivalent: a labelled mutant must be one no input can tell
 from the original, and these inputs can. A minibatch whose approximate KL equals ``target_kl`` exactly
 does not stop the step (the rule is *passes* it, CleanRL's ``>``); an update of a batch with no samples
-takes no optimiser step and logs zero skipped steps (a count, 0.0, not missing)."""
+takes no optimiser step and logs zero skipped steps (a count, 0.0, not missing). And the counts each
+micro-batch divides by, which two survivors of that run changed."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from rlver.train.learner import Batch
-from test_learner_mutants import four, learner, record_minibatch_steps
+from test_learner_mutants import four, learner, record_minibatch_steps, sample
 
 
 @pytest.fixture(autouse=True)
@@ -52,3 +54,24 @@ def test_an_update_of_no_samples_takes_no_step_and_counts_no_skips(tmp_path: Pat
     stats = lr.update(empty, 1, torch.Generator().manual_seed(0))
     assert stats["train/optimizer_steps"] == 0.0
     assert stats["train/nonfinite_skips"] == 0.0 and isinstance(stats["train/nonfinite_skips"], float)
+
+
+def test_each_micro_batch_divides_by_the_minibatchs_tokens_and_samples(tmp_path: Path) -> None:
+    """The counts every micro-batch's loss divides by: the minibatch's action tokens (on the shifted grid,
+    from position 1) and its samples with at least one. A 2-token sample whose one action token is at
+    position 1 counts as a sample; with a 9-token one (5 action tokens): 6 tokens, 2 samples."""
+    lr = learner(tmp_path, "algorithm.name=grpo", minibatch_samples=2, micro_batch_tokens=16)
+    seen: list[tuple[float, float]] = []
+    real = lr._micro_batch
+
+    def recorded(b: Batch, group: list[int], counts: tuple[float, float], grid: Any) -> dict[str, float]:
+        seen.append(counts)
+        return real(b, group, counts, grid)
+
+    lr._micro_batch = recorded  # type: ignore[method-assign]
+    lr.update(
+        lr.score([sample(2, 1, 1.0, "a", 0), sample(9, 4, 0.0, "a", 1)]), 1, torch.Generator().manual_seed(0)
+    )
+    assert len(seen) == 2 and set(seen) == {
+        (6.0, 2.0)
+    }  # two micro-batches (2 x 9 padded > 16), one set of counts
