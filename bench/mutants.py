@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import ast
 import difflib
+import json
 import os
 import re
 import shutil
@@ -365,6 +366,23 @@ def merged(found: dict[str, str], earlier: dict[str, str]) -> dict[str, str]:
     return {**found, **kept}
 
 
+#: the merged statuses of a target's runs, beside mutmut's own state: mutmut forgets every result when
+#: the test selection changes, so a second ``--only`` run would lose what the first one kept
+RESULTS = "rlver-results.json"
+
+
+def kept_results(folder: Path) -> dict[str, str]:
+    """The statuses :func:`keep_results` wrote after the last run in ``folder`` (none before one)."""
+    path = folder / RESULTS
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def keep_results(folder: Path, found: dict[str, str]) -> None:
+    tmp = folder / (RESULTS + ".tmp")
+    tmp.write_text(json.dumps(found, ensure_ascii=False, indent=0, sort_keys=True), encoding="utf-8")
+    tmp.replace(folder / RESULTS)
+
+
 def report(name: str, found: dict[str, str], changes: dict[str, Change | None] | None = None) -> int:
     """Print the module's counts, its score with the listed mutants left out and counted as
     survivors, and the surviving mutants; return the number of unexplained ones.
@@ -446,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for name in args.modules or [n for n, t in TARGETS.items() if not t.narrows]:
         keep = bool(args.only) and workdir(name).is_dir()
-        earlier = statuses(workdir(name)) if keep else {}
+        earlier = {**statuses(workdir(name)), **kept_results(workdir(name))} if keep else {}
         folder = (
             workdir(name)
             if args.report_only
@@ -458,7 +476,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
                 print(f"error: mutmut run failed for {name} (exit {done.returncode})", file=sys.stderr)
                 return 1
-        found = merged(statuses(folder), earlier)
+        found = merged(statuses(folder), earlier if args.only else kept_results(folder))
+        if not args.report_only:
+            keep_results(folder, found)
         report(name, found, run_changes(folder, [m for m in found if m in LISTED]))
     return 0
 

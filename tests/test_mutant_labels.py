@@ -103,3 +103,18 @@ def test_every_label_names_the_change_it_was_written_for() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stale label" not in proc.stdout and "names no mutant" not in proc.stdout
+
+
+def test_the_merged_results_of_a_run_are_kept_for_the_next_one(mutants: ModuleType, tmp_path: Path) -> None:
+    """mutmut forgets its results when the test selection changes: what one ``--only`` run merged is
+    written beside its state and read back, so a second ``--only`` run keeps the first run's verdicts."""
+    first = {LR + "1": "killed", LR + "2": "survived", LR + "3": "not checked"}
+    mutants.keep_results(tmp_path, first)
+    assert mutants.kept_results(tmp_path) == first
+    second = {LR + "1": "not checked", LR + "2": "not checked", LR + "3": "killed"}  # mutmut's state now
+    assert mutants.merged(second, mutants.kept_results(tmp_path)) == {
+        LR + "1": "killed",
+        LR + "2": "survived",
+        LR + "3": "killed",
+    }
+    assert mutants.kept_results(tmp_path / "none") == {}
