@@ -1,6 +1,6 @@
 """Kill the CPU-untestable mutants on a CUDA machine, without mutmut: ``python bench/cuda_mutants.py``.
 
-``bench/mutants.py`` lists as *CPU-untestable* the mutants that only a device can tell apart from the
+``bench/mutant_labels.py`` lists as *CPU-untestable* the mutants that only a device can tell apart from the
 original (``.to(None)``, ``device=None``, an autocast without its dtype): on a CPU they compute exactly
 what the original does. ``tests/train/test_batch_cuda_only.py`` holds their killing tests (skipped without
 CUDA). This script checks them the way mutmut would, on a machine that has a GPU but no mutmut: for
@@ -142,21 +142,28 @@ def run(selected: tuple[LineMutant, ...], jobs: int) -> int:
     return 0 if kills == len(selected) else 1
 
 
-def _function_alone(path: str, name: str) -> str:
+def function_alone(path: str, name: str) -> str:
     """The source of the function or method named by mutmut's ``name`` (``x_collate__mutmut_41``,
     ``xǁBatchǁrows__mutmut_1``), alone in a module (a method inside its class, without the class's other
     methods): mutmut numbers each function's mutants by themselves, and mutating one function is
-    seconds where the whole file is minutes."""
+    seconds where the whole file is minutes. Empty when the file has no such function (renamed or gone)."""
     source = (ROOT / path).read_text(encoding="utf-8")
     qualified = name.rsplit("__mutmut_", 1)[0]
     parts = qualified.split("ǁ")
     tree = ast.parse(source)
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
     if len(parts) == 3:  # xǁClassǁmethod
-        cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == parts[1])
-        method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == parts[2])
+        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == parts[1]), None)
+        method = (
+            next((n for n in cls.body if isinstance(n, functions) and n.name == parts[2]), None)
+            if cls
+            else None
+        )
+        if cls is None or method is None:
+            return ""
         return f"class {cls.name}:\n" + (ast.get_source_segment(source, method, padded=True) or "")
-    function = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == qualified[2:])
-    return ast.get_source_segment(source, function) or ""
+    function = next((n for n in tree.body if isinstance(n, functions) and n.name == qualified[2:]), None)
+    return (ast.get_source_segment(source, function) or "") if function else ""
 
 
 def check() -> int:
@@ -168,7 +175,7 @@ def check() -> int:
     bad = 0
     for mutant in MUTANTS:
         short = mutant.name.rsplit(".", 1)[-1]
-        module = mutate_file_contents(mutant.path, _function_alone(mutant.path, short)).code
+        module = mutate_file_contents(mutant.path, function_alone(mutant.path, short)).code
         functions = {
             node.name: ast.get_source_segment(module, node) or ""
             for node in ast.walk(ast.parse(module))

@@ -15,13 +15,16 @@ at its ``mutmut`` and put the project's packages on ``PYTHONPATH`` (docs/trainin
 The score printed is killed / (killed + survived), where a timeout counts as killed and a mutant no
 selected test reaches ("no tests") as survived; mutants listed in :data:`EQUIVALENT` (no input can
 tell them apart), :data:`CPU_UNTESTABLE` (only a GPU can) or :data:`OUT_OF_REACH` (mutmut cannot switch
-them on), each with its reason, are left out of it and shown apart, and a second score counts them
-as survivors.
+them on), each with its reason (``bench/mutant_labels.py``), are left out of it and shown apart while
+each one's diff is still the change its label records, and a second score counts them as survivors.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
+import json
 import os
 import re
 import shutil
@@ -30,6 +33,9 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from cuda_mutants import function_alone
+from mutant_labels import CPU_UNTESTABLE, EQUIVALENT, OUT_OF_REACH, Label
 
 ROOT = Path(__file__).resolve().parent.parent
 #: selected tests run without the long, the wall-clock and the real-model ones
@@ -41,11 +47,13 @@ class Target:
     """One module of the training core: what to mutate, which test files test it, and which of their
     tests to leave out (``deselect``: pytest node ids of tests that run whole training steps, seconds
     each, where faster tests of the same functions exist: every mutant of a function runs every
-    selected test that reaches it)."""
+    selected test that reaches it). ``source``: one path or glob, or several."""
 
-    source: str
+    source: str | tuple[str, ...]
     tests: tuple[str, ...]
     deselect: tuple[str, ...] = ()
+    #: the target whose mutants this one is a narrower view of (run by name only, not in "all")
+    narrows: str = ""
 
 
 _ALG = "tests/train/test_train_algorithms.py"
@@ -76,6 +84,7 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_algorithms_mutants.py",
             "tests/train/test_mapo.py",
+            "tests/train/test_turn_credit_mutants.py",
         ),
         # whole training steps (1-6 s each): they test the learner; the maths has direct tests here
         (
@@ -100,6 +109,8 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_learner_mutants.py",
             "tests/train/test_mapo.py",
+            "tests/train/test_update_critic_inputs.py",
+            "tests/train/test_update_edges.py",
         ),
         # two PPO training steps with a KL term (6 s): test_learner_mutants scores a KL batch directly;
         # MAPO's training steps: its layouts test builds the padded batch directly
@@ -130,202 +141,135 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-#: Surviving mutants are listed, by mutmut's name and with a one-line reason, in one of three lists:
-#:
-#: * :data:`EQUIVALENT`: no input, on any device, can tell the mutant from the original;
-#: * :data:`CPU_UNTESTABLE`: only a device (CUDA) can (``.to(None)``, ``device=None``, an autocast without
-#:   its dtype): on the CPU the tests run on, the mutant computes what the original does.
-#:   ``tests/train/test_batch_cuda_only.py`` kills them on a GPU (``bench/cuda_mutants.py``, no mutmut needed);
-#: * :data:`OUT_OF_REACH`: mutmut cannot switch the mutant on (code that runs at import, before it forks).
-#:
-#: Each is left out of the score and shown apart; the score counting them as survivors is printed too.
-#: mutmut numbers a function's mutants in order, so an edit to the function renames them: re-check
-#: the lists after changing a module.
-_ZIP_SAME = (
-    "zip's strict= only acts on unequal lengths; both lists hold one value per assistant turn by construction"
+# the turn-credit algorithms and the MAPO estimator they share, apart from the rest of algorithms/
+# (the same mutants, with their own tests only: minutes where the whole package is much longer)
+TARGETS["turncredit"] = Target(
+    (
+        "src/rlver/train/algorithms/mapo.py",
+        "src/rlver/train/algorithms/mica.py",
+        "src/rlver/train/algorithms/ctc_grpo.py",
+    ),
+    (
+        "tests/train/test_mapo.py",
+        "tests/train/test_algorithms_turn_credit.py",
+        "tests/train/test_algorithms_mutants.py",
+        "tests/train/test_turn_credit_mutants.py",
+    ),
+    ("tests/train/test_mapo.py::test_a_training_step_in_each_layout",),
+    narrows="algorithms",
 )
-_R = "rlver.env.rewards."
-_B = "rlver.train.batch."
-_USE_CACHE = "use_cache only decides whether the forward also returns a KV cache; the logits are the same"
-_S = "rlver.llm.sampling."
-_TWO_D = "the sampler's tensors are [rows, vocab] (or [rows, 1]): dim/axis 1 is dim -1"
-_FLOAT32 = "float32 is torch's default dtype: dtype=None or no dtype gives the same tensor"
-_A = "rlver.train.algorithms."
 # the update loop moved out of learner.py: the same tests reach it (one list, kept in one place)
 TARGETS["update"] = Target("src/rlver/train/update.py", TARGETS["learner"].tests, TARGETS["learner"].deselect)
 
-EQUIVALENT: dict[str, str] = {
-    **{
-        f"{_A}core.x_group_advantages__mutmut_{n}": "device=None puts the group ids on the CPU, and CUDA "
-        "indexes a CUDA tensor with them all the same: the same advantages on the scores' device (survived "
-        "tests/train/test_batch_cuda_only.py on an H200, bench/cuda_mutants.py, 2026-11-28)"
-        for n in (7, 9)
-    },
-    **{f"rlver.train.learner.x_pad_batch__mutmut_{n}": _FLOAT32 for n in (8, 10)},
-    **{
-        f"rlver.train.learner.x_pad_batch__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
-        for n in (16, 18)
-    },
-    "rlver.train.learner.x_make_samples__mutmut_17": "episode_turn_samples marks every sample it returns "
-    "meta['per_turn'] = True: the condition is always true",
-    **{
-        f"rlver.train.learner.x_make_samples__mutmut_{n}": "the cut episode holds exactly kept_turns turns, "
-        "so sample_rewards has no later turn to fold in: kept_turns changes nothing"
-        for n in (59, 62)
-    },
-    "rlver.train.learner.xǁLearnerǁ_advantages__mutmut_43": "a wider `within` lets through only zeros: every "
-    "registered algorithm's advantages and returns are 0 outside the mask already",
-    "rlver.train.learner.xǁLearnerǁ__init____mutmut_15": "warned_sequence_is = None: only `if` reads it, and "
-    "None is falsy as False is",
-    "rlver.train.update.x_clip_and_norm__mutmut_15": 'float("INF") is float("inf"): float() ignores case',
-    **{
-        f"rlver.train.update.xǁPPOUpdateǁupdate__mutmut_{n}": "every minibatch step logs train/nonfinite_skips, "
-        "so the default of sums.get is never used"
-        for n in (67, 69, 72)
-    },
-    "rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_28": "chunk_tokens left at policy_forward's "
-    "default: the chunking is exact, the numbers do not depend on its size",
-    "rlver.train.learner.xǁLearnerǁ_logp__mutmut_8": "the chunk size is exact: the numbers do not depend on "
-    "logit_chunk_tokens (batch's policy_forward_70 likewise)",
-    "rlver.train.update.xǁPPOUpdateǁupdate__mutmut_56": "approx_kl >= vs > target_kl: a float tie no run meets "
-    "(target_kl > 0, and a minibatch's KL is 0 exactly only at ratio 1)",
-    _A + "core.x_masked_sum__mutmut_1": "sum(dim=None) is the full sum, as sum()",
-    **{
-        _A + f"core.x_explained_variance__mutmut_{n}": "unbiased=None is falsy: the population variance"
-        for n in (4, 18)
-    },
-    _A + "core.x_compact__mutmut_6": "argsort's default dim is -1, the T axis of the [B, T] mask",
-    _A + "core.x_compact__mutmut_8": "argsort of the bool mask orders it as its int8 copy does",
-    _A + "core.x_compact__mutmut_35": "GAE multiplies, sums and concatenates the bool mask as its float copy",
-    **{
-        _A
-        + f"core.x_group_advantages__mutmut_{n}": "lone acts only through lone == 'raw': any other default is 'zero'"
-        for n in (3, 4)
-    },
-    _A
-    + "core.x_token_rewards__mutmut_18": "row[end] = r vs += r: turn ends are distinct positions of a zero grid",
-    **{
-        _A
-        + f"x_settings_for__mutmut_{n}": "dumping unset fields adds only defaults: the shared ones are the same in "
-        "every settings class, another algorithm's are dropped quietly at their defaults"
-        for n in (8,)
-    },
-    _A + "x_settings_for__mutmut_16": "and -> or in an assertion every entry meets (entry() always names "
-    "the settings class): it can fail only for a table entry built by hand without one",
-    _A + "base.xǁAlgorithmǁactor_loss__mutmut_28": "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the "
-    "same loss and gradient",
-    _A + "core.x_masked_mean__mutmut_16": "mask.sum(dim=None) is the full sum, as mask.sum()",
-    **{
-        _A
-        + f"mapo.xǁMAPOǁadvantages__mutmut_{n}": "a (dialogue, turn) table a row or a column larger: the extra "
-        "one is never read (every lookup is of a dialogue and turn that exists)"
-        for n in (45, 48)
-    },
-    _A + "core.x_policy_loss__mutmut_46": "advantages <= 0 in the dual clip: at A = 0 both sides are 0",
-    "rlver.train.optim.x_lr_lambda__mutmut_2": "n <= warmup: at n == warmup the warm-up gives 1.0, as "
-    "every decay does at progress 0",
-    **{
-        f"rlver.rollout.batching.xǁBusyǁ__init____mutmut_{n}": "since is written by the first enter() before "
-        "anything reads it"
-        for n in (3, 4)
-    },
-    **{
-        "rlver.rollout.batching.xǁPolicyQueueǁ_run__mutmut_" + str(n): "zip's strict= only acts on unequal "
-        "lengths; generate() returns one result per request (a wrong count becomes one error per row)"
-        for n in (20, 23, 24)
-    },
-    **{
-        _S + f"x_sample_tokens__mutmut_{n}": _TWO_D
-        for n in (10, 14, 21, 23, 35, 39, 53, 67, 81, 83, 98, 104, 111, 113)
-    },
-    **{_S + f"x_inverse_cdf__mutmut_{n}": _TWO_D for n in (3, 31, 39, 54, 58)},
-    **{_S + f"x_nucleus__mutmut_{n}": _TWO_D for n in (6, 13)},
-    **{
-        _S + f"x_sample_tokens__mutmut_{n}": "topk/sort: dim=-1 and sorted=True are the defaults"
-        for n in (51, 52, 64)
-    },
-    **{_S + f"x_row_uniforms__mutmut_{n}": _FLOAT32 for n in (3, 6, 13, 16)},
-    _S + "x_sample_tokens__mutmut_1": "top_p 2 as the default: any top_p >= 1 is off in both of its tests",
-    **{
-        _S + f"x_sample_tokens__mutmut_{n}": "top_p 1 after top_k: the nucleus then drops only tokens under "
-        "2**-24 of the row's mass, whose cdf step rounds to 0 in float32 (never drawn either way)"
-        for n in (85, 86)
-    },
-    _S
-    + "x_inverse_cdf__mutmut_20": "u.to(None): the product with the cdf's total promotes to its dtype anyway",
-    _S
-    + "x_inverse_cdf__mutmut_30": "the clamp never acts: the target is held below the total, so searchsorted "
-    "(right=True) returns at most vocab - 1",
-    _S + "x_to_host__mutmut_3": "stacking int64 ids with float32 log-probs promotes to float32 anyway",
-    _S + "x_to_host__mutmut_4": "the log-probs sample_tokens returns are float32 already (logits.float())",
-    _R + "x_mixed_rewards__mutmut_4": "final_rewards ignores its spec argument",
-    _R + "x_mixed_rewards__mutmut_8": "delta_rewards ignores its spec argument",
-    _R + "x_mixed_rewards__mutmut_18": _ZIP_SAME,
-    _R + "x_mixed_rewards__mutmut_21": _ZIP_SAME,
-    _R + "x_mixed_rewards__mutmut_22": _ZIP_SAME,
-    _R
-    + "x_place_on_tokens__mutmut_11": "row[end] = r vs += r: turn ends are distinct positions, each row starts at 0",
-    _R + "x_sample_rewards__mutmut_12": "0 <= k: for k = 0, [*r[:-1], sum(r[-1:])] == r, the unchanged list",
-    _R
-    + "x_sample_rewards__mutmut_13": "k <= len(r): for k = len(r), [*r[:k-1], sum(r[k-1:])] == r, unchanged",
-    **{
-        _B + f"x_collate__mutmut_{n}": "torch.full with an int pad id is int64 without a dtype"
-        for n in (7, 10)
-    },
-    **{_B + f"x_collate__mutmut_{n}": "torch.zeros is float32 without dtype=" for n in (18, 20)},
-    **{
-        _B + f"x_collate__mutmut_{n}": "the int mask is cast on assignment into the float32 tensor"
-        for n in (29, 31)
-    },
-    **{
-        _B
-        + f"x_micro_batches__mutmut_{n}": "width starts at 1, not 0: max(width, length) is the same for every length >= 1"
-        for n in (15, 28)
-    },
-    **{_B + f"x_policy_forward__mutmut_{n}": _USE_CACHE for n in (10, 13, 14, 33, 36, 37)},
-    _B
-    + "x_policy_forward__mutmut_70": "chunks of at least 2 instead of 1: chunking is exact, the numbers do not depend on the size",
-    _B
-    + "x_policy_forward__mutmut_75": "checkpointing a chunk whose input needs no gradient recomputes the same numbers",
-    _B + "x__body_and_head__mutmut_17": "and for or: a missing get_output_embeddings is then called as None, "
-    "a TypeError the try returns None for",
+#: every listed mutant: which list it is in, and its label
+LISTED: dict[str, tuple[str, Label]] = {
+    **{m: ("equivalent", label) for m, label in EQUIVALENT.items()},
+    **{m: ("CPU-untestable", label) for m, label in CPU_UNTESTABLE.items()},
+    **{m: ("out of reach", label) for m, label in OUT_OF_REACH.items()},
 }
 
-_DEVICE = "on a CPU the tensor is already where it must be"
-_TO_NONE = f".to(None) leaves the tensor where it is: {_DEVICE}; on CUDA it stays on the CPU"
-_NO_DEVICE = f"device=None makes the tensor on the CPU: {_DEVICE}; on CUDA it is on the wrong device"
-_GUARD = (
-    "the zero-weight guard acts only when a device's parallel cumsum rounds a zero weight's step above "
-    "0; on a CPU the step is exactly 0 and searchsorted(right=True) never picks it (no killing test: "
-    "no input that makes a GPU's cumsum do it is known)"
-)
-CPU_UNTESTABLE: dict[str, str] = {
-    **{f"{_B}x_collate__mutmut_{n}": _TO_NONE for n in (41, 42, 43)},
-    **{
-        f"{_B}x__compute_region__mutmut_{n}": "autocast without its dtype is bf16 on a CPU, as asked, and "
-        "fp16 on CUDA"
-        for n in (7, 9)
-    },
-    "rlver.train.learner.xǁBatchǁrows__mutmut_1": _TO_NONE,
-    "rlver.train.update.xǁPPOUpdateǁ_micro_batch__mutmut_7": "collate(..., None) leaves the micro-batch on "
-    "the CPU: on CUDA the model's forward gets CPU tensors",
-    **{f"{_A}core.x_compact__mutmut_{n}": _NO_DEVICE for n in (25, 27)},
-    **{_S + f"x_row_uniforms__mutmut_{n}": _NO_DEVICE for n in (4, 7)},
-    _S + "x_row_uniforms__mutmut_17": _TO_NONE,
-    **{_S + f"x_inverse_cdf__mutmut_{n}": _GUARD for n in (48, 50, 52)},
-}
+#: a mutant's change: the source lines it replaces and its own, stripped (``None``: no such mutant)
+Change = tuple[str, str]
 
-OUT_OF_REACH: dict[str, str] = {
-    _A + "x_entry__mutmut_2": "entry() runs when the package is imported, before mutmut forks and switches "
-    "a mutant on (test_every_algorithm_has_a_description checks the value)",
-}
 
-#: every listed mutant, with the list it is in
-LISTED: dict[str, tuple[str, str]] = {
-    **{m: ("equivalent", why) for m, why in EQUIVALENT.items()},
-    **{m: ("CPU-untestable", why) for m, why in CPU_UNTESTABLE.items()},
-    **{m: ("out of reach", why) for m, why in OUT_OF_REACH.items()},
-}
+def module_path(module: str) -> str:
+    """The source file of a dotted module under ``src/`` (a package's ``__init__.py``)."""
+    plain = Path("src", *module.split(".")).with_suffix(".py")
+    return str(plain if (ROOT / plain).exists() else Path("src", *module.split("."), "__init__.py"))
+
+
+def functions_of(code: str) -> dict[str, str]:
+    """Every function and method in ``code`` by name, with its source (mutmut's ``x_f__mutmut_3`` too)."""
+    return {
+        node.name: ast.get_source_segment(code, node) or ""
+        for node in ast.walk(ast.parse(code))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    }
+
+
+def change_of(functions: dict[str, str], short: str) -> Change | None:
+    """The lines mutant ``short`` (``x_f__mutmut_3``) changes against mutmut's unmutated copy of the
+    function, from a mutated module's functions; ``None`` when mutmut made no such mutant."""
+    base = short.rsplit("__mutmut_", 1)[0]
+    original, mutant = functions.get(base + "__mutmut_orig"), functions.get(short)
+    if original is None or mutant is None:
+        return None
+    before = original.splitlines()
+    after = mutant.replace(short, base + "__mutmut_orig", 1).splitlines()  # the same def line
+    removed: list[str] = []
+    added: list[str] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=before, b=after, autojunk=False).get_opcodes():
+        if tag != "equal":
+            removed += [line.strip() for line in before[i1:i2]]
+            added += [line.strip() for line in after[j1:j2]]
+    return "\n".join(removed), "\n".join(added)
+
+
+def run_changes(folder: Path, names: list[str]) -> dict[str, Change | None]:
+    """Each named mutant's change as the run in ``folder`` made it (its ``mutants/`` copy of the source)."""
+    functions: dict[str, dict[str, str]] = {}
+    out: dict[str, Change | None] = {}
+    for name in names:
+        module, short = name.rsplit(".", 1)
+        if module not in functions:
+            path = folder / "mutants" / module_path(module)
+            functions[module] = functions_of(path.read_text(encoding="utf-8")) if path.exists() else {}
+        out[name] = change_of(functions[module], short)
+    return out
+
+
+def generated_changes(names: list[str]) -> dict[str, Change | None]:
+    """Each named mutant's change, regenerated by mutmut's own mutator from the current source, one
+    function at a time (seconds where a whole module is minutes; mutmut numbers each function's
+    mutants by themselves). Needs mutmut importable."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    functions: dict[tuple[str, str], dict[str, str]] = {}
+    out: dict[str, Change | None] = {}
+    for name in names:
+        module, short = name.rsplit(".", 1)
+        key = (module, short.rsplit("__mutmut_", 1)[0])
+        if key not in functions:
+            path = module_path(module)
+            alone = function_alone(path, short) if (ROOT / path).exists() else None
+            functions[key] = functions_of(mutate_file_contents(path, alone).code) if alone else {}
+        out[name] = change_of(functions[key], short)
+    return out
+
+
+def stale_labels(
+    labels: dict[str, tuple[str, Label]], changes: dict[str, Change | None]
+) -> tuple[dict[str, Change], list[str]]:
+    """The labels whose mutant's change is no longer the one they record (with the mutant's change now),
+    and those naming no mutant: both the result of an edit that renumbered a function's mutants."""
+    stale: dict[str, Change] = {}
+    missing: list[str] = []
+    for name in sorted(set(labels) & set(changes)):
+        change = changes[name]
+        if change is None:
+            missing.append(name)
+        elif change != (labels[name][1].line, labels[name][1].mutated):
+            stale[name] = change
+    return stale, missing
+
+
+def print_stale(stale: dict[str, Change], missing: list[str]) -> None:
+    for name, (line, mutated) in stale.items():
+        label = LISTED[name][1] if name in LISTED else None
+        print(f"  stale label (not left out): {name}: mutmut changes {line!r} -> {mutated!r}", end="")
+        print(f"; the label was written for {label.line!r} -> {label.mutated!r}" if label else "")
+    for name in missing:
+        print(f"  label names no mutant (remove or re-key it): {name}")
+
+
+def check_labels() -> int:
+    """``--check-labels``: every label against its mutant regenerated from the current source."""
+    stale, missing = stale_labels(LISTED, generated_changes(sorted(LISTED)))
+    print_stale(stale, missing)
+    good = len(LISTED) - len(stale) - len(missing)
+    print(f"{good} of {len(LISTED)} labels name the change they were written for")
+    return 1 if stale or missing else 0
+
 
 #: A mutant's tests are stopped (a *timeout*, counted as killed) after this many times the clean run's
 #: time (+ 1 s) of wall clock. mutmut's default, 15, gives a mutant that loops forever in the policy
@@ -359,6 +303,7 @@ def prepare(name: str, target: Target, keep: bool = False, blank: tuple[str, ...
     shutil.copytree(ROOT / "tests", out / "tests", ignore=ignore)
     for test_file in blank:  # the score before these tests were written (--blank)
         (out / test_file).write_text('"""Left empty for this run (bench/mutants.py --blank)."""\n')
+    sources = (target.source,) if isinstance(target.source, str) else target.source
     pytest_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-m", MARKERS, "-n", "0", "-q"]
     selection = [*target.tests, *(f"--deselect={test}" for test in target.deselect)]
     block = "\n".join(
@@ -366,7 +311,7 @@ def prepare(name: str, target: Target, keep: bool = False, blank: tuple[str, ...
             "",
             "[tool.mutmut]",
             'source_paths = ["src"]',
-            f"only_mutate = [{_toml_str(target.source)}]",
+            f"only_mutate = [{', '.join(map(_toml_str, sources))}]",
             f"pytest_add_cli_args = [{', '.join(map(_toml_str, pytest_args))}]",
             f"pytest_add_cli_args_test_selection = [{', '.join(map(_toml_str, selection))}]",
             "use_git_change_detection = false",
@@ -421,11 +366,37 @@ def merged(found: dict[str, str], earlier: dict[str, str]) -> dict[str, str]:
     return {**found, **kept}
 
 
-def report(name: str, found: dict[str, str]) -> int:
+#: the merged statuses of a target's runs, beside mutmut's own state: mutmut forgets every result when
+#: the test selection changes, so a second ``--only`` run would lose what the first one kept
+RESULTS = "rlver-results.json"
+
+
+def kept_results(folder: Path) -> dict[str, str]:
+    """The statuses :func:`keep_results` wrote after the last run in ``folder`` (none before one)."""
+    path = folder / RESULTS
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def keep_results(folder: Path, found: dict[str, str]) -> None:
+    tmp = folder / (RESULTS + ".tmp")
+    tmp.write_text(json.dumps(found, ensure_ascii=False, indent=0, sort_keys=True), encoding="utf-8")
+    tmp.replace(folder / RESULTS)
+
+
+def report(name: str, found: dict[str, str], changes: dict[str, Change | None] | None = None) -> int:
     """Print the module's counts, its score with the listed mutants left out and counted as
-    survivors, and the surviving mutants; return the number of unexplained ones."""
+    survivors, and the surviving mutants; return the number of unexplained ones.
+
+    ``changes``: each listed mutant's change in this run (:func:`run_changes`). A listed mutant is left
+    out only while its change is its label's; a stale label's mutant is scored as a survivor, and a
+    label of a module of this run that names no mutant is reported (a renumbering edit does both).
+    """
     counts = Counter(found.values())
-    listed = {m for m in found if m in LISTED and found[m] not in KILLED | {"not checked"}}
+    modules = {m.rsplit(".", 1)[0] for m in found}
+    own = {m: LISTED[m] for m in LISTED if m.rsplit(".", 1)[0] in modules}
+    stale, _ = stale_labels(own, {m: c for m, c in (changes or {}).items() if m in found})
+    missing = sorted(m for m in own if m not in found)
+    listed = {m for m in found if m in own and m not in stale and found[m] not in KILLED | {"not checked"}}
     killed = sum(1 for m, s in found.items() if s in KILLED)
     #: "skipped" and "not checked" (outside an ``--only`` selection, or an interrupted run) are not scored
     unscored = {"skipped", "not checked"}
@@ -443,18 +414,30 @@ def report(name: str, found: dict[str, str]) -> int:
     for mutant in live:
         print(f"  survived ({found[mutant]}): {mutant}   (mutmut show {mutant})")
     for mutant in sorted(listed):
-        kind, why = LISTED[mutant]
-        print(f"  {kind}: {mutant}: {why}")
-    for mutant in sorted(m for m in LISTED if found.get(m) in KILLED):
-        print(f"  listed as {LISTED[mutant][0]} but killed (remove it from its list): {mutant}")
+        kind, label = LISTED[mutant]
+        print(f"  {kind}: {mutant}: {label.why}")
+    print_stale({m: c for m, c in stale.items() if found[m] not in KILLED}, missing)
+    for mutant in sorted(m for m in own if found.get(m) in KILLED):
+        if found[mutant] == "timeout":  # a survivor runs every test that reaches it: the longest runs
+            print(f"  listed as {LISTED[mutant][0]} but timed out (a loaded machine? --only it): {mutant}")
+        else:
+            print(f"  listed as {LISTED[mutant][0]} but killed (remove it from its list): {mutant}")
     return len(live)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all)")
+    parser.add_argument(
+        "modules", nargs="*", help=f"of: {', '.join(TARGETS)} (default: all but the narrower views)"
+    )
     parser.add_argument("--max-children", type=int, default=1, help="mutants tested at once (default 1)")
     parser.add_argument("--report-only", action="store_true", help="print the last run's results again")
+    parser.add_argument(
+        "--check-labels",
+        action="store_true",
+        help="regenerate every listed mutant from the current source and check that each is still the "
+        "change its label was written for (needs mutmut; no tests run)",
+    )
     parser.add_argument(
         "--only",
         nargs="+",
@@ -470,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         help="run with these test files empty in the copy: the score before they were written",
     )
     args = parser.parse_args(argv)
+    if args.check_labels:
+        return check_labels()
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         print(f"error: unknown module {unknown[0]!r}; expected one of {', '.join(TARGETS)}", file=sys.stderr)
@@ -477,9 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.only and len(args.modules) != 1:
         print("error: --only needs exactly one module", file=sys.stderr)
         return 2
-    for name in args.modules or list(TARGETS):
+    for name in args.modules or [n for n, t in TARGETS.items() if not t.narrows]:
         keep = bool(args.only) and workdir(name).is_dir()
-        earlier = statuses(workdir(name)) if keep else {}
+        earlier = {**statuses(workdir(name)), **kept_results(workdir(name))} if keep else {}
         folder = (
             workdir(name)
             if args.report_only
@@ -491,7 +476,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
                 print(f"error: mutmut run failed for {name} (exit {done.returncode})", file=sys.stderr)
                 return 1
-        report(name, merged(statuses(folder), earlier))
+        found = merged(statuses(folder), earlier if args.only else kept_results(folder))
+        if not args.report_only:
+            keep_results(folder, found)
+        report(name, found, run_changes(folder, [m for m in found if m in LISTED]))
     return 0
 
 

@@ -2,7 +2,7 @@
 autocast region on the device. On a CPU every one of these holds whatever the code does (a tensor left
 on the CPU is where a CPU run wants it; CPU autocast is bf16 by default), so the file is skipped there.
 
-They are the killing tests of the mutants ``bench/mutants.py`` lists as CPU-untestable (``CPU_UNTESTABLE``:
+They are the killing tests of the mutants ``bench/mutant_labels.py`` lists as CPU-untestable (``CPU_UNTESTABLE``:
 ``.to(None)``, ``device=None``, an autocast without its dtype). ``python bench/cuda_mutants.py`` applies
 each of those mutants to a copy of ``src/`` and runs this file against it on a GPU machine, without
 mutmut: a mutant is killed when a test here fails.
