@@ -289,17 +289,17 @@ EQUIVALENT: dict[str, Label] = {
         "if settings.entropy_coef >= 0:",
         "entropy_coef >= 0: at 0 it subtracts 0 x entropy, the same loss and gradient",
     ),
-    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_34": Label(
+    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_38": Label(
         "outcome_of = dict(zip(order, outcome.tolist(), strict=True))",
         "outcome_of = dict(zip(order, outcome.tolist(), strict=None))",
         _OUTCOME_ZIP,
     ),
-    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_37": Label(
+    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_41": Label(
         "outcome_of = dict(zip(order, outcome.tolist(), strict=True))",
         "outcome_of = dict(zip(order, outcome.tolist(), ))",
         _OUTCOME_ZIP,
     ),
-    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_38": Label(
+    "rlver.train.algorithms.ctc_grpo.xǁCTCGRPOǁadvantages__mutmut_42": Label(
         "outcome_of = dict(zip(order, outcome.tolist(), strict=True))",
         "outcome_of = dict(zip(order, outcome.tolist(), strict=False))",
         _OUTCOME_ZIP,
@@ -335,12 +335,12 @@ EQUIVALENT: dict[str, Label] = {
     "rlver.train.algorithms.core.x_group_advantages__mutmut_4": Label(
         'lone: Literal["zero", "raw"] = "zero",', 'lone: Literal["zero", "raw"] = "ZERO",', _LONE_DEFAULT
     ),
-    "rlver.train.algorithms.core.x_group_advantages__mutmut_7": Label(
+    "rlver.train.algorithms.core.x_group_advantages__mutmut_8": Label(
         "g = torch.as_tensor(groups, device=scores.device)",
         "g = torch.as_tensor(groups, device=None)",
         _CUDA_INDEX,
     ),
-    "rlver.train.algorithms.core.x_group_advantages__mutmut_9": Label(
+    "rlver.train.algorithms.core.x_group_advantages__mutmut_10": Label(
         "g = torch.as_tensor(groups, device=scores.device)", "g = torch.as_tensor(groups, )", _CUDA_INDEX
     ),
     "rlver.train.algorithms.core.x_masked_mean__mutmut_16": Label(

@@ -25,6 +25,7 @@ HOUSE: dict[str, str] = {
     "test_gpu_bench": "bench/gpu_bench.py on a machine without a GPU",
     "test_layout": "this file: test files named after what they test",
     "test_light_install": "the wheel installed alone in a fresh venv",
+    "test_mutant_labels": "bench/mutants.py's labels name the mutants they were written for",
     "test_no_issue_numbers": "no issue numbers in src or the reference docs",
     "test_repeated_text": "no text written twice in src",
     "test_repo_setup": "the set-up files a newcomer meets first",

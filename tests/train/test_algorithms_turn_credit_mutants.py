@@ -1,20 +1,18 @@
 """Killing tests for the survivors of ``python bench/mutants.py turncredit``. In CTC-GRPO
-(``train/algorithms/ctc_grpo.py``): a lone (user, turn) cell that does not end the credit of the cells
-after it, the std plus (not minus) eps, the outcome's ``grpo_scale_by_std``, a ``groups`` tensor shorter
+(``train/algorithms/ctc_grpo.py``): the outcome's ``grpo_scale_by_std``, a ``groups`` tensor shorter
 than the samples refused, the verl refusal's words. In MAPO's ``on_turn_tokens``: a value for a turn the
 batch does not hold refused. Each expected number is worked out here."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 
 import pytest
 import torch
 
 from rlver.train.algorithms import get_algorithm
-from rlver.train.algorithms.ctc_grpo import CTCGRPOSettings, centred_turn_credit
+from rlver.train.algorithms.ctc_grpo import CTCGRPOSettings
 from rlver.train.algorithms.mapo import on_turn_tokens
 from test_mapo import _per_turn, _whole_layout
 
@@ -22,20 +20,6 @@ CTC = get_algorithm("ctc_grpo")
 #: each dialogue's change per turn, and its user's group: outcomes 0.3, 0.1 (group 0), 0.1, 0.2 (group 1)
 TURN_REWARDS = [[0.1, 0.2], [0.3, -0.2], [0.0, 0.1], [0.2]]
 GROUPS = [0, 0, 1, 1]
-
-
-def test_a_lone_cell_leaves_the_credit_of_the_cells_after_it() -> None:
-    """The lone cell comes first: it gets 0 and the next cell is still centred (-1, +1 about 2)."""
-    r = torch.tensor([5.0, 1.0, 3.0])
-    credit = centred_turn_credit(r, {(0, 0): [0], (0, 1): [1, 2]}, eps=0.0, scale=False)
-    assert credit.tolist() == [0.0, -1.0, 1.0]
-
-
-def test_the_scaled_credit_divides_by_the_cells_std_plus_eps() -> None:
-    """[1, 3]: centred -1, +1; unbiased std sqrt(2); with eps 0.5 each is -+1 / (sqrt(2) + 0.5)."""
-    credit = centred_turn_credit(torch.tensor([1.0, 3.0]), {(0, 0): [0, 1]}, eps=0.5, scale=True)
-    h = 1 / (math.sqrt(2) + 0.5)
-    assert credit.tolist() == pytest.approx([-h, h], abs=1e-6)
 
 
 def test_the_outcome_follows_grpo_scale_by_std() -> None:
