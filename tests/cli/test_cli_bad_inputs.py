@@ -427,8 +427,8 @@ def test_inspect_labels_the_parts_of_the_users_reply_plan(
 
 
 def test_ctrl_c_at_the_chat_prompt_ends_at_once_on_a_new_line(tmp_path: Path) -> None:
-    """`You: ` was left with no newline, and the process waited 30 s for the thread reading the
-    keyboard. The keyboard is a terminal here (a pty that stays open), as a person's is: a pipe would
+    """`You: ` was left with no newline, and the process waited for the thread reading the keyboard
+    until the interrupt watchdog ended it (30 s, and a second error line). The keyboard is a terminal here (a pty that stays open), as a person's is: a pipe would
     end the read when the test closes it."""
     import pty
 
@@ -446,7 +446,9 @@ def test_ctrl_c_at_the_chat_prompt_ends_at_once_on_a_new_line(tmp_path: Path) ->
             if select.select([proc.stdout], [], [], 0.5)[0]:
                 shown += os.read(proc.stdout.fileno(), 4096)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=GRACE_S - 10)  # well before the watchdog
+        # No clock here (a loaded machine is slow to exit): the hang this test is for ends only by the
+        # interrupt watchdog after GRACE_S, whose own error line the stderr check below then finds.
+        out, err = proc.communicate(timeout=GRACE_S + 90)
     finally:
         if proc.poll() is None:
             proc.kill()
