@@ -84,6 +84,7 @@ TARGETS: dict[str, Target] = {
             "tests/train/test_sequence_is_warning.py",
             "tests/train/test_algorithms_mutants.py",
             "tests/train/test_mapo.py",
+            "tests/train/test_algorithms_turn_credit.py",
             "tests/train/test_algorithms_turn_credit_mutants.py",
         ),
         # whole training steps (1-6 s each): they test the learner; the maths has direct tests here

@@ -1,12 +1,14 @@
 """Killing tests for the survivors of ``python bench/mutants.py turncredit``. In CTC-GRPO
 (``train/algorithms/ctc_grpo.py``): the outcome's ``grpo_scale_by_std``, a ``groups`` tensor shorter
-than the samples refused, the verl refusal's words. In MAPO's ``on_turn_tokens``: a value for a turn the
+than the samples refused, the verl refusal's words, the floored-groups count at a std equal to the floor
+and for a group of one. In MAPO's ``on_turn_tokens``: a value for a turn the
 batch does not hold refused. Each expected number is worked out here."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 
 import pytest
 import torch
@@ -52,6 +54,31 @@ def test_verl_is_refused_with_the_way_to_train_it() -> None:
     (refusal,) = CTC.verl_refusals(CTCGRPOSettings())
     pattern = r"^algorithm\.name=ctc_grpo: .* cannot credit a dialogue's turns apart \(core_algos\); train it with --trainer local$"
     assert re.match(pattern, refusal), refusal
+
+
+def test_a_std_equal_to_the_floor_is_not_counted_as_floored() -> None:
+    """Three one-turn dialogues of one group with outcomes 0, 0.5, 1: mean 0.5, unbiased std
+    sqrt((0.25 + 0 + 0.25) / 2) = 0.5 exactly (in float32 too), the floor itself. The floor leaves it
+    as it is, so the count of groups it replaced is 0, and the advantages are -1, 0, +1 (no turn
+    credit: one turn each). A floor of 0.75 replaces it: (o - 0.5) / 0.75, counted once."""
+    inputs = _whole_layout([[0.0], [0.5], [1.0]], [0, 0, 0])
+    at_floor = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_std_min=0.5))
+    assert _per_turn(at_floor.advantages, inputs) == pytest.approx({(0, 0): -1.0, (1, 0): 0.0, (2, 0): 1.0})
+    assert at_floor.stats == {"train/floored_groups": 0.0}
+    above = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_std_min=0.75))
+    assert _per_turn(above.advantages, inputs) == pytest.approx({(0, 0): -2 / 3, (1, 0): 0.0, (2, 0): 2 / 3})
+    assert above.stats == {"train/floored_groups": 1.0}
+
+
+def test_a_group_of_one_dialogue_is_not_asked_for_its_std() -> None:
+    """Dialogue 2 alone in group 1: it has no std (torch warns, degrees of freedom <= 0, and gives nan),
+    so the floored-groups count skips it rather than take one and warn in every step's log. Group 0's
+    outcomes 0.3 and 0.1 (std 0.14) are above the floor 0.1: nothing floored."""
+    inputs = _whole_layout([[0.1, 0.2], [0.3, -0.2], [0.2, 0.1]], [0, 0, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = CTC.advantages(inputs, CTCGRPOSettings())
+    assert out.stats == {"train/floored_groups": 0.0}
 
 
 @pytest.mark.parametrize("key", [(4, 0), (0, 2)], ids=["dialogue", "turn"])
