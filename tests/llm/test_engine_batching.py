@@ -9,6 +9,7 @@ replies of an exact length (only the model's text is steered, never the engine).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -132,21 +133,29 @@ def test_a_freed_slot_takes_the_next_waiting_reply_at_the_next_step(how: str) ->
     assert steps <= 1.25 * least_decode_steps(lengths, 16), (steps, least_decode_steps(lengths, 16))
 
 
-def test_a_request_is_overtaken_only_by_those_waiting_when_it_was_first_seen() -> None:
-    """One slot. A (4 tokens) and B (2) are queued together; while A decodes, C (8 tokens, the largest
-    budget) arrives. B was waiting before C was: B goes before C, so no later, longer request can hold
-    a waiting one back; A and B, seen together, go largest budget first."""
+def _one_prompt_engine(slots: int) -> tuple[LocalChatModel, Callable[[str, int], Any]]:
+    """The tiny model's chat in ``slots`` slots, each reply exactly its budget long, and a maker of
+    engine requests for one fixed prompt: ``request(request_id, budget)``."""
     net, tok = tiny_model_and_tokenizer(0)
-    chat = LocalChatModel(net, tok, device="cpu", max_batch_size=1)
+    chat = LocalChatModel(net, tok, device="cpu", max_batch_size=slots)
     exact_lengths(chat)
-    engine = chat.engine
     prompt = tok.encode("day 1: work was long")
     stops = list(chat.stop_token_ids)
 
     def request(rid: str, budget: int) -> Any:
-        (r,) = engine._requests([prompt], SAMPLING.model_copy(update={"max_tokens": budget}), [1], stops, rid)
+        sampling = SAMPLING.model_copy(update={"max_tokens": budget})
+        (r,) = chat.engine._requests([prompt], sampling, [1], stops, rid)
         return r
 
+    return chat, request
+
+
+def test_a_request_is_overtaken_only_by_those_waiting_when_it_was_first_seen() -> None:
+    """One slot. A (4 tokens) and B (2) are queued together; while A decodes, C (8 tokens, the largest
+    budget) arrives. B was waiting before C was: B goes before C, so no later, longer request can hold
+    a waiting one back; A and B, seen together, go largest budget first."""
+    chat, request = _one_prompt_engine(slots=1)
+    engine = chat.engine
     done: list[str] = []
     late = request("C", 8)
 
@@ -187,17 +196,8 @@ def test_the_admission_barrier_runs_before_each_admission_that_follows_an_answer
     dialogue goes on when its answer lands: the moment A is answered, the barrier queues A's next
     turn, C, which joins at the very next admission (never later, whatever the thread timing). The
     barrier runs as the period starts and after each step that answered a row, before admitting."""
-    net, tok = tiny_model_and_tokenizer(0)
-    chat = LocalChatModel(net, tok, device="cpu", max_batch_size=4)
-    exact_lengths(chat)
+    chat, request = _one_prompt_engine(slots=4)
     engine = chat.engine
-    prompt = tok.encode("day 1: work was long")
-    stops = list(chat.stop_token_ids)
-
-    def request(rid: str, budget: int) -> Any:
-        (r,) = engine._requests([prompt], SAMPLING.model_copy(update={"max_tokens": budget}), [1], stops, rid)
-        return r
-
     a, b, c = request("A", 3), request("B", 8), request("C", 2)
     calls: list[tuple[int, bool]] = []
 
