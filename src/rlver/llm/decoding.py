@@ -213,6 +213,17 @@ class Decoder:
         text = self.tokenizer.decode(tokens[-32:], skip_special_tokens=True)
         return any(s in text for s in stop)
 
+    def row_ends(self, request: Request, tokens: list[int], budget: int) -> bool:
+        """Whether a row whose read tokens are ``tokens`` has ended: its last token is a stop id, it
+        has its ``budget``, or its text spells a stop string. One rule for both cache paths (the
+        dynamic batch's step and :class:`rlver.llm.static_slots.StaticSlots`)."""
+        stop = request.sampling.stop
+        return (
+            tokens[-1] in request.stops
+            or len(tokens) >= budget
+            or bool(stop and self.hits_stop_string(tokens, stop))
+        )
+
 
 @dataclass
 class Running:

@@ -310,12 +310,7 @@ class Scheduler:
             tokens, logps = batch.tokens[b], batch.logps[b]
             tokens.append(tok)
             logps.append(lp)
-            stop = req.sampling.stop
-            if (
-                tok in req.stops
-                or len(tokens) >= batch.budgets[b]
-                or (stop and self.decoder.hits_stop_string(tokens, stop))
-            ):
+            if self.decoder.row_ends(req, tokens, batch.budgets[b]):
                 done.append(b)
             else:
                 keep.append(b)

@@ -205,12 +205,7 @@ class StaticSlots:
         """Append a read token to its row; whether the row has ended (then it is in ``finished``)."""
         row.tokens.append(int(token))
         row.logps.append(float(logp))
-        stop = row.request.sampling.stop
-        done = (
-            row.tokens[-1] in row.request.stops
-            or len(row.tokens) >= row.budget
-            or bool(stop and self.decoder.hits_stop_string(row.tokens, stop))
-        )
+        done = self.decoder.row_ends(row.request, row.tokens, row.budget)
         if done:
             finished.append((row.request, (row.tokens, row.logps)))
         return done
