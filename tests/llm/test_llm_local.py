@@ -182,3 +182,5 @@ def test_stop_strings_cut_the_reply(decisive_dir: Path) -> None:
     assert cut.text == full.text[: full.text.find(stop)]
     assert cut.finish_reason == "stop"
     assert (cut.token_ids or []) == (full.token_ids or [])[: len(cut.token_ids or [])]
+    # the decode itself stopped at the string (not at its budget, with the text cut afterwards)
+    assert len(cut.token_ids or []) < len(full.token_ids or []), (cut.token_ids, full.token_ids)
