@@ -108,6 +108,9 @@ def test_ctc_grpo_floors_the_outcome_std() -> None:
     assert floored.stats == {"train/floored_groups": 1.0}
     unfloored = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, ctc_std_min=0.0, ctc_turn_weight=0))
     assert _per_turn(unfloored.advantages, inputs)[(1, 0)] == approx(H, abs=1e-6)
+    # without the std division the floor never acts, and no group is counted as floored
+    unscaled = CTC.advantages(inputs, CTCGRPOSettings(grpo_eps=1e-12, grpo_scale_by_std=False))
+    assert unscaled.stats == {"train/floored_groups": 0.0}
 
 
 def test_ctc_grpo_defaults_are_the_released_recipe() -> None:

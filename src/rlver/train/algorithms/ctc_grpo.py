@@ -116,7 +116,8 @@ class CTCGRPO(Algorithm[CTCGRPOSettings]):
         credit = centred_turn_credit(r, turns_of_dialogue)
         adv = torch.tensor([outcome_of[d] for d, _ in keys]) + settings.ctc_turn_weight * credit
         # groups whose outcome std the floor replaced: how often the floor, not the spread, scales them
-        floored = sum(
+        # (none without the std division: the floor then never acts)
+        floored = settings.grpo_scale_by_std * sum(
             1
             for g in torch.unique(groups)
             if (groups == g).sum() > 1 and float(outcomes[groups == g].std()) < settings.ctc_std_min
